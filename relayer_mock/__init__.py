@@ -1,0 +1,1 @@
+"""relayer_mock: a local, persistent, fault-injecting Walrus publisher/aggregator."""

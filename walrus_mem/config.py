@@ -1,0 +1,189 @@
+"""Settings: environment (``WALRUS_MEM_*``), a TOML config file, and defaults.
+
+Precedence for ordinary settings (first wins): arguments to ``Settings(...)``
+> environment variables > the TOML config file > defaults. Every string in the
+TOML file may hold ``${VAR}`` placeholders (see :mod:`walrus_mem.placeholders`).
+
+The master key is special (see :func:`walrus_mem.keys.resolve_master_seed`):
+explicit argument > ``master_key`` in the config file > ``WALRUS_MEM_MASTER_KEY``
+> OS keyring > key file. So ``master_key`` is *not* read from the environment
+by this class; the key resolver reads the env var at its own rank.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import platformdirs
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+
+from .errors import ConfigError
+from .keys import validate_namespace
+from .placeholders import resolve_placeholders
+
+__all__ = ["DEFAULT_EMBEDDING_MODEL", "AgentConfig", "Settings", "load_config_file"]
+
+DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
+CONFIG_ENV = "WALRUS_MEM_CONFIG"
+
+
+def _default_data_dir() -> Path:
+    return Path(platformdirs.user_data_dir("walrus-mem", appauthor=False))
+
+
+class AgentConfig(BaseModel):
+    """One ``[agents.<name>]`` table of the config file."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    namespace: str | None = None  # defaults to the agent's name
+    key: SecretStr | None = None  # independent Ed25519 key (hex/base64); None = derived
+    auto_recall: bool = True
+    auto_capture: bool = True
+    max_recall_results: int = Field(5, ge=1, le=100)
+    min_relevance: float = Field(0.3, ge=0.0, le=1.0)
+    min_prompt_length: int = Field(10, ge=0)
+    capture_max_messages: int = Field(10, ge=1, le=200)
+    recall_token_budget: int = Field(800, ge=50)
+    recall_strategy: Literal["always", "manual"] = "always"
+
+    @field_validator("namespace")
+    @classmethod
+    def _ns(cls, v: str | None) -> str | None:
+        return None if v is None else validate_namespace(v)
+
+
+def load_config_file(path: Path) -> dict[str, Any]:
+    """Parse a TOML config file and resolve ``${VAR}`` placeholders in it."""
+    try:
+        raw = Path(path).read_bytes()
+    except FileNotFoundError as exc:
+        raise ConfigError(f"config file {path} does not exist") from exc
+    except OSError as exc:
+        raise ConfigError(f"config file {path} cannot be read: {exc.strerror}") from exc
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"config file {path} is not UTF-8") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
+    resolved: dict[str, Any] = resolve_placeholders(data)
+    # Accept both a flat file and one with a [walrus_mem] table.
+    if isinstance(resolved.get("walrus_mem"), dict):
+        top = dict(resolved.pop("walrus_mem"))
+        top.update(resolved)
+        resolved = top
+    return resolved
+
+
+class _TomlSource(PydanticBaseSettingsSource):
+    def __init__(self, settings_cls: type[BaseSettings], path: Path | None) -> None:
+        super().__init__(settings_cls)
+        self._data = load_config_file(path) if path else {}
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return self._data.get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(self._data)
+
+
+class _EnvWithoutSecrets(EnvSettingsSource):
+    """Env source that leaves ``master_key`` to the key resolver's precedence."""
+
+    def __call__(self) -> dict[str, Any]:
+        data = super().__call__()
+        data.pop("master_key", None)
+        return data
+
+
+class Settings(BaseSettings):
+    """walrus_mem configuration. Every field has a ``WALRUS_MEM_<NAME>`` env var.
+
+    **Usage**::
+
+        Settings()                                   # env + config file + defaults
+        Settings(data_dir="/tmp/mem")                # explicit values win
+        Settings(config_file="walrus-mem.toml")      # or WALRUS_MEM_CONFIG
+    """
+
+    model_config = SettingsConfigDict(
+        env_prefix="WALRUS_MEM_", extra="forbid", validate_default=True
+    )
+
+    config_file: Path | None = None
+    data_dir: Path = Field(default_factory=_default_data_dir)
+    publisher_url: str | None = None
+    aggregator_urls: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    publisher_token: SecretStr | None = None
+    master_key: SecretStr | None = None
+    key_file: Path | None = None  # default: <data_dir>/keys/master.key
+    use_keyring: bool = True
+    default_namespace: str = "default"
+    epochs: int = Field(5, ge=1, le=53)
+    permanent: bool = False
+    send_object_to: str | None = None
+    embedding_model: str = DEFAULT_EMBEDDING_MODEL
+    embedding_batch_size: int = Field(64, ge=1)
+    max_fact_bytes: int = Field(64 * 1024, ge=256)
+    publish_deadline: float = Field(10.0, gt=0)
+    read_deadline: float = Field(30.0, gt=0)
+    request_timeout: float = Field(10.0, gt=0)
+    min_score: float = Field(0.0, ge=0.0)
+    manifest_every: int = Field(200, ge=1)
+    agents: dict[str, AgentConfig] = Field(default_factory=dict)
+
+    @field_validator("aggregator_urls", mode="before")
+    @classmethod
+    def _split_urls(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            return [u.strip() for u in v.split(",") if u.strip()]
+        return v
+
+    @field_validator("publisher_url")
+    @classmethod
+    def _strip_url(cls, v: str | None) -> str | None:
+        return v.strip().rstrip("/") or None if v else None
+
+    @field_validator("default_namespace")
+    @classmethod
+    def _ns(cls, v: str) -> str:
+        return validate_namespace(v)
+
+    @property
+    def resolved_key_file(self) -> Path:
+        return self.key_file or (self.data_dir / "keys" / "master.key")
+
+    @property
+    def embedded(self) -> bool:
+        """True when no Walrus endpoint is configured: use the in-process relayer_mock."""
+        return not self.publisher_url and not self.aggregator_urls
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The config file path itself may come from an argument or the env.
+        init_values = init_settings()
+        path = init_values.get("config_file") or os.environ.get(CONFIG_ENV)
+        return (
+            init_settings,
+            _EnvWithoutSecrets(settings_cls),
+            _TomlSource(settings_cls, Path(path) if path else None),
+        )

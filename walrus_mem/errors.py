@@ -1,0 +1,306 @@
+"""The one exception tree of walrus_mem.
+
+Every error the library raises on purpose derives from :class:`WalrusMemError`.
+Where an error is also naturally a builtin (bad value, missing key), it inherits
+from that builtin too, so ``except ValueError`` keeps working (as in PyNaCl).
+
+Lower-layer errors (httpx, PyNaCl, usearch, sqlite3) are re-raised as one of
+these with ``raise ... from exc``. Messages never contain key material.
+
+    WalrusMemError
+    ├── ConfigError (ValueError)
+    │   ├── PlaceholderError            unset / empty / malformed ${VAR}
+    │   └── InvalidNamespace
+    ├── KeyMaterialError (ValueError)
+    │   ├── MalformedKey               wrong length / encoding
+    │   ├── KeyNotFound                no source produced a key
+    │   ├── KeyringUnavailable         no usable keyring backend
+    │   ├── InsecureKeyFile            group/other can read the key file
+    │   └── KeyExists                  refusing to overwrite a key
+    ├── EnvelopeError
+    │   ├── InvalidEnvelope            not a walrus_mem envelope / truncated
+    │   ├── UnsupportedVersion         unknown version or suite
+    │   ├── WrongNamespace             sealed for another key
+    │   ├── TamperedBlob               signature or AEAD check failed
+    │   └── BlobMismatch               valid blob, but not the expected memory
+    ├── PayloadTooLarge (ValueError)   plaintext or body over a limit
+    ├── InvalidInput (ValueError)      empty text, bad filter, bad argument
+    ├── MemoryNotFound (LookupError)   unknown memory id
+    ├── StorageError                   anything on the Walrus wire
+    │   ├── PublisherError
+    │   │   ├── PublisherUnavailable   network error / 5xx after retries
+    │   │   ├── InsufficientConfirmations
+    │   │   ├── StoreFailed            200-with-error / markedInvalid
+    │   │   └── AuthenticationFailed
+    │   ├── AggregatorError
+    │   │   └── AggregatorUnavailable
+    │   ├── BlobNotFound (LookupError)
+    │   ├── ForbiddenBlob              451
+    │   ├── RateLimited                429; .retry_after seconds
+    │   ├── InvalidResponse            a body that does not parse / lies
+    │   ├── BadRequest                 400 the server will never accept
+    │   └── VerificationFailed         no aggregator served bytes that verify
+    ├── LocalStoreError
+    │   ├── ModelMismatch              index built with another embedding model
+    │   ├── IndexCorrupt               unreadable vector index file
+    │   └── CatalogCorrupt             unreadable / inconsistent SQLite catalog
+    ├── EmbeddingError                 model cannot be loaded / produced bad vectors
+    ├── ReadOnlySession (PermissionError)  subagent tried to write
+    └── UnsafeContent (ValueError)     content refused by safety filters
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AggregatorError",
+    "AggregatorUnavailable",
+    "AuthenticationFailed",
+    "BadRequest",
+    "BlobMismatch",
+    "BlobNotFound",
+    "CatalogCorrupt",
+    "ConfigError",
+    "EmbeddingError",
+    "EnvelopeError",
+    "ForbiddenBlob",
+    "IndexCorrupt",
+    "InsecureKeyFile",
+    "InsufficientConfirmations",
+    "InvalidEnvelope",
+    "InvalidInput",
+    "InvalidNamespace",
+    "InvalidResponse",
+    "KeyExists",
+    "KeyMaterialError",
+    "KeyNotFound",
+    "KeyringUnavailable",
+    "LocalStoreError",
+    "MalformedKey",
+    "MemoryNotFound",
+    "ModelMismatch",
+    "PayloadTooLarge",
+    "PlaceholderError",
+    "PublisherError",
+    "PublisherUnavailable",
+    "RateLimited",
+    "ReadOnlySession",
+    "StorageError",
+    "StoreFailed",
+    "TamperedBlob",
+    "UnsafeContent",
+    "UnsupportedVersion",
+    "VerificationFailed",
+    "WalrusMemError",
+    "WrongNamespace",
+]
+
+
+class WalrusMemError(Exception):
+    """Root of every error walrus_mem raises on purpose."""
+
+
+# -- configuration -----------------------------------------------------------
+
+
+class ConfigError(WalrusMemError, ValueError):
+    """The configuration cannot be parsed or is inconsistent."""
+
+
+class PlaceholderError(ConfigError):
+    """A ``${VAR}`` placeholder is malformed, or names an unset/empty variable.
+
+    ``variable`` holds the variable's *name*; its value is never included.
+    """
+
+    def __init__(self, message: str, *, variable: str | None = None) -> None:
+        super().__init__(message)
+        self.variable = variable
+
+
+class InvalidNamespace(ConfigError):
+    """A namespace name breaks the rule: 1-64 chars of [a-z0-9_-], first a letter or digit."""
+
+
+# -- keys --------------------------------------------------------------------
+
+
+class KeyMaterialError(WalrusMemError, ValueError):
+    """A key could not be found, parsed, stored or trusted."""
+
+
+class MalformedKey(KeyMaterialError):
+    """Key material has the wrong length or encoding."""
+
+
+class KeyNotFound(KeyMaterialError):
+    """No key source (argument, config, env, keyring, key file) produced a key."""
+
+
+class KeyringUnavailable(KeyMaterialError):
+    """No usable OS keyring backend (headless machine, or the null backend)."""
+
+
+class InsecureKeyFile(KeyMaterialError):
+    """A key file is readable by group or others; refused like ssh does."""
+
+
+class KeyExists(KeyMaterialError):
+    """Refusing to overwrite an existing key without force."""
+
+
+# -- envelope ----------------------------------------------------------------
+
+
+class EnvelopeError(WalrusMemError):
+    """A sealed blob could not be opened. Never carries partial plaintext."""
+
+
+class InvalidEnvelope(EnvelopeError):
+    """Bytes are not a walrus_mem envelope, or are truncated."""
+
+
+class UnsupportedVersion(EnvelopeError):
+    """Envelope version or cipher suite is unknown to this build."""
+
+
+class WrongNamespace(EnvelopeError):
+    """Envelope was sealed under another namespace's key."""
+
+
+class TamperedBlob(EnvelopeError):
+    """Signature or authenticated decryption failed: the bytes were modified."""
+
+
+class BlobMismatch(EnvelopeError):
+    """A valid envelope of this namespace, but for another memory than expected."""
+
+
+# -- input -------------------------------------------------------------------
+
+
+class PayloadTooLarge(WalrusMemError, ValueError):
+    """A payload exceeds a configured or protocol size limit."""
+
+
+class InvalidInput(WalrusMemError, ValueError):
+    """An argument is empty, malformed or out of range."""
+
+
+class MemoryNotFound(WalrusMemError, LookupError):
+    """No memory with that id in this namespace."""
+
+
+class UnsafeContent(WalrusMemError, ValueError):
+    """Content was refused by the safety filters (secret, injection)."""
+
+
+class ReadOnlySession(WalrusMemError, PermissionError):
+    """A read-only (subagent) session attempted a write."""
+
+
+# -- storage (Walrus wire) ---------------------------------------------------
+
+
+class StorageError(WalrusMemError):
+    """A publisher or aggregator request failed.
+
+    ``status_code`` is the HTTP status when one was received; ``reason`` the
+    AIP-193 reason (e.g. ``BLOB_NOT_FOUND``) when the body carried one.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None = None,
+        reason: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.reason = reason
+
+
+class PublisherError(StorageError):
+    """The publisher refused or failed a store."""
+
+
+class PublisherUnavailable(PublisherError):
+    """The publisher could not be reached or kept failing until the deadline."""
+
+
+class InsufficientConfirmations(PublisherError):
+    """504 INSUFFICIENT_CONFIRMATIONS: storage nodes did not confirm in time."""
+
+
+class StoreFailed(PublisherError):
+    """The store response says it failed (200 with ``error``, or ``markedInvalid``)."""
+
+
+class AuthenticationFailed(PublisherError):
+    """The publisher rejected the bearer token."""
+
+
+class AggregatorError(StorageError):
+    """An aggregator read failed."""
+
+
+class AggregatorUnavailable(AggregatorError):
+    """No aggregator could be reached, or all kept failing until the deadline."""
+
+
+class BlobNotFound(StorageError, LookupError):
+    """The blob (or quilt patch) does not exist or has expired."""
+
+
+class ForbiddenBlob(StorageError):
+    """451: the blob is blocked by the operator."""
+
+
+class RateLimited(StorageError):
+    """429 after retries; ``retry_after`` is the server's hint in seconds, if any."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after: float | None = None,
+        status_code: int | None = 429,
+        reason: str | None = None,
+    ) -> None:
+        super().__init__(message, status_code=status_code, reason=reason)
+        self.retry_after = retry_after
+
+
+class InvalidResponse(StorageError):
+    """A response body that does not parse or does not match the request."""
+
+
+class BadRequest(StorageError, ValueError):
+    """A 4xx the server will never accept (malformed request, bad parameters)."""
+
+
+class VerificationFailed(StorageError):
+    """No aggregator returned bytes that passed the caller's verification."""
+
+
+# -- local store -------------------------------------------------------------
+
+
+class LocalStoreError(WalrusMemError):
+    """The local catalog or vector index is unusable."""
+
+
+class ModelMismatch(LocalStoreError):
+    """The index was built with a different embedding model or dimension."""
+
+
+class IndexCorrupt(LocalStoreError):
+    """The vector index file cannot be read."""
+
+
+class CatalogCorrupt(LocalStoreError):
+    """The SQLite catalog cannot be read or is inconsistent."""
+
+
+class EmbeddingError(WalrusMemError):
+    """The embedding model could not be loaded or returned unusable vectors."""
