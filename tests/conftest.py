@@ -1,0 +1,70 @@
+"""Shared fixtures. Autouse ones keep every test off the user's real state:
+a temp data dir, a clean WALRUS_MEM_* environment, and an in-memory keyring."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import keyring
+import pytest
+from keyring.backend import KeyringBackend
+
+from walrus_mem.testing import HashEmbedder
+
+
+class MemoryKeyring(KeyringBackend):
+    """In-memory keyring backend (the real one is unusable on headless CI)."""
+
+    priority = 1  # type: ignore[assignment]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.store: dict[tuple[str, str], str] = {}
+
+    def get_password(self, service: str, username: str) -> str | None:
+        return self.store.get((service, username))
+
+    def set_password(self, service: str, username: str, password: str) -> None:
+        self.store[(service, username)] = password
+
+    def delete_password(self, service: str, username: str) -> None:
+        self.store.pop((service, username), None)
+
+
+@pytest.fixture(autouse=True)
+def clean_environ(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
+    """Strip WALRUS_MEM_* and proxy vars; point the data dir at a temp dir."""
+    for name in list(os.environ):
+        if name.startswith("WALRUS_MEM_") or name.lower() in {
+            "http_proxy", "https_proxy", "all_proxy", "no_proxy"
+        }:
+            monkeypatch.delenv(name, raising=False)
+    data_dir = tmp_path / "walrus-data"
+    monkeypatch.setenv("WALRUS_MEM_DATA_DIR", str(data_dir))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+    yield data_dir
+
+
+@pytest.fixture(autouse=True)
+def memory_keyring() -> Iterator[MemoryKeyring]:
+    previous = keyring.get_keyring()
+    backend = MemoryKeyring()
+    keyring.set_keyring(backend)
+    try:
+        yield backend
+    finally:
+        keyring.set_keyring(previous)
+
+
+@pytest.fixture
+def fake_embedder() -> HashEmbedder:
+    return HashEmbedder(dim=64)
+
+
+@pytest.fixture
+def master_hex() -> str:
+    """A fixed, test-only master key (the keys/ test vector seed)."""
+    return "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
