@@ -37,6 +37,7 @@ these with ``raise ... from exc``. Messages never contain key material.
     │   ├── BlobNotFound (LookupError)
     │   ├── ForbiddenBlob              451
     │   ├── RateLimited                429; .retry_after seconds
+    │   ├── BodyTooLarge (also PayloadTooLarge)  413 / over the 10 MiB publisher limit
     │   ├── InvalidResponse            a body that does not parse / lies
     │   ├── BadRequest                 400 the server will never accept
     │   └── VerificationFailed         no aggregator served bytes that verify
@@ -58,6 +59,7 @@ __all__ = [
     "BadRequest",
     "BlobMismatch",
     "BlobNotFound",
+    "BodyTooLarge",
     "CatalogCorrupt",
     "ConfigError",
     "EmbeddingError",
@@ -269,6 +271,11 @@ class RateLimited(StorageError):
     ) -> None:
         super().__init__(message, status_code=status_code, reason=reason)
         self.retry_after = retry_after
+
+
+class BodyTooLarge(PayloadTooLarge, StorageError):
+    """A body over the publisher/aggregator limit: 413, 403 BLOB_TOO_LARGE, or the
+    client's own pre-check (then ``status_code`` is None). Also a PayloadTooLarge."""
 
 
 class InvalidResponse(StorageError):
