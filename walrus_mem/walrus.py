@@ -1,0 +1,1100 @@
+"""Walrus publisher/aggregator client: sync :class:`WalrusClient` and :class:`AsyncWalrusClient`.
+
+Both clients run the *same* request logic. Each operation is a generator (a
+small sans-I/O state machine) that yields "send this request" or "sleep this
+long" and receives the response or transport error; the sync client drives it
+with ``httpx.Client`` and ``time.sleep``, the async one with ``httpx.AsyncClient``
+and ``anyio.sleep``. Retry, failover, verification and deadline decisions
+therefore cannot drift apart between the two.
+
+Behaviour in one paragraph: stores go to the publisher and are retried with
+exponential backoff and full jitter on 408/429/5xx, transport errors, bodies
+that do not parse and the 200-with-``error`` variant (storing the same bytes
+again is safe: Walrus answers with the same blob id), honouring ``Retry-After``
+and never sleeping past the deadline. Reads try the aggregators in order and
+fail over on transport errors, 429/5xx, truncated bodies, content rejected by
+the caller's ``verify`` callback, and 404 for a blob this client stored less
+than a minute ago (caches may lag certification); after a full round they back
+off and go round again until the deadline. A 4xx that cannot succeed
+(400/401/403/413/416/451) is never retried. See docs/walrus.md.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+import unicodedata
+from collections import Counter
+from collections.abc import Awaitable, Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Final, TypeVar
+from urllib.parse import quote, urlsplit
+
+import anyio
+import httpx
+from pydantic import SecretStr
+
+from .errors import (
+    AggregatorUnavailable,
+    BlobNotFound,
+    BodyTooLarge,
+    InvalidInput,
+    InvalidResponse,
+    PublisherUnavailable,
+    StorageError,
+    VerificationFailed,
+)
+from .retry import Deadline, RetryPolicy
+from .walrus_responses import (
+    Failure,
+    QuiltPatch,
+    QuiltStoreResult,
+    Side,
+    StoreResult,
+    parse_patch_list,
+    quilt_store_outcome,
+    read_outcome,
+    store_outcome,
+    validate_blob_id,
+    validate_patch_id,
+)
+
+__all__ = [
+    "MAX_BLOB_BODY",
+    "MAX_EPOCHS",
+    "MAX_QUILT_BODY",
+    "MAX_QUILT_PATCHES",
+    "AsyncWalrusClient",
+    "ClientStats",
+    "QuiltPatch",
+    "QuiltStoreResult",
+    "RetryPolicy",
+    "StoreResult",
+    "VerifyCallback",
+    "WalrusClient",
+]
+
+logger = logging.getLogger(__name__)
+
+MAX_BLOB_BODY: Final = 10 * 1024 * 1024  # publisher default --max-body-size (10,240 KiB)
+MAX_QUILT_BODY: Final = 100 * 1024 * 1024  # --max-quilt-body-size
+MAX_QUILT_PATCHES: Final = 666  # QuiltV1 with 1000 shards
+MAX_EPOCHS: Final = 53
+MAX_TAG_BYTES: Final = 64 * 1024
+RECENT_STORE_TTL: Final = 60.0
+_STATUS_TIMEOUT: Final = 5.0
+_USER_AGENT: Final = "walrus-mem"
+_RESERVED_FIELD: Final = "_metadata"
+
+T = TypeVar("T")
+VerifyCallback = Callable[[bytes], object]
+
+
+# -- stats ---------------------------------------------------------------------
+
+
+@dataclass
+class ClientStats:
+    """Counters of what the client did and saw (thread-safe increments).
+
+    ``faults`` counts every unsuccessful answer by kind (``http_503``,
+    ``truncated``, ``store_error``, ``verification``, ``transport_ReadError`` ...),
+    whether it led to a retry, a failover or the final error. ``retry_reasons``
+    counts, by the same kinds, the failures that were followed by a backoff
+    sleep and another attempt (``retries`` is their total). ``failovers``
+    counts moves to the next aggregator after a failed read.
+    """
+
+    requests: int = 0
+    retries: int = 0
+    failovers: int = 0
+    verification_failures: int = 0
+    deadline_exhaustions: int = 0
+    faults: Counter[str] = field(default_factory=Counter)
+    retry_reasons: Counter[str] = field(default_factory=Counter)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def _add(self, name: str, n: int = 1) -> None:
+        with self._lock:
+            setattr(self, name, getattr(self, name) + n)
+
+    def _fault(self, kind: str) -> None:
+        with self._lock:
+            self.faults[kind] += 1
+
+    def _retry(self, kind: str) -> None:
+        with self._lock:
+            self.retries += 1
+            self.retry_reasons[kind] += 1
+
+    def snapshot(self) -> dict[str, Any]:
+        """A plain-dict copy, e.g. for ``json.dumps`` or a benchmark report."""
+        with self._lock:
+            return {
+                "requests": self.requests,
+                "retries": self.retries,
+                "failovers": self.failovers,
+                "verification_failures": self.verification_failures,
+                "deadline_exhaustions": self.deadline_exhaustions,
+                "faults": dict(self.faults),
+                "retry_reasons": dict(self.retry_reasons),
+            }
+
+
+# -- sans-I/O actions ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Send:
+    method: str
+    url: str
+    side: Side | None  # None: a /status probe
+    timeout: float
+    params: dict[str, str] | None = None
+    headers: dict[str, str] | None = None
+    content: bytes | None = None
+    data: dict[str, str] | None = None
+    files: list[tuple[str, tuple[str, bytes, str]]] | None = None
+    follow_redirects: bool = False
+
+
+@dataclass(frozen=True)
+class _Sleep:
+    seconds: float
+
+
+_Outcome = httpx.Response | httpx.RequestError | None
+_Op = Generator[_Send | _Sleep, _Outcome, T]
+
+
+def _transport_failure(exc: httpx.RequestError, side: Side, url: str) -> Failure:
+    """Transport problems are retryable, except ones a retry cannot fix."""
+    error_type: type[StorageError] = (
+        PublisherUnavailable if side == "publisher" else AggregatorUnavailable
+    )
+    name = type(exc).__name__
+    text = str(exc) or name
+    message = f"{side} {_origin(url)} unreachable: {name}: {text}"
+    if isinstance(exc, httpx.DecodingError):
+        return Failure(f"transport_{name}", InvalidResponse(message), True, cause=exc)
+    fatal = isinstance(exc, httpx.UnsupportedProtocol | httpx.TooManyRedirects)
+    connect = isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
+    return Failure(f"transport_{name}", error_type(message), not fatal, connect=connect, cause=exc)
+
+
+def _origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def _headers(response: httpx.Response) -> dict[str, str]:
+    return {k.lower(): v for k, v in response.headers.items()}
+
+
+def _status_cause(response: httpx.Response) -> httpx.HTTPStatusError:
+    """An httpx error to chain typed errors from, carrying request and response."""
+    return httpx.HTTPStatusError(
+        f"HTTP {response.status_code} from {_origin(str(response.request.url))}",
+        request=response.request,
+        response=response,
+    )
+
+
+def _with_cause(failure: Failure, response: httpx.Response) -> Failure:
+    if failure.cause is not None:
+        return failure
+    return Failure(failure.kind, failure.error, failure.retryable, failure.retry_after,
+                   failure.connect, _status_cause(response))
+
+
+def _check_url(url: str, what: str) -> str:
+    if not isinstance(url, str):
+        raise InvalidInput(f"{what} must be a string URL")
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise InvalidInput(f"{what} must be an http(s) URL, got {url[:80]!r}")
+    return url.strip().rstrip("/")
+
+
+def _check_epochs(epochs: object) -> int:
+    if not isinstance(epochs, int) or isinstance(epochs, bool) or not 1 <= epochs <= MAX_EPOCHS:
+        raise InvalidInput(f"epochs must be an integer from 1 to {MAX_EPOCHS}, got {epochs!r}")
+    return epochs
+
+
+def _check_deadline(value: float | None, default: float) -> float:
+    if value is None:
+        return default
+    if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
+        raise InvalidInput(f"deadline must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def _check_address(value: str | None) -> str | None:
+    if value is None:
+        return None
+    if (
+        not isinstance(value, str)
+        or not value.startswith("0x")
+        or not 3 <= len(value) <= 66
+        or any(c not in "0123456789abcdefABCDEF" for c in value[2:])
+    ):
+        raise InvalidInput("send_object_to must be a Sui address (0x + up to 64 hex digits)")
+    return value
+
+
+def _check_identifier(identifier: object) -> str:
+    """Quilt identifier rules of ``validate_quilt_identifier`` plus what HTTP can carry."""
+    if not isinstance(identifier, str) or not identifier:
+        raise InvalidInput("quilt identifiers must be non-empty strings")
+    if identifier == _RESERVED_FIELD:
+        raise InvalidInput("'_metadata' is reserved by the quilt HTTP API")
+    if len(identifier.encode("utf-8", "surrogatepass")) > 65_535:
+        raise InvalidInput("quilt identifier longer than 65,535 bytes")
+    if identifier != identifier.rstrip():
+        raise InvalidInput(f"quilt identifier {identifier[:40]!r} ends with whitespace")
+    if any(unicodedata.category(c) in ("Cc", "Cs") for c in identifier):
+        raise InvalidInput("quilt identifier contains control characters")
+    if '"' in identifier or "\\" in identifier:  # multipart escapes them; servers do not undo it
+        raise InvalidInput("quilt identifier must not contain '\"' or '\\'")
+    return identifier
+
+
+def _as_bytes(data: object, what: str) -> bytes:
+    if isinstance(data, bytes):
+        return data
+    if isinstance(data, bytearray | memoryview):
+        return bytes(data)
+    raise InvalidInput(f"{what} must be bytes, got {type(data).__name__}")
+
+
+# -- the shared core ---------------------------------------------------------------
+
+
+class _Core:
+    """Configuration, counters and the operation state machines."""
+
+    def __init__(
+        self,
+        publisher_url: str | None,
+        aggregator_urls: Sequence[str],
+        *,
+        token: str | SecretStr | None,
+        timeout: float,
+        publish_deadline: float,
+        read_deadline: float,
+        epochs: int,
+        permanent: bool,
+        send_object_to: str | None,
+        rng: random.Random | None,
+        clock: Callable[[], float],
+        retry: RetryPolicy | None,
+        max_blob_size: int,
+        recent_store_ttl: float,
+    ) -> None:
+        self.publisher_url = (
+            None if publisher_url is None else _check_url(publisher_url, "publisher_url")
+        )
+        if isinstance(aggregator_urls, str):
+            raise InvalidInput("aggregator_urls must be a sequence of URLs, not one string")
+        self.aggregator_urls = tuple(_check_url(u, "aggregator URL") for u in aggregator_urls)
+        if not isinstance(token, str | SecretStr | None):
+            raise InvalidInput("token must be a string or SecretStr")
+        secret = SecretStr(token) if isinstance(token, str) else token
+        self._token = secret if secret is not None and secret.get_secret_value() else None
+        self.timeout = _check_deadline(timeout, 10.0)
+        self.publish_deadline = _check_deadline(publish_deadline, 10.0)
+        self.read_deadline = _check_deadline(read_deadline, 30.0)
+        self.epochs = _check_epochs(epochs)
+        self.permanent = bool(permanent)
+        self.send_object_to = _check_address(send_object_to)
+        self.rng = rng if rng is not None else random.Random()
+        self.clock = clock
+        self.policy = retry if retry is not None else RetryPolicy()
+        self.max_blob_size = max_blob_size
+        self.recent_store_ttl = recent_store_ttl
+        self.stats = ClientStats()
+        self._recent: dict[str, float] = {}
+        self._recent_lock = threading.Lock()
+
+    def describe(self, name: str) -> str:
+        token = ", token=**********" if self._token is not None else ""
+        return (
+            f"{name}(publisher={self.publisher_url!r}, "
+            f"aggregators={list(self.aggregator_urls)!r}{token})"
+        )
+
+    # -- recently stored blobs (404 right after a store is a cache lag) --
+
+    def remember(self, blob_id: str) -> None:
+        now = self.clock()
+        with self._recent_lock:
+            if len(self._recent) > 10_000:
+                self._recent = {k: t for k, t in self._recent.items() if t > now}
+            self._recent[blob_id] = now + self.recent_store_ttl
+
+    def recently_stored(self, blob_id: str) -> bool:
+        with self._recent_lock:
+            until = self._recent.get(blob_id)
+        return until is not None and until > self.clock()
+
+    # -- request building --
+
+    def _timeout(self, deadline: Deadline) -> float:
+        return max(0.001, min(self.timeout, deadline.remaining()))
+
+    def _publisher_headers(self) -> dict[str, str] | None:
+        if self._token is None:
+            return None
+        return {"Authorization": f"Bearer {self._token.get_secret_value()}"}
+
+    def _store_params(self, epochs: int | None, permanent: bool | None) -> dict[str, str]:
+        params = {"epochs": str(_check_epochs(self.epochs if epochs is None else epochs))}
+        if self.permanent if permanent is None else permanent:
+            params["permanent"] = "true"
+        else:
+            # A no-op since publisher v1.33 (deletable is the default) but makes
+            # older publishers create deletable blobs too.
+            params["deletable"] = "true"
+        if self.send_object_to is not None:
+            params["send_object_to"] = self.send_object_to
+        return params
+
+    def _require_publisher(self) -> str:
+        if self.publisher_url is None:
+            raise PublisherUnavailable(
+                "no publisher configured (Mainnet has no public publisher; run your own)"
+            )
+        return self.publisher_url
+
+    # -- operations --
+
+    def store_blob_op(
+        self, data: object, epochs: int | None, permanent: bool | None, deadline: float | None
+    ) -> _Op[StoreResult]:
+        body = _as_bytes(data, "blob data")
+        if len(body) > self.max_blob_size:
+            raise BodyTooLarge(
+                f"blob of {len(body):,} bytes is over the publisher limit of "
+                f"{self.max_blob_size:,} bytes; batch small facts into a quilt, split large ones"
+            )
+        url = self._require_publisher() + "/v1/blobs"
+        params = self._store_params(epochs, permanent)
+        headers = self._publisher_headers()
+        seconds = _check_deadline(deadline, self.publish_deadline)
+
+        def make(timeout: float) -> _Send:
+            return _Send("PUT", url, "publisher", timeout, params=params, headers=headers,
+                         content=body)
+
+        def interpret(response: httpx.Response) -> StoreResult | Failure:
+            return store_outcome(response.status_code, _headers(response), response.content)
+
+        result = yield from self._publish(make, interpret, seconds)
+        self.remember(result.blob_id)
+        return result
+
+    def store_quilt_op(
+        self,
+        files: Mapping[str, bytes],
+        metadata: Mapping[str, Mapping[str, str]] | None,
+        epochs: int | None,
+        permanent: bool | None,
+        deadline: float | None,
+    ) -> _Op[QuiltStoreResult]:
+        if not isinstance(files, Mapping) or not files:
+            raise InvalidInput("a quilt needs at least one file (identifier -> bytes)")
+        if len(files) > MAX_QUILT_PATCHES:
+            raise InvalidInput(f"a quilt holds at most {MAX_QUILT_PATCHES} patches")
+        parts = [
+            (_check_identifier(name), _as_bytes(blob, f"quilt file {name[:40]!r}"))
+            for name, blob in files.items()
+        ]
+        total = sum(len(blob) for _, blob in parts)
+        if total > MAX_QUILT_BODY:
+            raise BodyTooLarge(
+                f"quilt of {total:,} bytes is over the {MAX_QUILT_BODY:,}-byte limit"
+            )
+        form = self._quilt_metadata(metadata, {name for name, _ in parts})
+        url = self._require_publisher() + "/v1/quilts"
+        params = self._store_params(epochs, permanent)
+        headers = self._publisher_headers()
+        seconds = _check_deadline(deadline, self.publish_deadline)
+        multipart = [(name, (name, blob, "application/octet-stream")) for name, blob in parts]
+        identifiers = [name for name, _ in parts]
+
+        def make(timeout: float) -> _Send:
+            return _Send("PUT", url, "publisher", timeout, params=params, headers=headers,
+                         data=form, files=multipart)
+
+        def interpret(response: httpx.Response) -> QuiltStoreResult | Failure:
+            return quilt_store_outcome(
+                response.status_code, _headers(response), response.content, identifiers
+            )
+
+        result = yield from self._publish(make, interpret, seconds)
+        self.remember(result.quilt_id)
+        return result
+
+    @staticmethod
+    def _quilt_metadata(
+        metadata: Mapping[str, Mapping[str, str]] | None, names: set[str]
+    ) -> dict[str, str] | None:
+        if not metadata:
+            return None
+        entries = []
+        for identifier, tags in metadata.items():
+            if identifier not in names:
+                raise InvalidInput(f"metadata for unknown quilt identifier {identifier[:40]!r}")
+            if not isinstance(tags, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in tags.items()
+            ):
+                raise InvalidInput("quilt tags must map strings to strings")
+            entries.append({"identifier": identifier, "tags": dict(tags)})
+        encoded = json.dumps(entries, ensure_ascii=False, separators=(",", ":"))
+        if len(encoded.encode()) > MAX_TAG_BYTES:
+            raise InvalidInput("quilt tags are over the 64 KiB limit")
+        return {_RESERVED_FIELD: encoded}
+
+    def _publish(
+        self,
+        make: Callable[[float], _Send],
+        interpret: Callable[[httpx.Response], T | Failure],
+        seconds: float,
+    ) -> _Op[T]:
+        """Send to the publisher until success, a final error, or the deadline."""
+        deadline = Deadline(seconds, self.clock)
+        attempt = 0
+        connect_failures = 0
+        while True:
+            send = make(self._timeout(deadline))
+            outcome = yield send
+            result = self._interpret(outcome, send, interpret)
+            if not isinstance(result, Failure):
+                return result
+            self.stats._fault(result.kind)
+            if not result.retryable:
+                raise result.error from result.cause
+            connect_failures = connect_failures + 1 if result.connect else 0
+            if connect_failures >= self.policy.max_connect_failures:
+                result.error.add_note(f"gave up after {connect_failures} refused connections")
+                raise result.error from result.cause
+            delay = self.policy.delay(attempt, self.rng, result.retry_after)
+            if not deadline.allows(delay, self.policy.min_request_time):
+                self._exhausted(result.error, attempt + 1, deadline)
+                raise result.error from result.cause
+            self.stats._retry(result.kind)
+            logger.debug("publisher retry %d in %.3f s after %s", attempt + 1, delay, result.kind)
+            yield _Sleep(delay)
+            attempt += 1
+
+    def _exhausted(self, error: StorageError, attempts: int, deadline: Deadline) -> None:
+        self.stats._add("deadline_exhaustions")
+        error.add_note(
+            f"gave up after {attempts} attempt(s) in {deadline.elapsed():.2f} s "
+            f"(deadline {deadline.total:g} s)"
+        )
+
+    def _interpret(
+        self,
+        outcome: _Outcome,
+        send: _Send,
+        interpret: Callable[[httpx.Response], T | Failure],
+    ) -> T | Failure:
+        side: Side = send.side or "aggregator"
+        if isinstance(outcome, httpx.RequestError):
+            return _transport_failure(outcome, side, send.url)
+        if not isinstance(outcome, httpx.Response):  # pragma: no cover - driver bug
+            raise TypeError("driver must answer a send with a response or an httpx error")
+        result = interpret(outcome)
+        return _with_cause(result, outcome) if isinstance(result, Failure) else result
+
+    def read_op(
+        self,
+        path: str,
+        *,
+        key: str,
+        verify: VerifyCallback | None,
+        deadline: float | None,
+        expected_length: int | None = None,
+        params: dict[str, str] | None = None,
+    ) -> _Op[bytes]:
+        """GET ``path`` from the aggregators until bytes arrive that verify."""
+
+        def interpret(response: httpx.Response) -> bytes | Failure:
+            return read_outcome(response.status_code, _headers(response), response.content,
+                                expected_length=expected_length)
+
+        return self._aggregate(path, key, interpret, verify, deadline, params)
+
+    def list_patches_op(self, quilt_id: str, deadline: float | None) -> _Op[list[QuiltPatch]]:
+        quilt_id = validate_blob_id(quilt_id, "quilt id")
+
+        def interpret(response: httpx.Response) -> list[QuiltPatch] | Failure:
+            body = read_outcome(response.status_code, _headers(response), response.content)
+            if isinstance(body, Failure):
+                return body
+            try:
+                return parse_patch_list(body)
+            except InvalidResponse as exc:
+                return Failure("invalid_response", exc, True, cause=exc.__cause__)
+
+        return self._aggregate(f"/v1/quilts/{quilt_id}/patches", quilt_id, interpret, None,
+                               deadline, None)
+
+    def _aggregate(
+        self,
+        path: str,
+        key: str,
+        interpret: Callable[[httpx.Response], T | Failure],
+        verify: Callable[[T], object] | None,
+        deadline_s: float | None,
+        params: dict[str, str] | None,
+    ) -> _Op[T]:
+        """Round-robin over the aggregators in order, rounds separated by backoff."""
+        if not self.aggregator_urls:
+            raise AggregatorUnavailable("no aggregator configured")
+        deadline = Deadline(_check_deadline(deadline_s, self.read_deadline), self.clock)
+        active = list(self.aggregator_urls)
+        connect_failures = dict.fromkeys(active, 0)
+        last: Failure | None = None
+        last_verify: Failure | None = None
+        round_no = 0
+        while True:
+            not_found: Failure | None = None
+            retry_after: float | None = None
+            for index, base in enumerate(list(active)):
+                if index > 0:
+                    self.stats._add("failovers")
+                if round_no > 0 or index > 0:
+                    if deadline.remaining() < self.policy.min_request_time:
+                        raise self._read_exhausted(last, last_verify, round_no, deadline)
+                send = _Send("GET", base + path, "aggregator", self._timeout(deadline),
+                             params=params, follow_redirects=True)
+                outcome = yield send
+                result = self._interpret(outcome, send, interpret)
+                if not isinstance(result, Failure) and verify is not None:
+                    result = self._verify(result, verify, base)
+                if not isinstance(result, Failure):
+                    if round_no or index:
+                        logger.debug("read %s served by %s after %d round(s)", key, base, round_no)
+                    return result
+                if result.kind == "http_404" and self.recently_stored(key):
+                    result = Failure("not_found_after_store", result.error, True,
+                                     cause=result.cause)
+                self.stats._fault(result.kind)
+                if not result.retryable:
+                    if isinstance(result.error, BlobNotFound):
+                        not_found = result  # ask the others before believing it
+                        continue
+                    raise result.error from result.cause
+                if result.kind == "verification":
+                    last_verify = result
+                last = result
+                if result.retry_after is not None:
+                    retry_after = max(retry_after or 0.0, result.retry_after)
+                connect_failures[base] = connect_failures[base] + 1 if result.connect else 0
+                if connect_failures[base] >= self.policy.max_connect_failures:
+                    active.remove(base)
+            if not_found is not None:
+                raise not_found.error from not_found.cause
+            if not active:
+                assert last is not None
+                last.error.add_note("every aggregator refused the connection")
+                raise self._read_exhausted(last, last_verify, round_no, deadline, note=False)
+            delay = self.policy.delay(round_no, self.rng, retry_after)
+            if not deadline.allows(delay, self.policy.min_request_time):
+                raise self._read_exhausted(last, last_verify, round_no, deadline)
+            self.stats._retry(last.kind if last is not None else "unknown")
+            logger.debug("read round %d failed (%s); retry in %.3f s", round_no + 1,
+                         last.kind if last else "?", delay)
+            yield _Sleep(delay)
+            round_no += 1
+
+    def _verify(self, value: T, verify: Callable[[T], object], base: str) -> T | Failure:
+        try:
+            verdict = verify(value)
+        except Exception as exc:  # any exception means "reject this answer"
+            cause: BaseException = exc
+        else:
+            if verdict is not False:
+                return value
+            cause = ValueError("verify callback returned False")
+        self.stats._add("verification_failures")
+        error = VerificationFailed(
+            f"content from aggregator {_origin(base)} failed verification: "
+            f"{type(cause).__name__}"
+        )
+        return Failure("verification", error, True, cause=cause)
+
+    def _read_exhausted(
+        self,
+        last: Failure | None,
+        last_verify: Failure | None,
+        rounds: int,
+        deadline: Deadline,
+        *,
+        note: bool = True,
+    ) -> StorageError:
+        """The error to raise when reads ran out of time (or of aggregators)."""
+        chosen = last_verify if last_verify is not None else last
+        if chosen is None:
+            error: StorageError = AggregatorUnavailable("read deadline passed before any answer")
+        else:
+            error = chosen.error
+            error.__cause__ = chosen.cause
+        if note:
+            self._exhausted(error, rounds + 1, deadline)
+        return error
+
+    def status_op(self) -> _Op[dict[str, bool]]:
+        endpoints: list[tuple[str, str]] = []
+        if self.publisher_url is not None:
+            endpoints.append((f"publisher:{self.publisher_url}", self.publisher_url))
+        endpoints += [(f"aggregator:{url}", url) for url in self.aggregator_urls]
+        reachable: dict[str, bool] = {}
+        for label, base in endpoints:
+            outcome = yield _Send("GET", base + "/status", None,
+                                  min(self.timeout, _STATUS_TIMEOUT))
+            reachable[label] = isinstance(outcome, httpx.Response) and outcome.status_code == 200
+        return reachable
+
+
+def _read_path_blob(blob_id: str) -> str:
+    return f"/v1/blobs/{validate_blob_id(blob_id)}"
+
+
+def _check_range(start: int, length: int) -> None:
+    for name, value, low in (("start", start, 0), ("length", length, 1)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            raise InvalidInput(f"byte range {name} must be an integer >= {low}, got {value!r}")
+
+
+def _log_response(send: _Send, outcome: _Outcome, started: float) -> None:
+    if not logger.isEnabledFor(logging.DEBUG):
+        return
+    ms = (time.perf_counter() - started) * 1000
+    path = urlsplit(send.url).path
+    what = (
+        outcome.status_code if isinstance(outcome, httpx.Response) else type(outcome).__name__
+    )
+    logger.debug("%s %s%s -> %s in %.1f ms", send.method, _origin(send.url), path, what, ms)
+
+
+def _build(client: httpx.Client | httpx.AsyncClient, send: _Send) -> httpx.Request:
+    return client.build_request(
+        send.method,
+        send.url,
+        params=send.params,
+        headers=send.headers,
+        content=send.content,
+        data=send.data,
+        files=send.files,
+        timeout=send.timeout,
+    )
+
+
+# -- the clients -------------------------------------------------------------------
+
+
+class WalrusClient:
+    """Synchronous Walrus client: one publisher, aggregators tried in order.
+
+    **Usage**::
+
+        with WalrusClient("https://publisher.walrus-testnet.walrus.space",
+                          ["https://aggregator.walrus-testnet.walrus.space"]) as walrus:
+            stored = walrus.store_blob(b"sealed bytes", epochs=5)
+            data = walrus.read_blob(stored.blob_id, verify=check)
+
+    Args:
+        publisher_url: base URL of a publisher, or None for a read-only client.
+        aggregator_urls: base URLs of aggregators, tried in this order.
+        token: optional bearer token (JWT) for an authenticated publisher; sent to
+            the publisher only, never logged or shown in ``repr``.
+        timeout: per-request timeout in seconds (also clipped to the deadline).
+        publish_deadline / read_deadline: total seconds a store / read may take,
+            retries included; each call can override it with ``deadline=``.
+        epochs / permanent / send_object_to: store defaults.
+        transport: an httpx transport used for the publisher and all aggregators.
+        sleep / rng / clock: injectable for tests (no real sleeping, seeded jitter).
+        retry: backoff policy; max_blob_size: local pre-check of the 10 MiB limit.
+    """
+
+    def __init__(
+        self,
+        publisher_url: str | None,
+        aggregator_urls: Sequence[str],
+        *,
+        token: str | SecretStr | None = None,
+        timeout: float = 10.0,
+        publish_deadline: float = 10.0,
+        read_deadline: float = 30.0,
+        epochs: int = 1,
+        permanent: bool = False,
+        send_object_to: str | None = None,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        retry: RetryPolicy | None = None,
+        max_blob_size: int = MAX_BLOB_BODY,
+        recent_store_ttl: float = RECENT_STORE_TTL,
+    ) -> None:
+        self._core = _Core(
+            publisher_url, aggregator_urls, token=token, timeout=timeout,
+            publish_deadline=publish_deadline, read_deadline=read_deadline, epochs=epochs,
+            permanent=permanent, send_object_to=send_object_to, rng=rng, clock=clock,
+            retry=retry, max_blob_size=max_blob_size, recent_store_ttl=recent_store_ttl,
+        )
+        self._sleep = sleep
+        self._http = httpx.Client(
+            transport=transport, timeout=timeout, headers={"User-Agent": _USER_AGENT}
+        )
+
+    def __repr__(self) -> str:
+        return self._core.describe(type(self).__name__)
+
+    @property
+    def stats(self) -> ClientStats:
+        """Counters of requests, retries, failovers and faults seen."""
+        return self._core.stats
+
+    @property
+    def publisher_url(self) -> str | None:
+        return self._core.publisher_url
+
+    @property
+    def aggregator_urls(self) -> tuple[str, ...]:
+        return self._core.aggregator_urls
+
+    def _drive(self, op: _Op[T]) -> T:
+        try:
+            action = next(op)
+            while True:
+                outcome: _Outcome = None
+                if isinstance(action, _Sleep):
+                    self._sleep(action.seconds)
+                else:
+                    outcome = self._send(action)
+                action = op.send(outcome)
+        except StopIteration as stop:
+            result: T = stop.value
+            return result
+        finally:
+            op.close()
+
+    def _send(self, send: _Send) -> httpx.Response | httpx.RequestError:
+        self._core.stats._add("requests")
+        started = time.perf_counter()
+        outcome: httpx.Response | httpx.RequestError
+        try:
+            outcome = self._http.send(_build(self._http, send),
+                                      follow_redirects=send.follow_redirects)
+        except httpx.RequestError as exc:
+            outcome = exc
+        _log_response(send, outcome, started)
+        return outcome
+
+    def store_blob(
+        self,
+        data: bytes,
+        *,
+        epochs: int | None = None,
+        permanent: bool | None = None,
+        deadline: float | None = None,
+    ) -> StoreResult:
+        """Store ``data`` as one blob (``PUT /v1/blobs``); retried until the deadline.
+
+        Storing the same bytes again is safe and returns the same blob id.
+        """
+        return self._drive(self._core.store_blob_op(data, epochs, permanent, deadline))
+
+    def store_quilt(
+        self,
+        files: Mapping[str, bytes],
+        *,
+        metadata: Mapping[str, Mapping[str, str]] | None = None,
+        epochs: int | None = None,
+        permanent: bool | None = None,
+        deadline: float | None = None,
+    ) -> QuiltStoreResult:
+        """Store up to 666 small files as one quilt (``PUT /v1/quilts``).
+
+        ``files`` maps identifier -> bytes; ``metadata`` maps identifier -> tags.
+        """
+        return self._drive(
+            self._core.store_quilt_op(files, metadata, epochs, permanent, deadline)
+        )
+
+    def read_blob(
+        self, blob_id: str, *, verify: VerifyCallback | None = None, deadline: float | None = None
+    ) -> bytes:
+        """Read a whole blob. ``verify(bytes)`` raising (or returning False) rejects an answer."""
+        path = _read_path_blob(blob_id)
+        return self._drive(self._core.read_op(path, key=blob_id, verify=verify, deadline=deadline))
+
+    def read_byte_range(
+        self,
+        blob_id: str,
+        start: int,
+        length: int,
+        *,
+        verify: VerifyCallback | None = None,
+        deadline: float | None = None,
+    ) -> bytes:
+        """Read ``length`` bytes from ``start`` (``/v1/blobs/{id}/byte-range``)."""
+        _check_range(start, length)
+        path = _read_path_blob(blob_id) + "/byte-range"
+        return self._drive(self._core.read_op(
+            path, key=blob_id, verify=verify, deadline=deadline, expected_length=length,
+            params={"start": str(start), "length": str(length)},
+        ))
+
+    def read_quilt_patch(
+        self, patch_id: str, *, verify: VerifyCallback | None = None, deadline: float | None = None
+    ) -> bytes:
+        """Read one quilt patch by its patch id."""
+        path = f"/v1/blobs/by-quilt-patch-id/{validate_patch_id(patch_id)}"
+        return self._drive(
+            self._core.read_op(path, key=patch_id[:43], verify=verify, deadline=deadline)
+        )
+
+    def read_quilt_patch_by_identifier(
+        self,
+        quilt_id: str,
+        identifier: str,
+        *,
+        verify: VerifyCallback | None = None,
+        deadline: float | None = None,
+    ) -> bytes:
+        """Read one quilt patch by quilt id and identifier (percent-encoded)."""
+        path = _quilt_identifier_path(quilt_id, identifier)
+        return self._drive(
+            self._core.read_op(path, key=quilt_id, verify=verify, deadline=deadline)
+        )
+
+    def list_quilt_patches(
+        self, quilt_id: str, *, deadline: float | None = None
+    ) -> list[QuiltPatch]:
+        """List a quilt's patches (identifier, patch id, tags)."""
+        return self._drive(self._core.list_patches_op(quilt_id, deadline))
+
+    def status(self) -> dict[str, bool]:
+        """``GET /status`` once per endpoint.
+
+        Returns ``{"publisher:<url>": bool, "aggregator:<url>": bool, ...}``.
+        """
+        return self._drive(self._core.status_op())
+
+    def close(self) -> None:
+        """Close the pooled connections."""
+        self._http.close()
+
+    def __enter__(self) -> WalrusClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def _quilt_identifier_path(quilt_id: str, identifier: str) -> str:
+    quilt_id = validate_blob_id(quilt_id, "quilt id")
+    if not isinstance(identifier, str) or not identifier:
+        raise InvalidInput("quilt identifier must be a non-empty string")
+    return f"/v1/blobs/by-quilt-id/{quilt_id}/{quote(identifier, safe='')}"
+
+
+class AsyncWalrusClient:
+    """Asynchronous twin of :class:`WalrusClient` (same arguments, awaitable methods).
+
+    ``transport`` is an ``httpx.AsyncBaseTransport``; ``sleep`` an async callable
+    (default ``anyio.sleep``, so it runs under asyncio and trio).
+    """
+
+    def __init__(
+        self,
+        publisher_url: str | None,
+        aggregator_urls: Sequence[str],
+        *,
+        token: str | SecretStr | None = None,
+        timeout: float = 10.0,
+        publish_deadline: float = 10.0,
+        read_deadline: float = 30.0,
+        epochs: int = 1,
+        permanent: bool = False,
+        send_object_to: str | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+        rng: random.Random | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        retry: RetryPolicy | None = None,
+        max_blob_size: int = MAX_BLOB_BODY,
+        recent_store_ttl: float = RECENT_STORE_TTL,
+    ) -> None:
+        self._core = _Core(
+            publisher_url, aggregator_urls, token=token, timeout=timeout,
+            publish_deadline=publish_deadline, read_deadline=read_deadline, epochs=epochs,
+            permanent=permanent, send_object_to=send_object_to, rng=rng, clock=clock,
+            retry=retry, max_blob_size=max_blob_size, recent_store_ttl=recent_store_ttl,
+        )
+        self._sleep = sleep
+        self._http = httpx.AsyncClient(
+            transport=transport, timeout=timeout, headers={"User-Agent": _USER_AGENT}
+        )
+
+    def __repr__(self) -> str:
+        return self._core.describe(type(self).__name__)
+
+    @property
+    def stats(self) -> ClientStats:
+        """Counters of requests, retries, failovers and faults seen."""
+        return self._core.stats
+
+    @property
+    def publisher_url(self) -> str | None:
+        return self._core.publisher_url
+
+    @property
+    def aggregator_urls(self) -> tuple[str, ...]:
+        return self._core.aggregator_urls
+
+    async def _drive(self, op: _Op[T]) -> T:
+        try:
+            action = next(op)
+            while True:
+                outcome: _Outcome = None
+                if isinstance(action, _Sleep):
+                    await self._sleep(action.seconds)
+                else:
+                    outcome = await self._send(action)
+                action = op.send(outcome)
+        except StopIteration as stop:
+            result: T = stop.value
+            return result
+        finally:
+            op.close()
+
+    async def _send(self, send: _Send) -> httpx.Response | httpx.RequestError:
+        self._core.stats._add("requests")
+        started = time.perf_counter()
+        outcome: httpx.Response | httpx.RequestError
+        try:
+            outcome = await self._http.send(_build(self._http, send),
+                                            follow_redirects=send.follow_redirects)
+        except httpx.RequestError as exc:
+            outcome = exc
+        _log_response(send, outcome, started)
+        return outcome
+
+    async def store_blob(
+        self,
+        data: bytes,
+        *,
+        epochs: int | None = None,
+        permanent: bool | None = None,
+        deadline: float | None = None,
+    ) -> StoreResult:
+        """See :meth:`WalrusClient.store_blob`."""
+        return await self._drive(self._core.store_blob_op(data, epochs, permanent, deadline))
+
+    async def store_quilt(
+        self,
+        files: Mapping[str, bytes],
+        *,
+        metadata: Mapping[str, Mapping[str, str]] | None = None,
+        epochs: int | None = None,
+        permanent: bool | None = None,
+        deadline: float | None = None,
+    ) -> QuiltStoreResult:
+        """See :meth:`WalrusClient.store_quilt`."""
+        return await self._drive(
+            self._core.store_quilt_op(files, metadata, epochs, permanent, deadline)
+        )
+
+    async def read_blob(
+        self, blob_id: str, *, verify: VerifyCallback | None = None, deadline: float | None = None
+    ) -> bytes:
+        """See :meth:`WalrusClient.read_blob`."""
+        path = _read_path_blob(blob_id)
+        return await self._drive(
+            self._core.read_op(path, key=blob_id, verify=verify, deadline=deadline)
+        )
+
+    async def read_byte_range(
+        self,
+        blob_id: str,
+        start: int,
+        length: int,
+        *,
+        verify: VerifyCallback | None = None,
+        deadline: float | None = None,
+    ) -> bytes:
+        """See :meth:`WalrusClient.read_byte_range`."""
+        _check_range(start, length)
+        path = _read_path_blob(blob_id) + "/byte-range"
+        return await self._drive(self._core.read_op(
+            path, key=blob_id, verify=verify, deadline=deadline, expected_length=length,
+            params={"start": str(start), "length": str(length)},
+        ))
+
+    async def read_quilt_patch(
+        self, patch_id: str, *, verify: VerifyCallback | None = None, deadline: float | None = None
+    ) -> bytes:
+        """See :meth:`WalrusClient.read_quilt_patch`."""
+        path = f"/v1/blobs/by-quilt-patch-id/{validate_patch_id(patch_id)}"
+        return await self._drive(
+            self._core.read_op(path, key=patch_id[:43], verify=verify, deadline=deadline)
+        )
+
+    async def read_quilt_patch_by_identifier(
+        self,
+        quilt_id: str,
+        identifier: str,
+        *,
+        verify: VerifyCallback | None = None,
+        deadline: float | None = None,
+    ) -> bytes:
+        """See :meth:`WalrusClient.read_quilt_patch_by_identifier`."""
+        path = _quilt_identifier_path(quilt_id, identifier)
+        return await self._drive(
+            self._core.read_op(path, key=quilt_id, verify=verify, deadline=deadline)
+        )
+
+    async def list_quilt_patches(
+        self, quilt_id: str, *, deadline: float | None = None
+    ) -> list[QuiltPatch]:
+        """See :meth:`WalrusClient.list_quilt_patches`."""
+        return await self._drive(self._core.list_patches_op(quilt_id, deadline))
+
+    async def status(self) -> dict[str, bool]:
+        """See :meth:`WalrusClient.status`."""
+        return await self._drive(self._core.status_op())
+
+    async def aclose(self) -> None:
+        """Close the pooled connections."""
+        await self._http.aclose()
+
+    async def close(self) -> None:
+        """Alias of :meth:`aclose` (the sync client's name, awaitable)."""
+        await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncWalrusClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
