@@ -1,0 +1,8 @@
+"""``python -m walrus_mem`` runs the ``walrus-mem`` CLI."""
+
+from __future__ import annotations
+
+from .cli import main
+
+if __name__ == "__main__":
+    main()
