@@ -13,12 +13,21 @@ by this class; the key resolver reads the env var at its own rank.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.fields import FieldInfo
 from pydantic_settings import (
     BaseSettings,
@@ -26,16 +35,18 @@ from pydantic_settings import (
     NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
 )
 
-from .errors import ConfigError
-from .keys import validate_namespace
+from .errors import ConfigError, InvalidNamespace
+from .keys import parse_ed25519_key, validate_namespace
 from .placeholders import resolve_placeholders
 
 __all__ = ["DEFAULT_EMBEDDING_MODEL", "AgentConfig", "Settings", "load_config_file"]
 
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 CONFIG_ENV = "WALRUS_MEM_CONFIG"
+CONFIG_FILE_ENV = "WALRUS_MEM_CONFIG_FILE"  # the field's own env name; also honoured
 
 
 def _default_data_dir() -> Path:
@@ -45,7 +56,8 @@ def _default_data_dir() -> Path:
 class AgentConfig(BaseModel):
     """One ``[agents.<name>]`` table of the config file."""
 
-    model_config = ConfigDict(extra="forbid")
+    # hide_input_in_errors: a ValidationError must never echo a key it rejected.
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
 
     namespace: str | None = None  # defaults to the agent's name
     key: SecretStr | None = None  # independent Ed25519 key (hex/base64); None = derived
@@ -62,6 +74,13 @@ class AgentConfig(BaseModel):
     @classmethod
     def _ns(cls, v: str | None) -> str | None:
         return None if v is None else validate_namespace(v)
+
+    @field_validator("key")
+    @classmethod
+    def _key(cls, v: SecretStr | None) -> SecretStr | None:
+        if v is not None:
+            parse_ed25519_key(v.get_secret_value())  # MalformedKey names no key bytes
+        return v
 
 
 def load_config_file(path: Path) -> dict[str, Any]:
@@ -91,6 +110,10 @@ class _TomlSource(PydanticBaseSettingsSource):
     def __init__(self, settings_cls: type[BaseSettings], path: Path | None) -> None:
         super().__init__(settings_cls)
         self._data = load_config_file(path) if path else {}
+        if "config_file" in self._data:
+            raise ConfigError(f"config file {path}: config_file cannot be set inside a config file")
+        if path:
+            self._data["config_file"] = path  # so Settings.config_file names the file read
 
     def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
         return self._data.get(field_name), field_name, False
@@ -105,6 +128,7 @@ class _EnvWithoutSecrets(EnvSettingsSource):
     def __call__(self) -> dict[str, Any]:
         data = super().__call__()
         data.pop("master_key", None)
+        data.pop("config_file", None)  # decided in settings_customise_sources
         return data
 
 
@@ -116,10 +140,11 @@ class Settings(BaseSettings):
         Settings()                                   # env + config file + defaults
         Settings(data_dir="/tmp/mem")                # explicit values win
         Settings(config_file="walrus-mem.toml")      # or WALRUS_MEM_CONFIG
+        Settings.load(...)                           # same, errors as ConfigError
     """
 
     model_config = SettingsConfigDict(
-        env_prefix="WALRUS_MEM_", extra="forbid", validate_default=True
+        env_prefix="WALRUS_MEM_", extra="forbid", validate_default=True, hide_input_in_errors=True
     )
 
     config_file: Path | None = None
@@ -161,6 +186,41 @@ class Settings(BaseSettings):
     def _ns(cls, v: str) -> str:
         return validate_namespace(v)
 
+    @model_validator(mode="after")
+    def _agent_names(self) -> Self:
+        for name, agent in self.agents.items():
+            if agent.namespace is None:
+                try:
+                    validate_namespace(name)
+                except InvalidNamespace as exc:
+                    raise ValueError(
+                        f"agent {name[:80]!r} needs an explicit namespace: its name is not a "
+                        f"valid namespace ({exc})"
+                    ) from None
+        return self
+
+    @classmethod
+    def load(cls, **values: Any) -> Settings:
+        """Build settings like ``Settings(**values)``, raising only :class:`ConfigError`.
+
+        pydantic's ValidationError is turned into one ConfigError listing every
+        invalid field (by its dotted path) without the rejected input values.
+        """
+        try:
+            return cls(**values)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or 'settings'}: {err['msg']}"
+                for err in exc.errors(include_input=False, include_url=False, include_context=False)
+            )
+            # Not chained: the ValidationError object still holds the raw inputs.
+            raise ConfigError(f"invalid configuration: {problems}") from None
+        except SettingsError as exc:
+            # e.g. WALRUS_MEM_AGENTS that is not JSON. Not chained: the cause holds the value.
+            m = re.search(r'field "(\w+)"', str(exc))
+            where = f"environment variable WALRUS_MEM_{m.group(1).upper()}" if m else "a setting"
+            raise ConfigError(f"invalid configuration: {where} cannot be parsed") from None
+
     @property
     def resolved_key_file(self) -> Path:
         return self.key_file or (self.data_dir / "keys" / "master.key")
@@ -181,7 +241,11 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # The config file path itself may come from an argument or the env.
         init_values = init_settings()
-        path = init_values.get("config_file") or os.environ.get(CONFIG_ENV)
+        path = (
+            init_values.get("config_file")
+            or os.environ.get(CONFIG_ENV)
+            or os.environ.get(CONFIG_FILE_ENV)
+        )
         return (
             init_settings,
             _EnvWithoutSecrets(settings_cls),

@@ -1,6 +1,6 @@
 """The sealed envelope: one record = one blob. Pure functions, no I/O.
 
-Layout (version 1; byte-by-byte in docs/envelope-format.md)::
+Layout (version 1; byte by byte in docs/envelope-format.md)::
 
     offset  size  field
     0       4     magic b"WMEM"
@@ -12,7 +12,13 @@ Layout (version 1; byte-by-byte in docs/envelope-format.md)::
     46+n    64    Ed25519 signature over bytes[0:46+n]
 
 Padded plaintext = u32-BE length L || canonical JSON (L bytes) || zeros, to
-the smallest size bucket that fits (see :func:`bucket_size`).
+the smallest size bucket that fits (see :func:`bucket_size`), so
+``n = bucket + 16`` and a blob's length reveals only its bucket.
+
+Opening checks, in order: structure (:class:`InvalidEnvelope`), version and
+suite (:class:`UnsupportedVersion`), fingerprint (:class:`WrongNamespace`),
+signature and AEAD (:class:`TamperedBlob`), record shape
+(:class:`InvalidEnvelope`), expected id/kind (:class:`BlobMismatch`).
 """
 
 from __future__ import annotations
@@ -25,7 +31,6 @@ from typing import Any, Final
 
 import nacl.bindings
 import nacl.exceptions
-import nacl.signing
 import nacl.utils
 
 from .errors import (
@@ -37,14 +42,18 @@ from .errors import (
     UnsupportedVersion,
     WrongNamespace,
 )
-from .keys import NamespaceKeys
+from .keys import FINGERPRINT_SIZE, NamespaceKeys
 
 __all__ = [
     "DEFAULT_MAX_PLAINTEXT",
     "HEADER_SIZE",
     "MAGIC",
+    "MAX_JSON_DEPTH",
+    "MIN_SIZE",
+    "NONCE_SIZE",
     "SIGNATURE_SIZE",
     "SUITE_ID",
+    "TAG_SIZE",
     "VERSION",
     "bucket_size",
     "canonical_json",
@@ -56,16 +65,19 @@ __all__ = [
 MAGIC: Final = b"WMEM"
 VERSION: Final = 1
 SUITE_ID: Final = 1
-FPR_SIZE: Final = 16
+FPR_SIZE: Final = FINGERPRINT_SIZE  # 16
 NONCE_SIZE: Final = nacl.bindings.crypto_aead_xchacha20poly1305_ietf_NPUBBYTES  # 24
 TAG_SIZE: Final = nacl.bindings.crypto_aead_xchacha20poly1305_ietf_ABYTES  # 16
 SIGNATURE_SIZE: Final = 64
 HEADER_SIZE: Final = 4 + 1 + 1 + FPR_SIZE + NONCE_SIZE  # 46
-MIN_SIZE: Final = HEADER_SIZE + TAG_SIZE + 256 + SIGNATURE_SIZE
-DEFAULT_MAX_PLAINTEXT: Final = 64 * 1024
-_LEN_PREFIX: Final = 4
 _MIN_BUCKET: Final = 256
+MIN_SIZE: Final = HEADER_SIZE + _MIN_BUCKET + TAG_SIZE + SIGNATURE_SIZE  # 382
+DEFAULT_MAX_PLAINTEXT: Final = 64 * 1024
+MAX_JSON_DEPTH: Final = 64  # nesting limit of a record (sealing and opening)
+_LEN_PREFIX: Final = 4
 _MIB: Final = 1024 * 1024
+_FPR_AT: Final = 6
+_NONCE_AT: Final = _FPR_AT + FPR_SIZE
 
 
 def bucket_size(n: int) -> int:
@@ -77,14 +89,49 @@ def bucket_size(n: int) -> int:
     return -(-n // _MIB) * _MIB
 
 
+def _is_bucket(n: int) -> bool:
+    return n >= _MIN_BUCKET and bucket_size(n) == n
+
+
+def _plain_json(value: Any, depth: int) -> Any:
+    """Copy ``value`` as plain JSON types, rejecting what JSON cannot carry exactly."""
+    if depth > MAX_JSON_DEPTH:
+        raise InvalidInput(f"record nests deeper than {MAX_JSON_DEPTH} levels")
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidInput("record holds a NaN or infinite number; JSON cannot carry it")
+        return value
+    if isinstance(value, Mapping):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                # json.dumps would silently turn 1 into "1" (and could then duplicate keys)
+                raise InvalidInput(f"record keys must be strings, not {type(k).__name__}")
+            out[k] = _plain_json(v, depth + 1)
+        return out
+    if isinstance(value, list | tuple):
+        return [_plain_json(v, depth + 1) for v in value]
+    raise InvalidInput(f"record holds a {type(value).__name__}, which is not JSON")
+
+
 def canonical_json(record: Mapping[str, Any]) -> bytes:
-    """Deterministic UTF-8 JSON: sorted keys, no whitespace, no NaN."""
+    """Deterministic UTF-8 JSON: sorted keys, no whitespace, no NaN, string keys only.
+
+    Tuples are encoded as arrays. Raises :class:`InvalidInput` for anything
+    JSON cannot represent exactly (non-string keys, NaN, sets, lone surrogates,
+    nesting deeper than :data:`MAX_JSON_DEPTH`).
+    """
+    plain = _plain_json(record, 0)
     try:
         return json.dumps(
-            record, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+            plain, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
         ).encode("utf-8")
-    except (TypeError, ValueError, UnicodeEncodeError) as exc:
-        raise InvalidInput(f"record is not JSON-serialisable: {exc}") from exc
+    except (ValueError, UnicodeEncodeError) as exc:
+        # ValueError: an int beyond the interpreter's digit limit.
+        # UnicodeEncodeError: a lone surrogate (its message quotes no record text).
+        raise InvalidInput(f"record is not JSON-serialisable: {type(exc).__name__}") from exc
 
 
 def seal(
@@ -97,9 +144,14 @@ def seal(
 ) -> bytes:
     """Seal ``record`` (must carry string ``id`` and ``kind``) for ``keys``' namespace.
 
-    ``nonce`` is for known-answer vectors only; leave it ``None`` so a fresh
-    random nonce is used for every seal.
+    ``max_plaintext`` bounds the canonical JSON of the record
+    (:class:`PayloadTooLarge`). ``nonce`` is for known-answer vectors only;
+    leave it ``None`` so a fresh random nonce is used for every seal.
     """
+    if not isinstance(keys, NamespaceKeys):
+        raise InvalidInput("seal() needs NamespaceKeys")
+    if not isinstance(record, Mapping):
+        raise InvalidInput("a sealed record must be a mapping")
     if not isinstance(record.get("id"), str) or not isinstance(record.get("kind"), str):
         raise InvalidInput("a sealed record needs string 'id' and 'kind' fields")
     body = canonical_json(record)
@@ -111,7 +163,7 @@ def seal(
     plaintext = struct.pack(">I", len(body)) + body + bytes(padded_len - _LEN_PREFIX - len(body))
     if nonce is None:
         nonce = random(NONCE_SIZE)
-    if len(nonce) != NONCE_SIZE:
+    if not isinstance(nonce, bytes) or len(nonce) != NONCE_SIZE:
         raise InvalidInput(f"nonce must be {NONCE_SIZE} bytes")
     header = MAGIC + bytes([VERSION, SUITE_ID]) + keys.fingerprint_bytes + nonce
     ciphertext = nacl.bindings.crypto_aead_xchacha20poly1305_ietf_encrypt(
@@ -122,23 +174,75 @@ def seal(
     return signed + signature
 
 
-def envelope_fingerprint(blob: bytes) -> bytes:
-    """The key fingerprint an envelope claims, after only a structural check."""
-    _check_structure(blob)
-    return bytes(blob[6 : 6 + FPR_SIZE])
-
-
 def _check_structure(blob: bytes) -> None:
-    if not isinstance(blob, bytes | bytearray | memoryview):
-        raise InvalidEnvelope("envelope must be bytes")
-    if len(blob) < 6 or bytes(blob[:4]) != MAGIC:
+    if len(blob) < len(MAGIC) or blob[: len(MAGIC)] != MAGIC:
         raise InvalidEnvelope("not a walrus_mem envelope (bad magic or too short)")
+    if len(blob) < _FPR_AT:
+        raise InvalidEnvelope(f"envelope truncated: {len(blob)} bytes")
+    # Version before size: the minimum size belongs to a version.
     if blob[4] != VERSION:
         raise UnsupportedVersion(f"envelope format version {blob[4]} is not supported")
     if blob[5] != SUITE_ID:
         raise UnsupportedVersion(f"envelope cipher suite {blob[5]} is not supported")
     if len(blob) < MIN_SIZE:
         raise InvalidEnvelope(f"envelope truncated: {len(blob)} bytes, at least {MIN_SIZE} needed")
+    if not _is_bucket(len(blob) - HEADER_SIZE - TAG_SIZE - SIGNATURE_SIZE):
+        raise InvalidEnvelope(
+            f"envelope length {len(blob)} matches no padding bucket (truncated or extended)"
+        )
+
+
+def _as_bytes(blob: object) -> bytes:
+    if not isinstance(blob, bytes | bytearray | memoryview):
+        raise InvalidEnvelope(f"envelope must be bytes, not {type(blob).__name__}")
+    return bytes(blob)
+
+
+def envelope_fingerprint(blob: bytes) -> bytes:
+    """The key fingerprint an envelope claims, after only a structural check.
+
+    Unauthenticated: use it to pick keys, never to trust the blob.
+    """
+    data = _as_bytes(blob)
+    _check_structure(data)
+    return data[_FPR_AT:_NONCE_AT]
+
+
+def _parse_record(plaintext: bytes) -> dict[str, Any]:
+    """Unpad and parse an authenticated plaintext; only its sealer could have made it bad."""
+    (length,) = struct.unpack(">I", plaintext[:_LEN_PREFIX])
+    body = plaintext[_LEN_PREFIX : _LEN_PREFIX + length]
+    if len(body) != length or any(plaintext[_LEN_PREFIX + length :]):
+        raise InvalidEnvelope("authentic envelope has inconsistent padding")
+    if bucket_size(_LEN_PREFIX + length) != len(plaintext):
+        raise InvalidEnvelope("authentic envelope is padded to the wrong bucket")
+    try:
+        record = json.loads(
+            body.decode("utf-8"), parse_constant=_reject_constant, object_pairs_hook=_unique_keys
+        )
+        _plain_json(record, 0)  # depth limit, finite numbers
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        # InvalidInput (from _plain_json) is a ValueError too. Not chained: the
+        # decoder errors carry the decrypted text (.object / .doc).
+        raise InvalidEnvelope(
+            f"authentic envelope holds malformed JSON ({type(exc).__name__})"
+        ) from None
+    if not isinstance(record, dict):
+        raise InvalidEnvelope("authentic envelope does not hold a JSON object")
+    if not isinstance(record.get("id"), str) or not isinstance(record.get("kind"), str):
+        raise InvalidEnvelope("authentic envelope holds a record without string id and kind")
+    return record
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"JSON constant {name} is not allowed")
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        raise ValueError("duplicate key in JSON object")
+    return out
 
 
 def open_envelope(
@@ -152,37 +256,29 @@ def open_envelope(
 
     Raises an :class:`~walrus_mem.errors.EnvelopeError` subclass on any problem,
     never partial data. ``expected_id``/``expected_kind`` detect a valid blob of
-    this namespace substituted for another record.
+    this namespace substituted for another record (:class:`BlobMismatch`).
     """
-    blob = bytes(blob)
-    _check_structure(blob)
-    if blob[6 : 6 + FPR_SIZE] != keys.fingerprint_bytes:
+    data = _as_bytes(blob)
+    _check_structure(data)
+    if not isinstance(keys, NamespaceKeys):
+        raise InvalidInput("open_envelope() needs NamespaceKeys")
+    if data[_FPR_AT:_NONCE_AT] != keys.fingerprint_bytes:
         raise WrongNamespace("envelope was sealed under another namespace key")
-    signed, signature = blob[:-SIGNATURE_SIZE], blob[-SIGNATURE_SIZE:]
+    signed, signature = data[:-SIGNATURE_SIZE], data[-SIGNATURE_SIZE:]
     try:
         keys.signing_key.verify_key.verify(signed, signature)
     except nacl.exceptions.BadSignatureError as exc:
         raise TamperedBlob("envelope signature does not verify") from exc
     header = signed[:HEADER_SIZE]
-    nonce = header[6 + FPR_SIZE :]
     try:
         plaintext = nacl.bindings.crypto_aead_xchacha20poly1305_ietf_decrypt(
-            signed[HEADER_SIZE:], header, nonce, keys.sealing_key
+            signed[HEADER_SIZE:], header, header[_NONCE_AT:], keys.sealing_key
         )
     except nacl.exceptions.CryptoError as exc:
         raise TamperedBlob("envelope ciphertext failed authentication") from exc
-    (length,) = struct.unpack(">I", plaintext[:_LEN_PREFIX])
-    body = plaintext[_LEN_PREFIX : _LEN_PREFIX + length]
-    if len(body) != length or any(plaintext[_LEN_PREFIX + length :]):
-        raise TamperedBlob("envelope padding is inconsistent")
-    try:
-        record = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise TamperedBlob("envelope plaintext is not valid JSON") from exc
-    if not isinstance(record, dict) or not isinstance(record.get("id"), str):
-        raise TamperedBlob("envelope plaintext is not a record")
+    record = _parse_record(plaintext)
     if expected_id is not None and record["id"] != expected_id:
         raise BlobMismatch("envelope holds another memory than the one requested")
-    if expected_kind is not None and record.get("kind") != expected_kind:
-        raise BlobMismatch(f"envelope holds a {record.get('kind')!r} record, not {expected_kind!r}")
+    if expected_kind is not None and record["kind"] != expected_kind:
+        raise BlobMismatch(f"envelope holds a {record['kind']!r} record, not {expected_kind!r}")
     return record

@@ -1,24 +1,26 @@
 """Key material: the master seed, per-namespace keys, and where keys come from.
 
-Derivation (exact, reproducible; see docs/keys.md):
+Derivation (exact, reproducible; byte by byte in docs/keys.md). ``BLAKE2b-n``
+is keyed BLAKE2b (RFC 7693) with an ``n``-byte digest, no salt, and the
+personalisation string zero-padded to 16 bytes (what libsodium and
+``hashlib.blake2b`` do):
 
 * master seed ``M``: 32 random bytes per installation.
 * namespace ``ns`` (validated, UTF-8 bytes ``N``):
 
-  - signing seed  = BLAKE2b-256(data=N, key=M, person=b"walrusmem.sign")
-  - sealing key   = BLAKE2b-256(data=N, key=M, person=b"walrusmem.seal")
-  - dedupe key    = BLAKE2b-256(data=N, key=M, person=b"walrusmem.dedup")
+  - signing seed  = BLAKE2b-32(data=N, key=M, person=b"walrusmem.sign")
+  - sealing key   = BLAKE2b-32(data=N, key=M, person=b"walrusmem.seal")
+  - dedupe key    = BLAKE2b-32(data=N, key=M, person=b"walrusmem.dedup")
 
 * independent agent key (an Ed25519 seed ``S`` supplied by the user):
 
   - signing seed  = S
-  - sealing key   = BLAKE2b-256(data=N, key=S, person=b"walrusmem.iseal")
-  - dedupe key    = BLAKE2b-256(data=N, key=S, person=b"walrusmem.idedup")
+  - sealing key   = BLAKE2b-32(data=N, key=S, person=b"walrusmem.iseal")
+  - dedupe key    = BLAKE2b-32(data=N, key=S, person=b"walrusmem.idedup")
 
-* fingerprint = BLAKE2b-128(data=verify_key, person=b"walrusmem.fpr"); shown
-  as the first 8 and last 4 hex characters of its hex form.
+* fingerprint = BLAKE2b-16(data=verify_key, no key, person=b"walrusmem.fpr");
+  shown as the first 8 and last 4 hex characters of its hex form.
 
-Personalisation strings are zero-padded to 16 bytes by libsodium/PyNaCl.
 Every purpose has its own personalisation, so no derived bytes are reused for
 both signing and encryption.
 """
@@ -32,9 +34,11 @@ import logging
 import os
 import re
 import stat
+import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import nacl.hash
 import nacl.signing
@@ -45,6 +49,7 @@ from .errors import (
     InsecureKeyFile,
     InvalidNamespace,
     KeyExists,
+    KeyMaterialError,
     KeyNotFound,
     KeyringUnavailable,
     MalformedKey,
@@ -54,22 +59,26 @@ __all__ = [
     "KEYRING_SERVICE",
     "KEYRING_USERNAME",
     "MASTER_KEY_ENV",
+    "NAMESPACE_RULE",
+    "SEED_SIZE",
     "MasterSeed",
     "NamespaceKeys",
     "fingerprint_of",
     "generate_master_seed",
+    "keyring_load",
+    "keyring_store",
     "load_key_file",
     "parse_ed25519_key",
     "resolve_master_seed",
+    "short_fingerprint",
     "validate_namespace",
     "write_key_file",
-    "keyring_load",
-    "keyring_store",
 ]
 
 log = logging.getLogger(__name__)
 
 SEED_SIZE: Final = 32
+FINGERPRINT_SIZE: Final = 16
 MASTER_KEY_ENV: Final = "WALRUS_MEM_MASTER_KEY"
 KEYRING_SERVICE: Final = "walrus-mem"
 KEYRING_USERNAME: Final = "master-seed"
@@ -80,14 +89,20 @@ PERSON_DEDUP: Final = b"walrusmem.dedup"
 PERSON_ISEAL: Final = b"walrusmem.iseal"
 PERSON_IDEDUP: Final = b"walrusmem.idedup"
 PERSON_FPR: Final = b"walrusmem.fpr"
+PERSON_DHASH: Final = b"walrusmem.dhash"
 
 NAMESPACE_RULE: Final = "1-64 characters of [a-z0-9_-], starting with a letter or digit"
 _NAMESPACE_RE: Final = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 _HEX64_RE: Final = re.compile(r"[0-9a-fA-F]{64}")
+_HEX_RE: Final = re.compile(r"[0-9a-fA-F]+")
+_MAX_KEY_FILE: Final = 4096  # a key file is one line; refuse to slurp anything big
 
 
 def validate_namespace(name: object) -> str:
-    """Return ``name`` if it is a valid namespace, else raise :class:`InvalidNamespace`."""
+    """Return ``name`` if it is a valid namespace, else raise :class:`InvalidNamespace`.
+
+    The rule: 1-64 characters of ``[a-z0-9_-]``, the first a letter or digit.
+    """
     if not isinstance(name, str) or not _NAMESPACE_RE.fullmatch(name):
         shown = repr(name)[:80] if isinstance(name, str) else type(name).__name__
         raise InvalidNamespace(f"invalid namespace {shown}: must be {NAMESPACE_RULE}")
@@ -95,33 +110,47 @@ def validate_namespace(name: object) -> str:
 
 
 def _blake2b(data: bytes, *, key: bytes, person: bytes, size: int = 32) -> bytes:
-    return nacl.hash.blake2b(  # type: ignore[no-any-return]
+    digest: bytes = nacl.hash.blake2b(
         data, digest_size=size, key=key, person=person, encoder=RawEncoder
     )
+    return digest
 
 
 def fingerprint_of(verify_key: bytes) -> bytes:
     """16-byte fingerprint of an Ed25519 public key (what blobs carry)."""
-    return _blake2b(verify_key, key=b"", person=PERSON_FPR, size=16)
+    return _blake2b(verify_key, key=b"", person=PERSON_FPR, size=FINGERPRINT_SIZE)
 
 
-def _short(fpr: bytes) -> str:
+def short_fingerprint(fpr: bytes) -> str:
+    """Display form of a fingerprint: first 8 and last 4 hex characters."""
     h = fpr.hex()
     return f"{h[:8]}…{h[-4:]}"
 
 
+class _SecretLike(Protocol):
+    def get_secret_value(self) -> str: ...
+
+
 class MasterSeed:
-    """The 32-byte installation secret. ``repr``/``str`` show only a fingerprint."""
+    """The 32-byte installation secret. ``repr``/``str`` show only a fingerprint.
 
-    __slots__ = ("_seed",)
+    The fingerprint is that of the key derived for namespace ``default``: a
+    public value that identifies the seed without revealing it.
+    """
 
-    def __init__(self, seed: bytes) -> None:
+    __slots__ = ("_fpr", "_seed")
+
+    def __init__(self, seed: bytes | bytearray) -> None:
         if not isinstance(seed, bytes | bytearray) or len(seed) != SEED_SIZE:
             raise MalformedKey(f"master seed must be exactly {SEED_SIZE} bytes")
         self._seed = bytes(seed)
+        self._fpr: str | None = None
 
     @classmethod
     def from_hex(cls, text: str) -> MasterSeed:
+        """Parse 64 hex characters (surrounding whitespace allowed)."""
+        if not isinstance(text, str):
+            raise MalformedKey("master key must be a string of 64 hexadecimal characters")
         text = text.strip()
         if not _HEX64_RE.fullmatch(text):
             raise MalformedKey("master key must be 64 hexadecimal characters (32 bytes)")
@@ -129,14 +158,17 @@ class MasterSeed:
 
     @property
     def fingerprint(self) -> str:
-        """Public identifier: fingerprint of the key derived for namespace ``default``."""
-        return NamespaceKeys.derive(self, "default").fingerprint
+        """Public identifier: short fingerprint of the ``default`` namespace key."""
+        if self._fpr is None:
+            self._fpr = NamespaceKeys.derive(self, "default").fingerprint
+        return self._fpr
 
     def to_hex(self) -> str:
         """The secret itself, hex encoded. Only for writing to a key store."""
         return self._seed.hex()
 
     def secret_bytes(self) -> bytes:
+        """The raw 32 secret bytes. Only for key derivation."""
         return self._seed
 
     def __repr__(self) -> str:
@@ -150,10 +182,10 @@ class MasterSeed:
         return hmac.compare_digest(self._seed, other._seed)
 
     def __hash__(self) -> int:
-        return hash(fingerprint_of(self._seed))
+        return hash(self.fingerprint)
 
-    def __reduce__(self) -> Any:  # pragma: no cover - pickling a secret is a bug
-        raise TypeError("MasterSeed cannot be pickled")
+    def __reduce__(self) -> Any:
+        raise TypeError("MasterSeed cannot be pickled or copied")
 
 
 @dataclass(frozen=True, repr=False, eq=False)
@@ -172,6 +204,9 @@ class NamespaceKeys:
 
     @classmethod
     def derive(cls, master: MasterSeed, namespace: str) -> NamespaceKeys:
+        """Derive the namespace's signing, sealing and dedupe keys from the master seed."""
+        if not isinstance(master, MasterSeed):
+            raise MalformedKey("derive() needs a MasterSeed (use MasterSeed.from_hex)")
         ns = validate_namespace(namespace).encode()
         seed = master.secret_bytes()
         return cls(
@@ -183,32 +218,42 @@ class NamespaceKeys:
 
     @classmethod
     def from_agent_key(cls, agent_seed: bytes, namespace: str) -> NamespaceKeys:
-        if len(agent_seed) != SEED_SIZE:
-            raise MalformedKey("Ed25519 private key seed must be 32 bytes")
+        """Keys for an agent with its own Ed25519 seed (see :func:`parse_ed25519_key`)."""
+        if not isinstance(agent_seed, bytes | bytearray) or len(agent_seed) != SEED_SIZE:
+            raise MalformedKey(f"Ed25519 private key seed must be {SEED_SIZE} bytes")
+        seed = bytes(agent_seed)
         ns = validate_namespace(namespace).encode()
         return cls(
             namespace=namespace,
-            signing_key=nacl.signing.SigningKey(bytes(agent_seed)),
-            sealing_key=_blake2b(ns, key=agent_seed, person=PERSON_ISEAL),
-            dedupe_key=_blake2b(ns, key=agent_seed, person=PERSON_IDEDUP),
+            signing_key=nacl.signing.SigningKey(seed),
+            sealing_key=_blake2b(ns, key=seed, person=PERSON_ISEAL),
+            dedupe_key=_blake2b(ns, key=seed, person=PERSON_IDEDUP),
             independent=True,
         )
 
     @property
     def verify_key(self) -> bytes:
+        """The 32-byte Ed25519 public key."""
         return bytes(self.signing_key.verify_key)
 
     @property
     def fingerprint_bytes(self) -> bytes:
+        """The 16-byte fingerprint every envelope of this namespace carries."""
         return fingerprint_of(self.verify_key)
 
     @property
     def fingerprint(self) -> str:
-        return _short(self.fingerprint_bytes)
+        """Short display form of :attr:`fingerprint_bytes`."""
+        return short_fingerprint(self.fingerprint_bytes)
 
     def dedupe_hash(self, normalised_text: str) -> str:
-        """Keyed hash of normalised text: equal texts collide only within this namespace."""
-        return _blake2b(normalised_text.encode(), key=self.dedupe_key, person=b"walrusmem.dhash").hex()
+        """Keyed hash of normalised text: equal texts collide only within this namespace.
+
+        BLAKE2b-32(data=UTF-8 text, key=dedupe key, person=b"walrusmem.dhash"), hex.
+        """
+        return _blake2b(
+            normalised_text.encode("utf-8"), key=self.dedupe_key, person=PERSON_DHASH
+        ).hex()
 
     def __repr__(self) -> str:
         mode = "independent" if self.independent else "derived"
@@ -220,42 +265,55 @@ class NamespaceKeys:
         if not isinstance(other, NamespaceKeys):
             return NotImplemented
         return self.namespace == other.namespace and hmac.compare_digest(
-            self.verify_key + self.sealing_key, other.verify_key + other.sealing_key
+            self.verify_key + self.sealing_key + self.dedupe_key,
+            other.verify_key + other.sealing_key + other.dedupe_key,
         )
 
     def __hash__(self) -> int:
         return hash((self.namespace, self.verify_key))
 
+    def __reduce__(self) -> Any:
+        raise TypeError("NamespaceKeys cannot be pickled or copied")
+
 
 def generate_master_seed() -> MasterSeed:
+    """A fresh random master seed from the OS CSPRNG (via libsodium)."""
     return MasterSeed(nacl.utils.random(SEED_SIZE))
 
 
-def parse_ed25519_key(text: str) -> bytes:
-    """Parse an independent agent key: 32-byte seed or 64-byte secret key, hex or base64.
+_AGENT_KEY_FORMAT: Final = (
+    "agent key must be an Ed25519 private key: a 32-byte seed or a 64-byte secret key "
+    "(seed followed by public key), as hex or base64"
+)
 
-    A 64-byte libsodium secret key is ``seed || public``; the public half must
-    match the seed, otherwise the key is malformed.
+
+def parse_ed25519_key(text: str) -> bytes:
+    """Parse an independent agent key; return its 32-byte Ed25519 seed.
+
+    Accepts a 32-byte seed or a 64-byte libsodium secret key (``seed || public``),
+    as hex (optionally ``0x``-prefixed) or base64 (standard or URL-safe, padding
+    optional). In a 64-byte key the public half must match the seed.
     """
-    raw: bytes | None = None
+    if not isinstance(text, str):
+        raise MalformedKey(_AGENT_KEY_FORMAT)
     s = text.strip()
-    if s.startswith("0x"):
+    if s[:2] in ("0x", "0X"):
         s = s[2:]
-    if re.fullmatch(r"[0-9a-fA-F]+", s) and len(s) in (64, 128):
+    raw: bytes | None = None
+    if _HEX_RE.fullmatch(s) and len(s) in (64, 128):
         raw = bytes.fromhex(s)
     else:
         try:
             padded = s + "=" * (-len(s) % 4)
             raw = base64.b64decode(padded.replace("-", "+").replace("_", "/"), validate=True)
         except (binascii.Error, ValueError):
-            raw = None
-    if raw is None or len(raw) not in (32, 64):
-        raise MalformedKey(
-            "agent key must be an Ed25519 private key: 32-byte seed or 64-byte secret key, "
-            "as hex or base64"
-        )
-    seed = raw[:32]
-    if len(raw) == 64 and bytes(nacl.signing.SigningKey(seed).verify_key) != raw[32:]:
+            raw = None  # binascii messages carry no key bytes, but do not chain them anyway
+    if raw is None or len(raw) not in (SEED_SIZE, 2 * SEED_SIZE):
+        raise MalformedKey(_AGENT_KEY_FORMAT)
+    seed = raw[:SEED_SIZE]
+    if len(raw) == 2 * SEED_SIZE and not hmac.compare_digest(
+        bytes(nacl.signing.SigningKey(seed).verify_key), raw[SEED_SIZE:]
+    ):
         raise MalformedKey("agent key: the public half does not match the private seed")
     return seed
 
@@ -263,45 +321,130 @@ def parse_ed25519_key(text: str) -> bytes:
 # -- key files ---------------------------------------------------------------
 
 
-def write_key_file(path: Path, seed: MasterSeed, *, force: bool = False) -> Path:
-    """Write ``seed`` as hex to ``path`` with mode 0600 inside a 0700 directory."""
-    path = Path(path)
-    if path.exists() and not force:
-        raise KeyExists(f"key file {path} already exists; pass force to overwrite it")
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(path.parent, 0o700)
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+def _make_private_dirs(directory: Path) -> None:
+    """Create ``directory`` and any missing parents with mode 0700.
+
+    An existing directory keeps its mode (we never chmod a directory we did not
+    create, e.g. a home directory); a warning is logged if others can write it.
+    """
+    missing: list[Path] = []
+    d = directory
+    while not d.exists():
+        missing.append(d)
+        d = d.parent
+    for d in reversed(missing):
+        try:
+            d.mkdir(mode=0o700)
+        except FileExistsError:
+            continue
+        os.chmod(d, 0o700)  # mkdir's mode is filtered by the umask
+    if not missing and os.name == "posix":
+        mode = stat.S_IMODE(directory.stat().st_mode)
+        if mode & (stat.S_IWGRP | stat.S_IWOTH) and not mode & stat.S_ISVTX:
+            log.warning(
+                "key directory %s is writable by group or others (mode %04o)", directory, mode
+            )
+
+
+def _fsync_dir(directory: Path) -> None:
+    if os.name != "posix":  # pragma: no cover - directories cannot be opened on Windows
+        return
+    fd = os.open(directory, os.O_RDONLY)
     try:
-        os.write(fd, (seed.to_hex() + "\n").encode())
         os.fsync(fd)
     finally:
         os.close(fd)
-    os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
+
+
+def write_key_file(path: Path, seed: MasterSeed, *, force: bool = False) -> Path:
+    """Write ``seed`` as one line of hex to ``path``, mode 0600.
+
+    Missing directories are created with mode 0700. The file appears atomically
+    (written to a private temp file, then linked/renamed into place). Without
+    ``force`` an existing file is never replaced: :class:`KeyExists`.
+    """
+    path = Path(path)
+    if path.exists() and not force:
+        raise KeyExists(f"key file {path} already exists; pass force to overwrite it")
+    try:
+        _make_private_dirs(path.parent)
+        # mkstemp: O_EXCL, mode 0600, unpredictable name: no symlink or umask games.
+        fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise KeyMaterialError(f"cannot create key file {path}: {exc.strerror}") from exc
+    tmp = Path(tmp_name)
+    try:
+        try:
+            os.write(fd, (seed.to_hex() + "\n").encode("ascii"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        if force:
+            os.replace(tmp, path)
+        else:
+            try:
+                os.link(tmp, path)  # fails if path appeared meanwhile: never overwrite
+            except FileExistsError:
+                raise KeyExists(
+                    f"key file {path} already exists; pass force to overwrite it"
+                ) from None
+            except OSError:  # no hard links on this filesystem: check, then rename
+                if path.exists():
+                    raise KeyExists(
+                        f"key file {path} already exists; pass force to overwrite it"
+                    ) from None
+                os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    except OSError as exc:
+        raise KeyMaterialError(f"cannot write key file {path}: {exc.strerror}") from exc
+    finally:
+        tmp.unlink(missing_ok=True)
     log.info("wrote master key file %s (fingerprint %s)", path, seed.fingerprint)
     return path
 
 
 def load_key_file(path: Path) -> MasterSeed:
-    """Read a master seed key file, refusing files that group or others can read."""
+    """Read a master seed key file, refusing files that group or others can access.
+
+    The file holds 64 hex characters (surrounding whitespace allowed).
+    """
     path = Path(path)
     try:
-        st = path.stat()
+        fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError as exc:
         raise KeyNotFound(f"key file {path} does not exist") from exc
-    if os.name == "posix" and st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise InsecureKeyFile(
-            f"key file {path} is accessible by group or others "
-            f"(mode {stat.S_IMODE(st.st_mode):04o}); run: chmod 600 {path}"
-        )
+    except OSError as exc:
+        raise KeyNotFound(f"key file {path} cannot be opened: {exc.strerror}") from exc
     try:
-        return MasterSeed.from_hex(path.read_text(encoding="ascii"))
-    except (UnicodeDecodeError, MalformedKey) as exc:
-        raise MalformedKey(f"key file {path} does not hold a 64-hex-character master key") from exc
+        st = os.fstat(fd)  # check the file we opened, not whatever the path names now
+        if not stat.S_ISREG(st.st_mode):
+            raise KeyNotFound(f"key file {path} is not a regular file")
+        if os.name == "posix" and st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise InsecureKeyFile(
+                f"key file {path} is accessible by group or others "
+                f"(mode {stat.S_IMODE(st.st_mode):04o}); refusing to use it. "
+                f"Run: chmod 600 {path}"
+            )
+        raw = os.read(fd, _MAX_KEY_FILE + 1)
+    except OSError as exc:
+        raise KeyNotFound(f"key file {path} cannot be read: {exc.strerror}") from exc
+    finally:
+        os.close(fd)
+    # No chaining below: a UnicodeDecodeError would carry the raw file bytes.
+    if len(raw) > _MAX_KEY_FILE or not raw.isascii():
+        raise MalformedKey(f"key file {path} does not hold a 64-hex-character master key")
+    try:
+        return MasterSeed.from_hex(raw.decode("ascii"))
+    except MalformedKey:
+        raise MalformedKey(f"key file {path} does not hold a 64-hex-character master key") from None
 
 
 # -- keyring -----------------------------------------------------------------
+
+_NO_KEYRING: Final = (
+    f"no usable OS keyring backend; set {MASTER_KEY_ENV} (64 hex characters) or use a "
+    "key file (walrus-mem init writes one with mode 0600)"
+)
 
 
 def _usable_keyring() -> Any:
@@ -311,32 +454,34 @@ def _usable_keyring() -> Any:
         from keyring.backends import fail, null
 
         backend = keyring.get_keyring()
-    except Exception as exc:  # noqa: BLE001 - any import/backend failure means "no keyring"
+    except Exception as exc:  # any import/backend failure means "no keyring"
         raise KeyringUnavailable(_NO_KEYRING) from exc
     if isinstance(backend, fail.Keyring | null.Keyring):
         raise KeyringUnavailable(_NO_KEYRING + f" (active backend: {type(backend).__name__})")
-    # A chainer with no usable members behaves like fail.
+    # A chainer with no members behaves like the null backend.
     if getattr(backend, "backends", None) == []:
         raise KeyringUnavailable(_NO_KEYRING + " (no backends)")
     return backend
 
 
-_NO_KEYRING = (
-    "no usable OS keyring backend; set WALRUS_MEM_MASTER_KEY or use a key file "
-    "(walrus-mem init writes one with mode 0600)"
-)
-
-
-def keyring_load(service: str = KEYRING_SERVICE, username: str = KEYRING_USERNAME) -> MasterSeed | None:
+def keyring_load(
+    service: str = KEYRING_SERVICE, username: str = KEYRING_USERNAME
+) -> MasterSeed | None:
     """Return the seed stored in the keyring, ``None`` if absent; raise if no keyring."""
     backend = _usable_keyring()
     try:
         value = backend.get_password(service, username)
-    except Exception as exc:  # noqa: BLE001 - backends raise their own types
+    except Exception as exc:
+        # Not chained: a backend's message could echo what it was handling.
         raise KeyringUnavailable(_NO_KEYRING + f" ({type(exc).__name__})") from None
     if value is None:
         return None
-    return MasterSeed.from_hex(value)
+    try:
+        return MasterSeed.from_hex(value)
+    except MalformedKey:
+        raise MalformedKey(
+            f"the keyring entry {service}/{username} is not a 64-hex-character master key"
+        ) from None
 
 
 def keyring_store(
@@ -346,61 +491,85 @@ def keyring_store(
     service: str = KEYRING_SERVICE,
     username: str = KEYRING_USERNAME,
 ) -> None:
+    """Store ``seed`` in the OS keyring; :class:`KeyExists` if one is there and not ``force``.
+
+    The value is read back: a backend that drops secrets silently is an error.
+    """
     backend = _usable_keyring()
+    secret = seed.to_hex()
     try:
         existing = backend.get_password(service, username)
         if existing is not None and not force:
-            raise KeyExists("a master key is already stored in the keyring; pass force to replace it")
-        backend.set_password(service, username, seed.to_hex())
-        # The null backend and some broken ones drop secrets silently: read back.
-        if backend.get_password(service, username) != seed.to_hex():
-            raise KeyringUnavailable(_NO_KEYRING + " (the backend did not keep the secret)")
-    except (KeyExists, KeyringUnavailable):
+            raise KeyExists(
+                f"a master key is already stored in the keyring ({service}/{username}); "
+                "pass force to replace it"
+            )
+        backend.set_password(service, username, secret)
+        kept = backend.get_password(service, username)
+    except KeyExists:
         raise
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         raise KeyringUnavailable(_NO_KEYRING + f" ({type(exc).__name__})") from None
+    if kept is None or not hmac.compare_digest(kept, secret):
+        raise KeyringUnavailable(_NO_KEYRING + " (the backend did not keep the secret)")
+    log.info(
+        "stored master key in keyring %s/%s (fingerprint %s)", service, username, seed.fingerprint
+    )
 
 
 # -- resolution --------------------------------------------------------------
 
 
+def _seed_from(value: str | bytes | bytearray, source: str) -> MasterSeed:
+    try:
+        if isinstance(value, bytes | bytearray):
+            return MasterSeed(value)
+        return MasterSeed.from_hex(value)
+    except MalformedKey:
+        raise MalformedKey(
+            f"master key from {source} must be 64 hexadecimal characters (32 bytes)"
+        ) from None
+
+
 def resolve_master_seed(
     explicit: str | bytes | MasterSeed | None = None,
     *,
-    config_value: str | None = None,
+    config_value: str | _SecretLike | None = None,
     key_file: Path | None = None,
     use_keyring: bool = True,
-    environ: dict[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> tuple[MasterSeed, str]:
-    """Find the master seed. Returns ``(seed, source)`` where source names where it came from.
+    """Find the master seed. Returns ``(seed, source)``; source is one of
+    ``"argument"``, ``"config"``, ``"env"``, ``"keyring"``, ``"key_file"``.
 
     Precedence (first hit wins):
-      1. ``explicit`` argument
-      2. ``config_value`` (``${VAR}`` already resolved by the config loader)
+      1. ``explicit`` argument (hex string, 32 bytes, or a MasterSeed)
+      2. ``config_value`` (``${VAR}`` already resolved by the config loader;
+         a plain string or a pydantic ``SecretStr``)
       3. environment variable ``WALRUS_MEM_MASTER_KEY``
       4. OS keyring, service ``walrus-mem`` (skipped quietly when no backend works)
       5. ``key_file``
+
+    An empty config value or empty environment variable counts as unset. A
+    present but malformed value is an error (no fall-through to a lower rank).
     """
     env = os.environ if environ is None else environ
     if explicit is not None:
         if isinstance(explicit, MasterSeed):
             return explicit, "argument"
-        if isinstance(explicit, bytes):
-            return MasterSeed(explicit), "argument"
-        return MasterSeed.from_hex(explicit), "argument"
+        return _seed_from(explicit, "the argument"), "argument"
+    if config_value is not None and not isinstance(config_value, str):
+        config_value = config_value.get_secret_value()
     if config_value:
-        return MasterSeed.from_hex(config_value), "config"
+        return _seed_from(config_value, "the config (master_key)"), "config"
     if env.get(MASTER_KEY_ENV):
-        try:
-            return MasterSeed.from_hex(env[MASTER_KEY_ENV]), "env"
-        except MalformedKey as exc:
-            raise MalformedKey(f"{MASTER_KEY_ENV} must be 64 hexadecimal characters") from exc
+        return _seed_from(env[MASTER_KEY_ENV], MASTER_KEY_ENV), "env"
     keyring_reason = "disabled"
     if use_keyring:
         try:
             found = keyring_load()
         except KeyringUnavailable as exc:
-            keyring_reason = str(exc)
+            keyring_reason = "unavailable"
             log.debug("keyring skipped: %s", exc)
         else:
             if found is not None:
@@ -410,7 +579,7 @@ def resolve_master_seed(
         return load_key_file(Path(key_file)), "key_file"
     raise KeyNotFound(
         "no master key found: pass one explicitly, set master_key in the config, set "
-        f"{MASTER_KEY_ENV} (64 hex chars), store one in the OS keyring, or create a key file"
-        f"{f' at {key_file}' if key_file else ''} (run `walrus-mem init`). "
-        f"Keyring: {keyring_reason}"
+        f"{MASTER_KEY_ENV} (64 hex chars), store one in the OS keyring (service "
+        f"{KEYRING_SERVICE}; keyring: {keyring_reason}), or create a key file"
+        f"{f' at {key_file}' if key_file else ''} (walrus-mem init)"
     )

@@ -1,9 +1,16 @@
 """``${VAR}`` placeholder resolution for configuration values.
 
 Every string in a config tree is scanned; ``${NAME}`` is replaced by the
-environment variable ``NAME``. ``$${`` escapes a literal ``${``. An unset or
-empty variable, or a malformed placeholder, is a :class:`PlaceholderError`
-that names the variable and never shows any value.
+environment variable ``NAME`` (``NAME`` matches ``[A-Za-z_][A-Za-z0-9_]*``).
+``$${`` escapes a literal ``${``; a ``$`` not followed by ``{`` is literal.
+An unset or empty variable, or a malformed placeholder (``${``, ``${}``,
+``${1X}``, ``${A``), is a :class:`PlaceholderError` that names the variable
+(or the position of the malformed placeholder) and never shows any value:
+neither the variable's value nor the surrounding text, which may itself be a
+secret.
+
+Substitution is single-pass: a variable whose value contains ``${...}`` is
+inserted verbatim, never expanded again.
 """
 
 from __future__ import annotations
@@ -18,37 +25,40 @@ from .errors import PlaceholderError
 __all__ = ["resolve_placeholders", "resolve_string"]
 
 _NAME: Final = r"[A-Za-z_][A-Za-z0-9_]*"
+# Alternatives in order: escape, well-formed placeholder, anything else after "${".
 _TOKEN: Final = re.compile(r"\$\$\{|\$\{(" + _NAME + r")\}|\$\{")
 
 
 def resolve_string(value: str, environ: Mapping[str, str] | None = None, *, where: str = "") -> str:
+    """Resolve the placeholders of one string. ``where`` names it in error messages."""
     env = os.environ if environ is None else environ
+    loc = f" in {where}" if where else ""
     out: list[str] = []
     pos = 0
     for m in _TOKEN.finditer(value):
         out.append(value[pos : m.start()])
         pos = m.end()
-        tok = m.group(0)
-        if tok == "$${":
+        if m.group(0) == "$${":
             out.append("${")
             continue
         name = m.group(1)
-        loc = f" in {where}" if where else ""
         if name is None:
             raise PlaceholderError(
-                f"malformed placeholder{loc}: use ${{NAME}} with NAME of [A-Za-z_][A-Za-z0-9_]*"
+                f"malformed placeholder at character {m.start()}{loc}: use ${{NAME}} with NAME "
+                "of [A-Za-z_][A-Za-z0-9_]* (write $${ for a literal ${)"
             )
-        if name not in env:
+        resolved = env.get(name)
+        if resolved is None:
             raise PlaceholderError(
                 f"environment variable {name} is not set (referenced as ${{{name}}}{loc})",
                 variable=name,
             )
-        if env[name] == "":
+        if resolved == "":
             raise PlaceholderError(
                 f"environment variable {name} is empty (referenced as ${{{name}}}{loc})",
                 variable=name,
             )
-        out.append(env[name])
+        out.append(resolved)
     out.append(value[pos:])
     return "".join(out)
 
@@ -58,8 +68,8 @@ def resolve_placeholders(
 ) -> Any:
     """Return a copy of ``tree`` with ``${VAR}`` resolved in every string value.
 
-    Placeholders are not expanded recursively: a variable whose value itself
-    contains ``${...}`` is inserted verbatim.
+    Mappings and lists/tuples are walked (tuples come back as lists); keys are
+    not resolved; other values are returned unchanged.
     """
     if isinstance(tree, str):
         return resolve_string(tree, environ, where=path or "config")
