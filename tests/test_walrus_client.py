@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 import httpx
+import pydantic
 import pytest
 import respx
 
@@ -129,7 +130,7 @@ def test_newly_created_exact_spec_example(mock, client) -> None:
     assert result.shared_object_id is None
     assert result.resource_operation == "registerFromScratch"
     assert result.raw == NEWLY_CREATED
-    with pytest.raises(Exception):  # frozen
+    with pytest.raises(pydantic.ValidationError):  # frozen
         result.blob_id = "x"  # type: ignore[misc]
 
 
