@@ -19,11 +19,11 @@ PUBLISHER = "http://publisher.test"
 AGGREGATORS = ["http://agg1.test", "http://agg2.test", "http://agg3.test"]
 
 NEWLY_CREATED_TEXT = (
-    '{"newlyCreated":{"blobObject":{"id":"0xe91eee8c5b6f35b9a250cfc29e30f0d9e5463a21fd8d1ddb0fc22d44db4eac50",'  # noqa: E501
-    '"registeredEpoch":34,"blobId":"M4hsZGQ1oCktdzegB6HnI6Mi28S2nqOPHxK-W7_4BUk","size":17,"encodingType":"RS2",'  # noqa: E501
-    '"certifiedEpoch":34,"storage":{"id":"0x4748cd83217b5ce7aa77e7f1ad6fc5f7f694e26a157381b9391ac65c47815faf",'  # noqa: E501
+    '{"newlyCreated":{"blobObject":{"id":"0xe91eee8c5b6f35b9a250cfc29e30f0d9e5463a21fd8d1ddb0fc22d44db4eac50",'
+    '"registeredEpoch":34,"blobId":"M4hsZGQ1oCktdzegB6HnI6Mi28S2nqOPHxK-W7_4BUk","size":17,"encodingType":"RS2",'
+    '"certifiedEpoch":34,"storage":{"id":"0x4748cd83217b5ce7aa77e7f1ad6fc5f7f694e26a157381b9391ac65c47815faf",'
     '"startEpoch":34,"endEpoch":35,"storageSize":66034000},"deletable":false},'
-    '"resourceOperation":{"registerFromScratch":{"encodedLength":66034000,"epochsAhead":1}},"cost":132300}}'  # noqa: E501
+    '"resourceOperation":{"registerFromScratch":{"encodedLength":66034000,"epochsAhead":1}},"cost":132300}}'
 )
 NEWLY_CREATED: dict[str, Any] = json.loads(NEWLY_CREATED_TEXT)
 
@@ -50,11 +50,11 @@ STORE_ERROR_200: dict[str, Any] = {
 
 QUILT_RESULT_TEXT = (
     '{"blobStoreResult":{"newlyCreated":{"blobObject":{"id":"0xe6ac' + "0" * 56 + 'bc02","registeredEpoch":103,'  # noqa: E501
-    '"blobId":"6XUOE-Q5-nAXHRifN6n9nomVDtHZQbGuAkW3PjlBuKo","size":1782224,"encodingType":"RS2","certifiedEpoch":null,'  # noqa: E501
+    '"blobId":"6XUOE-Q5-nAXHRifN6n9nomVDtHZQbGuAkW3PjlBuKo","size":1782224,"encodingType":"RS2","certifiedEpoch":null,'
     '"storage":{"id":"0xbc8f' + "0" * 56 + '758f","startEpoch":103,"endEpoch":104,"storageSize":72040000},"deletable":false},'  # noqa: E501
-    '"resourceOperation":{"registerFromScratch":{"encodedLength":72040000,"epochsAhead":1}},"cost":12075000}},'  # noqa: E501
+    '"resourceOperation":{"registerFromScratch":{"encodedLength":72040000,"epochsAhead":1}},"cost":12075000}},'
     ' "storedQuiltBlobs":[{"identifier":"another_walrus.jpg","quiltPatchId":"6XUOE-Q5-nAXHRifN6n9nomVDtHZQbGuAkW3PjlBuKoBAQDQAA"},'  # noqa: E501
-    '{"identifier":"walrus.jpg","quiltPatchId":"6XUOE-Q5-nAXHRifN6n9nomVDtHZQbGuAkW3PjlBuKoB0AB7Ag"}]}'  # noqa: E501
+    '{"identifier":"walrus.jpg","quiltPatchId":"6XUOE-Q5-nAXHRifN6n9nomVDtHZQbGuAkW3PjlBuKoB0AB7Ag"}]}'
 )
 QUILT_RESULT: dict[str, Any] = json.loads(QUILT_RESULT_TEXT)
 
