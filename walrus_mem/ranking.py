@@ -44,6 +44,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from .errors import ConfigError
+
 __all__ = [
     "DEFAULT_MIN_SCORE",
     "DEFAULT_PARAMS",
@@ -142,6 +144,22 @@ class FusionParams:
     importance_weight: float = 0.0
     """0 = off; at 1 a memory of importance 0 scores 0."""
 
+    def __post_init__(self) -> None:
+        for name in ("dense_weight", "context_weight", "recency_weight", "importance_weight"):
+            value = getattr(self, name)
+            if not 0.0 <= value <= 1.0:  # also rejects NaN
+                raise ConfigError(f"FusionParams.{name} must be in [0, 1], got {value!r}")
+        for name in ("lexical_floor", "context_window_s", "recency_half_life_days"):
+            value = getattr(self, name)
+            if not value >= 0.0:
+                raise ConfigError(f"FusionParams.{name} must be >= 0, got {value!r}")
+        if self.recency_half_life_days == 0.0:
+            raise ConfigError("FusionParams.recency_half_life_days must be > 0")
+        if self.context_expand < 0:
+            raise ConfigError(
+                f"FusionParams.context_expand must be >= 0, got {self.context_expand!r}"
+            )
+
 
 DEFAULT_PARAMS: Final = FusionParams()
 
@@ -192,7 +210,7 @@ def fuse(
         default=0.0,
     )
     scale = max(best_lexical, params.lexical_floor, 1e-12)
-    weight = _clip01(params.dense_weight)
+    weight = params.dense_weight
 
     own: dict[int, float] = {}
     lexical_norm: dict[int, float | None] = {}
@@ -203,7 +221,7 @@ def fuse(
         own[cand.key] = weight * dense + (1.0 - weight) * (lex or 0.0)
 
     by_key = {c.key: c for c in candidates}
-    half_life_s = max(params.recency_half_life_days, 1e-9) * 86400.0
+    half_life_s = params.recency_half_life_days * 86400.0
     out: list[tuple[Candidate, Scores]] = []
     for cand in candidates:
         context = 0.0
@@ -213,14 +231,16 @@ def fuse(
             and prev is not None
             and abs(cand.created_at - prev.created_at) <= params.context_window_s
         ):
-            context = _clip01(params.context_weight) * own[prev.key]
+            context = params.context_weight * own[prev.key]
         relevance = max(own[cand.key], context)
 
-        age_s = max(now - cand.created_at, 0.0)
+        age_s = now - cand.created_at
+        if not age_s > 0.0:  # future timestamps and NaN count as brand new
+            age_s = 0.0
         recency = math.exp(-math.log(2.0) * age_s / half_life_s)
         importance = _clip01(cand.importance)
-        factor = (1.0 - _clip01(params.recency_weight) * (1.0 - recency)) * (
-            1.0 - _clip01(params.importance_weight) * (1.0 - importance)
+        factor = (1.0 - params.recency_weight * (1.0 - recency)) * (
+            1.0 - params.importance_weight * (1.0 - importance)
         )
         scores = Scores(
             score=_clip01(relevance * factor),

@@ -1,0 +1,417 @@
+"""walrus_mem.ranking: FTS5 query safety and score fusion properties (no model)."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Iterator
+from dataclasses import replace
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from walrus_mem.errors import ConfigError
+from walrus_mem.ranking import (
+    DEFAULT_MIN_SCORE,
+    DEFAULT_PARAMS,
+    FTS_TOKENIZE,
+    Candidate,
+    FusionParams,
+    Scores,
+    context_keys,
+    fts_query,
+    fuse,
+)
+
+NOW = 1_700_000_000.0
+DAY = 86400.0
+NO_CONTEXT = replace(DEFAULT_PARAMS, context_weight=0.0)
+
+
+def cand(
+    key: int,
+    dense: float | None = None,
+    lexical: float | None = None,
+    *,
+    created_at: float = NOW,
+    importance: float = 0.5,
+) -> Candidate:
+    return Candidate(
+        key=key,
+        dense=dense,
+        lexical=lexical,
+        dense_rank=None,
+        lexical_rank=None,
+        created_at=created_at,
+        importance=importance,
+    )
+
+
+def order(ranked: list[tuple[Candidate, Scores]]) -> list[int]:
+    return [c.key for c, _ in ranked]
+
+
+def scores_by_key(ranked: list[tuple[Candidate, Scores]]) -> dict[int, Scores]:
+    return {c.key: s for c, s in ranked}
+
+
+# --------------------------------------------------------------------------- fts_query
+
+DOCS = [
+    "Melanie: I painted a sunrise over the lake last summer.",
+    "Caroline: I went to a LGBTQ support group yesterday.",
+    "Jon: NEAR the studio, title: opening night AND friends OR family",
+    "Gina: café crème, naïve résumé — 東京 2023 _under_score",
+]
+
+
+@pytest.fixture(scope="module")
+def fts() -> Iterator[sqlite3.Connection]:
+    db = sqlite3.connect(":memory:")
+    tokenize = FTS_TOKENIZE.replace("'", "''")
+    db.execute(f"CREATE VIRTUAL TABLE fts USING fts5(text, tokenize = '{tokenize}')")
+    db.executemany("INSERT INTO fts (rowid, text) VALUES (?, ?)", list(enumerate(DOCS)))
+    yield db
+    db.close()
+
+
+def search(db: sqlite3.Connection, text: str) -> list[int]:
+    match = fts_query(text)
+    if match is None:
+        return []
+    rows = db.execute(
+        "SELECT rowid FROM fts WHERE fts MATCH ? ORDER BY bm25(fts)", (match,)
+    ).fetchall()
+    return [int(r[0]) for r in rows]
+
+
+QUERY_SHAPE = re.compile(r'"\w+"( OR "\w+")*')
+
+
+@given(st.text())
+@settings(max_examples=500, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_fts_query_never_breaks_sqlite(fts: sqlite3.Connection, text: str) -> None:
+    match = fts_query(text)
+    if match is None:
+        return
+    assert QUERY_SHAPE.fullmatch(match), match
+    fts.execute("SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH ?", (match,)).fetchall()
+
+
+# Characters with FTS5 meaning: quotes, grouping, column filter, prefix, initial-token, +, -
+SYNTAX = st.text(alphabet='"()*:^+-{},. \t\n\'', min_size=1, max_size=4)
+WORDS = st.lists(st.from_regex(r"[a-z0-9]{1,8}", fullmatch=True), min_size=1, max_size=12)
+
+
+@given(WORDS, st.data())
+def test_syntax_characters_cannot_change_the_query(words: list[str], data: st.DataObject) -> None:
+    plain = fts_query(" ".join(words))
+    seps = data.draw(st.lists(SYNTAX, min_size=len(words) + 1, max_size=len(words) + 1))
+    noisy = seps[0] + "".join(w + s for w, s in zip(words, seps[1:], strict=True))
+    assert fts_query(noisy) == plain
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'text:secret',
+        'NEAR(studio night, 2)',
+        'studio NEAR night',
+        '"opening" AND "night"',
+        'opening OR NOT night',
+        '^Jon',
+        'open*',
+        '{text}: studio',
+        '- studio + night',
+        'a"b"c',
+        '"unterminated',
+        "\x00studio\x00",
+        ")(",
+        "*",
+    ],
+)
+def test_operator_text_is_quoted_words(fts: sqlite3.Connection, text: str) -> None:
+    match = fts_query(text)
+    assert match is None or QUERY_SHAPE.fullmatch(match)
+    search(fts, text)  # must not raise
+
+
+def test_operator_words_are_plain_terms(fts: sqlite3.Connection) -> None:
+    # "near" and "title" are matched as words in the document, not used as syntax
+    assert fts_query("NEAR title") == '"near" OR "title"'
+    assert search(fts, "NEAR title") == [2]
+
+
+def test_stopwords_and_repeats_dropped() -> None:
+    assert fts_query("When did Caroline go to the LGBTQ support group?") == (
+        '"caroline" OR "go" OR "lgbtq" OR "support" OR "group"'
+    )
+    assert fts_query("the THE the caroline Caroline") == '"caroline"'
+
+
+@pytest.mark.parametrize("text", ["", "   ", "?!", "what is it?", "the and or not", "\x00"])
+def test_no_usable_terms_gives_none(text: str) -> None:
+    assert fts_query(text) is None
+
+
+def test_term_count_is_bounded() -> None:
+    match = fts_query(" ".join(f"word{i}" for i in range(500)))
+    assert match is not None
+    assert match.count(" OR ") + 1 == 32
+
+
+def test_porter_stemming_and_diacritics_match(fts: sqlite3.Connection) -> None:
+    assert search(fts, "Who paints sunrises?") == [0]
+    assert search(fts, "cafe creme") == [3]  # remove_diacritics 2 folds both sides
+    assert search(fts, "東京") == [3]
+
+
+def test_ranks_more_matching_terms_first(fts: sqlite3.Connection) -> None:
+    hits = search(fts, "When did Caroline go to the support group?")
+    assert hits[0] == 1
+
+
+# --------------------------------------------------------------------------- fuse
+
+signal = st.one_of(st.none(), st.floats(-1.0, 1.0))
+lexical_signal = st.one_of(st.none(), st.floats(0.0, 40.0))
+
+
+@st.composite
+def candidate_lists(draw: st.DrawFn, min_size: int = 1) -> list[Candidate]:
+    n = draw(st.integers(min_size, 12))
+    keys = draw(st.lists(st.integers(0, 40), min_size=n, max_size=n, unique=True))
+    return [
+        cand(
+            k,
+            draw(signal),
+            draw(lexical_signal),
+            created_at=NOW - draw(st.floats(0.0, 400 * DAY)),
+            importance=draw(st.floats(0.0, 1.0)),
+        )
+        for k in keys
+    ]
+
+
+any_params = st.builds(
+    FusionParams,
+    dense_weight=st.floats(0.0, 1.0),
+    lexical_floor=st.floats(0.0, 20.0),
+    context_weight=st.floats(0.0, 1.0),
+    context_window_s=st.floats(0.0, 1e6),
+    recency_weight=st.floats(0.0, 1.0),
+    recency_half_life_days=st.floats(0.01, 1000.0),
+    importance_weight=st.floats(0.0, 1.0),
+)
+
+
+@given(candidate_lists(), any_params)
+def test_scores_in_unit_range_and_sorted(cands: list[Candidate], params: FusionParams) -> None:
+    ranked = fuse(cands, params, now=NOW)
+    assert sorted(order(ranked)) == sorted(c.key for c in cands)
+    scores = [s.score for _, s in ranked]
+    assert all(0.0 <= x <= 1.0 for x in scores)
+    assert scores == sorted(scores, reverse=True)
+    for c, s in ranked:
+        assert s.dense == c.dense
+        assert (s.lexical is None) == (c.lexical is None)
+        assert s.lexical is None or 0.0 <= s.lexical <= 1.0
+        assert 0.0 <= s.recency <= 1.0 and 0.0 <= s.context <= 1.0
+
+
+@given(candidate_lists(), st.floats(0.0, 1.0), st.floats(0.0, 40.0))
+def test_better_on_both_signals_ranks_first(
+    others: list[Candidate], margin_dense: float, margin_lex: float
+) -> None:
+    best_dense = max((c.dense or 0.0 for c in others), default=0.0)
+    best_lex = max((c.lexical or 0.0 for c in others), default=0.0)
+    top = cand(
+        100,
+        min(max(best_dense, 0.0) + 0.01 + margin_dense, 1.0),
+        best_lex + 0.01 + margin_lex,
+    )
+    others = [replace(c, created_at=NOW) for c in others]
+    ranked = fuse([*others, top], now=NOW)  # default params, context on
+    assert order(ranked)[0] == 100
+
+
+@given(candidate_lists(min_size=2), st.data())
+def test_raising_a_signal_never_lowers_rank(cands: list[Candidate], data: st.DataObject) -> None:
+    cands = [replace(c, created_at=NOW) for c in cands]
+    i = data.draw(st.integers(0, len(cands) - 1))
+    target = cands[i]
+    before = order(fuse(cands, now=NOW)).index(target.key)
+    if data.draw(st.booleans()):
+        raised = replace(target, dense=min((target.dense or 0.0) + data.draw(st.floats(0, 1)), 1.0))
+    else:
+        raised = replace(target, lexical=(target.lexical or 0.0) + data.draw(st.floats(0, 20)))
+    after = order(fuse([*cands[:i], raised, *cands[i + 1 :]], now=NOW)).index(target.key)
+    assert after <= before
+
+
+def test_none_components_count_as_no_evidence() -> None:
+    ranked = fuse(
+        [cand(1, None, None), cand(2, 0.5, None), cand(3, None, 5.0), cand(4, 0.5, 5.0)],
+        NO_CONTEXT,
+        now=NOW,
+    )
+    s = scores_by_key(ranked)
+    assert order(ranked)[0] == 4
+    assert s[1].score == 0.0 and s[1].dense is None and s[1].lexical is None
+    assert s[2].score == pytest.approx(0.25) and s[2].lexical is None
+    assert s[3].score == pytest.approx(0.5) and s[3].lexical == pytest.approx(1.0)
+    assert s[4].score == pytest.approx(0.75)
+
+
+def test_dense_only_hit_scores_half_its_cosine() -> None:
+    (_, s), = fuse([cand(1, 0.62, None)], now=NOW)
+    assert s.score == pytest.approx(0.31)
+
+
+def test_lexical_is_relative_to_best_match_with_floor() -> None:
+    s = scores_by_key(fuse([cand(1, 0.0, 8.0), cand(2, 0.0, 2.0)], NO_CONTEXT, now=NOW))
+    assert s[1].lexical == pytest.approx(1.0) and s[2].lexical == pytest.approx(0.25)
+    # matches on near-ubiquitous words (bm25 ~ 0) are not promoted to a full keyword match
+    weak = scores_by_key(fuse([cand(1, 0.0, 1e-6), cand(2, 0.0, 0.2)], NO_CONTEXT, now=NOW))
+    assert weak[1].lexical == pytest.approx(1e-6) and weak[2].lexical == pytest.approx(0.2)
+
+
+def test_negative_and_nan_signals_are_clamped() -> None:
+    ranked = fuse([cand(1, -0.9, float("nan")), cand(2, float("nan"), -3.0)], now=NOW)
+    assert all(s.score == 0.0 for _, s in ranked)
+    assert order(ranked) == [1, 2]  # ties broken by key
+
+
+def test_empty_candidates() -> None:
+    assert fuse([], now=NOW) == []
+    assert context_keys([]) == []
+
+
+# --------------------------------------------------------------------------- context
+
+
+def test_successor_inherits_part_of_its_predecessors_relevance() -> None:
+    question = cand(10, 0.7, 9.0)  # "What concert was it?"
+    answer = cand(11, 0.1, None)  # "It was Matt Patterson!"
+    unrelated = cand(30, 0.4, 2.0)
+    ranked = fuse([unrelated, answer, question], now=NOW)
+    assert order(ranked) == [10, 11, 30]
+    s = scores_by_key(ranked)
+    assert s[11].context == pytest.approx(0.8 * s[10].score)
+    assert s[11].score == pytest.approx(s[11].context)
+    assert s[11].score < s[10].score  # never above its source
+
+
+def test_context_only_from_the_previous_key_written_close_in_time() -> None:
+    source = cand(10, 0.8, 9.0)
+    before = cand(9, 0.0, None)
+    later = cand(11, 0.0, None, created_at=NOW + 2 * DAY)
+    s = scores_by_key(fuse([source, before, later], now=NOW + 3 * DAY))
+    assert s[9].context == 0.0 and s[9].score == 0.0  # context flows forward only
+    assert s[11].context == 0.0  # written two days later: not the same conversation
+    s = scores_by_key(fuse([source, replace(later, created_at=NOW + 60)], now=NOW))
+    assert s[11].context > 0.0
+
+
+def test_context_off() -> None:
+    s = scores_by_key(fuse([cand(10, 0.8, 9.0), cand(11, 0.0, None)], NO_CONTEXT, now=NOW))
+    assert s[11].score == 0.0 and s[11].context == 0.0
+    assert context_keys(fuse([cand(10, 0.8, 9.0)], now=NOW), NO_CONTEXT) == []
+
+
+def test_context_keys_asks_for_missing_successors_of_top_hits() -> None:
+    cands = [cand(k, d, None) for k, d in [(5, 0.9), (6, 0.1), (20, 0.8), (40, 0.2), (41, 0.1)]]
+    ranked = fuse(cands, now=NOW)
+    assert order(ranked) == [5, 20, 6, 40, 41]
+    assert context_keys(ranked) == [21, 7, 42]  # 6 and 41 are present already
+    assert context_keys(ranked, replace(DEFAULT_PARAMS, context_expand=2)) == [21]
+
+
+# --------------------------------------------------------------------------- recency / importance
+
+
+def test_recency_and_importance_are_off_by_default() -> None:
+    old = cand(1, 0.6, 5.0, created_at=NOW - 365 * DAY, importance=0.0)
+    new = cand(2, 0.6, 5.0, created_at=NOW, importance=1.0)
+    s = scores_by_key(fuse([old, new], NO_CONTEXT, now=NOW))
+    assert s[1].score == s[2].score
+    assert s[1].recency < 0.01 and s[2].recency == 1.0
+
+
+def test_recency_weight_prefers_newer_equal_memories_and_halves_on_schedule() -> None:
+    params = replace(NO_CONTEXT, recency_weight=1.0, recency_half_life_days=30.0)
+    old = cand(1, 0.6, 5.0, created_at=NOW - 30 * DAY)
+    new = cand(2, 0.6, 5.0, created_at=NOW - DAY)
+    ranked = fuse([old, new], params, now=NOW)
+    assert order(ranked) == [2, 1]
+    s = scores_by_key(ranked)
+    assert s[1].recency == pytest.approx(0.5)
+    assert s[1].score == pytest.approx(0.8 * 0.5)
+
+
+def test_small_recency_weight_does_not_override_relevance() -> None:
+    params = replace(NO_CONTEXT, recency_weight=0.2)
+    relevant_old = cand(1, 0.7, 9.0, created_at=NOW - 400 * DAY)
+    vague_new = cand(2, 0.3, 1.0, created_at=NOW)
+    assert order(fuse([relevant_old, vague_new], params, now=NOW)) == [1, 2]
+
+
+def test_recency_never_lifts_an_irrelevant_memory() -> None:
+    params = replace(NO_CONTEXT, recency_weight=1.0, importance_weight=1.0)
+    s = scores_by_key(fuse([cand(1, None, None, importance=1.0)], params, now=NOW))
+    assert s[1].score == 0.0
+
+
+def test_importance_weight() -> None:
+    params = replace(NO_CONTEXT, importance_weight=0.5)
+    low = cand(1, 0.6, 5.0, importance=0.0)
+    high = cand(2, 0.6, 5.0, importance=1.0)
+    ranked = fuse([low, high], params, now=NOW)
+    assert order(ranked) == [2, 1]
+    s = scores_by_key(ranked)
+    assert s[1].score == pytest.approx(0.5 * s[2].score)
+
+
+# --------------------------------------------------------------------------- min score, params
+
+
+def test_default_min_score_separates_supported_from_unsupported_hits() -> None:
+    ranked = fuse(
+        [
+            cand(1, 0.12, None),  # unrelated chatter
+            cand(2, 0.2, 0.3),  # weak cosine, keyword match on a common word only
+            cand(3, 0.45, None),  # related by meaning
+            cand(4, 0.05, 6.0),  # exact keyword match
+        ],
+        NO_CONTEXT,
+        now=NOW,
+    )
+    kept = {c.key for c, s in ranked if s.score >= DEFAULT_MIN_SCORE}
+    assert kept == {3, 4}
+    assert 0.0 < DEFAULT_MIN_SCORE < 0.5
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("dense_weight", 1.5),
+        ("dense_weight", float("nan")),
+        ("context_weight", -0.1),
+        ("recency_weight", 2.0),
+        ("importance_weight", -1.0),
+        ("lexical_floor", -1.0),
+        ("context_window_s", float("nan")),
+        ("recency_half_life_days", 0.0),
+        ("context_expand", -1),
+    ],
+)
+def test_bad_params_raise_config_error(field: str, value: float) -> None:
+    with pytest.raises(ConfigError, match=field):
+        replace(DEFAULT_PARAMS, **{field: value})  # type: ignore[arg-type]
+
+
+def test_defaults_are_documented_choices() -> None:
+    assert DEFAULT_PARAMS == FusionParams()
+    assert DEFAULT_PARAMS.recency_weight == 0.0 and DEFAULT_PARAMS.importance_weight == 0.0
+    assert "porter" in FTS_TOKENIZE
