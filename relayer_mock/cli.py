@@ -1,0 +1,257 @@
+"""Command line: ``python -m relayer_mock [options]`` (also mountable as ``walrus-mem relayer``).
+
+    from relayer_mock.cli import relayer_command   # a click.Command
+    cli.add_command(relayer_command, name="relayer")
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+from pydantic import ValidationError
+
+from . import cost
+from .app import DEFAULT_MAX_BLOB_SIZE, DEFAULT_MAX_QUILT_SIZE, create_app
+from .faults import FaultConfig, parse_kinds, parse_range_ms
+
+DEFAULT_PORT = 31415
+_SIZE_RE = re.compile(r"^\s*(\d+)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "ki": 1024, "kib": 1024,
+          "m": 1000**2, "mb": 1000**2, "mi": 1024**2, "mib": 1024**2,
+          "g": 1000**3, "gb": 1000**3, "gi": 1024**3, "gib": 1024**3}
+
+
+def parse_size(text: str) -> int:
+    """``"10MiB"`` -> 10485760; ``"1000"`` -> 1000; ``"2k"`` -> 2000."""
+    match = _SIZE_RE.match(text)
+    unit = (match.group(2) or "").lower() if match else None
+    if not match or unit not in _UNITS:
+        raise ValueError(f"invalid size {text!r} (e.g. 1048576, 512KiB, 10MiB)")
+    return int(match.group(1)) * _UNITS[unit]
+
+
+def default_data_dir() -> Path:
+    env = os.environ.get("RELAYER_MOCK_DATA_DIR")
+    if env:
+        return Path(env)
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("walrus-mem")) / "relayer"
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class _SizeType(click.ParamType):  # type: ignore[type-arg]
+    name = "SIZE"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> int:
+        if isinstance(value, int):
+            return value
+        try:
+            return parse_size(str(value))
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+def build_fault_config(
+    *,
+    fault_rate: float = 0.0,
+    seed: int | None = None,
+    fault_kinds: str = "all",
+    fault_probs: Sequence[str] = (),
+    lying: float = 0.0,
+    latency_ms: str = "0",
+    fault_latency_ms: str = "50-250",
+    retry_after: int = 0,
+    rate_limit_body: str = "mixed",
+    fault_scope: str = "all",
+    faults_json: str | None = None,
+) -> FaultConfig:
+    """Turn the CLI's fault options into a FaultConfig (``faults_json`` wins if given)."""
+    if faults_json:
+        return FaultConfig.model_validate_json(faults_json)
+    probabilities: dict[str, float] = {}
+    for item in fault_probs:
+        kind, sep, prob = item.partition("=")
+        if not sep:
+            raise ValueError(f"--fault expects KIND=PROBABILITY, got {item!r}")
+        for parsed in parse_kinds(kind):
+            probabilities[parsed.value] = float(prob)
+    if lying:
+        probabilities["lie"] = lying
+    return FaultConfig.model_validate({
+        "rate": fault_rate,
+        "seed": seed,
+        "kinds": parse_kinds(fault_kinds),
+        "probabilities": probabilities,
+        "latency_ms": parse_range_ms(latency_ms),
+        "fault_latency_ms": parse_range_ms(fault_latency_ms),
+        "retry_after": retry_after,
+        "rate_limit_body": rate_limit_body,
+        "scope": fault_scope,
+    })
+
+
+@click.command(
+    name="relayer",
+    context_settings={"help_option_names": ["-h", "--help"], "show_default": True},
+)
+@click.option("--host", default="127.0.0.1", help="Address to bind (loopback by default).")
+@click.option("--port", default=DEFAULT_PORT, type=click.IntRange(0, 65535),
+              help="Port to bind; 0 picks a free one.")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="State directory [default: $RELAYER_MOCK_DATA_DIR or the user data dir "
+                   "walrus-mem/relayer].")
+@click.option("--fault-rate", type=click.FloatRange(0.0, 1.0), default=0.0,
+              help="Probability that a publisher/aggregator request gets a fault from the mix.")
+@click.option("--seed", type=int, default=None, help="Seed of the fault sequence.")
+@click.option("--fault-kinds", default="all",
+              help="Kinds in the --fault-rate mix: comma list of 500,503,504,429,latency,drop,"
+                   "truncate,corrupt,lie,store_error,marked_invalid or 5xx,all,reads,writes,"
+                   "silent.")
+@click.option("--fault", "fault_probs", multiple=True, metavar="KIND=P",
+              help="Independent probability for one kind (repeatable), e.g. --fault 429=0.1.")
+@click.option("--lying", type=click.FloatRange(0.0, 1.0), default=0.0,
+              help="Probability that a read serves another blob's bytes (same as --fault lie=P).")
+@click.option("--fault-scope", type=click.Choice(["all", "reads", "writes"]), default="all",
+              help="Restrict faults to read or write routes.")
+@click.option("--latency-ms", default="0", metavar="MS|A-B",
+              help="Latency added to every publisher/aggregator request.")
+@click.option("--fault-latency-ms", default="50-250", metavar="MS|A-B",
+              help="Delay of the 'latency' fault kind.")
+@click.option("--retry-after", type=click.IntRange(0), default=0,
+              help="Retry-After seconds on injected 429s.")
+@click.option("--rate-limit-body", type=click.Choice(["text", "json", "mixed"]),
+              default="mixed", help="Body of injected 429s.")
+@click.option("--faults-json", default=None, metavar="JSON",
+              help="A complete FaultConfig as JSON (overrides the other fault options).")
+@click.option("--epoch-duration", type=click.FloatRange(min=0.0, min_open=True), default=None,
+              help="Seconds per epoch for the automatic clock [default: keep the data dir's "
+                   "setting; manual only on a fresh dir].")
+@click.option("--initial-epoch", type=click.IntRange(0), default=1,
+              help="Epoch of a fresh data dir.")
+@click.option("--max-blob-size", type=_SizeType(), default=str(DEFAULT_MAX_BLOB_SIZE),
+              help="Body limit of PUT /v1/blobs (bytes, or e.g. 10MiB).")
+@click.option("--max-quilt-size", type=_SizeType(), default=str(DEFAULT_MAX_QUILT_SIZE),
+              help="Body limit of PUT /v1/quilts.")
+@click.option("--aggregator-max-blob-size", type=_SizeType(), default=None,
+              help="Reads of larger blobs give 403 BLOB_TOO_LARGE [default: off].")
+@click.option("--storage-price", type=click.IntRange(0), default=cost.DEFAULT_STORAGE_PRICE,
+              help="FROST per MiB storage unit per epoch.")
+@click.option("--write-price", type=click.IntRange(0), default=cost.DEFAULT_WRITE_PRICE,
+              help="FROST per MiB storage unit per write.")
+@click.option("--publisher-max-concurrent", type=click.IntRange(1), default=None,
+              help="Load-shed publisher requests above this concurrency (plain 429).")
+@click.option("--aggregator-max-concurrent", type=click.IntRange(1), default=None,
+              help="Load-shed aggregator requests above this concurrency (plain 429).")
+@click.option("--no-fsync", is_flag=True, help="Skip fsync of blob files (faster, less durable).")
+@click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]),
+              default="info")
+def relayer_command(
+    host: str,
+    port: int,
+    data_dir: Path | None,
+    fault_rate: float,
+    seed: int | None,
+    fault_kinds: str,
+    fault_probs: tuple[str, ...],
+    lying: float,
+    fault_scope: str,
+    latency_ms: str,
+    fault_latency_ms: str,
+    retry_after: int,
+    rate_limit_body: str,
+    faults_json: str | None,
+    epoch_duration: float | None,
+    initial_epoch: int,
+    max_blob_size: int,
+    max_quilt_size: int,
+    aggregator_max_blob_size: int | None,
+    storage_price: int,
+    write_price: int,
+    publisher_max_concurrent: int | None,
+    aggregator_max_concurrent: int | None,
+    no_fsync: bool,
+    log_level: str,
+) -> None:
+    """Serve a local, persistent, fault-injecting Walrus publisher and aggregator."""
+    import uvicorn
+
+    from .server import bind_socket, install_log_filter, url_for, uvicorn_config
+
+    try:
+        faults = build_fault_config(
+            fault_rate=fault_rate, seed=seed, fault_kinds=fault_kinds, fault_probs=fault_probs,
+            lying=lying, latency_ms=latency_ms, fault_latency_ms=fault_latency_ms,
+            retry_after=retry_after, rate_limit_body=rate_limit_body, fault_scope=fault_scope,
+            faults_json=faults_json,
+        )
+    except (ValueError, ValidationError) as exc:
+        raise click.BadParameter(str(exc), param_hint="fault options") from exc
+    data_dir = data_dir or default_data_dir()
+    app = create_app(
+        data_dir,
+        faults=faults,
+        epoch_duration=epoch_duration,
+        initial_epoch=initial_epoch,
+        max_blob_size=max_blob_size,
+        max_quilt_size=max_quilt_size,
+        aggregator_max_blob_size=aggregator_max_blob_size,
+        storage_price=storage_price,
+        write_price=write_price,
+        publisher_max_concurrent=publisher_max_concurrent,
+        aggregator_max_concurrent=aggregator_max_concurrent,
+        fsync=not no_fsync,
+    )
+    try:
+        sock = bind_socket(host, port)
+    except OSError as exc:
+        raise click.ClickException(f"cannot bind {host}:{port}: {exc}") from exc
+    url = url_for(sock)
+    # First stdout line: the URL (RelayerProcess parses it); the socket already listens.
+    click.echo(f"relayer_mock serving the Walrus HTTP API at {url} (data dir: {data_dir})")
+    if faults.enabled:
+        click.echo(f"fault injection: {faults.model_dump_json()}")
+    if not _is_loopback(host):
+        click.echo(f"warning: bound to non-loopback address {host}", err=True)
+    sys.stdout.flush()
+    install_log_filter()
+    server = uvicorn.Server(uvicorn_config(app, log_level=log_level, library=False))
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+        app.state.relayer.store.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m relayer_mock``; returns the exit code."""
+    try:
+        relayer_command.main(
+            args=list(argv) if argv is not None else None,
+            prog_name="python -m relayer_mock",
+            standalone_mode=False,
+        )
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    except click.Abort:
+        click.echo("Aborted!", err=True)
+        return 1
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    return 0

@@ -1,0 +1,170 @@
+"""In-process relayer: the Walrus API without a socket, for the embedded default mode.
+
+    relayer = EmbeddedRelayer(data_dir)
+    with httpx.Client(transport=relayer.transport, base_url=relayer.base_url) as client:
+        client.put("/v1/blobs", content=b"hello")
+
+``transport`` is a synchronous ``httpx.BaseTransport``: it runs the ASGI app on a private event
+loop in a daemon thread and hands each request over with ``run_coroutine_threadsafe`` (safe for
+any number of caller threads). ``async_transport`` is an ``httpx.ASGITransport`` for async
+callers, running the app on the caller's own loop. Several embedded relayers (in one or many
+processes) may share a data dir.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+import threading
+from typing import Any
+
+import httpx
+
+from .app import create_app
+from .faults import FaultConfig
+
+EMBEDDED_BASE_URL = "http://relayer.embedded"
+
+
+class _ASGIAsyncTransport(httpx.ASGITransport):
+    """ASGITransport that reports app crashes as transport errors, like a real socket would."""
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        try:
+            return await super().handle_async_request(request)
+        except httpx.TransportError:
+            raise
+        except Exception as exc:  # the app crashed mid-response: the peer "closed" on us
+            raise httpx.RemoteProtocolError(
+                f"relayer_mock app failed: {type(exc).__name__}", request=request
+            ) from exc
+
+
+class _LoopThread:
+    """A private asyncio loop in a daemon thread."""
+
+    def __init__(self, name: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._stopped: asyncio.Event | None = None
+        ready = threading.Event()
+
+        async def main() -> None:
+            self._stopped = asyncio.Event()
+            ready.set()
+            await self._stopped.wait()
+
+        def run() -> None:
+            asyncio.set_event_loop(self.loop)
+            try:
+                self.loop.run_until_complete(main())
+                self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+                self.loop.run_until_complete(self.loop.shutdown_default_executor())
+            finally:
+                self.loop.close()
+
+        self.thread = threading.Thread(target=run, name=name, daemon=True)
+        self.thread.start()
+        ready.wait()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.thread.is_alive() and self._stopped is not None:
+            self.loop.call_soon_threadsafe(self._stopped.set)
+            self.thread.join(timeout)
+
+
+class SyncASGITransport(httpx.BaseTransport):
+    """Synchronous httpx transport that runs an ASGI app on a background event loop."""
+
+    def __init__(self, app: Any, loop_thread: _LoopThread) -> None:
+        self._asgi = _ASGIAsyncTransport(app=app)
+        self._loop_thread = loop_thread
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        body = request.read()
+        headers = [
+            (k, v) for k, v in request.headers.raw
+            if k.lower() not in (b"content-length", b"transfer-encoding")
+        ]
+        if body or request.method in ("POST", "PUT", "PATCH"):
+            headers.append((b"content-length", str(len(body)).encode()))
+        forwarded = httpx.Request(
+            request.method, request.url, headers=headers, content=body,
+            extensions=request.extensions,
+        )
+
+        async def call() -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+            response = await self._asgi.handle_async_request(forwarded)
+            content = await response.aread()
+            return response.status_code, response.headers.raw, content
+
+        if not self._loop_thread.thread.is_alive():
+            raise httpx.ConnectError("embedded relayer is closed", request=request)
+        future = asyncio.run_coroutine_threadsafe(call(), self._loop_thread.loop)
+        timeout = (request.extensions.get("timeout") or {}).get("read")
+        try:
+            status, raw_headers, content = future.result(timeout=timeout)
+        except concurrent.futures.TimeoutError as exc:
+            future.cancel()
+            raise httpx.ReadTimeout("embedded relayer timed out", request=request) from exc
+        except httpx.TransportError as exc:
+            exc.request = request
+            raise
+        return httpx.Response(status, headers=raw_headers, content=content, request=request)
+
+
+class EmbeddedRelayer:
+    """The relayer_mock app in-process, with sync and async httpx transports.
+
+    Args:
+        data_dir: durable state (shared safely with other relayers on the same dir).
+        faults: fault injection; none by default in embedded mode.
+        **app_kwargs: passed to :func:`relayer_mock.app.create_app`.
+    """
+
+    base_url = EMBEDDED_BASE_URL
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str],
+        *,
+        faults: FaultConfig | None = None,
+        **app_kwargs: Any,
+    ) -> None:
+        self.data_dir = data_dir
+        self.app = create_app(data_dir, faults=faults, **app_kwargs)
+        self._loop_thread = _LoopThread("relayer-mock-embedded")
+        self.transport: httpx.BaseTransport = SyncASGITransport(self.app, self._loop_thread)
+        self.async_transport: httpx.AsyncBaseTransport = _ASGIAsyncTransport(app=self.app)
+        self._closed = False
+
+    @property
+    def relayer(self) -> Any:
+        """The :class:`relayer_mock.app.Relayer` (store, fault injector, settings)."""
+        return self.app.state.relayer
+
+    def client(self, **kwargs: Any) -> httpx.Client:
+        """A sync ``httpx.Client`` bound to this relayer."""
+        return httpx.Client(transport=self.transport, base_url=self.base_url, **kwargs)
+
+    def async_client(self, **kwargs: Any) -> httpx.AsyncClient:
+        return httpx.AsyncClient(
+            transport=self.async_transport, base_url=self.base_url, **kwargs
+        )
+
+    def close(self) -> None:
+        """Stop the background loop and close the store's connections. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._loop_thread.stop()
+        self.relayer.store.close()
+
+    def __enter__(self) -> EmbeddedRelayer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"EmbeddedRelayer(data_dir={str(self.data_dir)!r})"
