@@ -206,20 +206,21 @@ class Settings(BaseSettings):
         pydantic's ValidationError is turned into one ConfigError listing every
         invalid field (by its dotted path) without the rejected input values.
         """
+        # The ConfigError is raised outside the handlers, so the pydantic error
+        # (whose object still holds the raw inputs, secrets included) is neither
+        # chained nor kept as __context__.
         try:
             return cls(**values)
         except ValidationError as exc:
-            problems = "; ".join(
+            problem = "; ".join(
                 f"{'.'.join(str(p) for p in err['loc']) or 'settings'}: {err['msg']}"
                 for err in exc.errors(include_input=False, include_url=False, include_context=False)
             )
-            # Not chained: the ValidationError object still holds the raw inputs.
-            raise ConfigError(f"invalid configuration: {problems}") from None
-        except SettingsError as exc:
-            # e.g. WALRUS_MEM_AGENTS that is not JSON. Not chained: the cause holds the value.
+        except SettingsError as exc:  # e.g. WALRUS_MEM_AGENTS that is not JSON
             m = re.search(r'field "(\w+)"', str(exc))
             where = f"environment variable WALRUS_MEM_{m.group(1).upper()}" if m else "a setting"
-            raise ConfigError(f"invalid configuration: {where} cannot be parsed") from None
+            problem = f"{where} cannot be parsed"
+        raise ConfigError(f"invalid configuration: {problem}")
 
     @property
     def resolved_key_file(self) -> Path:

@@ -216,17 +216,19 @@ def _parse_record(plaintext: bytes) -> dict[str, Any]:
         raise InvalidEnvelope("authentic envelope has inconsistent padding")
     if bucket_size(_LEN_PREFIX + length) != len(plaintext):
         raise InvalidEnvelope("authentic envelope is padded to the wrong bucket")
+    failure: str | None = None
     try:
         record = json.loads(
             body.decode("utf-8"), parse_constant=_reject_constant, object_pairs_hook=_unique_keys
         )
         _plain_json(record, 0)  # depth limit, finite numbers
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
-        # InvalidInput (from _plain_json) is a ValueError too. Not chained: the
-        # decoder errors carry the decrypted text (.object / .doc).
-        raise InvalidEnvelope(
-            f"authentic envelope holds malformed JSON ({type(exc).__name__})"
-        ) from None
+        # InvalidInput (from _plain_json) is a ValueError too.
+        failure = type(exc).__name__
+    if failure is not None:
+        # Raised outside the handler: the decoder errors carry the decrypted
+        # text (.object / .doc), which must not ride along as __context__.
+        raise InvalidEnvelope(f"authentic envelope holds malformed JSON ({failure})")
     if not isinstance(record, dict):
         raise InvalidEnvelope("authentic envelope does not hold a JSON object")
     if not isinstance(record.get("id"), str) or not isinstance(record.get("kind"), str):

@@ -35,7 +35,7 @@ import os
 import re
 import stat
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Protocol
@@ -464,16 +464,25 @@ def _usable_keyring() -> Any:
     return backend
 
 
+def _call_backend(call: Callable[[], Any]) -> Any:
+    """Run one keyring backend call, turning any failure into :class:`KeyringUnavailable`.
+
+    The backend's exception is neither chained nor left as ``__context__``: its
+    message could quote the secret it was handling. Only its type is kept.
+    """
+    try:
+        return call()
+    except Exception as exc:
+        failure = type(exc).__name__
+    raise KeyringUnavailable(_NO_KEYRING + f" ({failure})")
+
+
 def keyring_load(
     service: str = KEYRING_SERVICE, username: str = KEYRING_USERNAME
 ) -> MasterSeed | None:
     """Return the seed stored in the keyring, ``None`` if absent; raise if no keyring."""
     backend = _usable_keyring()
-    try:
-        value = backend.get_password(service, username)
-    except Exception as exc:
-        # Not chained: a backend's message could echo what it was handling.
-        raise KeyringUnavailable(_NO_KEYRING + f" ({type(exc).__name__})") from None
+    value = _call_backend(lambda: backend.get_password(service, username))
     if value is None:
         return None
     try:
@@ -497,19 +506,13 @@ def keyring_store(
     """
     backend = _usable_keyring()
     secret = seed.to_hex()
-    try:
-        existing = backend.get_password(service, username)
-        if existing is not None and not force:
-            raise KeyExists(
-                f"a master key is already stored in the keyring ({service}/{username}); "
-                "pass force to replace it"
-            )
-        backend.set_password(service, username, secret)
-        kept = backend.get_password(service, username)
-    except KeyExists:
-        raise
-    except Exception as exc:
-        raise KeyringUnavailable(_NO_KEYRING + f" ({type(exc).__name__})") from None
+    if _call_backend(lambda: backend.get_password(service, username)) is not None and not force:
+        raise KeyExists(
+            f"a master key is already stored in the keyring ({service}/{username}); "
+            "pass force to replace it"
+        )
+    _call_backend(lambda: backend.set_password(service, username, secret))
+    kept = _call_backend(lambda: backend.get_password(service, username))
     if kept is None or not hmac.compare_digest(kept, secret):
         raise KeyringUnavailable(_NO_KEYRING + " (the backend did not keep the secret)")
     log.info(
