@@ -230,7 +230,7 @@ def test_unparseable_complex_env_is_config_error(monkeypatch):
     with pytest.raises(ConfigError, match="WALRUS_MEM_AGENTS cannot be parsed") as info:
         Settings.load()
     assert SECRET not in str(info.value)
-    assert info.value.__cause__ is None and info.value.__suppress_context__
+    assert info.value.__cause__ is None and info.value.__context__ is None
 
 
 def test_agents_from_env_json(monkeypatch):
