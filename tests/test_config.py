@@ -202,7 +202,8 @@ def test_agents_tables(toml):
 def test_invalid_values_are_config_errors(toml, table, match):
     with pytest.raises(ConfigError, match=match) as info:
         Settings.load(config_file=toml(table))
-    assert info.value.__cause__ is None  # the ValidationError (holding inputs) is not chained
+    # The ValidationError (which holds the inputs) is neither the cause nor the context.
+    assert info.value.__cause__ is None and info.value.__context__ is None
 
 
 def test_plain_settings_still_raises_validation_error_without_inputs():
