@@ -193,16 +193,21 @@ async def _drain(receive: Receive, already: int, cap: int) -> None:
             return
 
 
-def _form_field_bytes(value: str) -> bytes:
-    """Recover the raw bytes of a non-file multipart field that Starlette decoded to ``str``
-    (UTF-8 when valid, else Latin-1)."""
-    if all(ord(ch) < 256 for ch in value):
-        raw = value.encode("latin-1")
-        try:
-            raw.decode("utf-8")
-        except UnicodeDecodeError:
-            return raw
-    return value.encode("utf-8")
+def _latin1_form_scope(scope: Scope) -> Scope:
+    """A scope whose multipart charset is Latin-1, so that Starlette's decoding of field names
+    and non-file values is lossless (``str.encode("latin-1")`` gives the raw bytes back)."""
+    headers = [
+        (key, value + b"; charset=latin-1") if key.lower() == b"content-type" else (key, value)
+        for key, value in scope["headers"]
+    ]
+    return {**scope, "headers": headers}
+
+
+def _field_name(raw_name: str) -> str:
+    try:
+        return raw_name.encode("latin-1").decode("utf-8")
+    except (UnicodeEncodeError, UnicodeDecodeError) as exc:
+        raise ValueError("a form field name is not valid UTF-8") from exc
 
 
 class Relayer:
@@ -506,7 +511,9 @@ class Relayer:
             await _drain(request.receive, 0, 2 * limit + MiB)
             raise BodyTooLarge
         seen = [0]
-        limited = Request(request.scope, _limited_receive(request.receive, limit, seen))
+        limited = Request(
+            _latin1_form_scope(request.scope), _limited_receive(request.receive, limit, seen)
+        )
         try:
             form = await limited.form(
                 max_files=math.inf, max_fields=math.inf, max_part_size=limit
@@ -517,18 +524,19 @@ class Relayer:
         try:
             metadata: dict[str, dict[str, str]] = {}
             patches: list[PatchInput] = []
-            for name, value in form.multi_items():
+            for raw_name, value in form.multi_items():
+                name = _field_name(raw_name)
                 if name == METADATA_FIELD:
                     raw = (
                         await value.read() if isinstance(value, UploadFile)
-                        else value.encode("utf-8")
+                        else value.encode("latin-1")
                     )
                     metadata.update(_parse_metadata(raw, metadata))
                 elif isinstance(value, UploadFile):
                     await value.seek(0)
                     patches.append(PatchInput(name, value.file, value.size or 0))
                 else:
-                    data = _form_field_bytes(value)
+                    data = value.encode("latin-1")
                     patches.append(PatchInput(name, data, len(data)))
             for patch in patches:
                 patch.tags = dict(metadata.get(patch.identifier, {}))

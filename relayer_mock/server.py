@@ -237,11 +237,13 @@ class RelayerProcess:
         )
         deadline = time.monotonic() + self._startup_timeout
         first_line: list[str] = []
+        got_line = threading.Event()
         reader = threading.Thread(
-            target=self._read_url, args=(first_line,), daemon=True, name="relayer-mock-stdout"
+            target=self._read_url, args=(first_line, got_line), daemon=True,
+            name="relayer-mock-stdout",
         )
         reader.start()
-        reader.join(self._startup_timeout)
+        got_line.wait(self._startup_timeout)
         if not first_line or not (match := _URL_RE.search(first_line[0])):
             self.kill()
             raise RuntimeError(f"relayer_mock process did not report its URL: {first_line!r}")
@@ -257,17 +259,21 @@ class RelayerProcess:
                 raise RuntimeError("relayer_mock process did not become ready")
             time.sleep(0.02)
 
-    def _read_url(self, out: list[str]) -> None:
+    def _read_url(self, out: list[str], got_line: threading.Event) -> None:
         assert self.process is not None and self.process.stdout is not None
         stream = self.process.stdout
-        line = stream.readline()
-        out.append(line)
+        out.append(stream.readline())
+        got_line.set()
         # Keep draining so the child never blocks on a full pipe.
         for _ in stream:
             pass
 
     def stop(self, timeout: float = 15.0) -> int | None:
-        """SIGTERM and wait (SIGKILL after ``timeout``); returns the exit code."""
+        """SIGTERM and wait (SIGKILL after ``timeout``); returns the exit code.
+
+        uvicorn re-raises the signal after its graceful shutdown, so a clean stop exits with
+        ``-SIGTERM`` (-15).
+        """
         if self.process is None:
             return None
         if self.process.poll() is None:
