@@ -18,7 +18,7 @@ these with ``raise ... from exc``. Messages never contain key material.
     │   ├── InsecureKeyFile            group/other can read the key file
     │   └── KeyExists                  refusing to overwrite a key
     ├── EnvelopeError
-    │   ├── InvalidEnvelope            not a walrus_mem envelope / truncated
+    │   ├── InvalidEnvelope            not a walrus_mem envelope / truncated / malformed record
     │   ├── UnsupportedVersion         unknown version or suite
     │   ├── WrongNamespace             sealed for another key
     │   ├── TamperedBlob               signature or AEAD check failed
@@ -158,7 +158,8 @@ class EnvelopeError(WalrusMemError):
 
 
 class InvalidEnvelope(EnvelopeError):
-    """Bytes are not a walrus_mem envelope, or are truncated."""
+    """Bytes are not a walrus_mem envelope, are truncated or extended, or an
+    authentic envelope holds a malformed record."""
 
 
 class UnsupportedVersion(EnvelopeError):
