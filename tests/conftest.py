@@ -68,3 +68,13 @@ def fake_embedder() -> HashEmbedder:
 def master_hex() -> str:
     """A fixed, test-only master key (the keys/ test vector seed)."""
     return "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+
+
+@pytest.fixture(scope="session")
+def real_embedder():
+    """The real all-MiniLM-L6-v2 embedder, loaded once per session (mark users `model`)."""
+    from walrus_mem.embeddings import SentenceTransformerEmbedder
+
+    embedder = SentenceTransformerEmbedder()
+    embedder.embed(["warm up"])
+    return embedder

@@ -1,0 +1,79 @@
+"""Fixtures and helpers for the memory-engine tests (import the fixtures you use by name)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+import pytest
+
+from walrus_mem.config import Settings
+from walrus_mem.memory import Memory
+from walrus_mem.testing import HashEmbedder
+
+MASTER_HEX = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+OTHER_MASTER_HEX = "ff" * 32
+
+
+def make_settings(data_dir: Path, **overrides: Any) -> Settings:
+    values: dict[str, Any] = {"data_dir": data_dir, "use_keyring": False}
+    values.update(overrides)
+    return Settings(**values)
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Path:
+    return tmp_path / "mem-data"
+
+
+@pytest.fixture
+def mem_settings(data_dir: Path) -> Settings:
+    return make_settings(data_dir)
+
+
+@pytest.fixture
+def mem(mem_settings: Settings, fake_embedder: HashEmbedder) -> Iterator[Memory]:
+    """A Memory on the embedded relayer with the fake embedder and the test master key."""
+    memory = Memory(mem_settings, embedder=fake_embedder, master_key=MASTER_HEX)
+    try:
+        yield memory
+    finally:
+        memory.close()
+
+
+def mock_admin(memory: Memory) -> httpx.Client:
+    """An httpx client on the embedded relayer's /_mock/ admin routes."""
+    backend = memory._get_backend()
+    relayer = backend.embedded
+    assert relayer is not None, "not in embedded mode"
+    client: httpx.Client = relayer.client()
+    return client
+
+
+def blob_ids(admin: httpx.Client, *, available_only: bool = True) -> set[str]:
+    response = admin.get("/_mock/blobs", params={"available": str(available_only).lower()})
+    response.raise_for_status()
+    return {b["blobId"] for b in response.json()["blobs"]}
+
+
+def store_count(admin: httpx.Client) -> int:
+    """Publisher store calls (blobs + quilts) the mock has served."""
+    response = admin.get("/_mock/stats")
+    response.raise_for_status()
+    return int(response.json()["stores"]["total"])
+
+
+class FixedEmbedder:
+    """Embedder returning pre-set vectors by text (and a default for unknown texts)."""
+
+    def __init__(self, vectors: dict[str, list[float]], dim: int, model_id: str = "fixed") -> None:
+        self.vectors = {k: np.asarray(v, dtype=np.float32) for k, v in vectors.items()}
+        self.dim = dim
+        self.model_id = model_id
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        default = np.ones(self.dim, dtype=np.float32)
+        return np.stack([self.vectors.get(t, default) for t in texts])

@@ -1,0 +1,174 @@
+"""USearch index store: catch-up from the change log, atomic saves, rebuild on corruption."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from walrus_mem.catalog import Catalog, vector_to_blob
+from walrus_mem.errors import ModelMismatch
+from walrus_mem.index import IndexStore, index_file_stem
+
+DIM = 16
+
+
+def unit(seed: int) -> np.ndarray:
+    v = np.random.default_rng(seed).standard_normal(DIM).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+def add(cat: Catalog, ns: str, n: int, start: int = 0) -> list[int]:
+    keys = []
+    with cat.write() as c:
+        c.execute("INSERT OR IGNORE INTO namespaces (name, created_at) VALUES (?, 0)", (ns,))
+        for i in range(start, start + n):
+            cur = c.execute(
+                "INSERT INTO memories (id, namespace, text, importance, created_at, updated_at, "
+                "version, dedupe_hash, status, vector) VALUES (?, ?, ?, 0.5, 0, 0, 1, ?, "
+                "'queued', ?)",
+                (f"{ns}-{i}", ns, f"text {i}", f"h{i}", vector_to_blob(unit(i))),
+            )
+            key = int(cur.lastrowid)
+            c.execute("INSERT INTO changes (namespace, key) VALUES (?, ?)", (ns, key))
+            keys.append(key)
+    return keys
+
+
+def delete(cat: Catalog, ns: str, key: int) -> None:
+    with cat.write() as c:
+        c.execute("DELETE FROM memories WHERE key = ?", (key,))
+        c.execute("INSERT INTO changes (namespace, key) VALUES (?, ?)", (ns, key))
+
+
+@pytest.fixture
+def cat(tmp_path: Path):
+    catalog = Catalog(tmp_path / "c.sqlite3")
+    yield catalog
+    catalog.close()
+
+
+def test_file_names_do_not_reveal_the_namespace(tmp_path: Path, cat: Catalog) -> None:
+    store = IndexStore(tmp_path / "index", cat)
+    add(cat, "secret-project", 3)
+    store.get("secret-project", "m", DIM)
+    store.close()
+    names = " ".join(p.name for p in (tmp_path / "index").iterdir())
+    assert "secret" not in names
+    assert index_file_stem("secret-project") in names
+
+
+def test_search_finds_exact_vector(tmp_path: Path, cat: Catalog) -> None:
+    keys = add(cat, "ns", 50)
+    store = IndexStore(tmp_path / "index", cat)
+    idx = store.get("ns", "m", DIM)
+    found, sims = idx.search(unit(7), 3)
+    assert found[0] == keys[7]
+    assert sims[0] == pytest.approx(1.0, abs=1e-2)
+    store.close()
+
+
+def test_catch_up_sees_other_writers_adds_and_deletes(tmp_path: Path, cat: Catalog) -> None:
+    keys = add(cat, "ns", 10)
+    store = IndexStore(tmp_path / "index", cat)
+    idx = store.get("ns", "m", DIM)
+    assert len(idx) == 10
+    other = Catalog(tmp_path / "c.sqlite3")  # a second connection, as another process has
+    try:
+        new = add(other, "ns", 5, start=100)
+        delete(other, "ns", keys[0])
+    finally:
+        other.close()
+    idx = store.get("ns", "m", DIM)
+    assert len(idx) == 14
+    assert idx.search(unit(100), 1)[0] == [new[0]]
+    assert keys[0] not in idx.search(unit(0), 14)[0]
+    store.close()
+
+
+def test_reopen_loads_saved_file_and_replays_unsaved_tail(tmp_path: Path, cat: Catalog) -> None:
+    add(cat, "ns", 20)
+    store = IndexStore(tmp_path / "index", cat)
+    store.get("ns", "m", DIM)
+    store.close()
+    meta_path = tmp_path / "index" / f"{index_file_stem('ns')}.meta.json"
+    meta = json.loads(meta_path.read_text())
+    assert meta["count"] == 20 and meta["model_id"] == "m" and meta["dim"] == DIM
+    more = add(cat, "ns", 3, start=50)  # written after the save (as if a crash lost it)
+    store = IndexStore(tmp_path / "index", cat)
+    idx = store.get("ns", "m", DIM)
+    assert len(idx) == 23
+    assert idx.search(unit(51), 1)[0] == [more[1]]
+    store.close()
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncate", "meta"])
+def test_corrupt_index_file_is_rebuilt_with_a_warning(
+    tmp_path: Path, cat: Catalog, caplog: pytest.LogCaptureFixture, damage: str
+) -> None:
+    add(cat, "ns", 30)
+    store = IndexStore(tmp_path / "index", cat)
+    store.get("ns", "m", DIM)
+    store.close()
+    path = tmp_path / "index" / f"{index_file_stem('ns')}.usearch"
+    if damage == "garbage":
+        path.write_bytes(b"\x00garbage" * 50)
+    elif damage == "truncate":
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    else:
+        path.with_name(path.name.replace(".usearch", ".meta.json")).write_text("{not json")
+    caplog.set_level(logging.WARNING, logger="walrus_mem.index")
+    store = IndexStore(tmp_path / "index", cat)
+    idx = store.get("ns", "m", DIM)
+    assert len(idx) == 30
+    assert idx.search(unit(3), 1)[0] == [4]
+    assert any("rebuild" in r.getMessage() for r in caplog.records)
+    store.close()
+
+
+def test_saved_index_for_another_model_is_rebuilt(tmp_path: Path, cat: Catalog) -> None:
+    add(cat, "ns", 5)
+    store = IndexStore(tmp_path / "index", cat)
+    store.get("ns", "model-a", DIM)
+    store.close()
+    store = IndexStore(tmp_path / "index", cat)
+    idx = store.get("ns", "model-b", DIM)
+    assert len(idx) == 5 and idx.model_id == "model-b"
+    with pytest.raises(ModelMismatch):
+        store.get("ns", "model-c", DIM)
+    store.close()
+
+
+def test_pruned_change_log_forces_reload(tmp_path: Path, cat: Catalog) -> None:
+    add(cat, "ns", 5)
+    a = IndexStore(tmp_path / "index", cat, save_every=1)
+    b = IndexStore(tmp_path / "index", cat, save_every=10**9)
+    a.get("ns", "m", DIM)
+    b.get("ns", "m", DIM)
+    add(cat, "ns", 4, start=10)
+    a.get("ns", "m", DIM)  # applies, saves, prunes the log past b's position
+    assert cat.changes_floor("ns") > b.loaded("ns").applied_seq
+    idx = b.get("ns", "m", DIM)
+    assert len(idx) == 9
+    a.close()
+    b.close()
+
+
+def test_save_does_not_overwrite_a_newer_file(tmp_path: Path, cat: Catalog) -> None:
+    add(cat, "ns", 5)
+    old = IndexStore(tmp_path / "index", cat)
+    old.get("ns", "m", DIM)
+    new = IndexStore(tmp_path / "index", cat)
+    add(cat, "ns", 5, start=20)
+    new.get("ns", "m", DIM)
+    new.save_all()
+    new.loaded("ns").unsaved = 1
+    old.loaded("ns").unsaved = 1
+    assert old.loaded("ns").save() is False  # newer applied_seq on disk wins
+    meta = json.loads((tmp_path / "index" / f"{index_file_stem('ns')}.meta.json").read_text())
+    assert meta["count"] == 10
+    new.close()
+    old.close()

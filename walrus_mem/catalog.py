@@ -1,0 +1,596 @@
+"""The local catalog: one SQLite file (WAL) that is the source of truth on this machine.
+
+Tables (schema version :data:`SCHEMA_VERSION`, migrations in :data:`MIGRATIONS`):
+
+``namespaces``    per namespace: embedding model id + dim, key fingerprint,
+                  latest manifest blob id, writes since that manifest.
+``memories``      live memories. ``key`` (INTEGER PRIMARY KEY AUTOINCREMENT,
+                  never reused) is the USearch key; ``vector`` holds the
+                  normalised embedding as float16 bytes so the index can be
+                  rebuilt without re-embedding; ``sealed`` the envelope bytes
+                  of the current version (republished as-is by sync/extend).
+``fts``           FTS5 over ``memories.text`` (rowid = ``memories.key``).
+``versions``      history: every version's blob id; forget blanks the text and
+                  adds a ``DELETE`` tombstone.
+``outbox``        publish batches not yet on Walrus (``blob`` or ``quilt``),
+``outbox_items``  their members (memory id + version; bytes come from memories).
+``changes``       append-only log of touched index keys, so every process can
+                  bring its in-memory index up to date incrementally.
+``manifests``, ``manifest_pages``  published manifests and reusable pages.
+``idempotency``   results of calls made with an ``idempotency_key``.
+``meta``          small key/value facts (current epoch, FTS tokenizer, ...).
+
+Every write goes through :meth:`Catalog.write` (``BEGIN IMMEDIATE``), so
+several processes can share the file; ``busy_timeout`` makes them wait for
+each other instead of failing. A file that is not a database or is malformed
+raises :class:`~walrus_mem.errors.CatalogCorrupt`; the file is never
+overwritten or recreated.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from functools import wraps
+from pathlib import Path
+from typing import Any, Final, ParamSpec, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from .errors import CatalogCorrupt, LocalStoreError
+from .ranking import FTS_TOKENIZE
+
+__all__ = [
+    "MEMORY_COLUMNS",
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "Catalog",
+    "vector_from_blob",
+    "vector_to_blob",
+]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+BUSY_TIMEOUT_MS: Final = 30_000
+_CORRUPT_CODES: Final = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
+_BUSY_CODES: Final = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
+
+MEMORY_COLUMNS: Final = (
+    "key, id, namespace, text, metadata, category, importance, created_at, updated_at, "
+    "expires_at, version, status, blob_id, quilt_patch_id, end_epoch"
+)
+
+MIGRATIONS: Final[tuple[str, ...]] = (
+    # 1: initial schema
+    """
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE namespaces (
+        name TEXT PRIMARY KEY,
+        model_id TEXT,
+        dim INTEGER,
+        key_fingerprint TEXT,
+        created_at REAL NOT NULL,
+        manifest_blob_id TEXT,
+        manifest_seq INTEGER NOT NULL DEFAULT 0,
+        manifest_at REAL,
+        writes_since_manifest INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE TABLE memories (
+        key INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        namespace TEXT NOT NULL REFERENCES namespaces(name),
+        text TEXT NOT NULL,
+        metadata TEXT NOT NULL DEFAULT '{}',
+        category TEXT,
+        importance REAL NOT NULL,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        expires_at REAL,
+        version INTEGER NOT NULL,
+        dedupe_hash TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('queued', 'published')),
+        blob_id TEXT,
+        quilt_patch_id TEXT,
+        object_id TEXT,
+        end_epoch INTEGER,
+        deletable INTEGER,
+        sealed BLOB,
+        vector BLOB NOT NULL,
+        UNIQUE (namespace, dedupe_hash)
+    );
+    CREATE INDEX memories_ns_key ON memories (namespace, key);
+    CREATE INDEX memories_ns_created ON memories (namespace, created_at);
+    CREATE INDEX memories_ns_end_epoch ON memories (namespace, end_epoch);
+    CREATE INDEX memories_blob ON memories (blob_id);
+    CREATE TABLE versions (
+        memory_id TEXT NOT NULL,
+        namespace TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        event TEXT NOT NULL,
+        text TEXT,
+        metadata TEXT,
+        at REAL NOT NULL,
+        blob_id TEXT,
+        quilt_patch_id TEXT,
+        end_epoch INTEGER,
+        deletable INTEGER,
+        PRIMARY KEY (memory_id, version)
+    );
+    CREATE INDEX versions_blob ON versions (blob_id);
+    CREATE TABLE outbox (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        namespace TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('blob', 'quilt')),
+        created_at REAL NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        last_error TEXT
+    );
+    CREATE TABLE outbox_items (
+        outbox_id INTEGER NOT NULL REFERENCES outbox(id) ON DELETE CASCADE,
+        memory_id TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        PRIMARY KEY (outbox_id, memory_id)
+    );
+    CREATE INDEX outbox_items_memory ON outbox_items (memory_id);
+    CREATE TABLE changes (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        namespace TEXT NOT NULL,
+        key INTEGER NOT NULL
+    );
+    CREATE INDEX changes_ns_seq ON changes (namespace, seq);
+    CREATE TABLE manifests (
+        namespace TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        blob_id TEXT NOT NULL,
+        prev_blob_id TEXT,
+        entries INTEGER NOT NULL,
+        pages INTEGER NOT NULL,
+        at REAL NOT NULL,
+        end_epoch INTEGER,
+        PRIMARY KEY (namespace, seq)
+    );
+    CREATE TABLE manifest_pages (
+        namespace TEXT NOT NULL,
+        digest TEXT NOT NULL,
+        blob_id TEXT NOT NULL,
+        end_epoch INTEGER,
+        PRIMARY KEY (namespace, digest)
+    );
+    CREATE TABLE idempotency (
+        namespace TEXT NOT NULL,
+        key TEXT NOT NULL,
+        result TEXT NOT NULL,
+        at REAL NOT NULL,
+        PRIMARY KEY (namespace, key)
+    );
+    """,
+)
+SCHEMA_VERSION: Final = len(MIGRATIONS)
+
+
+def vector_to_blob(vector: npt.NDArray[np.float32]) -> bytes:
+    """Store vectors as little-endian float16 (the index's own precision)."""
+    return np.asarray(vector, dtype="<f2").tobytes()
+
+
+def vector_from_blob(blob: bytes) -> npt.NDArray[np.float32]:
+    return np.frombuffer(blob, dtype="<f2").astype(np.float32)
+
+
+def _translate(exc: sqlite3.Error, path: Path) -> Exception:
+    code = getattr(exc, "sqlite_errorcode", None)
+    primary = code & 0xFF if isinstance(code, int) else None
+    if primary in _CORRUPT_CODES:
+        return CatalogCorrupt(
+            f"catalog {path} is not a usable SQLite database ({exc}); it was left untouched. "
+            "Move it aside and run `walrus-mem restore` to rebuild from Walrus"
+        )
+    if primary in _BUSY_CODES:
+        return LocalStoreError(f"catalog {path} is locked by another process ({exc})")
+    return LocalStoreError(f"catalog {path}: {exc}")
+
+
+def _guarded(method: Callable[P, T]) -> Callable[P, T]:
+    """Translate sqlite3 errors into the walrus_mem tree (corruption → CatalogCorrupt)."""
+
+    @wraps(method)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        try:
+            return method(*args, **kwargs)
+        except sqlite3.IntegrityError:
+            raise
+        except sqlite3.Error as exc:
+            self = args[0]
+            assert isinstance(self, Catalog)
+            raise _translate(exc, self.path) from exc
+
+    return wrapper
+
+
+class Catalog:
+    """A connection to the catalog file with the project's SQL in one place.
+
+    Thread-safe: one connection, guarded by a re-entrant lock. ``write()``
+    transactions nest (inner ones join the outer one).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.RLock()
+        self._depth = 0
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        new_file = not self.path.exists()
+        try:
+            self.conn = sqlite3.connect(
+                self.path,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=BUSY_TIMEOUT_MS / 1000,
+                cached_statements=256,
+            )
+        except sqlite3.Error as exc:
+            raise _translate(exc, self.path) from exc
+        if new_file:
+            os.chmod(self.path, 0o600)
+        self.conn.row_factory = sqlite3.Row
+        try:
+            self._configure()
+            self._migrate()
+            self._ensure_fts()
+        except sqlite3.Error as exc:
+            self.conn.close()
+            raise _translate(exc, self.path) from exc
+        except BaseException:
+            self.conn.close()
+            raise
+
+    # -- connection and schema ------------------------------------------------
+
+    def _configure(self) -> None:
+        c = self.conn
+        c.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        # Reading the schema fails fast on a file that is not a database.
+        c.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        mode = c.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise LocalStoreError(f"catalog {self.path}: cannot enable WAL (mode {mode})")
+        c.execute("PRAGMA synchronous = NORMAL")
+        c.execute("PRAGMA foreign_keys = ON")
+
+    def _migrate(self) -> None:
+        c = self.conn
+        with self.write():
+            c.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+            row = c.execute("SELECT max(version) FROM schema_version").fetchone()
+            current = int(row[0] or 0)
+            if current > SCHEMA_VERSION:
+                raise LocalStoreError(
+                    f"catalog {self.path} has schema version {current}; this walrus_mem "
+                    f"understands up to {SCHEMA_VERSION}: upgrade walrus-mem"
+                )
+            for version in range(current + 1, SCHEMA_VERSION + 1):
+                for statement in _split_sql(MIGRATIONS[version - 1]):
+                    c.execute(statement)
+                c.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
+
+    def _ensure_fts(self) -> None:
+        """Create the FTS5 table, or rebuild it if the tokenizer changed."""
+        c = self.conn
+        with self.write():
+            exists = c.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'fts'"
+            ).fetchone()
+            if exists and self.get_meta("fts_tokenize") == FTS_TOKENIZE:
+                return
+            if exists:
+                c.execute("DROP TABLE fts")
+            tokenize = FTS_TOKENIZE.replace("'", "''")
+            c.execute(f"CREATE VIRTUAL TABLE fts USING fts5(text, tokenize = '{tokenize}')")
+            c.execute("INSERT INTO fts (rowid, text) SELECT key, text FROM memories")
+            self.set_meta("fts_tokenize", FTS_TOKENIZE)
+
+    def close(self) -> None:
+        with self._lock:
+            try:
+                self.conn.close()
+            except sqlite3.Error:  # pragma: no cover - closing a broken connection
+                pass
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction (``BEGIN IMMEDIATE``); nested calls join the outer one."""
+        with self._lock:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield self.conn
+                finally:
+                    self._depth -= 1
+                return
+            try:
+                self.conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise _translate(exc, self.path) from exc
+            self._depth = 1
+            try:
+                yield self.conn
+            except BaseException:
+                self._depth = 0
+                try:
+                    self.conn.execute("ROLLBACK")
+                except sqlite3.Error:  # pragma: no cover - rollback after a failed commit
+                    pass
+                raise
+            else:
+                self._depth = 0
+                try:
+                    self.conn.execute("COMMIT")
+                except sqlite3.Error as exc:
+                    try:
+                        self.conn.execute("ROLLBACK")
+                    except sqlite3.Error:  # pragma: no cover
+                        pass
+                    raise _translate(exc, self.path) from exc
+
+    @contextmanager
+    def snapshot(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction: every query inside sees one consistent state."""
+        with self._lock:
+            if self._depth:
+                yield self.conn
+                return
+            self.conn.execute("BEGIN")
+            self._depth = 1
+            try:
+                yield self.conn
+            finally:
+                self._depth = 0
+                self.conn.execute("COMMIT")
+
+    @_guarded
+    def data_version(self) -> int:
+        """Changes whenever *another* connection commits (cheap staleness check)."""
+        with self._lock:
+            return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
+
+    @_guarded
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            return self.conn.execute(sql, params).fetchall()
+
+    @_guarded
+    def query_one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
+        with self._lock:
+            row: sqlite3.Row | None = self.conn.execute(sql, params).fetchone()
+            return row
+
+    @_guarded
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        with self._lock:
+            return self.conn.execute(sql, params)
+
+    # -- meta -------------------------------------------------------------------
+
+    @_guarded
+    def get_meta(self, key: str) -> str | None:
+        row = self.query_one("SELECT value FROM meta WHERE key = ?", (key,))
+        return None if row is None else str(row[0])
+
+    @_guarded
+    def set_meta(self, key: str, value: str) -> None:
+        with self.write() as c:
+            c.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
+
+    @_guarded
+    def current_epoch(self) -> int | None:
+        value = self.get_meta("current_epoch")
+        return None if value is None else int(value)
+
+    @_guarded
+    def note_epoch(self, epoch: int | None) -> None:
+        """Remember the highest current epoch seen in a store response."""
+        if epoch is None:
+            return
+        with self.write() as c:
+            c.execute(
+                "INSERT INTO meta (key, value) VALUES ('current_epoch', ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = "
+                "CAST(max(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER)) AS TEXT)",
+                (str(int(epoch)),),
+            )
+
+    # -- namespaces ---------------------------------------------------------------
+
+    @_guarded
+    def namespace(self, name: str) -> sqlite3.Row | None:
+        return self.query_one("SELECT * FROM namespaces WHERE name = ?", (name,))
+
+    @_guarded
+    def namespaces(self) -> list[str]:
+        return [str(r[0]) for r in self.query("SELECT name FROM namespaces ORDER BY name")]
+
+    @_guarded
+    def ensure_namespace(self, name: str, fingerprint: str | None) -> sqlite3.Row:
+        with self.write() as c:
+            c.execute(
+                "INSERT INTO namespaces (name, key_fingerprint, created_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (name) DO UPDATE SET key_fingerprint = "
+                "coalesce(namespaces.key_fingerprint, excluded.key_fingerprint)",
+                (name, fingerprint, time.time()),
+            )
+            row = c.execute("SELECT * FROM namespaces WHERE name = ?", (name,)).fetchone()
+        assert row is not None
+        return row  # type: ignore[no-any-return]
+
+    @_guarded
+    def set_model(self, name: str, model_id: str | None, dim: int | None) -> None:
+        with self.write() as c:
+            c.execute(
+                "UPDATE namespaces SET model_id = ?, dim = ? WHERE name = ?",
+                (model_id, dim, name),
+            )
+
+    # -- memories ----------------------------------------------------------------
+
+    @_guarded
+    def memory(self, namespace: str, memory_id: str) -> sqlite3.Row | None:
+        return self.query_one(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ? AND namespace = ?",
+            (memory_id, namespace),
+        )
+
+    @_guarded
+    def memories_by_keys(self, namespace: str, keys: Sequence[int]) -> dict[int, sqlite3.Row]:
+        rows = self.query(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE key IN "
+            "(SELECT value FROM json_each(?)) AND namespace = ?",
+            (json.dumps([int(k) for k in keys]), namespace),
+        )
+        return {int(r["key"]): r for r in rows}
+
+    @_guarded
+    def memories_by_ids(self, namespace: str, ids: Sequence[str]) -> dict[str, sqlite3.Row]:
+        rows = self.query(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id IN "
+            "(SELECT value FROM json_each(?)) AND namespace = ?",
+            (json.dumps(list(ids)), namespace),
+        )
+        return {str(r["id"]): r for r in rows}
+
+    @_guarded
+    def vectors_by_keys(
+        self, namespace: str, keys: Sequence[int]
+    ) -> dict[int, npt.NDArray[np.float32]]:
+        rows = self.query(
+            "SELECT key, vector FROM memories WHERE key IN "
+            "(SELECT value FROM json_each(?)) AND namespace = ?",
+            (json.dumps([int(k) for k in keys]), namespace),
+        )
+        return {int(r[0]): vector_from_blob(r[1]) for r in rows}
+
+    @_guarded
+    def by_dedupe_hash(self, namespace: str, dedupe_hash: str) -> sqlite3.Row | None:
+        return self.query_one(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE namespace = ? AND dedupe_hash = ?",
+            (namespace, dedupe_hash),
+        )
+
+    @_guarded
+    def count(self, namespace: str) -> int:
+        row = self.query_one("SELECT count(*) FROM memories WHERE namespace = ?", (namespace,))
+        return int(row[0]) if row else 0
+
+    @_guarded
+    def iter_memories(self, namespace: str, batch: int = 1000) -> Iterator[sqlite3.Row]:
+        """All memories of a namespace in key order, fetched in batches."""
+        last = 0
+        while True:
+            rows = self.query(
+                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE namespace = ? AND key > ? "
+                "ORDER BY key LIMIT ?",
+                (namespace, last, batch),
+            )
+            if not rows:
+                return
+            yield from rows
+            last = int(rows[-1]["key"])
+
+    @_guarded
+    def fts_search(self, namespace: str, match: str, limit: int) -> list[tuple[int, float]]:
+        """Top ``limit`` rows by SQLite's bm25 (lower is better), as (key, bm25)."""
+        rows = self.query(
+            "SELECT fts.rowid, bm25(fts) AS score FROM fts JOIN memories m ON m.key = fts.rowid "
+            "WHERE fts MATCH ? AND m.namespace = ? ORDER BY score LIMIT ?",
+            (match, namespace, limit),
+        )
+        return [(int(r[0]), float(r[1])) for r in rows]
+
+    @_guarded
+    def fts_scores(self, match: str, keys: Sequence[int]) -> dict[int, float]:
+        """bm25 of the given keys that match ``match`` (absent keys do not match)."""
+        rows = self.query(
+            "SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH ? AND rowid IN "
+            "(SELECT value FROM json_each(?))",
+            (match, json.dumps([int(k) for k in keys])),
+        )
+        return {int(r[0]): float(r[1]) for r in rows}
+
+    # -- index change log ------------------------------------------------------------
+
+    @_guarded
+    def max_change(self, namespace: str) -> int:
+        row = self.query_one(
+            "SELECT max(seq) FROM changes WHERE namespace = ?", (namespace,)
+        )
+        return int(row[0] or 0) if row else 0
+
+    @_guarded
+    def changes_since(self, namespace: str, seq: int) -> tuple[list[int], int]:
+        """Distinct keys touched after ``seq`` and the newest seq seen."""
+        rows = self.query(
+            "SELECT seq, key FROM changes WHERE namespace = ? AND seq > ? ORDER BY seq",
+            (namespace, seq),
+        )
+        if not rows:
+            return [], seq
+        keys = list(dict.fromkeys(int(r[1]) for r in rows))
+        return keys, int(rows[-1][0])
+
+    @_guarded
+    def changes_floor(self, namespace: str) -> int:
+        value = self.get_meta(f"changes_floor:{namespace}")
+        return int(value) if value else 0
+
+    @_guarded
+    def prune_changes(self, namespace: str, upto: int) -> None:
+        """Drop change rows up to ``upto`` (a saved index file already covers them)."""
+        with self.write() as c:
+            if upto <= self.changes_floor(namespace):
+                return
+            c.execute("DELETE FROM changes WHERE namespace = ? AND seq <= ?", (namespace, upto))
+            self.set_meta(f"changes_floor:{namespace}", str(upto))
+
+    # -- outbox -----------------------------------------------------------------------
+
+    @_guarded
+    def outbox_batches(self, namespace: str | None = None) -> list[sqlite3.Row]:
+        if namespace is None:
+            return self.query("SELECT * FROM outbox ORDER BY id")
+        return self.query("SELECT * FROM outbox WHERE namespace = ? ORDER BY id", (namespace,))
+
+    @_guarded
+    def outbox_payload(self, outbox_id: int) -> list[sqlite3.Row]:
+        """(memory_id, version, sealed) of a batch's members still current, in id order."""
+        return self.query(
+            "SELECT i.memory_id, i.version, m.sealed FROM outbox_items i "
+            "JOIN memories m ON m.id = i.memory_id AND m.version = i.version "
+            "WHERE i.outbox_id = ? AND m.sealed IS NOT NULL ORDER BY i.memory_id",
+            (outbox_id,),
+        )
+
+    @_guarded
+    def queued_count(self, namespace: str | None = None) -> int:
+        if namespace is None:
+            row = self.query_one("SELECT count(*) FROM memories WHERE status = 'queued'")
+        else:
+            row = self.query_one(
+                "SELECT count(*) FROM memories WHERE status = 'queued' AND namespace = ?",
+                (namespace,),
+            )
+        return int(row[0]) if row else 0
+
+
+def _split_sql(script: str) -> list[str]:
+    """Split a migration script into statements (no semicolons inside our literals)."""
+    return [s.strip() for s in script.split(";") if s.strip()]

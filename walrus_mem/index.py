@@ -1,0 +1,301 @@
+"""Per-namespace USearch indexes, kept in step with the catalog.
+
+One HNSW index per namespace (metric cos, float16 storage), keyed by the
+catalog's ``memories.key``. Files live in ``<data_dir>/index/``, named by a
+hash of the namespace (``<hash>.usearch`` + ``<hash>.meta.json`` + ``.lock``)
+so a directory listing or a backup does not reveal namespace names.
+
+The catalog is the source of truth; an index file is only a cache of it:
+
+* every catalog write appends the touched keys to the ``changes`` log;
+  :meth:`IndexStore.get` replays the log past the index's ``applied_seq``
+  (upsert keys whose row exists, remove the others), so writes of other
+  processes become visible before each recall, incrementally;
+* files are saved atomically (temp file + ``os.replace``) under a file lock,
+  on close / sync / every ``save_every`` applied changes, never on every write
+  (that would be O(n) per write). A crash loses at most the unsaved tail,
+  which the change log replays on the next open;
+* on open, a missing, unreadable or inconsistent file (wrong model, count not
+  matching the catalog after catch-up, change log already pruned past it) is
+  rebuilt from the vectors stored in the catalog, with a warning log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import threading
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+from filelock import FileLock, Timeout
+from usearch.index import Index
+
+from .catalog import Catalog, vector_from_blob
+from .errors import LocalStoreError, ModelMismatch
+
+__all__ = ["IndexStore", "NamespaceIndex", "index_file_stem"]
+
+log = logging.getLogger(__name__)
+
+META_FORMAT: Final = 1
+LOCK_TIMEOUT: Final = 60.0
+_REBUILD_BATCH: Final = 10_000
+
+
+def index_file_stem(namespace: str) -> str:
+    """File name stem for a namespace's index: a hash, not the name itself."""
+    return hashlib.blake2b(namespace.encode(), digest_size=12, person=b"walrusmem.idx").hexdigest()
+
+
+def _new_index(dim: int) -> Index:
+    return Index(ndim=dim, metric="cos", dtype="f16")
+
+
+class NamespaceIndex:
+    """The in-memory USearch index of one namespace plus what it has applied."""
+
+    def __init__(self, namespace: str, directory: Path, model_id: str, dim: int) -> None:
+        self.namespace = namespace
+        self.model_id = model_id
+        self.dim = dim
+        stem = index_file_stem(namespace)
+        self.path = directory / f"{stem}.usearch"
+        self.meta_path = directory / f"{stem}.meta.json"
+        self.lock_path = directory / f"{stem}.lock"
+        self.index = _new_index(dim)
+        self.applied_seq = 0
+        self.unsaved = 0
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def search(self, vector: npt.NDArray[np.float32], count: int) -> tuple[list[int], list[float]]:
+        """Top ``count`` keys by cosine similarity (1 - cosine distance)."""
+        if len(self.index) == 0 or count <= 0:
+            return [], []
+        matches: Any = self.index.search(vector, count)
+        keys = [int(k) for k in matches.keys]
+        sims = [1.0 - float(d) for d in matches.distances]
+        return keys, sims
+
+    def upsert(self, keys: list[int], vectors: npt.NDArray[np.float32]) -> None:
+        if not keys:
+            return
+        arr = np.asarray(keys, dtype=np.uint64)
+        present = np.asarray(self.index.contains(arr), dtype=bool).reshape(-1)
+        if present.any():
+            self.index.remove(arr[present])
+        self.index.add(arr, np.ascontiguousarray(vectors, dtype=np.float32))
+
+    def remove(self, keys: list[int]) -> None:
+        if not keys:
+            return
+        arr = np.asarray(keys, dtype=np.uint64)
+        present = np.asarray(self.index.contains(arr), dtype=bool).reshape(-1)
+        if present.any():
+            self.index.remove(arr[present])
+
+    def read_meta(self) -> dict[str, Any] | None:
+        try:
+            data = json.loads(self.meta_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def load(self) -> bool:
+        """Load the saved file if it matches this model; False if it must be rebuilt."""
+        meta = self.read_meta()
+        if not self.path.exists() and meta is None:
+            return False
+        if meta is None or meta.get("format") != META_FORMAT:
+            log.warning("index %s: metadata missing or unreadable; rebuilding", self.path.name)
+            return False
+        if meta.get("model_id") != self.model_id or meta.get("dim") != self.dim:
+            log.warning(
+                "index %s was built with model %s/%s; rebuilding for %s/%s",
+                self.path.name, meta.get("model_id"), meta.get("dim"), self.model_id, self.dim,
+            )
+            return False
+        index = _new_index(self.dim)
+        try:
+            index.load(str(self.path))
+        except Exception as exc:
+            log.warning("index file %s is unreadable (%s); rebuilding from the catalog",
+                        self.path.name, exc)
+            return False
+        if index.ndim != self.dim or len(index) != meta.get("count"):
+            log.warning("index file %s does not match its metadata; rebuilding", self.path.name)
+            return False
+        self.index = index
+        self.applied_seq = int(meta.get("applied_seq", 0))
+        self.unsaved = 0
+        return True
+
+    def save(self) -> bool:
+        """Write the index atomically unless a newer state is already on disk."""
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            with FileLock(str(self.lock_path), timeout=LOCK_TIMEOUT):
+                meta = self.read_meta()
+                if (
+                    meta is not None
+                    and meta.get("model_id") == self.model_id
+                    and int(meta.get("applied_seq", 0)) > self.applied_seq
+                    and self.path.exists()
+                ):
+                    self.unsaved = 0
+                    return False  # another process saved a newer state
+                tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
+                self.index.save(str(tmp))
+                os.replace(tmp, self.path)
+                new_meta = {
+                    "format": META_FORMAT,
+                    "model_id": self.model_id,
+                    "dim": self.dim,
+                    "count": len(self.index),
+                    "applied_seq": self.applied_seq,
+                }
+                tmp_meta = self.meta_path.with_name(self.meta_path.name + f".{os.getpid()}.tmp")
+                tmp_meta.write_text(json.dumps(new_meta, sort_keys=True), encoding="utf-8")
+                os.replace(tmp_meta, self.meta_path)
+        except Timeout as exc:
+            raise LocalStoreError(
+                f"index lock {self.lock_path} is held by another process"
+            ) from exc
+        self.unsaved = 0
+        return True
+
+
+class IndexStore:
+    """All namespace indexes of one data dir, loaded lazily and caught up on use."""
+
+    def __init__(self, directory: Path, catalog: Catalog, *, save_every: int = 1000) -> None:
+        self.directory = Path(directory)
+        self.catalog = catalog
+        self.save_every = save_every
+        self._indexes: dict[str, NamespaceIndex] = {}
+        self._lock = threading.RLock()
+
+    def path_for(self, namespace: str) -> Path:
+        return self.directory / f"{index_file_stem(namespace)}.usearch"
+
+    def loaded(self, namespace: str) -> NamespaceIndex | None:
+        return self._indexes.get(namespace)
+
+    def get(self, namespace: str, model_id: str, dim: int) -> NamespaceIndex:
+        """The namespace's index, loaded or rebuilt, with every catalog change applied."""
+        with self._lock:
+            idx = self._indexes.get(namespace)
+            if idx is not None and (idx.model_id != model_id or idx.dim != dim):
+                raise ModelMismatch(
+                    f"namespace {namespace!r} index uses {idx.model_id} (dim {idx.dim}), "
+                    f"not {model_id} (dim {dim})"
+                )
+            if idx is None:
+                idx = self._open(namespace, model_id, dim)
+                self._indexes[namespace] = idx
+            else:
+                self._catch_up(idx)
+            return idx
+
+    def _open(self, namespace: str, model_id: str, dim: int) -> NamespaceIndex:
+        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        idx = NamespaceIndex(namespace, self.directory, model_id, dim)
+        if idx.load():
+            if idx.applied_seq < self.catalog.changes_floor(namespace):
+                log.warning("index %s is older than the change log; rebuilding", idx.path.name)
+            else:
+                self._catch_up(idx)
+                if len(idx) == self.catalog.count(namespace):
+                    return idx
+                log.warning("index %s disagrees with the catalog; rebuilding", idx.path.name)
+        self._rebuild(idx)
+        return idx
+
+    def _rebuild(self, idx: NamespaceIndex) -> None:
+        idx.index = _new_index(idx.dim)
+        with self.catalog.snapshot() as conn:
+            seq = conn.execute(
+                "SELECT max(seq) FROM changes WHERE namespace = ?", (idx.namespace,)
+            ).fetchone()[0]
+            last = 0
+            while True:
+                rows = conn.execute(
+                    "SELECT key, vector FROM memories WHERE namespace = ? AND key > ? "
+                    "ORDER BY key LIMIT ?",
+                    (idx.namespace, last, _REBUILD_BATCH),
+                ).fetchall()
+                if not rows:
+                    break
+                keys = np.asarray([int(r[0]) for r in rows], dtype=np.uint64)
+                vectors = np.stack([vector_from_blob(r[1]) for r in rows])
+                idx.index.add(keys, vectors)
+                last = int(rows[-1][0])
+        idx.applied_seq = int(seq or 0)
+        idx.unsaved = max(len(idx.index), 1)
+        self._save(idx)
+
+    def _catch_up(self, idx: NamespaceIndex) -> None:
+        floor = self.catalog.changes_floor(idx.namespace)
+        if idx.applied_seq < floor:
+            # Another process saved and pruned the log past us: its file is newer.
+            with FileLock(str(idx.lock_path), timeout=LOCK_TIMEOUT):
+                reloaded = idx.load()
+            if not reloaded or idx.applied_seq < floor:
+                self._rebuild(idx)
+                return
+        keys, newest = self.catalog.changes_since(idx.namespace, idx.applied_seq)
+        if not keys:
+            return
+        vectors = self.catalog.vectors_by_keys(idx.namespace, keys)
+        present = [k for k in keys if k in vectors]
+        gone = [k for k in keys if k not in vectors]
+        idx.remove(gone)
+        if present:
+            idx.upsert(present, np.stack([vectors[k] for k in present]))
+        idx.applied_seq = newest
+        idx.unsaved += len(keys)
+        if idx.unsaved >= self.save_every:
+            self._save(idx)
+
+    def _save(self, idx: NamespaceIndex) -> None:
+        if idx.save():
+            self.catalog.prune_changes(idx.namespace, idx.applied_seq)
+
+    def refresh(self, namespace: str) -> None:
+        """Apply pending catalog changes to a loaded index (no-op if not loaded)."""
+        with self._lock:
+            idx = self._indexes.get(namespace)
+            if idx is not None:
+                self._catch_up(idx)
+
+    def forget_namespace_index(self, namespace: str) -> None:
+        """Drop the in-memory index (e.g. after reindex) so the next get rebuilds it."""
+        with self._lock:
+            self._indexes.pop(namespace, None)
+
+    def rebuild(self, namespace: str, model_id: str, dim: int) -> NamespaceIndex:
+        with self._lock:
+            idx = NamespaceIndex(namespace, self.directory, model_id, dim)
+            self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self._rebuild(idx)
+            self._indexes[namespace] = idx
+            return idx
+
+    def save_all(self) -> None:
+        with self._lock:
+            for idx in self._indexes.values():
+                if idx.unsaved:
+                    self._save(idx)
+
+    def close(self) -> None:
+        with self._lock:
+            try:
+                self.save_all()
+            finally:
+                self._indexes.clear()

@@ -1,0 +1,260 @@
+"""Public record types returned by :class:`walrus_mem.Memory`.
+
+All are pydantic models (frozen where they describe stored state), except
+:class:`RecallResult`, a ``list`` of :class:`RecallHit` that also says how many
+candidates the filters and the relevance cutoff removed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal, SupportsIndex, overload
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "ExtendReport",
+    "ForgetReport",
+    "HistoryEntry",
+    "MemoryRecord",
+    "MemoryStats",
+    "RecallHit",
+    "RecallResult",
+    "RememberManyResult",
+    "RestoreReport",
+    "SyncReport",
+    "from_timestamp",
+]
+
+Status = Literal["published", "queued"]
+HistoryEvent = Literal["ADD", "UPDATE", "DELETE", "RESTORE"]
+
+
+def from_timestamp(ts: float | None) -> datetime | None:
+    """Unix seconds (as stored in the catalog) to an aware UTC datetime."""
+    return None if ts is None else datetime.fromtimestamp(ts, tz=UTC)
+
+
+class MemoryRecord(BaseModel):
+    """One remembered fact, as held in the local catalog.
+
+    ``status`` is ``queued`` until the sealed blob is on Walrus; then
+    ``blob_id`` (and ``quilt_patch_id`` for facts stored in a quilt) and
+    ``end_epoch`` (exclusive: the blob is readable through epoch
+    ``end_epoch - 1``) are set. ``deduplicated`` is true when ``remember``
+    returned an existing record instead of storing the same text again.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    namespace: str
+    text: str
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    category: str | None = None
+    importance: float = 0.5
+    created_at: datetime
+    updated_at: datetime
+    expires_at: datetime | None = None
+    version: int = 1
+    status: Status
+    blob_id: str | None = None
+    quilt_patch_id: str | None = None
+    end_epoch: int | None = None
+    deduplicated: bool = False
+
+
+class RecallHit(BaseModel):
+    """A recalled record with its fused ``score`` and the components behind it.
+
+    ``dense`` is the cosine similarity, ``lexical`` the squashed bm25 (``None``
+    when the text does not match the query's terms), ``recency`` and
+    ``importance`` the weights the ranking applied (see walrus_mem.ranking).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    record: MemoryRecord
+    score: float
+    dense: float | None = None
+    lexical: float | None = None
+    recency: float = 0.0
+    importance: float = 0.0
+
+    @property
+    def id(self) -> str:
+        return self.record.id
+
+    @property
+    def text(self) -> str:
+        return self.record.text
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        return self.record.metadata
+
+    @property
+    def category(self) -> str | None:
+        return self.record.category
+
+
+class RecallResult(list[RecallHit]):
+    """The hits of one recall, best first, plus what was left out.
+
+    It is a plain ``list`` (``for hit in mem.recall(...)`` works) with three
+    attributes: ``candidates`` (how many were scored), ``filtered_out`` (how
+    many the metadata filters removed) and ``below_min_score`` (how many the
+    relevance cutoff removed).
+    """
+
+    def __init__(
+        self,
+        hits: Sequence[RecallHit] = (),
+        *,
+        candidates: int = 0,
+        filtered_out: int = 0,
+        below_min_score: int = 0,
+    ) -> None:
+        super().__init__(hits)
+        self.candidates = candidates
+        self.filtered_out = filtered_out
+        self.below_min_score = below_min_score
+
+    def __repr__(self) -> str:
+        return (
+            f"RecallResult({list.__repr__(self)}, candidates={self.candidates}, "
+            f"filtered_out={self.filtered_out}, below_min_score={self.below_min_score})"
+        )
+
+
+class RememberManyResult(BaseModel):
+    """Outcome of :meth:`Memory.remember_many`: nothing is dropped silently.
+
+    ``records`` holds one record per accepted item, in input order (items in
+    ``failed`` are skipped). ``stored`` counts new records, ``deduplicated``
+    the items that matched an existing memory, ``queued`` the new records not
+    yet on Walrus, and ``failed`` lists ``(input index, error message)``.
+    ``replayed`` is true when the ``idempotency_key`` had been used before and
+    this is the earlier result (nothing was stored by this call).
+    Iterating the result iterates ``records``.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    records: list[MemoryRecord] = Field(default_factory=list)
+    stored: int = 0
+    deduplicated: int = 0
+    queued: int = 0
+    failed: list[tuple[int, str]] = Field(default_factory=list)
+    replayed: bool = False
+
+    def __iter__(self) -> Iterator[MemoryRecord]:  # type: ignore[override]
+        return iter(self.records)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    @overload
+    def __getitem__(self, index: SupportsIndex) -> MemoryRecord: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[MemoryRecord]: ...
+    def __getitem__(self, index: SupportsIndex | slice) -> MemoryRecord | list[MemoryRecord]:
+        return self.records[index]
+
+
+class HistoryEntry(BaseModel):
+    """One event in a memory's history. ``text`` is ``None`` once forgotten."""
+
+    model_config = ConfigDict(frozen=True)
+
+    memory_id: str
+    namespace: str
+    version: int
+    event: HistoryEvent
+    text: str | None = None
+    metadata: dict[str, Any] | None = None
+    at: datetime
+    blob_id: str | None = None
+    quilt_patch_id: str | None = None
+    end_epoch: int | None = None
+
+
+class MemoryStats(BaseModel):
+    """Counts, sizes and configuration of one namespace (see ``Memory.stats``)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    namespace: str
+    memories: int
+    published: int
+    queued: int
+    forgotten: int
+    text_bytes: int
+    sealed_bytes: int
+    index_vectors: int
+    index_path: Path
+    index_bytes: int
+    catalog_path: Path
+    catalog_bytes: int
+    model_id: str | None
+    dim: int | None
+    key_fingerprint: str | None
+    manifest_blob_id: str | None
+    manifest_seq: int
+    manifest_at: datetime | None
+    outbox_batches: int
+    current_epoch: int | None
+    embedded: bool
+    data_dir: Path
+
+
+class SyncReport(BaseModel):
+    """Outcome of :meth:`Memory.sync`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    published: int = 0
+    still_queued: int = 0
+    errors: list[str] = Field(default_factory=list)
+    manifests: dict[str, str] = Field(default_factory=dict)
+
+
+class RestoreReport(BaseModel):
+    """Outcome of :meth:`Memory.restore`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    namespace: str
+    manifest_blob_id: str
+    total: int
+    restored: int
+    skipped: int
+    failed: list[tuple[str, str]] = Field(default_factory=list)
+
+
+class ExtendReport(BaseModel):
+    """Outcome of :meth:`Memory.extend`: new end epochs per memory id."""
+
+    model_config = ConfigDict(frozen=True)
+
+    extended: dict[str, int | None] = Field(default_factory=dict)
+    failed: list[tuple[str, str]] = Field(default_factory=list)
+
+
+class ForgetReport(BaseModel):
+    """Outcome of :meth:`Memory.forget` / :meth:`Memory.forget_all`.
+
+    ``deleted_blobs`` were deleted from the storage backend; ``kept_blobs``
+    maps each blob that could not be deleted to the reason (real Walrus has no
+    HTTP delete; a quilt still holding other live memories; a permanent blob).
+    Kept blobs stay readable as ciphertext until their end epoch.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    forgotten: list[str] = Field(default_factory=list)
+    deleted_blobs: list[str] = Field(default_factory=list)
+    kept_blobs: dict[str, str] = Field(default_factory=dict)
+    manifest_blob_id: str | None = None
