@@ -37,7 +37,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from . import cost
 from .faults import FaultConfig, FaultDecision, FaultInjector, FaultKind, RouteClass
-from .ids import base58_encode, parse_quilt_patch_id
+from .ids import base58_encode, blob_id_for, parse_quilt_patch_id
 from .params import (
     PathError,
     PublisherQuery,
@@ -493,7 +493,8 @@ class Relayer:
         rejected = self._check_store_query(query)
         if rejected is not None:
             return rejected
-        fault = await self._pre_fault(ctx)
+        hint = blob_id_for(body) if ctx.decision.kind is FaultKind.STORE_ERROR else None
+        fault = await self._pre_fault(ctx, blob_id=hint)
         if fault is not None:
             return fault
         staged = await run_in_threadpool(self.store.stage_bytes, body)
