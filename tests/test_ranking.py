@@ -251,17 +251,18 @@ def test_raising_a_signal_never_lowers_rank(cands: list[Candidate], data: st.Dat
 
 
 def test_none_components_count_as_no_evidence() -> None:
-    ranked = fuse(
-        [cand(1, None, None), cand(2, 0.5, None), cand(3, None, 5.0), cand(4, 0.5, 5.0)],
-        NO_CONTEXT,
-        now=NOW,
-    )
+    cands = [cand(1, None, None), cand(2, 0.5, None), cand(3, None, 10.0), cand(4, 0.5, 10.0)]
+    ranked = fuse(cands, NO_CONTEXT, now=NOW)
     s = scores_by_key(ranked)
-    assert order(ranked)[0] == 4
+    assert order(ranked) == [4, 2, 1, 3]
     assert s[1].score == 0.0 and s[1].dense is None and s[1].lexical is None
     assert s[2].score == pytest.approx(0.25) and s[2].lexical is None
-    assert s[3].score == pytest.approx(0.5) and s[3].lexical == pytest.approx(1.0)
+    # a missing cosine is no evidence of meaning, so the keyword gate closes ...
+    assert s[3].score == 0.0 and s[3].lexical == pytest.approx(1.0)
     assert s[4].score == pytest.approx(0.75)
+    # ... unless the gate is off
+    s = scores_by_key(fuse(cands, replace(NO_CONTEXT, lexical_gate=0.0), now=NOW))
+    assert s[3].score == pytest.approx(0.5)
 
 
 def test_dense_only_hit_scores_half_its_cosine() -> None:
@@ -270,11 +271,23 @@ def test_dense_only_hit_scores_half_its_cosine() -> None:
 
 
 def test_lexical_is_relative_to_best_match_with_floor() -> None:
-    s = scores_by_key(fuse([cand(1, 0.0, 8.0), cand(2, 0.0, 2.0)], NO_CONTEXT, now=NOW))
+    s = scores_by_key(fuse([cand(1, 0.5, 16.0), cand(2, 0.5, 4.0)], NO_CONTEXT, now=NOW))
     assert s[1].lexical == pytest.approx(1.0) and s[2].lexical == pytest.approx(0.25)
-    # matches on near-ubiquitous words (bm25 ~ 0) are not promoted to a full keyword match
-    weak = scores_by_key(fuse([cand(1, 0.0, 1e-6), cand(2, 0.0, 0.2)], NO_CONTEXT, now=NOW))
-    assert weak[1].lexical == pytest.approx(1e-6) and weak[2].lexical == pytest.approx(0.2)
+    # a weak best match (below the floor) is not promoted to a full keyword match
+    weak = scores_by_key(fuse([cand(1, 0.5, 1e-6), cand(2, 0.5, 2.0)], NO_CONTEXT, now=NOW))
+    assert weak[2].lexical == pytest.approx(2.0 / DEFAULT_PARAMS.lexical_floor)
+    assert weak[1].lexical == pytest.approx(1e-6 / DEFAULT_PARAMS.lexical_floor)
+
+
+def test_keyword_gate_needs_some_semantic_relation() -> None:
+    # "What did the earnings report say?" vs "Anything you want to say?": keyword, no meaning
+    s = scores_by_key(fuse([cand(1, 0.02, 9.0), cand(2, 0.3, 9.0)], NO_CONTEXT, now=NOW))
+    assert s[1].score == pytest.approx(0.5 * 0.02 + 0.5 * 0.1)
+    assert s[2].score == pytest.approx(0.5 * 0.3 + 0.5)
+    ungated = replace(NO_CONTEXT, lexical_gate=0.0)
+    assert scores_by_key(fuse([cand(1, 0.02, 9.0)], ungated, now=NOW))[1].score == pytest.approx(
+        0.51
+    )
 
 
 def test_negative_and_nan_signals_are_clamped() -> None:
@@ -346,8 +359,11 @@ def test_recency_weight_prefers_newer_equal_memories_and_halves_on_schedule() ->
     ranked = fuse([old, new], params, now=NOW)
     assert order(ranked) == [2, 1]
     s = scores_by_key(ranked)
+    plain = scores_by_key(fuse([old, new], NO_CONTEXT, now=NOW))
     assert s[1].recency == pytest.approx(0.5)
-    assert s[1].score == pytest.approx(0.8 * 0.5)
+    assert s[1].score == pytest.approx(0.5 * plain[1].score)
+    half = scores_by_key(fuse([old], replace(params, recency_weight=0.5), now=NOW))
+    assert half[1].score == pytest.approx(0.75 * plain[1].score)
 
 
 def test_small_recency_weight_does_not_override_relevance() -> None:
@@ -380,9 +396,10 @@ def test_default_min_score_separates_supported_from_unsupported_hits() -> None:
     ranked = fuse(
         [
             cand(1, 0.12, None),  # unrelated chatter
-            cand(2, 0.2, 0.3),  # weak cosine, keyword match on a common word only
+            cand(2, 0.05, 9.0),  # shares a word, means something else
             cand(3, 0.45, None),  # related by meaning
-            cand(4, 0.05, 6.0),  # exact keyword match
+            cand(4, 0.3, 9.0),  # keyword match in a related text
+            cand(5, 0.3, None),  # loosely related by meaning only
         ],
         NO_CONTEXT,
         now=NOW,
@@ -401,6 +418,7 @@ def test_default_min_score_separates_supported_from_unsupported_hits() -> None:
         ("recency_weight", 2.0),
         ("importance_weight", -1.0),
         ("lexical_floor", -1.0),
+        ("lexical_gate", -0.5),
         ("context_window_s", float("nan")),
         ("recency_half_life_days", 0.0),
         ("context_expand", -1),

@@ -2,37 +2,45 @@
 
 The engine gathers candidates (ANN neighbours plus FTS5 matches), computes the
 exact cosine similarity of every candidate and SQLite's bm25 for those that
-match :func:`fts_query`, then calls :func:`fuse` to order them.
+match :func:`fts_query`, then calls :func:`fuse` to order them (and, for
+conversational context, :func:`context_keys` + :func:`fuse` once more).
 
 The score scale (what ``min_score`` and agent ``min_relevance`` cut on)
 -----------------------------------------------------------------------
 Every hit gets a relevance in [0, 1]::
 
-    own       = w * max(cosine, 0) + (1 - w) * lexical
-    lexical   = bm25 / max(best bm25 among the candidates, lexical_floor)   (0 if no match)
+    cos       = max(cosine, 0)
+    keywords  = bm25 / max(best bm25 among the candidates, lexical_floor)    (0: no match)
+    gate      = min(cos / lexical_gate, 1)
+    own       = w * cos + (1 - w) * keywords * gate
     relevance = max(own, context_weight * own(previous memory))
     score     = relevance * recency factor * importance factor
 
-* ``w = dense_weight = 0.5``: cosine and keyword evidence count equally. A hit
-  found by meaning alone scores half its cosine (cosine 0.6 -> 0.30); the best
-  keyword match of the query adds up to 0.5 more.
-* ``lexical`` is bm25 relative to the best keyword match of this query, so it is
-  independent of corpus size; the floor keeps a match on near-ubiquitous words
-  (bm25 ~ 0) from being promoted to 1.
-* Conversational context: a memory written right after another one in the same
-  namespace (consecutive catalog keys, created within ``context_window_s``) can
-  inherit ``context_weight`` (0.8) of that memory's relevance. Answers follow
-  questions: "What concert was it?" -> "It was Matt Patterson!". The inherited
-  part never exceeds its source, so the source stays ranked above.
+* ``w = dense_weight = 0.5``: meaning and keywords count equally. A hit found
+  by meaning alone scores half its cosine (cosine 0.6 -> 0.30); a strong
+  keyword match adds up to 0.5.
+* ``keywords`` is bm25 relative to the best keyword match of this query, so
+  rankings do not depend on corpus size; ``lexical_floor`` (8, about two
+  distinctive words) keeps a weak best match from counting as a full one.
+* ``gate``: keyword overlap counts fully only when the texts are at least
+  loosely related (cosine >= 0.2). "What did the earnings report *say*?" must
+  not match "Anything you want to *say*?" at 0.5. It leaves LoCoMo rankings
+  unchanged and pushes unrelated queries' best hits below the default cutoff.
+* Conversational context: a memory written right after another one in the
+  same namespace (consecutive catalog keys, created within
+  ``context_window_s``) inherits ``context_weight`` (0.8) of that memory's
+  relevance when that is higher than its own. Answers follow questions: "What
+  concert was it?" -> "It was Matt Patterson!". The inherited part is below its
+  source, so the source stays ranked above.
 * Recency and importance are multiplicative and off by default: with weight
-  ``r`` a memory's score is scaled by ``1 - r * (1 - recency)``, where recency
-  halves every ``recency_half_life_days``; the same shape for importance in
-  [0, 1]. They can only lower a score, so an irrelevant memory never climbs.
+  ``r`` a score is scaled by ``1 - r * (1 - recency)``, where recency halves
+  every ``recency_half_life_days``; the same shape for importance in [0, 1].
+  They can only lower a score, so an irrelevant memory never climbs.
 
-Defaults were chosen on LoCoMo (bench/locomo.py, docs/benchmarks.md):
-dense_weight, context_weight and the tokenizer hold up when tuned on one
-conversation and tested on the other. :data:`DEFAULT_MIN_SCORE` drops hits that
-neither meaning nor keywords support.
+Defaults were chosen on LoCoMo (bench/locomo.py, figures in
+docs/benchmarks.md): only ``dense_weight`` and ``context_weight`` change
+rankings there, and both hold up when tuned on one conversation and tested on
+the other; the floor and gate calibrate the scale for :data:`DEFAULT_MIN_SCORE`.
 """
 
 from __future__ import annotations
@@ -130,8 +138,10 @@ class FusionParams:
 
     dense_weight: float = 0.5
     """Share of cosine in a memory's own relevance; the rest is keyword evidence."""
-    lexical_floor: float = 1.0
-    """bm25 below which the best keyword match is not promoted to lexical 1.0."""
+    lexical_floor: float = 8.0
+    """bm25 a best keyword match must reach to count fully (about two distinctive words)."""
+    lexical_gate: float = 0.2
+    """Cosine from which keyword evidence counts fully; below, in proportion (0 = no gate)."""
     context_weight: float = 0.8
     """Share of the previous memory's relevance a memory may inherit (0 = off)."""
     context_window_s: float = 3600.0
@@ -149,7 +159,7 @@ class FusionParams:
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:  # also rejects NaN
                 raise ConfigError(f"FusionParams.{name} must be in [0, 1], got {value!r}")
-        for name in ("lexical_floor", "context_window_s", "recency_half_life_days"):
+        for name in ("lexical_floor", "lexical_gate", "context_window_s", "recency_half_life_days"):
             value = getattr(self, name)
             if not value >= 0.0:
                 raise ConfigError(f"FusionParams.{name} must be >= 0, got {value!r}")
@@ -163,12 +173,13 @@ class FusionParams:
 
 DEFAULT_PARAMS: Final = FusionParams()
 
-DEFAULT_MIN_SCORE: Final = 0.15
+DEFAULT_MIN_SCORE: Final = 0.2
 """Cutoff applied by recall when ``min_score=None``.
 
-0.15 is what a memory reaches with cosine 0.3 and no keyword match (or a weak
-keyword match alone); below it, hits are unrelated chatter. On LoCoMo it keeps
-the evidence turns found in the top 20 (see docs/benchmarks.md)."""
+0.2 is what a memory scores with cosine 0.4 and no keyword match, or with a
+keyword match in a loosely related text. On LoCoMo it keeps every evidence turn
+found in the top 20 while dropping two thirds of the best hits of unrelated
+queries (bench/_locomo_lab.py --min-score; docs/benchmarks.md)."""
 
 
 @dataclass(frozen=True)
@@ -216,9 +227,11 @@ def fuse(
     lexical_norm: dict[int, float | None] = {}
     for cand in candidates:
         lex = None if cand.lexical is None else _clip01(cand.lexical / scale)
+        # a missing cosine counts as 0 (no evidence of meaning), which also gates keywords
         dense = 0.0 if cand.dense is None else _clip01(cand.dense)
+        gate = 1.0 if params.lexical_gate == 0.0 else min(dense / params.lexical_gate, 1.0)
         lexical_norm[cand.key] = lex
-        own[cand.key] = weight * dense + (1.0 - weight) * (lex or 0.0)
+        own[cand.key] = weight * dense + (1.0 - weight) * (lex or 0.0) * gate
 
     by_key = {c.key: c for c in candidates}
     half_life_s = params.recency_half_life_days * 86400.0
