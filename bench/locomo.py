@@ -33,7 +33,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -402,6 +402,92 @@ def run_standalone(
     return results
 
 
+# --------------------------------------------------------------------------- api backend
+
+# Test-only master key (the keys/ test vector seed): the bench's data dir is temporary.
+BENCH_MASTER_KEY = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
+
+# The baselines through the same engine: fusion reduced to one signal.
+BASELINE_PARAMS = {
+    "bm25": replace(
+        ranking.DEFAULT_PARAMS, dense_weight=0.0, lexical_gate=0.0, context_weight=0.0
+    ),
+    "dense": replace(ranking.DEFAULT_PARAMS, dense_weight=1.0, context_weight=0.0),
+}
+
+
+def _memory_class() -> Any:
+    import walrus_mem
+
+    if hasattr(walrus_mem, "Memory"):
+        return walrus_mem.Memory
+    from walrus_mem.memory import Memory  # before the package exports it
+
+    return Memory
+
+
+def run_api(
+    convs: Sequence[Conversation],
+    embedder: CachedEmbedder,
+    captions: bool = False,
+    k: int = max(KS),
+) -> tuple[dict[str, list[Outcome]], dict[str, float]]:
+    """Every conversation through the public API: remember_many, then recall per question.
+
+    Returns outcomes for the default fusion ("hybrid") and for the bm25-only
+    and dense-only baselines (the same engine with fusion reduced to one
+    signal), plus timings.
+    """
+    from walrus_mem.config import Settings
+
+    memory_cls = _memory_class()
+    results: dict[str, list[Outcome]] = {"bm25": [], "dense": [], "hybrid": []}
+    timings: dict[str, float] = {}
+    latencies: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="walrus-locomo-") as tmp:
+        settings = Settings(data_dir=Path(tmp))  # type: ignore[call-arg]
+        with memory_cls(settings, embedder=embedder, master_key=BENCH_MASTER_KEY) as mem:
+            started = time.perf_counter()
+            for conv in convs:
+                items = [
+                    {
+                        "text": t.document(captions),
+                        "metadata": {
+                            "dia_id": t.dia_id,
+                            "session": t.session,
+                            "date_time": t.date_time,
+                        },
+                    }
+                    for t in conv.turns
+                ]
+                stored = mem.remember_many(items, namespace=conv.sample_id)
+                if stored.failed or stored.stored != len(items):
+                    raise RuntimeError(
+                        f"{conv.sample_id}: stored {stored.stored}/{len(items)}, "
+                        f"deduplicated {stored.deduplicated}, failed {stored.failed[:3]}"
+                    )
+            timings["ingest_s"] = time.perf_counter() - started
+            embedder.embed([q.text for c in convs for q in c.questions])  # warm the cache
+            for conv in convs:
+                for q in conv.questions:
+                    for name in results:
+                        params = BASELINE_PARAMS.get(name, ranking.DEFAULT_PARAMS)
+                        t0 = time.perf_counter()
+                        hits = mem.recall(
+                            q.text, namespace=conv.sample_id, k=k, min_score=0, params=params
+                        )
+                        if name == "hybrid":
+                            latencies.append(time.perf_counter() - t0)
+                        retrieved = tuple(str(h.record.metadata["dia_id"]) for h in hits)
+                        results[name].append(
+                            Outcome(conv.sample_id, q.category, retrieved, q.evidence)
+                        )
+    timings["recall_p50_ms"] = float(np.percentile(latencies, 50) * 1000)
+    timings["recall_p95_ms"] = float(np.percentile(latencies, 95) * 1000)
+    embedder.save()
+    return results, timings
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -416,20 +502,34 @@ def main(argv: Sequence[str] | None = None) -> int:
     convs = load_locomo(args.path)
     embedder = CachedEmbedder()
     started = time.perf_counter()
-    results = run_standalone(convs, embedder, captions=args.captions)
-    report: dict[str, Any] = {"path": str(args.path), "backend": args.backend, "methods": {}}
+    timings: dict[str, float] = {}
+    if args.backend == "api":
+        results, timings = run_api(convs, embedder, captions=args.captions)
+    else:
+        results = run_standalone(convs, embedder, captions=args.captions)
+    report: dict[str, Any] = {
+        "path": str(args.path),
+        "backend": args.backend,
+        "captions": args.captions,
+        "conversations": [c.sample_id for c in convs],
+        "turns": sum(len(c.turns) for c in convs),
+        "params": asdict(ranking.DEFAULT_PARAMS),
+        "fts_tokenize": ranking.FTS_TOKENIZE,
+        "methods": {},
+    }
     for name, outcomes in results.items():
         table = summarize(outcomes)
         report["methods"][name] = table
-        print(format_table(f"\n[{name}]", table))
+        print(format_table(f"\n[{name}] ({args.backend})", table))
+    report["timings"] = timings
     report["seconds"] = time.perf_counter() - started
+    if timings:
+        print("\n" + ", ".join(f"{k} {v:.2f}" for k, v in timings.items()))
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(report, indent=2))
+    print(f"wrote {args.json}")
     return 0
 
 
 if __name__ == "__main__":
     raise SystemExit(main())
-
-
-_ = (replace, tempfile)  # used by the api backend (phase 2)
