@@ -78,3 +78,7 @@ def real_embedder():
     embedder = SentenceTransformerEmbedder()
     embedder.embed(["warm up"])
     return embedder
+
+
+# Memory-engine fixtures (mem_dir, mem_settings, mem): defined in tests/helpers_memory.py.
+from tests.helpers_memory import mem, mem_dir, mem_settings  # noqa: E402, F401

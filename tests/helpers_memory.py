@@ -25,13 +25,14 @@ def make_settings(data_dir: Path, **overrides: Any) -> Settings:
 
 
 @pytest.fixture
-def data_dir(tmp_path: Path) -> Path:
+def mem_dir(tmp_path: Path) -> Path:
+    """The data dir of the ``mem`` fixture."""
     return tmp_path / "mem-data"
 
 
 @pytest.fixture
-def mem_settings(data_dir: Path) -> Settings:
-    return make_settings(data_dir)
+def mem_settings(mem_dir: Path) -> Settings:
+    return make_settings(mem_dir)
 
 
 @pytest.fixture
@@ -59,11 +60,13 @@ def blob_ids(admin: httpx.Client, *, available_only: bool = True) -> set[str]:
     return {b["blobId"] for b in response.json()["blobs"]}
 
 
-def store_count(admin: httpx.Client) -> int:
-    """Publisher store calls (blobs + quilts) the mock has served."""
+def store_count(admin: httpx.Client, route: str | None = None) -> int:
+    """Publisher store requests (PUT /v1/blobs + PUT /v1/quilts) the mock has received."""
     response = admin.get("/_mock/stats")
     response.raise_for_status()
-    return int(response.json()["stores"]["total"])
+    counters = response.json()["counters"]
+    routes = [route] if route else ["put_blob", "put_quilt"]
+    return sum(int(counters.get(f"requests.{r}", 0)) for r in routes)
 
 
 class FixedEmbedder:

@@ -1,0 +1,198 @@
+"""Sealed manifests: how a namespace is found again on Walrus from nothing but its key.
+
+A manifest is a sealed record (kind ``manifest``) listing every live memory
+of a namespace: memory id → version, blob id, quilt patch id, end epoch.
+Everything else restore needs (text, metadata, timestamps, ...) is inside the
+fact blobs themselves, so a manifest entry is ~130 bytes. Embeddings are *not*
+included (see docs/architecture.md: restore re-embeds, which keeps manifests
+small and lets a restore switch models).
+
+Each manifest is a complete snapshot and links to the previous one
+(``prev``); restore reads one manifest, never merges the chain, so a memory
+forgotten before a manifest was published is not in it and never comes back.
+
+Small namespaces (≤ :data:`INLINE_MAX` entries) keep the entries in the root.
+Larger ones split them into sealed **pages** (kind ``manifest-page``) chosen by
+content-defined chunking: a page ends after an entry whose id hash hits
+``0 mod PAGE_TARGET`` (or at :data:`PAGE_MAX` entries). Adding, updating or
+forgetting a memory therefore changes one page, and unchanged pages (same
+digest) are reused from earlier manifests instead of being published again.
+The root lists the pages' blob ids and digests; every blob stays far below
+Walrus' 10 MiB limit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from .errors import BlobMismatch, TamperedBlob
+
+__all__ = [
+    "INLINE_MAX",
+    "PAGE_MAX",
+    "PAGE_TARGET",
+    "Entry",
+    "chunk_entries",
+    "entries_digest",
+    "page_record",
+    "parse_page",
+    "parse_root",
+    "root_record",
+]
+
+FORMAT: Final = 1
+INLINE_MAX: Final = 500
+PAGE_TARGET: Final = 1000
+PAGE_MAX: Final = 4000
+
+
+@dataclass(frozen=True)
+class Entry:
+    """Where one memory's current version lives."""
+
+    memory_id: str
+    version: int
+    blob_id: str
+    patch_id: str | None
+    end_epoch: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "i": self.memory_id,
+            "v": self.version,
+            "b": self.blob_id,
+            "p": self.patch_id,
+            "e": self.end_epoch,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> Entry:
+        if not isinstance(data, dict):
+            raise TamperedBlob("manifest entry is not an object")
+        try:
+            memory_id, version, blob_id = data["i"], data["v"], data["b"]
+            patch_id, end_epoch = data.get("p"), data.get("e")
+        except KeyError as exc:
+            raise TamperedBlob(f"manifest entry lacks {exc}") from exc
+        if not (
+            isinstance(memory_id, str)
+            and isinstance(version, int)
+            and isinstance(blob_id, str)
+            and (patch_id is None or isinstance(patch_id, str))
+            and (end_epoch is None or isinstance(end_epoch, int))
+        ):
+            raise TamperedBlob("manifest entry has fields of the wrong type")
+        return cls(memory_id, version, blob_id, patch_id, end_epoch)
+
+
+def entries_digest(entries: Sequence[Entry]) -> str:
+    body = json.dumps([e.to_json() for e in entries], sort_keys=True, separators=(",", ":"))
+    return hashlib.blake2b(body.encode(), digest_size=32).hexdigest()
+
+
+def _is_boundary(memory_id: str) -> bool:
+    h = hashlib.blake2b(memory_id.encode(), digest_size=8, person=b"walrusmem.cdc").digest()
+    return int.from_bytes(h, "little") % PAGE_TARGET == 0
+
+
+def chunk_entries(entries: Iterable[Entry]) -> list[list[Entry]]:
+    """Split entries (in a stable order) into pages at content-defined boundaries."""
+    pages: list[list[Entry]] = []
+    current: list[Entry] = []
+    for entry in entries:
+        current.append(entry)
+        if _is_boundary(entry.memory_id) or len(current) >= PAGE_MAX:
+            pages.append(current)
+            current = []
+    if current:
+        pages.append(current)
+    return pages
+
+
+def page_record(entries: Sequence[Entry]) -> tuple[dict[str, Any], str]:
+    """The sealed-record dict of a page and its digest (also its id)."""
+    digest = entries_digest(entries)
+    record = {
+        "id": f"page-{digest}",
+        "kind": "manifest-page",
+        "format": FORMAT,
+        "entries": [e.to_json() for e in entries],
+    }
+    return record, digest
+
+
+def root_record(
+    *,
+    manifest_id: str,
+    seq: int,
+    created_at: float,
+    prev: str | None,
+    model_id: str | None,
+    dim: int | None,
+    count: int,
+    entries: Sequence[Entry] | None,
+    pages: Sequence[tuple[str, str, int]],
+) -> dict[str, Any]:
+    """The root record: inline ``entries`` or ``pages`` of (blob id, digest, count)."""
+    return {
+        "id": manifest_id,
+        "kind": "manifest",
+        "format": FORMAT,
+        "seq": seq,
+        "created_at": created_at,
+        "prev": prev,
+        "model_id": model_id,
+        "dim": dim,
+        "count": count,
+        "entries": None if entries is None else [e.to_json() for e in entries],
+        "pages": [{"b": b, "d": d, "n": n} for b, d, n in pages],
+    }
+
+
+@dataclass(frozen=True)
+class Root:
+    seq: int
+    created_at: float
+    prev: str | None
+    count: int
+    entries: list[Entry] | None
+    pages: list[tuple[str, str, int]]
+
+
+def parse_root(record: dict[str, Any]) -> Root:
+    """Validate an opened root manifest record."""
+    if record.get("format") != FORMAT:
+        raise TamperedBlob(f"unsupported manifest format {record.get('format')!r}")
+    try:
+        raw_entries = record.get("entries")
+        entries = None if raw_entries is None else [Entry.from_json(e) for e in raw_entries]
+        pages = [(str(p["b"]), str(p["d"]), int(p["n"])) for p in record.get("pages") or []]
+        root = Root(
+            seq=int(record["seq"]),
+            created_at=float(record["created_at"]),
+            prev=record.get("prev"),
+            count=int(record["count"]),
+            entries=entries,
+            pages=pages,
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise TamperedBlob(f"manifest root is malformed: {exc}") from exc
+    listed = len(entries) if entries is not None else sum(n for _, _, n in pages)
+    if listed != root.count:
+        raise TamperedBlob(f"manifest lists {listed} entries but says {root.count}")
+    return root
+
+
+def parse_page(record: dict[str, Any], digest: str) -> list[Entry]:
+    """Validate an opened page against the digest the root gave for it."""
+    raw = record.get("entries")
+    if not isinstance(raw, list):
+        raise TamperedBlob("manifest page has no entry list")
+    entries = [Entry.from_json(e) for e in raw]
+    if entries_digest(entries) != digest:
+        raise BlobMismatch("manifest page does not match the digest in its root")
+    return entries

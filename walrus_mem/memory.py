@@ -1,0 +1,1699 @@
+"""The memory engine: :class:`Memory`.
+
+Write path (remember / remember_many / update)::
+
+    normalise → dedupe (keyed hash) → embed (batched) → seal → ONE catalog
+    transaction (row + vector + FTS + history + outbox) → publish (blob, or one
+    quilt per ≤ 666 facts) → record blob id / patch id / end epoch → index
+
+The sealed bytes are made once and kept in the catalog, so a retry after a
+crash or a lost response republishes identical bytes (same blob id, no
+duplicate blobs). If the publisher is unreachable the records stay ``queued``
+(recallable at once) and :meth:`Memory.sync` publishes them later.
+
+Read path (recall / get / list) is local: USearch + FTS5 + SQLite, no network,
+except ``get(..., verify=True)`` which fetches and checks the blob.
+
+Thread safety: one re-entrant lock guards the catalog and the indexes;
+embedding and network calls run outside it, so a slow publisher does not
+block recalls from other threads. Several processes may share a data dir
+(SQLite WAL + busy timeout, a file lock around index saves, and the catalog's
+change log that every process replays before a recall).
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import logging
+import sqlite3
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+
+from . import manifest as mf
+from .catalog import MEMORY_COLUMNS, Catalog, vector_to_blob
+from .config import Settings
+from .embeddings import Embedder, embed_checked, make_embedder
+from .envelope import open_envelope, seal
+from .errors import (
+    InvalidInput,
+    KeyMaterialError,
+    MemoryNotFound,
+    ModelMismatch,
+    PublisherUnavailable,
+    RateLimited,
+    StorageError,
+    WalrusMemError,
+)
+from .filters import Predicate, compile_filters
+from .index import IndexStore
+from .inputs import (
+    MAX_METADATA_BYTES,
+    new_memory_id,
+    normalise_text,
+    to_timestamp,
+    validate_category,
+    validate_idempotency_key,
+    validate_importance,
+    validate_memory_id,
+    validate_metadata,
+)
+from .keys import (
+    MasterSeed,
+    NamespaceKeys,
+    parse_ed25519_key,
+    resolve_master_seed,
+    validate_namespace,
+)
+from .models import (
+    ExtendReport,
+    ForgetReport,
+    HistoryEntry,
+    MemoryRecord,
+    MemoryStats,
+    RecallHit,
+    RecallResult,
+    RememberManyResult,
+    RestoreReport,
+    SyncReport,
+    from_timestamp,
+)
+from .ranking import DEFAULT_MIN_SCORE, DEFAULT_PARAMS, Candidate, FusionParams, fts_query, fuse
+from .storage import Backend, open_backend
+from .walrus import MAX_QUILT_PATCHES, WalrusClient
+
+__all__ = ["CATEGORY_IMPORTANCE", "DEFAULT_IMPORTANCE", "Memory"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_IMPORTANCE: Final = 0.5
+CATEGORY_IMPORTANCE: Final = {
+    # OpenClaw memory_store defaults (see docs/architecture.md)
+    "identity": 0.95,
+    "configuration": 0.95,
+    "rule": 0.90,
+    "preference": 0.85,
+    "decision": 0.80,
+    "project": 0.75,
+    "operational": 0.60,
+}
+QUILT_MAX_FACTS: Final = MAX_QUILT_PATCHES
+QUILT_MAX_BYTES: Final = 9 * 1024 * 1024  # public publishers cap requests at 10 MiB
+BREAKER_SECONDS: Final = 30.0
+MIN_CANDIDATES: Final = 50
+MAX_K: Final = 1000
+MANIFEST_MAX_PLAINTEXT: Final = 8 * 1024 * 1024
+RESTORE_WORKERS: Final = 8
+RESTORE_CHUNK: Final = 256
+_QUERY_CACHE: Final = 256
+_UNSET: Any = object()
+
+ProgressCallback = Callable[[int, int], object]
+
+
+@dataclass
+class _Item:
+    """A validated input fact."""
+
+    index: int
+    text: str
+    metadata: dict[str, Any]
+    category: str | None
+    importance: float
+    expires_at: float | None
+    dedupe_hash: str = ""
+
+
+class _Replay(Exception):
+    """The idempotency key was used before (internal control flow)."""
+
+
+def _loads(text: str | None) -> dict[str, Any]:
+    if not text:
+        return {}
+    value = json.loads(text)
+    return value if isinstance(value, dict) else {}
+
+
+def _record(row: sqlite3.Row, *, deduplicated: bool = False) -> MemoryRecord:
+    created = from_timestamp(row["created_at"])
+    updated = from_timestamp(row["updated_at"])
+    assert created is not None and updated is not None
+    return MemoryRecord(
+        id=row["id"],
+        namespace=row["namespace"],
+        text=row["text"],
+        metadata=_loads(row["metadata"]),
+        category=row["category"],
+        importance=row["importance"],
+        created_at=created,
+        updated_at=updated,
+        expires_at=from_timestamp(row["expires_at"]),
+        version=row["version"],
+        status=row["status"],
+        blob_id=row["blob_id"],
+        quilt_patch_id=row["quilt_patch_id"],
+        end_epoch=row["end_epoch"],
+        deduplicated=deduplicated,
+    )
+
+
+def _view(row: sqlite3.Row) -> dict[str, Any]:
+    """What filters see: record fields (timestamps as unix seconds) + metadata."""
+    return {
+        "id": row["id"],
+        "text": row["text"],
+        "category": row["category"],
+        "importance": row["importance"],
+        "created_at": row["created_at"],
+        "updated_at": row["updated_at"],
+        "expires_at": row["expires_at"],
+        "version": row["version"],
+        "status": row["status"],
+        "blob_id": row["blob_id"],
+        "quilt_patch_id": row["quilt_patch_id"],
+        "end_epoch": row["end_epoch"],
+        "metadata": _loads(row["metadata"]),
+    }
+
+
+def _expired(row: sqlite3.Row, now: float) -> bool:
+    return row["expires_at"] is not None and row["expires_at"] <= now
+
+
+def _fact_record(item_id: str, version: int, text: str, metadata: dict[str, Any],
+                 category: str | None, importance: float, created_at: float,
+                 updated_at: float, expires_at: float | None) -> dict[str, Any]:
+    """The plaintext sealed into a fact blob (the namespace name is not in it)."""
+    return {
+        "id": item_id,
+        "kind": "fact",
+        "format": 1,
+        "version": version,
+        "text": text,
+        "metadata": metadata,
+        "category": category,
+        "importance": importance,
+        "created_at": created_at,
+        "updated_at": updated_at,
+        "expires_at": expires_at,
+    }
+
+
+def _chunks(sizes: Sequence[int]) -> list[range]:
+    """Split item positions into quilt batches: ≤ 666 facts and ≤ 9 MiB each."""
+    out: list[range] = []
+    start, total = 0, 0
+    for i, size in enumerate(sizes):
+        if i > start and (i - start >= QUILT_MAX_FACTS or total + size > QUILT_MAX_BYTES):
+            out.append(range(start, i))
+            start, total = i, 0
+        total += size
+    if start < len(sizes):
+        out.append(range(start, len(sizes)))
+    return out
+
+
+class Memory:
+    """Encrypted long-term memory: remember facts, recall them by meaning.
+
+    **Usage**::
+
+        with Memory() as mem:   # Settings from env / config file; embedded relayer by default
+            mem.remember("I'm allergic to peanuts", namespace="researcher",
+                         metadata={"source": "chat"}, category="identity")
+            for hit in mem.recall("food allergies", namespace="researcher", k=5):
+                print(hit.score, hit.text)
+
+    Args:
+        settings: configuration; ``None`` reads env vars and the config file.
+        embedder: any :class:`~walrus_mem.Embedder`; default: the configured
+            sentence-transformers model, loaded on first use.
+        master_key: explicit master key (hex, bytes or MasterSeed); it wins
+            over every other key source.
+        walrus: an injected :class:`~walrus_mem.walrus.WalrusClient` (tests).
+
+    Construction opens the catalog only: no network, no model load, no key
+    lookup until an operation needs them.
+    """
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        embedder: Embedder | None = None,
+        master_key: str | bytes | MasterSeed | None = None,
+        walrus: WalrusClient | None = None,
+    ) -> None:
+        self.settings = settings if settings is not None else Settings()  # type: ignore[call-arg]
+        if embedder is not None and not isinstance(embedder, Embedder):
+            raise InvalidInput("embedder must have model_id, dim and embed(texts)")
+        self._embedder: Embedder = embedder if embedder is not None else make_embedder(
+            self.settings.embedding_model, batch_size=self.settings.embedding_batch_size
+        )
+        self.data_dir = Path(self.settings.data_dir).expanduser()
+        self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._lock = threading.RLock()
+        self._embed_lock = threading.Lock()
+        self._catalog = Catalog(self.data_dir / "catalog.sqlite3")
+        self._indexes = IndexStore(self.data_dir / "index", self._catalog)
+        self._master_key_arg = master_key
+        self._master: MasterSeed | None = None
+        self._keys: dict[str, NamespaceKeys] = {}
+        self._injected_walrus = walrus
+        self._backend: Backend | None = None
+        self._breaker_until = 0.0
+        self._query_cache: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
+        self._closed = False
+
+    # -- plumbing -----------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        mode = "embedded" if self.settings.embedded else "remote"
+        return f"<Memory data_dir={str(self.data_dir)!r} {mode} model={self._embedder.model_id}>"
+
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    @property
+    def embedder(self) -> Embedder:
+        return self._embedder
+
+    @property
+    def catalog_path(self) -> Path:
+        return self._catalog.path
+
+    @property
+    def walrus(self) -> WalrusClient:
+        """The Walrus client (built on first use; embedded relayer when no URL is set)."""
+        return self._get_backend().client
+
+    def close(self) -> None:
+        """Save indexes, close the Walrus client and the catalog. Idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            try:
+                self._indexes.close()
+            finally:
+                try:
+                    if self._backend is not None:
+                        self._backend.close()
+                finally:
+                    self._catalog.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise InvalidInput("this Memory is closed")
+
+    def _get_backend(self) -> Backend:
+        with self._lock:
+            self._check_open()
+            if self._backend is None:
+                self._backend = open_backend(self.settings, self._injected_walrus)
+            return self._backend
+
+    def _ns(self, namespace: str | None) -> str:
+        name = self.settings.default_namespace if namespace is None else namespace
+        return validate_namespace(name)
+
+    def _master_seed(self) -> MasterSeed:
+        if self._master is None:
+            config_value = self.settings.master_key
+            seed, source = resolve_master_seed(
+                self._master_key_arg,
+                config_value=config_value.get_secret_value() if config_value else None,
+                key_file=self.settings.resolved_key_file,
+                use_keyring=self.settings.use_keyring,
+            )
+            log.debug("master key from %s (fingerprint %s)", source, seed.fingerprint)
+            self._master = seed
+        return self._master
+
+    def _derive(self, namespace: str) -> NamespaceKeys:
+        for name, agent in self.settings.agents.items():
+            if (agent.namespace or name) == namespace and agent.key is not None:
+                seed = parse_ed25519_key(agent.key.get_secret_value())
+                return NamespaceKeys.from_agent_key(seed, namespace)
+        return NamespaceKeys.derive(self._master_seed(), namespace)
+
+    def keys_for(self, namespace: str | None = None) -> NamespaceKeys:
+        """The namespace's keys (resolved lazily, cached); registers the namespace.
+
+        Raises :class:`KeyMaterialError` if the namespace was created under a
+        different key than the one configured now.
+        """
+        ns = self._ns(namespace)
+        with self._lock:
+            keys = self._keys.get(ns)
+            if keys is None:
+                keys = self._derive(ns)
+                row = self._catalog.ensure_namespace(ns, keys.fingerprint)
+                if row["key_fingerprint"] != keys.fingerprint:
+                    raise KeyMaterialError(
+                        f"namespace {ns!r} was created with key {row['key_fingerprint']}, but the "
+                        f"configured key is {keys.fingerprint}; use the original master/agent key"
+                    )
+                self._keys[ns] = keys
+            return keys
+
+    def _check_model(self, namespace: str) -> None:
+        row = self._catalog.namespace(namespace)
+        if row is None or row["model_id"] is None:
+            return
+        emb = self._embedder
+        if row["model_id"] != emb.model_id or row["dim"] != emb.dim:
+            raise ModelMismatch(
+                f"namespace {namespace!r} is indexed with {row['model_id']} (dim {row['dim']}) "
+                f"but this Memory embeds with {emb.model_id} (dim {emb.dim}); re-embed with "
+                f"`walrus-mem reindex --namespace {namespace}` or Memory.reindex({namespace!r}), "
+                "or configure the original model"
+            )
+
+    def _embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
+        with self._embed_lock:
+            return embed_checked(self._embedder, texts, self.settings.embedding_batch_size)
+
+    def _embed_query(self, text: str) -> npt.NDArray[np.float32]:
+        key = f"{self._embedder.model_id}\x00{text}"
+        with self._lock:
+            cached = self._query_cache.get(key)
+            if cached is not None:
+                self._query_cache.move_to_end(key)
+                return cached
+        vector: npt.NDArray[np.float32] = self._embed([text])[0]
+        with self._lock:
+            self._query_cache[key] = vector
+            while len(self._query_cache) > _QUERY_CACHE:
+                self._query_cache.popitem(last=False)
+        return vector
+
+    def _max_plaintext(self) -> int:
+        return self.settings.max_fact_bytes + MAX_METADATA_BYTES + 4096
+
+    def _prepare(
+        self,
+        index: int,
+        text: object,
+        metadata: object = None,
+        category: object = None,
+        importance: object = None,
+        expires_at: object = None,
+        *,
+        check_expiry: bool = True,
+    ) -> _Item:
+        norm = normalise_text(text, max_bytes=self.settings.max_fact_bytes)
+        cat = validate_category(category)
+        if importance is None:
+            imp = CATEGORY_IMPORTANCE.get(cat or "", DEFAULT_IMPORTANCE)
+        else:
+            imp = validate_importance(importance)
+        exp = None if expires_at is None else to_timestamp(expires_at, what="expires_at")
+        if check_expiry and exp is not None and exp <= time.time():
+            raise InvalidInput("expires_at is in the past")
+        return _Item(index, norm, validate_metadata(metadata), cat, imp, exp)
+
+    # -- write path -----------------------------------------------------------------
+
+    def remember(
+        self,
+        text: str | bytes,
+        *,
+        namespace: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        category: str | None = None,
+        importance: float | None = None,
+        expires_at: Any = None,
+        idempotency_key: str | None = None,
+    ) -> MemoryRecord:
+        """Remember one fact; return its record (``status`` queued or published).
+
+        A text equal (after normalisation) to a live memory of the namespace
+        returns that memory with ``deduplicated=True`` and publishes nothing.
+        With an ``idempotency_key`` already used in this namespace, the memory
+        stored by that earlier call is returned (``deduplicated=True``).
+        ``importance`` defaults by category (identity .95 ... ; else 0.5).
+        """
+        self._check_open()
+        ns = self._ns(namespace)
+        key = validate_idempotency_key(idempotency_key)
+        item = self._prepare(0, text, metadata, category, importance, expires_at)
+        result = self._store(ns, [item], [], key)
+        if not result.records:  # replay of a memory forgotten since
+            raise MemoryNotFound(
+                f"the memory stored under idempotency key {key!r} has been forgotten"
+            )
+        record = result.records[0]
+        return record.model_copy(update={"deduplicated": True}) if result.replayed else record
+
+    def remember_many(
+        self,
+        items: Sequence[str | bytes | Mapping[str, Any]],
+        *,
+        namespace: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> RememberManyResult:
+        """Remember many facts: one quilt per ≤ 666 new facts instead of one blob each.
+
+        ``items`` are strings or dicts ``{text, metadata?, category?,
+        importance?, expires_at?}``. Bad items are reported in ``failed`` with
+        their index and never abort the others. With an ``idempotency_key``
+        already used in this namespace, the earlier result is returned
+        (``replayed=True``) and nothing is stored.
+        """
+        self._check_open()
+        ns = self._ns(namespace)
+        key = validate_idempotency_key(idempotency_key)
+        if isinstance(items, str | bytes) or not isinstance(items, Sequence):
+            raise InvalidInput("items must be a list of strings or dicts")
+        prepared: list[_Item] = []
+        failed: list[tuple[int, str]] = []
+        allowed = {"text", "metadata", "category", "importance", "expires_at"}
+        for i, raw in enumerate(items):
+            try:
+                if isinstance(raw, Mapping):
+                    unknown = set(raw) - allowed
+                    if unknown:
+                        names = ", ".join(sorted(map(str, unknown)))
+                        raise InvalidInput(f"unknown item fields: {names}")
+                    if "text" not in raw:
+                        raise InvalidInput("item has no 'text'")
+                    prepared.append(self._prepare(
+                        i, raw["text"], raw.get("metadata"), raw.get("category"),
+                        raw.get("importance"), raw.get("expires_at"),
+                    ))
+                else:
+                    prepared.append(self._prepare(i, raw))
+            except (InvalidInput, WalrusMemError) as exc:
+                failed.append((i, f"{type(exc).__name__}: {exc}"))
+        return self._store(ns, prepared, failed, key)
+
+    def _replay(self, ns: str, key: str) -> RememberManyResult | None:
+        row = self._catalog.query_one(
+            "SELECT result FROM idempotency WHERE namespace = ? AND key = ?", (ns, key)
+        )
+        if row is None:
+            return None
+        saved = json.loads(row[0])
+        ids: list[str] = saved.get("ids", [])
+        rows = self._catalog.memories_by_ids(ns, ids)
+        records = [_record(rows[i]) for i in ids if i in rows]
+        return RememberManyResult(
+            records=records,
+            stored=saved.get("stored", 0),
+            deduplicated=saved.get("deduplicated", 0),
+            queued=sum(r.status == "queued" for r in records),
+            failed=[(int(i), str(m)) for i, m in saved.get("failed", [])],
+            replayed=True,
+        )
+
+    def _store(
+        self,
+        ns: str,
+        items: list[_Item],
+        failed: list[tuple[int, str]],
+        idem_key: str | None,
+    ) -> RememberManyResult:
+        keys = self.keys_for(ns)
+        self._check_model(ns)
+        if idem_key is not None:
+            replay = self._replay(ns, idem_key)
+            if replay is not None:
+                return replay
+        for item in items:
+            item.dedupe_hash = keys.dedupe_hash(item.text)
+        # Dedupe against the catalog and within the batch.
+        hashes = list(dict.fromkeys(it.dedupe_hash for it in items))
+        existing = {
+            str(r["dedupe_hash"]): str(r["id"])
+            for r in self._catalog.query(
+                "SELECT dedupe_hash, id FROM memories WHERE namespace = ? AND dedupe_hash IN "
+                "(SELECT value FROM json_each(?))",
+                (ns, json.dumps(hashes)),
+            )
+        }
+        new_items: list[_Item] = []
+        first_of: dict[str, int] = {}
+        for item in items:
+            if item.dedupe_hash not in existing and item.dedupe_hash not in first_of:
+                first_of[item.dedupe_hash] = item.index
+                new_items.append(item)
+        vectors = self._embed([it.text for it in new_items])
+        now = time.time()
+        ids = [new_memory_id() for _ in new_items]
+        sealed = [
+            seal(
+                keys,
+                _fact_record(mid, 1, it.text, it.metadata, it.category, it.importance,
+                             now, now, it.expires_at),
+                max_plaintext=self._max_plaintext(),
+            )
+            for mid, it in zip(ids, new_items, strict=True)
+        ]
+        emb = self._embedder
+        batch_ids: list[int] = []
+        try:
+            with self._lock, self._catalog.write() as c:
+                if idem_key is not None:
+                    try:
+                        c.execute(
+                            "INSERT INTO idempotency (namespace, key, result, at) "
+                            "VALUES (?, ?, '{}', ?)",
+                            (ns, idem_key, now),
+                        )
+                    except sqlite3.IntegrityError as exc:
+                        raise _Replay from exc
+                if new_items:
+                    c.execute(
+                        "UPDATE namespaces SET model_id = ?, dim = ? "
+                        "WHERE name = ? AND model_id IS NULL",
+                        (emb.model_id, emb.dim, ns),
+                    )
+                    self._check_model(ns)
+                inserted: list[int] = []  # positions in new_items
+                for pos, (mid, item) in enumerate(zip(ids, new_items, strict=True)):
+                    cur = c.execute(
+                        "INSERT INTO memories (id, namespace, text, metadata, category, "
+                        "importance, created_at, updated_at, expires_at, version, dedupe_hash, "
+                        "status, sealed, vector) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, 'queued', ?, ?) "
+                        "ON CONFLICT (namespace, dedupe_hash) DO NOTHING",
+                        (mid, ns, item.text, json.dumps(item.metadata, sort_keys=True),
+                         item.category, item.importance, now, now, item.expires_at,
+                         item.dedupe_hash, sealed[pos], vector_to_blob(vectors[pos])),
+                    )
+                    if cur.rowcount == 0:  # another writer stored the same text meanwhile
+                        row = c.execute(
+                            "SELECT id FROM memories WHERE namespace = ? AND dedupe_hash = ?",
+                            (ns, item.dedupe_hash),
+                        ).fetchone()
+                        existing[item.dedupe_hash] = str(row[0])
+                        continue
+                    key = int(cur.lastrowid or 0)
+                    c.execute("INSERT INTO fts (rowid, text) VALUES (?, ?)", (key, item.text))
+                    c.execute("INSERT INTO changes (namespace, key) VALUES (?, ?)", (ns, key))
+                    c.execute(
+                        "INSERT INTO versions (memory_id, namespace, version, event, text, "
+                        "metadata, at) VALUES (?, ?, 1, 'ADD', ?, ?, ?)",
+                        (mid, ns, item.text, json.dumps(item.metadata, sort_keys=True), now),
+                    )
+                    existing[item.dedupe_hash] = mid
+                    inserted.append(pos)
+                for span in _chunks([len(sealed[inserted[j]]) for j in range(len(inserted))]):
+                    kind = "blob" if len(span) == 1 else "quilt"
+                    cur = c.execute(
+                        "INSERT INTO outbox (namespace, kind, created_at) VALUES (?, ?, ?)",
+                        (ns, kind, now),
+                    )
+                    batch_id = int(cur.lastrowid or 0)
+                    batch_ids.append(batch_id)
+                    c.executemany(
+                        "INSERT INTO outbox_items (outbox_id, memory_id, version) VALUES (?, ?, 1)",
+                        [(batch_id, ids[inserted[j]]) for j in span],
+                    )
+                order: list[str] = []
+                dedup_count = 0
+                inserted_ids = {ids[p] for p in inserted}
+                for item in items:
+                    mid = existing[item.dedupe_hash]
+                    order.append(mid)
+                    if mid not in inserted_ids or first_of.get(item.dedupe_hash) != item.index:
+                        dedup_count += 1
+                if idem_key is not None:
+                    c.execute(
+                        "UPDATE idempotency SET result = ? WHERE namespace = ? AND key = ?",
+                        (json.dumps({"ids": order, "stored": len(inserted),
+                                     "deduplicated": dedup_count, "failed": failed}),
+                         ns, idem_key),
+                    )
+        except _Replay:
+            replay = self._replay(ns, idem_key or "")
+            assert replay is not None
+            return replay
+        if inserted:
+            with self._lock:
+                self._indexes.refresh(ns)
+        if not self._breaker_open():
+            for batch_id in batch_ids:
+                self._publish_batch(batch_id)
+        self._maybe_manifest(ns)
+        rows = self._catalog.memories_by_ids(ns, order)
+        records: list[MemoryRecord] = []
+        deduped_flags: list[bool] = []
+        for item, mid in zip(items, order, strict=True):
+            if mid not in rows:  # forgotten by another thread in between
+                continue
+            is_dup = mid not in inserted_ids or first_of.get(item.dedupe_hash) != item.index
+            records.append(_record(rows[mid], deduplicated=is_dup))
+            deduped_flags.append(is_dup)
+        return RememberManyResult(
+            records=records,
+            stored=len(inserted),
+            deduplicated=dedup_count,
+            queued=sum(1 for r, d in zip(records, deduped_flags, strict=True)
+                       if not d and r.status == "queued"),
+            failed=sorted(failed),
+        )
+
+    # -- publishing -----------------------------------------------------------------
+
+    def _breaker_open(self) -> bool:
+        return time.monotonic() < self._breaker_until
+
+    def _trip_breaker(self, exc: StorageError) -> None:
+        if isinstance(exc, RateLimited):
+            self._breaker_until = time.monotonic() + min(exc.retry_after or BREAKER_SECONDS, 300.0)
+        elif isinstance(exc, PublisherUnavailable):
+            self._breaker_until = time.monotonic() + BREAKER_SECONDS
+
+    def _publish_batch(self, batch_id: int) -> tuple[int, str | None]:
+        """Publish one outbox batch; return (facts published, error message or None)."""
+        with self._lock:
+            batch = self._catalog.query_one("SELECT * FROM outbox WHERE id = ?", (batch_id,))
+            if batch is None:
+                return 0, None  # already published (another thread/process)
+            payload = self._catalog.outbox_payload(batch_id)
+            if not payload:
+                with self._catalog.write() as c:
+                    c.execute("DELETE FROM outbox WHERE id = ?", (batch_id,))
+                return 0, None
+        ns = str(batch["namespace"])
+        try:
+            client = self._get_backend().client
+            deadline = self.settings.publish_deadline
+            if len(payload) == 1:
+                stored = client.store_blob(bytes(payload[0]["sealed"]), deadline=deadline)
+                blob = stored
+                locations: dict[str, str | None] = {str(payload[0]["memory_id"]): None}
+            else:
+                files = {str(r["memory_id"]): bytes(r["sealed"]) for r in payload}
+                quilt = client.store_quilt(files, deadline=deadline)
+                blob = quilt.blob
+                locations = {mid: quilt.patches.get(mid) for mid in files}
+        except StorageError as exc:
+            self._trip_breaker(exc)
+            message = f"{type(exc).__name__}: {exc}"
+            log.info("publish of outbox batch %d deferred: %s", batch_id, message)
+            with self._lock, self._catalog.write() as c:
+                c.execute(
+                    "UPDATE outbox SET attempts = attempts + 1, last_error = ? WHERE id = ?",
+                    (message[:500], batch_id),
+                )
+            return 0, message
+        self._breaker_until = 0.0
+        versions = {str(r["memory_id"]): int(r["version"]) for r in payload}
+        with self._lock, self._catalog.write() as c:
+            for mid, patch in locations.items():
+                args = (blob.blob_id, patch, blob.object_id, blob.end_epoch,
+                        None if blob.deletable is None else int(blob.deletable))
+                c.execute(
+                    "UPDATE memories SET status = 'published', blob_id = ?, quilt_patch_id = ?, "
+                    "object_id = ?, end_epoch = ?, deletable = ? WHERE id = ? AND version = ?",
+                    (*args, mid, versions[mid]),
+                )
+                c.execute(
+                    "UPDATE versions SET blob_id = ?, quilt_patch_id = ?, end_epoch = ?, "
+                    "deletable = ? WHERE memory_id = ? AND version = ?",
+                    (args[0], args[1], args[3], args[4], mid, versions[mid]),
+                )
+            c.execute("DELETE FROM outbox WHERE id = ?", (batch_id,))
+            c.execute(
+                "UPDATE namespaces SET writes_since_manifest = writes_since_manifest + ? "
+                "WHERE name = ?",
+                (len(locations), ns),
+            )
+            self._catalog.note_epoch(blob.registered_epoch)
+        return len(locations), None
+
+    def _flush(self, namespace: str | None) -> tuple[int, list[str]]:
+        published, errors = 0, []
+        for batch in self._catalog.outbox_batches(namespace):
+            n, error = self._publish_batch(int(batch["id"]))
+            published += n
+            if error:
+                errors.append(f"outbox batch {batch['id']} ({batch['namespace']}): {error}")
+        return published, errors
+
+    # -- recall --------------------------------------------------------------------
+
+    def recall(
+        self,
+        query: str,
+        *,
+        namespace: str | None = None,
+        k: int = 5,
+        filters: Mapping[str, Any] | None = None,
+        min_score: float | None = None,
+        include_expired: bool = False,
+        params: FusionParams | None = None,
+    ) -> RecallResult:
+        """Hybrid recall: ANN + FTS5 candidates, fused, filtered, cut at ``min_score``.
+
+        Local only (no network). ``min_score=None`` uses the default cutoff
+        (``walrus_mem.ranking.DEFAULT_MIN_SCORE``, or ``Settings.min_score``
+        if that is set above 0); pass ``0`` to disable it. The result is a list
+        of :class:`RecallHit`, best first, with ``filtered_out`` and
+        ``below_min_score`` counts.
+        """
+        self._check_open()
+        ns = self._ns(namespace)
+        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+            raise InvalidInput(f"k must be an integer between 1 and {MAX_K}")
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInput("query must be a non-empty string")
+        predicate = compile_filters(filters)
+        if min_score is None:
+            cutoff = self.settings.min_score or DEFAULT_MIN_SCORE
+        elif isinstance(min_score, bool) or not isinstance(min_score, int | float):
+            raise InvalidInput("min_score must be a number")
+        else:
+            cutoff = float(min_score)
+        info = self._catalog.namespace(ns)
+        if info is None or info["model_id"] is None:
+            return RecallResult()
+        self._check_model(ns)
+        vector = self._embed_query(query.strip())
+        with self._lock:
+            return self._recall_locked(
+                ns, query, vector, k, predicate, cutoff, include_expired, params or DEFAULT_PARAMS
+            )
+
+    def _recall_locked(
+        self,
+        ns: str,
+        query: str,
+        vector: npt.NDArray[np.float32],
+        k: int,
+        predicate: Predicate | None,
+        cutoff: float,
+        include_expired: bool,
+        params: FusionParams,
+    ) -> RecallResult:
+        emb = self._embedder
+        idx = self._indexes.get(ns, emb.model_id, emb.dim)
+        total = len(idx)
+        if total == 0:
+            return RecallResult()
+        match = fts_query(query)
+        n = max(4 * k, MIN_CANDIDATES)
+        while True:
+            dense_keys, _ = idx.search(vector, min(n, total))
+            lexical = self._catalog.fts_search(ns, match, n) if match else []
+            union = list(dict.fromkeys([*dense_keys, *(key for key, _ in lexical)]))
+            rows = self._catalog.query(
+                f"SELECT {MEMORY_COLUMNS}, vector FROM memories WHERE key IN "
+                "(SELECT value FROM json_each(?)) AND namespace = ?",
+                (json.dumps(union), ns),
+            )
+            by_key = {int(r["key"]): r for r in rows}
+            keys = [key for key in union if key in by_key]
+            if keys:
+                matrix = np.frombuffer(
+                    b"".join(by_key[key]["vector"] for key in keys), dtype="<f2"
+                ).reshape(len(keys), -1).astype(np.float32)
+                sims = matrix @ vector
+            else:
+                sims = np.zeros(0, dtype=np.float32)
+            bm25 = {key: -score for key, score in lexical}
+            missing = [key for key in keys if key not in bm25]
+            if match and missing:
+                extra = self._catalog.fts_scores(match, missing)
+                bm25.update({key: -score for key, score in extra.items()})
+            dense_rank = {key: r for r, key in enumerate(dense_keys)}
+            lexical_rank = {key: r for r, (key, _) in enumerate(lexical)}
+            candidates = [
+                Candidate(
+                    key=key,
+                    dense=float(sims[i]),
+                    lexical=bm25.get(key),
+                    dense_rank=dense_rank.get(key),
+                    lexical_rank=lexical_rank.get(key),
+                    created_at=float(by_key[key]["created_at"]),
+                    importance=float(by_key[key]["importance"]),
+                )
+                for i, key in enumerate(keys)
+            ]
+            now = time.time()
+            hits: list[RecallHit] = []
+            filtered_out = below = 0
+            for cand, scores in fuse(candidates, params, now=now):
+                row = by_key[cand.key]
+                if not include_expired and _expired(row, now):
+                    filtered_out += 1
+                    continue
+                if predicate is not None and not predicate(_view(row)):
+                    filtered_out += 1
+                    continue
+                if scores.score < cutoff:
+                    below += 1
+                    continue
+                if len(hits) < k:
+                    hits.append(RecallHit(
+                        record=_record(row), score=scores.score, dense=scores.dense,
+                        lexical=scores.lexical, recency=scores.recency,
+                        importance=scores.importance,
+                    ))
+            exhausted = n >= total and len(lexical) < n
+            if len(hits) >= k or not filtered_out or exhausted:
+                return RecallResult(hits, candidates=len(candidates),
+                                    filtered_out=filtered_out, below_min_score=below)
+            n *= 4  # filters removed too many: widen the candidate pool
+
+    # -- reads ------------------------------------------------------------------------
+
+    def get(
+        self, memory_id: str, *, namespace: str | None = None, verify: bool = False
+    ) -> MemoryRecord:
+        """A memory by id from the local catalog.
+
+        ``verify=True`` also fetches its blob (or quilt patch) from the
+        aggregators, checks the signature, the memory id and version, and that
+        text and metadata equal the catalog's; an aggregator serving anything
+        else is skipped for the next one. Raises
+        :class:`~walrus_mem.errors.VerificationFailed` if none serves it.
+        """
+        self._check_open()
+        ns = self._ns(namespace)
+        mid = validate_memory_id(memory_id)
+        row = self._catalog.memory(ns, mid)
+        if row is None:
+            raise MemoryNotFound(f"no memory {mid} in namespace {ns!r}")
+        record = _record(row)
+        if verify:
+            self._verify_remote(ns, record)
+        return record
+
+    def _verify_remote(self, ns: str, record: MemoryRecord) -> None:
+        if record.blob_id is None:
+            raise InvalidInput(
+                f"memory {record.id} is queued (not yet on Walrus); run sync() before verifying"
+            )
+        keys = self.keys_for(ns)
+
+        def check(data: bytes) -> None:
+            opened = open_envelope(keys, data, expected_id=record.id, expected_kind="fact")
+            if (
+                opened.get("version") != record.version
+                or opened.get("text") != record.text
+                or opened.get("metadata") != record.metadata
+                or opened.get("category") != record.category
+            ):
+                raise InvalidInput("blob content differs from the local catalog")
+
+        client = self._get_backend().client
+        if record.quilt_patch_id:
+            client.read_quilt_patch(record.quilt_patch_id, verify=check)
+        else:
+            client.read_blob(record.blob_id, verify=check)
+
+    def list(
+        self,
+        namespace: str | None = None,
+        *,
+        filters: Mapping[str, Any] | None = None,
+        limit: int = 100,
+        offset: int = 0,
+        include_expired: bool = False,
+    ) -> builtins.list[MemoryRecord]:
+        """Memories of a namespace, newest first, optionally filtered."""
+        self._check_open()
+        ns = self._ns(namespace)
+        for name, value, low in (("limit", limit, 1), ("offset", offset, 0)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise InvalidInput(f"{name} must be an integer >= {low}")
+        predicate = compile_filters(filters)
+        now = time.time()
+        out: list[MemoryRecord] = []
+        skipped = 0
+        cursor: tuple[float, int] | None = None
+        while len(out) < limit:
+            if cursor is None:
+                rows = self._catalog.query(
+                    f"SELECT {MEMORY_COLUMNS} FROM memories WHERE namespace = ? "
+                    "ORDER BY created_at DESC, key DESC LIMIT 500",
+                    (ns,),
+                )
+            else:
+                rows = self._catalog.query(
+                    f"SELECT {MEMORY_COLUMNS} FROM memories WHERE namespace = ? AND "
+                    "(created_at < ? OR (created_at = ? AND key < ?)) "
+                    "ORDER BY created_at DESC, key DESC LIMIT 500",
+                    (ns, cursor[0], cursor[0], cursor[1]),
+                )
+            if not rows:
+                break
+            for row in rows:
+                if not include_expired and _expired(row, now):
+                    continue
+                if predicate is not None and not predicate(_view(row)):
+                    continue
+                if skipped < offset:
+                    skipped += 1
+                    continue
+                out.append(_record(row))
+                if len(out) >= limit:
+                    break
+            cursor = (float(rows[-1]["created_at"]), int(rows[-1]["key"]))
+        return out
+
+    def namespaces(self) -> builtins.list[str]:
+        """Namespaces known to this data dir."""
+        self._check_open()
+        return self._catalog.namespaces()
+
+    def history(
+        self, memory_id: str, *, namespace: str | None = None
+    ) -> builtins.list[HistoryEntry]:
+        """Every version of a memory, oldest first; a forgotten one ends in a DELETE tombstone."""
+        self._check_open()
+        ns = self._ns(namespace)
+        mid = validate_memory_id(memory_id)
+        rows = self._catalog.query(
+            "SELECT * FROM versions WHERE memory_id = ? AND namespace = ? ORDER BY version",
+            (mid, ns),
+        )
+        if not rows:
+            raise MemoryNotFound(f"no memory {mid} in namespace {ns!r}")
+        entries = []
+        for r in rows:
+            at = from_timestamp(r["at"])
+            assert at is not None
+            entries.append(HistoryEntry(
+                memory_id=mid, namespace=ns, version=r["version"], event=r["event"],
+                text=r["text"], metadata=None if r["metadata"] is None else _loads(r["metadata"]),
+                at=at, blob_id=r["blob_id"], quilt_patch_id=r["quilt_patch_id"],
+                end_epoch=r["end_epoch"],
+            ))
+        return entries
+
+    # -- update / forget ---------------------------------------------------------------
+
+    def update(
+        self,
+        memory_id: str,
+        text: str | bytes | None = None,
+        *,
+        namespace: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        category: str | None = None,
+        importance: float | None = None,
+        expires_at: Any = _UNSET,
+    ) -> MemoryRecord:
+        """Seal and publish a new version of a memory; the id stays the same.
+
+        The previous version (and its blob id) stays in :meth:`history`.
+        Fields left ``None`` keep their value; ``expires_at=None`` clears the
+        expiry. Re-embeds when the text changes.
+        """
+        self._check_open()
+        ns = self._ns(namespace)
+        mid = validate_memory_id(memory_id)
+        keys = self.keys_for(ns)
+        self._check_model(ns)
+        row = self._catalog.memory(ns, mid)
+        if row is None:
+            raise MemoryNotFound(f"no memory {mid} in namespace {ns!r}")
+        if text is None and metadata is None and category is None and importance is None \
+                and expires_at is _UNSET:
+            raise InvalidInput("update needs at least one of text, metadata, category, "
+                               "importance, expires_at")
+        old_exp = row["expires_at"]
+        item = self._prepare(
+            0,
+            row["text"] if text is None else text,
+            _loads(row["metadata"]) if metadata is None else metadata,
+            row["category"] if category is None else category,
+            row["importance"] if importance is None else importance,
+            old_exp if expires_at is _UNSET else expires_at,
+            check_expiry=expires_at is not _UNSET,
+        )
+        item.dedupe_hash = keys.dedupe_hash(item.text)
+        unchanged = (
+            item.text == row["text"]
+            and item.metadata == _loads(row["metadata"])
+            and item.category == row["category"]
+            and item.importance == row["importance"]
+            and item.expires_at == old_exp
+        )
+        if unchanged:
+            return _record(row)
+        text_changed = item.text != row["text"]
+        vector = self._embed([item.text])[0] if text_changed else None
+        now = time.time()
+        version = int(row["version"]) + 1
+        sealed = seal(
+            keys,
+            _fact_record(mid, version, item.text, item.metadata, item.category, item.importance,
+                         float(row["created_at"]), now, item.expires_at),
+            max_plaintext=self._max_plaintext(),
+        )
+        with self._lock, self._catalog.write() as c:
+            current = c.execute(
+                "SELECT key, version FROM memories WHERE id = ? AND namespace = ?", (mid, ns)
+            ).fetchone()
+            if current is None:
+                raise MemoryNotFound(f"no memory {mid} in namespace {ns!r}")
+            if int(current["version"]) != version - 1:
+                raise InvalidInput(f"memory {mid} was updated concurrently; retry")
+            clash = c.execute(
+                "SELECT id FROM memories WHERE namespace = ? AND dedupe_hash = ? AND id != ?",
+                (ns, item.dedupe_hash, mid),
+            ).fetchone()
+            if clash is not None:
+                raise InvalidInput(f"memory {clash[0]} already holds that text")
+            key = int(current["key"])
+            c.execute(
+                "UPDATE memories SET text = ?, metadata = ?, category = ?, importance = ?, "
+                "updated_at = ?, expires_at = ?, version = ?, dedupe_hash = ?, status = 'queued', "
+                "blob_id = NULL, quilt_patch_id = NULL, object_id = NULL, end_epoch = NULL, "
+                "deletable = NULL, sealed = ? WHERE key = ?",
+                (item.text, json.dumps(item.metadata, sort_keys=True), item.category,
+                 item.importance, now, item.expires_at, version, item.dedupe_hash, sealed, key),
+            )
+            if vector is not None:
+                c.execute("UPDATE memories SET vector = ? WHERE key = ?",
+                          (vector_to_blob(vector), key))
+                c.execute("DELETE FROM fts WHERE rowid = ?", (key,))
+                c.execute("INSERT INTO fts (rowid, text) VALUES (?, ?)", (key, item.text))
+                c.execute("INSERT INTO changes (namespace, key) VALUES (?, ?)", (ns, key))
+            c.execute(
+                "INSERT INTO versions (memory_id, namespace, version, event, text, metadata, at) "
+                "VALUES (?, ?, ?, 'UPDATE', ?, ?, ?)",
+                (mid, ns, version, item.text, json.dumps(item.metadata, sort_keys=True), now),
+            )
+            c.execute("DELETE FROM outbox_items WHERE memory_id = ?", (mid,))
+            cur = c.execute(
+                "INSERT INTO outbox (namespace, kind, created_at) VALUES (?, 'blob', ?)", (ns, now)
+            )
+            batch_id = int(cur.lastrowid or 0)
+            c.execute(
+                "INSERT INTO outbox_items (outbox_id, memory_id, version) VALUES (?, ?, ?)",
+                (batch_id, mid, version),
+            )
+        with self._lock:
+            self._indexes.refresh(ns)
+        if not self._breaker_open():
+            self._publish_batch(batch_id)
+        self._maybe_manifest(ns)
+        return self.get(mid, namespace=ns)
+
+    def forget(self, memory_id: str, *, namespace: str | None = None) -> ForgetReport:
+        """Forget a memory: index, FTS, catalog text, outbox and later manifests.
+
+        History keeps a ``DELETE`` tombstone and the versions' blob ids, with
+        no text. Blobs are deleted where the backend allows it (see
+        docs/forget.md for exactly what this guarantees). A new manifest is
+        published right away when the namespace already has one.
+        """
+        self._check_open()
+        ns = self._ns(namespace)
+        mid = validate_memory_id(memory_id)
+        if self._catalog.memory(ns, mid) is None:
+            raise MemoryNotFound(f"no memory {mid} in namespace {ns!r}")
+        return self._forget(ns, [mid])
+
+    def forget_all(self, namespace: str | None = None, *, confirm: bool = False) -> ForgetReport:
+        """Forget every memory of a namespace. Requires ``confirm=True``."""
+        self._check_open()
+        ns = self._ns(namespace)
+        if confirm is not True:
+            raise InvalidInput("forget_all needs confirm=True")
+        ids = [str(r[0]) for r in self._catalog.query(
+            "SELECT id FROM memories WHERE namespace = ? ORDER BY key", (ns,))]
+        return self._forget(ns, ids)
+
+    def _forget(self, ns: str, ids: builtins.list[str]) -> ForgetReport:
+        now = time.time()
+        forgotten: list[str] = []
+        blob_refs: dict[str, bool | None] = {}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            with self._lock, self._catalog.write() as c:
+                for mid in chunk:
+                    row = c.execute(
+                        "SELECT key, version FROM memories WHERE id = ? AND namespace = ?",
+                        (mid, ns),
+                    ).fetchone()
+                    if row is None:
+                        continue
+                    key = int(row["key"])
+                    for v in c.execute(
+                        "SELECT blob_id, deletable FROM versions WHERE memory_id = ? "
+                        "AND blob_id IS NOT NULL", (mid,),
+                    ).fetchall():
+                        blob_refs[str(v[0])] = None if v[1] is None else bool(v[1])
+                    c.execute("DELETE FROM memories WHERE key = ?", (key,))
+                    c.execute("DELETE FROM fts WHERE rowid = ?", (key,))
+                    c.execute("INSERT INTO changes (namespace, key) VALUES (?, ?)", (ns, key))
+                    c.execute("DELETE FROM outbox_items WHERE memory_id = ?", (mid,))
+                    c.execute(
+                        "UPDATE versions SET text = NULL, metadata = NULL WHERE memory_id = ?",
+                        (mid,),
+                    )
+                    c.execute(
+                        "INSERT INTO versions (memory_id, namespace, version, event, at) "
+                        "VALUES (?, ?, ?, 'DELETE', ?)",
+                        (mid, ns, int(row["version"]) + 1, now),
+                    )
+                    forgotten.append(mid)
+                c.execute(
+                    "DELETE FROM outbox WHERE namespace = ? AND id NOT IN "
+                    "(SELECT DISTINCT outbox_id FROM outbox_items)", (ns,),
+                )
+                c.execute(
+                    "UPDATE namespaces SET writes_since_manifest = writes_since_manifest + ? "
+                    "WHERE name = ?", (len(chunk), ns),
+                )
+            with self._lock:
+                self._indexes.refresh(ns)
+        deleted, kept = self._delete_blobs(blob_refs)
+        manifest_id = None
+        info = self._catalog.namespace(ns)
+        if forgotten and info is not None and info["manifest_blob_id"] is not None:
+            try:
+                manifest_id = self._publish_manifest(ns)
+            except (StorageError, WalrusMemError) as exc:
+                log.warning("manifest after forget deferred to the next sync: %s", exc)
+        return ForgetReport(forgotten=forgotten, deleted_blobs=deleted, kept_blobs=kept,
+                            manifest_blob_id=manifest_id)
+
+    def _delete_blobs(
+        self, blobs: Mapping[str, bool | None]
+    ) -> tuple[builtins.list[str], dict[str, str]]:
+        deleted: list[str] = []
+        kept: dict[str, str] = {}
+        for blob_id, deletable in blobs.items():
+            live = self._catalog.query_one(
+                "SELECT count(*) FROM versions v JOIN memories m ON m.id = v.memory_id "
+                "WHERE v.blob_id = ?", (blob_id,),
+            )
+            if live is not None and int(live[0]) > 0:
+                kept[blob_id] = (
+                    f"quilt still holds {int(live[0])} other live memory version(s); "
+                    "a single quilt patch cannot be deleted"
+                )
+                continue
+            if deletable is False:
+                kept[blob_id] = "permanent blob: cannot be deleted before its end epoch"
+                continue
+            ok, reason = self._get_backend().delete_blob(blob_id)
+            if ok:
+                deleted.append(blob_id)
+            else:
+                kept[blob_id] = reason
+        return deleted, kept
+
+    # -- sync / manifests / restore ------------------------------------------------------
+
+    def sync(self, namespace: str | None = None) -> SyncReport:
+        """Publish the outbox (blobs and quilts), then a manifest per changed namespace.
+
+        ``namespace=None`` syncs every namespace. Never raises for storage
+        errors: they are reported and the records stay queued.
+        """
+        self._check_open()
+        ns = None if namespace is None else self._ns(namespace)
+        published, errors = self._flush(ns)
+        manifests: dict[str, str] = {}
+        names = [ns] if ns is not None else self._catalog.namespaces()
+        for name in names:
+            info = self._catalog.namespace(name)
+            if info is None:
+                continue
+            pending = self._catalog.query_one(
+                "SELECT count(*) FROM outbox WHERE namespace = ?", (name,))
+            if pending is not None and int(pending[0]) > 0:
+                continue  # a manifest now would miss the queued facts
+            due = int(info["writes_since_manifest"]) > 0 or (
+                info["manifest_blob_id"] is None and self._catalog.count(name) > 0
+            )
+            if not due:
+                continue
+            try:
+                manifests[name] = self._publish_manifest(name)
+            except StorageError as exc:
+                errors.append(f"manifest for {name!r}: {type(exc).__name__}: {exc}")
+        with self._lock:
+            self._indexes.save_all()
+        return SyncReport(
+            published=published,
+            still_queued=self._catalog.queued_count(ns),
+            errors=errors,
+            manifests=manifests,
+        )
+
+    def _maybe_manifest(self, ns: str) -> None:
+        info = self._catalog.namespace(ns)
+        if info is None or int(info["writes_since_manifest"]) < self.settings.manifest_every:
+            return
+        if self._breaker_open():
+            return
+        pending = self._catalog.query_one("SELECT count(*) FROM outbox WHERE namespace = ?", (ns,))
+        if pending is not None and int(pending[0]) > 0:
+            return
+        try:
+            self._publish_manifest(ns)
+        except StorageError as exc:
+            log.info("periodic manifest for %r deferred: %s", ns, exc)
+
+    def _publish_manifest(self, ns: str) -> str:
+        """Seal and publish a complete manifest of ``ns``; return its root blob id."""
+        keys = self.keys_for(ns)
+        client = self._get_backend().client
+        with self._lock, self._catalog.snapshot() as c:
+            info = c.execute("SELECT * FROM namespaces WHERE name = ?", (ns,)).fetchone()
+            rows = c.execute(
+                "SELECT id, version, blob_id, quilt_patch_id, end_epoch FROM memories "
+                "WHERE namespace = ? AND status = 'published' ORDER BY key", (ns,),
+            ).fetchall()
+            known = {
+                str(r[0]): (str(r[1]), r[2]) for r in c.execute(
+                    "SELECT digest, blob_id, end_epoch FROM manifest_pages WHERE namespace = ?",
+                    (ns,),
+                ).fetchall()
+            }
+            epoch_row = c.execute("SELECT value FROM meta WHERE key = 'current_epoch'").fetchone()
+        writes_seen = int(info["writes_since_manifest"])
+        current_epoch = int(epoch_row[0]) if epoch_row else None
+        entries = [mf.Entry(str(r[0]), int(r[1]), str(r[2]), r[3], r[4]) for r in rows]
+        deadline = self.settings.publish_deadline
+        pages: list[tuple[str, str, int]] = []
+        new_pages: list[tuple[str, str, int | None]] = []
+        inline: list[mf.Entry] | None = entries
+        if len(entries) > mf.INLINE_MAX:
+            inline = None
+            for chunk in mf.chunk_entries(entries):
+                record, digest = mf.page_record(chunk)
+                reuse = known.get(digest)
+                fresh = reuse is not None and (
+                    reuse[1] is None or current_epoch is None or reuse[1] > current_epoch + 1
+                )
+                if reuse is not None and fresh:
+                    pages.append((reuse[0], digest, len(chunk)))
+                    continue
+                stored = client.store_blob(
+                    seal(keys, record, max_plaintext=MANIFEST_MAX_PLAINTEXT), deadline=deadline
+                )
+                pages.append((stored.blob_id, digest, len(chunk)))
+                new_pages.append((digest, stored.blob_id, stored.end_epoch))
+        seq = int(info["manifest_seq"]) + 1
+        now = time.time()
+        root = mf.root_record(
+            manifest_id=f"manifest-{new_memory_id()}", seq=seq, created_at=now,
+            prev=info["manifest_blob_id"], model_id=info["model_id"], dim=info["dim"],
+            count=len(entries), entries=inline, pages=pages,
+        )
+        stored = client.store_blob(
+            seal(keys, root, max_plaintext=MANIFEST_MAX_PLAINTEXT), deadline=deadline
+        )
+        with self._lock, self._catalog.write() as c:
+            c.executemany(
+                "INSERT INTO manifest_pages (namespace, digest, blob_id, end_epoch) "
+                "VALUES (?, ?, ?, ?) ON CONFLICT (namespace, digest) DO UPDATE SET "
+                "blob_id = excluded.blob_id, end_epoch = excluded.end_epoch",
+                [(ns, d, b, e) for d, b, e in new_pages],
+            )
+            c.execute(
+                "INSERT OR REPLACE INTO manifests (namespace, seq, blob_id, prev_blob_id, entries, "
+                "pages, at, end_epoch) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (ns, seq, stored.blob_id, info["manifest_blob_id"], len(entries), len(pages), now,
+                 stored.end_epoch),
+            )
+            c.execute(
+                "UPDATE namespaces SET manifest_blob_id = ?, manifest_seq = ?, manifest_at = ?, "
+                "writes_since_manifest = max(writes_since_manifest - ?, 0) WHERE name = ?",
+                (stored.blob_id, seq, now, writes_seen, ns),
+            )
+            self._catalog.note_epoch(stored.registered_epoch)
+        log.info("published manifest %d of %r (%d entries, %d pages)", seq, ns, len(entries),
+                 len(pages))
+        return stored.blob_id
+
+    def restore(
+        self,
+        namespace: str | None = None,
+        manifest_blob_id: str | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> RestoreReport:
+        """Rebuild a namespace's catalog and index from Walrus alone.
+
+        Reads the manifest ``manifest_blob_id`` (default: the latest one
+        recorded locally), fetches and verifies every fact blob / quilt patch
+        it lists, re-embeds the texts and inserts them. Memories already
+        present or forgotten in this data dir are skipped. ``progress(done,
+        total)`` is called as facts are processed.
+        """
+        self._check_open()
+        ns = self._ns(namespace)
+        keys = self.keys_for(ns)
+        self._check_model(ns)
+        if manifest_blob_id is None:
+            info = self._catalog.namespace(ns)
+            manifest_blob_id = None if info is None else info["manifest_blob_id"]
+            if manifest_blob_id is None:
+                raise InvalidInput(
+                    f"no manifest recorded here for namespace {ns!r}: pass manifest_blob_id "
+                    "(Memory.stats().manifest_blob_id / `walrus-mem stats` where it was written)"
+                )
+        client = self._get_backend().client
+
+        def opener(expected_id: str | None, kind: str) -> Callable[[bytes], None]:
+            def check(data: bytes) -> None:
+                open_envelope(keys, data, expected_id=expected_id, expected_kind=kind)
+            return check
+
+        raw = client.read_blob(manifest_blob_id, verify=opener(None, "manifest"))
+        root = mf.parse_root(open_envelope(keys, raw, expected_kind="manifest"))
+        entries = list(root.entries or [])
+        for blob_id, digest, _ in root.pages:
+            page_raw = client.read_blob(blob_id, verify=opener(f"page-{digest}", "manifest-page"))
+            entries.extend(mf.parse_page(
+                open_envelope(keys, page_raw, expected_id=f"page-{digest}",
+                              expected_kind="manifest-page"), digest))
+        total = len(entries)
+        present = {str(r[0]) for r in self._catalog.query(
+            "SELECT id FROM memories WHERE namespace = ?", (ns,))}
+        tombstoned = {str(r[0]) for r in self._catalog.query(
+            "SELECT memory_id FROM versions WHERE namespace = ? AND event = 'DELETE'", (ns,))}
+        todo = [e for e in entries if e.memory_id not in present and e.memory_id not in tombstoned]
+        skipped = total - len(todo)
+        done = skipped
+        restored = 0
+        failed: list[tuple[str, str]] = []
+        if progress is not None:
+            progress(done, total)
+
+        def fetch(entry: mf.Entry) -> tuple[mf.Entry, bytes, dict[str, Any]]:
+            check = opener(entry.memory_id, "fact")
+            data = (client.read_quilt_patch(entry.patch_id, verify=check) if entry.patch_id
+                    else client.read_blob(entry.blob_id, verify=check))
+            record = open_envelope(keys, data, expected_id=entry.memory_id, expected_kind="fact")
+            if record.get("version") != entry.version:
+                raise InvalidInput(f"blob holds version {record.get('version')}, "
+                                   f"manifest says {entry.version}")
+            return entry, data, record
+
+        with ThreadPoolExecutor(max_workers=RESTORE_WORKERS) as pool:
+            for start in range(0, len(todo), RESTORE_CHUNK):
+                chunk = todo[start : start + RESTORE_CHUNK]
+                fetched: list[tuple[mf.Entry, bytes, dict[str, Any]]] = []
+                futures = [(e, pool.submit(fetch, e)) for e in chunk]
+                for entry, future in futures:
+                    try:
+                        fetched.append(future.result())
+                    except (WalrusMemError, ValueError) as exc:
+                        failed.append((entry.memory_id, f"{type(exc).__name__}: {exc}"))
+                restored += self._insert_restored(ns, keys, fetched)
+                done += len(chunk)
+                if progress is not None:
+                    progress(done, total)
+        with self._lock, self._catalog.write() as c:
+            c.execute(
+                "UPDATE namespaces SET manifest_blob_id = coalesce(manifest_blob_id, ?), "
+                "manifest_seq = max(manifest_seq, ?) WHERE name = ?",
+                (manifest_blob_id, root.seq, ns),
+            )
+        with self._lock:
+            self._indexes.save_all()
+        return RestoreReport(namespace=ns, manifest_blob_id=manifest_blob_id, total=total,
+                             restored=restored, skipped=total - restored - len(failed),
+                             failed=failed)
+
+    def _insert_restored(
+        self,
+        ns: str,
+        keys: NamespaceKeys,
+        fetched: builtins.list[tuple[mf.Entry, bytes, dict[str, Any]]],
+    ) -> int:
+        if not fetched:
+            return 0
+        texts = [str(rec.get("text", "")) for _, _, rec in fetched]
+        vectors = self._embed(texts)
+        emb = self._embedder
+        now = time.time()
+        count = 0
+        with self._lock, self._catalog.write() as c:
+            c.execute(
+                "UPDATE namespaces SET model_id = ?, dim = ? WHERE name = ? AND model_id IS NULL",
+                (emb.model_id, emb.dim, ns),
+            )
+            for (entry, data, rec), text, vector in zip(fetched, texts, vectors, strict=True):
+                metadata = rec.get("metadata") if isinstance(rec.get("metadata"), dict) else {}
+                cur = c.execute(
+                    "INSERT INTO memories (id, namespace, text, metadata, category, importance, "
+                    "created_at, updated_at, expires_at, version, dedupe_hash, status, blob_id, "
+                    "quilt_patch_id, end_epoch, sealed, vector) VALUES "
+                    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'published', ?, ?, ?, ?, ?) "
+                    "ON CONFLICT DO NOTHING",
+                    (entry.memory_id, ns, text, json.dumps(metadata, sort_keys=True),
+                     rec.get("category"), float(rec.get("importance") or DEFAULT_IMPORTANCE),
+                     float(rec.get("created_at") or now), float(rec.get("updated_at") or now),
+                     rec.get("expires_at"), entry.version, keys.dedupe_hash(text),
+                     entry.blob_id, entry.patch_id, entry.end_epoch, data,
+                     vector_to_blob(vector)),
+                )
+                if cur.rowcount == 0:
+                    continue
+                key = int(cur.lastrowid or 0)
+                c.execute("INSERT INTO fts (rowid, text) VALUES (?, ?)", (key, text))
+                c.execute("INSERT INTO changes (namespace, key) VALUES (?, ?)", (ns, key))
+                c.execute(
+                    "INSERT OR IGNORE INTO versions (memory_id, namespace, version, event, text, "
+                    "metadata, at, blob_id, quilt_patch_id, end_epoch) "
+                    "VALUES (?, ?, ?, 'RESTORE', ?, ?, ?, ?, ?, ?)",
+                    (entry.memory_id, ns, entry.version, text,
+                     json.dumps(metadata, sort_keys=True), now, entry.blob_id, entry.patch_id,
+                     entry.end_epoch),
+                )
+                count += 1
+        with self._lock:
+            self._indexes.refresh(ns)
+        return count
+
+    # -- expiry ------------------------------------------------------------------------
+
+    def current_epoch(self) -> int | None:
+        """The latest known Walrus epoch (from store responses, or the mock's clock)."""
+        self._check_open()
+        backend_epoch = self._get_backend().current_epoch()
+        if backend_epoch is not None:
+            self._catalog.note_epoch(backend_epoch)
+        return self._catalog.current_epoch()
+
+    def expiring(
+        self, within_epochs: int = 1, *, namespace: str | None = None
+    ) -> builtins.list[MemoryRecord]:
+        """Published memories whose blob expires within ``within_epochs`` epochs.
+
+        ``namespace=None`` looks at every namespace. End epochs are exclusive:
+        a blob with ``end_epoch = current + 1`` is readable for the rest of
+        the current epoch only.
+        """
+        self._check_open()
+        if isinstance(within_epochs, bool) or not isinstance(within_epochs, int) \
+                or within_epochs < 0:
+            raise InvalidInput("within_epochs must be an integer >= 0")
+        current = self.current_epoch()
+        if current is None:
+            return []
+        limit = current + within_epochs
+        if namespace is None:
+            rows = self._catalog.query(
+                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE end_epoch IS NOT NULL "
+                "AND end_epoch <= ? ORDER BY end_epoch, key", (limit,))
+        else:
+            rows = self._catalog.query(
+                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE namespace = ? AND end_epoch IS NOT "
+                "NULL AND end_epoch <= ? ORDER BY end_epoch, key", (self._ns(namespace), limit))
+        return [_record(r) for r in rows]
+
+    def extend(
+        self,
+        memory_ids: Sequence[str] | None = None,
+        *,
+        namespace: str | None = None,
+        epochs: int | None = None,
+    ) -> ExtendReport:
+        """Re-publish memories' sealed bytes for ``epochs`` more epochs (default Settings.epochs).
+
+        ``memory_ids=None`` extends every published memory of the namespace
+        (combine with :meth:`expiring` to pick the ones that need it). The
+        same sealed bytes are stored again (grouped into quilts), so the
+        content and its signature are unchanged; blob / patch ids and end
+        epochs are updated, and the next manifest lists the new locations.
+        """
+        self._check_open()
+        ns = self._ns(namespace)
+        if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, int)
+                                   or not 1 <= epochs <= 53):
+            raise InvalidInput("epochs must be an integer between 1 and 53")
+        if memory_ids is None:
+            ids = [str(r[0]) for r in self._catalog.query(
+                "SELECT id FROM memories WHERE namespace = ? AND status = 'published' "
+                "ORDER BY key", (ns,))]
+        else:
+            if isinstance(memory_ids, str):
+                memory_ids = [memory_ids]
+            ids = [validate_memory_id(m) for m in memory_ids]
+        rows = self._catalog.memories_by_ids(ns, ids)
+        failed = [(m, "MemoryNotFound: not in this namespace") for m in ids if m not in rows]
+        payload = [
+            (m, r) for m in ids if (r := self._sealed_row(ns, m)) is not None and m in rows
+        ]
+        extended: dict[str, int | None] = {}
+        client = self._get_backend().client
+        for span in _chunks([len(s) for _, (s, _) in payload]):
+            part = [payload[i] for i in span]
+            try:
+                if len(part) == 1:
+                    blob = client.store_blob(part[0][1][0], epochs=epochs,
+                                             deadline=self.settings.publish_deadline)
+                    locations: dict[str, str | None] = {part[0][0]: None}
+                else:
+                    quilt = client.store_quilt({m: s for m, (s, _) in part}, epochs=epochs,
+                                               deadline=self.settings.publish_deadline)
+                    blob = quilt.blob
+                    locations = {m: quilt.patches.get(m) for m, _ in part}
+            except StorageError as exc:
+                failed.extend((m, f"{type(exc).__name__}: {exc}") for m, _ in part)
+                continue
+            with self._lock, self._catalog.write() as c:
+                for mid, (_, version) in part:
+                    old_end = rows[mid]["end_epoch"]
+                    if old_end is not None and old_end >= blob.end_epoch:
+                        extended[mid] = int(old_end)  # the current blob already lasts longer
+                        continue
+                    c.execute(
+                        "UPDATE memories SET blob_id = ?, quilt_patch_id = ?, object_id = ?, "
+                        "end_epoch = ?, deletable = ?, status = 'published' "
+                        "WHERE id = ? AND version = ?",
+                        (blob.blob_id, locations[mid], blob.object_id, blob.end_epoch,
+                         None if blob.deletable is None else int(blob.deletable), mid, version),
+                    )
+                    c.execute(
+                        "UPDATE versions SET blob_id = ?, quilt_patch_id = ?, end_epoch = ? "
+                        "WHERE memory_id = ? AND version = ?",
+                        (blob.blob_id, locations[mid], blob.end_epoch, mid, version),
+                    )
+                    c.execute("DELETE FROM outbox_items WHERE memory_id = ? AND version = ?",
+                              (mid, version))
+                    extended[mid] = blob.end_epoch
+                c.execute(
+                    "DELETE FROM outbox WHERE namespace = ? AND id NOT IN "
+                    "(SELECT DISTINCT outbox_id FROM outbox_items)", (ns,),
+                )
+                c.execute(
+                    "UPDATE namespaces SET writes_since_manifest = writes_since_manifest + ? "
+                    "WHERE name = ?", (len(part), ns),
+                )
+                self._catalog.note_epoch(blob.registered_epoch)
+        if extended:
+            try:
+                self._publish_manifest(ns)
+            except StorageError as exc:
+                log.info("manifest after extend deferred: %s", exc)
+        return ExtendReport(extended=extended, failed=failed)
+
+    def _sealed_row(self, ns: str, mid: str) -> tuple[bytes, int] | None:
+        row = self._catalog.query_one(
+            "SELECT sealed, version FROM memories WHERE id = ? AND namespace = ? "
+            "AND sealed IS NOT NULL", (mid, ns),
+        )
+        return None if row is None else (bytes(row[0]), int(row[1]))
+
+    # -- maintenance -------------------------------------------------------------------
+
+    def reindex(self, namespace: str | None = None) -> int:
+        """Re-embed every memory of a namespace with this Memory's embedder.
+
+        The way out of :class:`~walrus_mem.errors.ModelMismatch` after
+        changing the embedding model. Local only; returns the count.
+        """
+        self._check_open()
+        ns = self._ns(namespace)
+        emb = self._embedder
+        done = 0
+        last = 0
+        while True:
+            rows = self._catalog.query(
+                "SELECT key, text FROM memories WHERE namespace = ? AND key > ? ORDER BY key "
+                "LIMIT 512", (ns, last))
+            if not rows:
+                break
+            vectors = self._embed([str(r["text"]) for r in rows])
+            with self._lock, self._catalog.write() as c:
+                c.executemany(
+                    "UPDATE memories SET vector = ? WHERE key = ?",
+                    [(vector_to_blob(v), int(r["key"]))
+                     for r, v in zip(rows, vectors, strict=True)],
+                )
+            done += len(rows)
+            last = int(rows[-1]["key"])
+        with self._lock:
+            self._catalog.ensure_namespace(ns, None)
+            self._catalog.set_model(ns, emb.model_id, emb.dim)
+            self._indexes.rebuild(ns, emb.model_id, emb.dim)
+        return done
+
+    def stats(self, namespace: str | None = None) -> MemoryStats:
+        """Counts, sizes, model and latest manifest of a namespace (local, no network)."""
+        self._check_open()
+        ns = self._ns(namespace)
+        row = self._catalog.query_one(
+            "SELECT count(*), coalesce(sum(status = 'published'), 0), "
+            "coalesce(sum(status = 'queued'), 0), coalesce(sum(length(CAST(text AS BLOB))), 0), "
+            "coalesce(sum(length(sealed)), 0) FROM memories WHERE namespace = ?", (ns,))
+        assert row is not None
+        forgotten = self._catalog.query_one(
+            "SELECT count(*) FROM versions WHERE namespace = ? AND event = 'DELETE'", (ns,))
+        batches = self._catalog.query_one(
+            "SELECT count(*) FROM outbox WHERE namespace = ?", (ns,))
+        info = self._catalog.namespace(ns)
+        index_path = self._indexes.path_for(ns)
+        loaded = self._indexes.loaded(ns)
+        catalog_bytes = sum(
+            p.stat().st_size for p in self.data_dir.glob("catalog.sqlite3*") if p.exists()
+        )
+        return MemoryStats(
+            namespace=ns,
+            memories=int(row[0]),
+            published=int(row[1]),
+            queued=int(row[2]),
+            forgotten=int(forgotten[0]) if forgotten else 0,
+            text_bytes=int(row[3]),
+            sealed_bytes=int(row[4]),
+            index_vectors=len(loaded) if loaded is not None else int(row[0]),
+            index_path=index_path,
+            index_bytes=index_path.stat().st_size if index_path.exists() else 0,
+            catalog_path=self._catalog.path,
+            catalog_bytes=catalog_bytes,
+            model_id=None if info is None else info["model_id"],
+            dim=None if info is None else info["dim"],
+            key_fingerprint=None if info is None else info["key_fingerprint"],
+            manifest_blob_id=None if info is None else info["manifest_blob_id"],
+            manifest_seq=0 if info is None else int(info["manifest_seq"]),
+            manifest_at=None if info is None else from_timestamp(info["manifest_at"]),
+            outbox_batches=int(batches[0]) if batches else 0,
+            current_epoch=self._catalog.current_epoch(),
+            embedded=self.settings.embedded and self._injected_walrus is None,
+            data_dir=self.data_dir,
+        )

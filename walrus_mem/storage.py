@@ -1,0 +1,146 @@
+"""The Walrus backend a :class:`~walrus_mem.Memory` talks to.
+
+* Settings with a publisher / aggregator URL: a :class:`WalrusClient` on them.
+* No URL at all (``Settings.embedded``): relayer_mock's :class:`EmbeddedRelayer`
+  in-process, backed by ``<data_dir>/relayer`` (no socket, zero set-up).
+
+Besides the client, the backend says what the storage allows beyond the
+Walrus HTTP API. Real Walrus has no HTTP delete (a deletable blob is deleted
+on-chain by the owner of its Blob object) and no "current epoch" route; the
+mock has both under ``/_mock/`` (mock only), which forget and expiry use when
+they are there.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from .config import Settings
+from .walrus import WalrusClient
+
+__all__ = ["Backend", "open_backend"]
+
+log = logging.getLogger(__name__)
+
+_ADMIN_TIMEOUT = 5.0
+
+
+class Backend:
+    """A Walrus client plus the mock-only extras (delete, epoch) when available."""
+
+    def __init__(
+        self,
+        client: WalrusClient,
+        *,
+        embedded: Any = None,
+        admin: httpx.Client | None = None,
+        owns_client: bool = True,
+    ) -> None:
+        self.client = client
+        self.embedded = embedded
+        self._admin = admin
+        self._owns_client = owns_client
+        self._admin_ok: bool | None = True if embedded is not None else None
+
+    @property
+    def is_embedded(self) -> bool:
+        return self.embedded is not None
+
+    def _admin_client(self) -> httpx.Client | None:
+        """The ``/_mock/`` admin client, probing once whether the server has it."""
+        if self._admin_ok is False:
+            return None
+        if self._admin is None:
+            base = self.client.publisher_url or (self.client.aggregator_urls or (None,))[0]
+            if base is None:
+                self._admin_ok = False
+                return None
+            self._admin = httpx.Client(base_url=base, timeout=_ADMIN_TIMEOUT)
+        if self._admin_ok is None:
+            try:
+                response = self._admin.get("/_mock/epoch")
+                self._admin_ok = response.status_code == 200
+            except httpx.HTTPError:
+                self._admin_ok = False
+        return self._admin if self._admin_ok else None
+
+    @property
+    def can_delete(self) -> bool:
+        return self._admin_client() is not None
+
+    def delete_blob(self, blob_id: str) -> tuple[bool, str]:
+        """Delete a deletable blob where the backend allows it: (deleted, explanation)."""
+        admin = self._admin_client()
+        if admin is None:
+            return False, (
+                "the Walrus HTTP API has no delete; a deletable blob can only be deleted "
+                "on-chain by the owner of its Blob object"
+            )
+        try:
+            response = admin.delete(f"/_mock/blobs/{quote(blob_id, safe='')}")
+        except httpx.HTTPError as exc:
+            return False, f"delete request failed: {type(exc).__name__}"
+        if response.status_code in (200, 204):
+            return True, "deleted"
+        if response.status_code == 404:
+            return True, "already gone"
+        return False, f"delete refused with HTTP {response.status_code}: {response.text[:200]}"
+
+    def current_epoch(self) -> int | None:
+        """The storage's current epoch when the backend can tell (mock only)."""
+        admin = self._admin_client()
+        if admin is None:
+            return None
+        try:
+            response = admin.get("/_mock/epoch")
+            data = response.json()
+        except (httpx.HTTPError, ValueError):
+            return None
+        if isinstance(data, int):
+            return data
+        if isinstance(data, dict):
+            for key in ("epoch", "current_epoch", "currentEpoch"):
+                if isinstance(data.get(key), int):
+                    return int(data[key])
+        return None
+
+    def close(self) -> None:
+        if self._owns_client:
+            self.client.close()
+        if self._admin is not None:
+            self._admin.close()
+        if self.embedded is not None:
+            self.embedded.close()
+
+
+def open_backend(settings: Settings, walrus: WalrusClient | None = None) -> Backend:
+    """Build the backend for ``settings`` (or wrap an injected client)."""
+    if walrus is not None:
+        return Backend(walrus, owns_client=False)
+    token = settings.publisher_token
+    common: dict[str, Any] = {
+        "timeout": settings.request_timeout,
+        "publish_deadline": settings.publish_deadline,
+        "read_deadline": settings.read_deadline,
+        "epochs": settings.epochs,
+        "permanent": settings.permanent,
+        "send_object_to": settings.send_object_to,
+    }
+    if settings.embedded:
+        from relayer_mock.embedded import EmbeddedRelayer
+
+        relayer = EmbeddedRelayer(Path(settings.data_dir) / "relayer")
+        base = str(relayer.base_url)
+        client = WalrusClient(base, [base], transport=relayer.transport, **common)
+        admin = httpx.Client(base_url=base, transport=relayer.transport, timeout=_ADMIN_TIMEOUT)
+        return Backend(client, embedded=relayer, admin=admin)
+    aggregators = list(settings.aggregator_urls) or (
+        [settings.publisher_url] if settings.publisher_url else []
+    )
+    client = WalrusClient(settings.publisher_url, aggregators, token=token, **common)
+    return Backend(client)
