@@ -50,6 +50,7 @@ __all__ = [
     "parse_memory_blocks",
     "redact_secrets",
     "render_memory_block",
+    "render_memory_item",
     "screen_fact",
     "should_capture",
     "strip_memory_blocks",
@@ -906,7 +907,7 @@ _UNINFORMATIVE: Final = frozenset(
     "a an the my our your his her their its is are was were be to of for in on at and or with "
     "this that it here use using used set now new key keys token tokens secret secrets password "
     "passwords pwd pass passcode pin api apikey credential credentials login auth bearer "
-    "access private value code".split()
+    "access private value code user users".split()
 )
 _PLACEHOLDER: Final = re.compile(r"\[REDACTED:[a-z0-9_]+\]")
 
@@ -930,8 +931,9 @@ def screen_fact(text: str, *, secret_policy: SecretPolicy = "redact") -> FactScr
     """Apply the storage policy to one fact: injection out, secrets redacted.
 
     * injection-flagged facts are never stored;
-    * with ``secret_policy="redact"`` (default) credentials are replaced by
-      ``[REDACTED:<kind>]`` and the fact is kept if at least two informative
+    * facts stating a password ("my password is X", "pwd: X") are dropped;
+    * with ``secret_policy="redact"`` (default) other credentials are replaced
+      by ``[REDACTED:<kind>]`` and the fact is kept if at least two informative
       words remain besides the secret and credential nouns (so "my database
       password is X" is dropped, "the deploy key X rotates every 90 days"
       kept); ``"drop"`` drops any fact that held a secret;
@@ -950,6 +952,9 @@ def screen_fact(text: str, *, secret_policy: SecretPolicy = "redact") -> FactScr
         return FactScreen(stripped)
     if secret_policy != "redact":
         return FactScreen(None, kinds, reason="secret")
+    if "password" in kinds:
+        # A stated password is the whole point of its sentence: nothing to keep.
+        return FactScreen(None, kinds, reason="nothing_left")
     rest = [
         word for word in re.findall(r"[^\W\d_]{2,}", _PLACEHOLDER.sub(" ", redacted).lower())
         if word not in _UNINFORMATIVE
@@ -1024,6 +1029,19 @@ def _attr(value: object) -> str:
     return escape_for_prompt(str(value))
 
 
+def render_memory_item(item: MemoryItem) -> str:
+    """One ``<memory id="..." ...>escaped text</memory>`` line.
+
+    Attribute names outside ``[a-z_][a-z0-9_-]*`` are dropped.
+    """
+    attrs = "".join(
+        f' {key}="{_attr(value)}"'
+        for key, value in {"id": item.id, **item.attrs}.items()
+        if re.fullmatch(r"[a-z_][a-z0-9_-]{0,31}", key)
+    )
+    return f"<{ITEM_TAG}{attrs}>{escape_for_prompt(item.text)}</{ITEM_TAG}>"
+
+
 def render_memory_block(
     items: Sequence[MemoryItem],
     *,
@@ -1044,13 +1062,7 @@ def render_memory_block(
     head = (header or DEFAULT_HEADER).format(scope=scope, nonce=nonce)
     head = html.escape(_NEWLINES.sub(" ", _CONTROL.sub("", head)).strip(), quote=False)
     lines = [f'<{BLOCK_TAG} nonce="{nonce}">', head]
-    for item in items:
-        attrs = "".join(
-            f' {key}="{_attr(value)}"'
-            for key, value in {"id": item.id, **item.attrs}.items()
-            if re.fullmatch(r"[a-z_][a-z0-9_-]{0,31}", key)
-        )
-        lines.append(f"<{ITEM_TAG}{attrs}>{escape_for_prompt(item.text)}</{ITEM_TAG}>")
+    lines.extend(render_memory_item(item) for item in items)
     lines.append(f'</{BLOCK_TAG} nonce="{nonce}">')
     return "\n".join(lines), nonce
 
