@@ -318,7 +318,7 @@ def test_master_seed_from_hex_accepts_case_and_surrounding_whitespace(master_hex
 @pytest.mark.parametrize("value", [b"", bytes(31), bytes(33), "0" * 32, None, 5])
 def test_master_seed_constructor_rejects(value):
     with pytest.raises(MalformedKey, match="32 bytes"):
-        MasterSeed(value)  # type: ignore[arg-type]
+        MasterSeed(value)
 
 
 def test_master_seed_from_hex_rejects_non_string():
@@ -549,7 +549,7 @@ def test_store_to_null_backend_does_not_succeed_and_writes_nothing(tmp_path, cle
 class _DroppingKeyring(KeyringBackend):
     """A backend that claims success but keeps nothing (like a broken agent)."""
 
-    priority = 1  # type: ignore[assignment]
+    priority = 1
 
     def get_password(self, service, username):
         return None

@@ -258,7 +258,7 @@ def test_key_files_and_their_errors(scan, master, tmp_path):
 class _LeakyKeyring(KeyringBackend):
     """A backend whose errors quote the secret it was given (the worst case)."""
 
-    priority = 1  # type: ignore[assignment]
+    priority = 1
 
     def __init__(self, value: str | None = None) -> None:
         super().__init__()

@@ -198,7 +198,7 @@ def _as_bytes(blob: object) -> bytes:
     return bytes(blob)
 
 
-def envelope_fingerprint(blob: bytes) -> bytes:
+def envelope_fingerprint(blob: bytes | bytearray | memoryview) -> bytes:
     """The key fingerprint an envelope claims, after only a structural check.
 
     Unauthenticated: use it to pick keys, never to trust the blob.
@@ -249,7 +249,7 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def open_envelope(
     keys: NamespaceKeys,
-    blob: bytes,
+    blob: bytes | bytearray | memoryview,
     *,
     expected_id: str | None = None,
     expected_kind: str | None = None,
