@@ -19,11 +19,14 @@ import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field, ValidationError
 
-from .safety import strip_memory_blocks
+from .safety import SecretPolicy, screen_fact, strip_memory_blocks
+
+if TYPE_CHECKING:
+    from .models import RememberManyResult
 
 __all__ = [
     "CATEGORIES",
@@ -32,6 +35,7 @@ __all__ = [
     "ChatMessage",
     "Extractor",
     "Fact",
+    "analyze",
     "HeuristicExtractor",
     "LLMExtractor",
     "extract_facts",
@@ -546,3 +550,39 @@ def extract_facts(text_or_messages: Any, extractor: Extractor | None = None) -> 
     """Extract facts from a string or a message list with ``extractor`` (heuristic by default)."""
     messages = normalize_messages(text_or_messages)
     return (extractor or HeuristicExtractor()).extract(messages)
+
+
+def analyze(
+    memory: Any,
+    text_or_messages: Any,
+    *,
+    namespace: str | None = None,
+    extractor: Extractor | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    idempotency_key: str | None = None,
+    secret_policy: SecretPolicy = "redact",
+) -> RememberManyResult:
+    """Extract facts and store them with ``memory.remember_many``; return its result.
+
+    Each fact is screened first (:func:`walrus_mem.safety.screen_fact`):
+    injection-flagged facts and stated passwords are dropped, other
+    credentials redacted. Facts carry ``metadata`` plus ``{"source":
+    "analyze"}``, their category and default importance.
+    """
+    facts = extract_facts(text_or_messages, extractor)
+    items: list[dict[str, Any]] = []
+    for fact in facts:
+        screened = screen_fact(fact.text, secret_policy=secret_policy)
+        if screened.text is None:
+            log.info("analyze: dropped a fact (%s)", screened.reason)
+            continue
+        items.append({
+            "text": screened.text,
+            "category": fact.category,
+            "importance": fact.importance,
+            "metadata": {"source": "analyze", **dict(metadata or {})},
+        })
+    result: RememberManyResult = memory.remember_many(
+        items, namespace=namespace, idempotency_key=idempotency_key
+    )
+    return result

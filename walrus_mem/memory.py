@@ -507,6 +507,29 @@ class Memory:
                 failed.append((i, f"{type(exc).__name__}: {exc}"))
         return self._store(ns, prepared, failed, key)
 
+    def analyze(
+        self,
+        text_or_messages: Any,
+        *,
+        namespace: str | None = None,
+        extractor: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        idempotency_key: str | None = None,
+    ) -> RememberManyResult:
+        """Extract short standalone facts from text or chat messages and remember them.
+
+        Uses the offline heuristic extractor unless ``extractor`` is given (any
+        :class:`walrus_mem.extract.Extractor`, e.g. ``LLMExtractor``). Facts
+        flagged as prompt injection are dropped and credentials redacted (see
+        :func:`walrus_mem.extract.analyze`).
+        """
+        from .extract import analyze  # lazy: keeps the extractor out of the import path
+
+        return analyze(
+            self, text_or_messages, namespace=namespace, extractor=extractor,
+            metadata=metadata, idempotency_key=idempotency_key,
+        )
+
     def _replay(self, ns: str, key: str) -> RememberManyResult | None:
         row = self._catalog.query_one(
             "SELECT result FROM idempotency WHERE namespace = ? AND key = ?", (ns, key)
