@@ -85,7 +85,7 @@ def bucket_size(n: int) -> int:
     if n <= _MIN_BUCKET:
         return _MIN_BUCKET
     if n <= _MIB:
-        return 1 << math.ceil(math.log2(n))
+        return 1 << (n - 1).bit_length()
     return -(-n // _MIB) * _MIB
 
 
