@@ -56,6 +56,7 @@ from .errors import (
 )
 
 __all__ = [
+    "FINGERPRINT_SIZE",
     "KEYRING_SERVICE",
     "KEYRING_USERNAME",
     "MASTER_KEY_ENV",
