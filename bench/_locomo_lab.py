@@ -18,8 +18,11 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import re
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -78,10 +81,15 @@ class QSignals:
     lex: dict[int, float]
 
 
-def build(path: Path, captions: bool = False) -> list[QSignals]:
+def build(
+    path: Path,
+    captions: bool = False,
+    tokenize: str = ranking.FTS_TOKENIZE,
+    query: Callable[[str], str | None] = ranking.fts_query,
+) -> list[QSignals]:
     convs = locomo.load_locomo(path)
     embedder = locomo.CachedEmbedder()
-    store = locomo.StandaloneStore()
+    store = locomo.StandaloneStore(tokenize)
     for conv in convs:
         docs = [t.document(captions) for t in conv.turns]
         store.add(conv.sample_id, docs, embedder.embed(docs))
@@ -90,7 +98,7 @@ def build(path: Path, captions: bool = False) -> list[QSignals]:
         dia = tuple(t.dia_id for t in conv.turns)
         qvecs = embedder.embed([q.text for q in conv.questions])
         for q, qvec in zip(conv.questions, qvecs, strict=True):
-            cos, lex = store.signals(conv.sample_id, q.text, qvec)
+            cos, lex = store.signals(conv.sample_id, q.text, qvec, query)
             out.append(QSignals(conv.sample_id, q.category, q.evidence, dia, cos, lex))
     embedder.save()
     return out
@@ -186,6 +194,167 @@ def min_score_check(path: Path, params: ranking.FusionParams) -> None:
         )
 
 
+# --------------------------------------------------------------------------- --compare
+# Alternatives that were tried; each maps (cosine array, {row: -bm25}) to row order.
+
+_WORD = re.compile(r"\w+")
+
+
+def _words(text: str, stop: bool) -> list[str]:
+    words = dict.fromkeys(_WORD.findall(text.lower()))
+    return [w for w in words if not (stop and w in ranking._STOPWORDS)]
+
+
+QUERIES: dict[str, Callable[[str], str | None]] = {
+    "OR, stopwords dropped (default)": ranking.fts_query,
+    "OR, every word": lambda t: " OR ".join(f'"{w}"' for w in _words(t, False)) or None,
+    "OR, prefix* for words >= 4 chars": lambda t: " OR ".join(
+        f'"{w}"*' if len(w) >= 4 else f'"{w}"' for w in _words(t, True)
+    )
+    or None,
+    "AND (implicit), stopwords dropped": lambda t: " ".join(f'"{w}"' for w in _words(t, True))
+    or None,
+}
+
+
+def _ranks(values: dict[int, float] | np.ndarray, n: int) -> np.ndarray:
+    r = np.full(n, np.inf)
+    if isinstance(values, dict):
+        order = sorted(values, key=lambda i: (-values[i], i))
+    else:
+        order = [int(i) for i in np.argsort(-values, kind="stable")]
+    r[order] = np.arange(len(order))
+    return r
+
+
+def _lex_array(lex: dict[int, float], n: int) -> np.ndarray:
+    arr = np.zeros(n)
+    for i, v in lex.items():
+        arr[i] = v
+    return arr
+
+
+def _minmax(x: np.ndarray) -> np.ndarray:
+    span = x.max() - x.min()
+    return (x - x.min()) / span if span > 0 else np.zeros_like(x)
+
+
+def _zscore(x: np.ndarray) -> np.ndarray:
+    sd = x.std()
+    return (x - x.mean()) / sd if sd > 0 else np.zeros_like(x)
+
+
+Rule = Callable[[np.ndarray, dict[int, float]], np.ndarray]
+
+
+def _rrf(k0: float) -> Rule:
+    def score(cos: np.ndarray, lex: dict[int, float]) -> np.ndarray:
+        n = len(cos)
+        return 1 / (k0 + _ranks(cos, n)) + 1 / (k0 + _ranks(lex, n))
+
+    return score
+
+
+def _sat(w: float, h: float) -> Rule:
+    def score(cos: np.ndarray, lex: dict[int, float]) -> np.ndarray:
+        bm = _lex_array(lex, len(cos))
+        return w * cos + (1 - w) * bm / (bm + h)
+
+    return score
+
+
+def _norm(w: float, norm: Callable[[np.ndarray], np.ndarray]) -> Rule:
+    def score(cos: np.ndarray, lex: dict[int, float]) -> np.ndarray:
+        return w * norm(cos) + (1 - w) * norm(_lex_array(lex, len(cos)))
+
+    return score
+
+
+RULES: dict[str, list[tuple[str, Rule]]] = {
+    "RRF": [(f"k={k0:g}", _rrf(k0)) for k0 in (1, 5, 10, 20, 60)],
+    "cosine + bm25/(bm25+h)": [
+        (f"w={w:g},h={h:g}", _sat(w, h)) for w in (0.2, 0.3, 0.4, 0.5, 0.6) for h in (1, 4, 8, 16)
+    ],
+    "min-max over all rows": [(f"w={w:g}", _norm(w, _minmax)) for w in (0.3, 0.4, 0.5, 0.6, 0.7)],
+    "z-score over all rows": [(f"w={w:g}", _norm(w, _zscore)) for w in (0.3, 0.4, 0.5, 0.6, 0.7)],
+}
+
+
+def _order_eval(sigs: list[QSignals], score: Callable[[QSignals], np.ndarray]) -> float:
+    rows = []
+    for s in sigs:
+        sc = score(s)
+        order = np.lexsort((np.arange(len(sc)), -sc))[:20]
+        rows.append(locomo.Outcome(s.sample_id, s.category, tuple(s.dia_ids[i] for i in order),
+                                   s.evidence))
+    return locomo.summarize(rows)["1-4"]["R@5"]
+
+
+def _with_loo(
+    sigs: list[QSignals], variants: Sequence[tuple[str, Callable[[QSignals], np.ndarray]]]
+) -> tuple[str, float, str]:
+    """Best variant in-sample, and the pooled leave-one-conversation-out R@5."""
+    convs = sorted({s.sample_id for s in sigs})
+    per = {c: [_order_eval([s for s in sigs if s.sample_id == c], f) for _, f in variants]
+           for c in convs}
+    allr = [_order_eval(sigs, f) for _, f in variants]
+    best = int(np.argmax(allr))
+    held: list[str] = []
+    total = 0.0
+    n = 0
+    for c in convs:
+        pick = int(np.argmax([np.mean([per[o][j] for o in convs if o != c])
+                              for j in range(len(variants))]))
+        m = sum(1 for s in sigs if s.sample_id == c and s.category != 5)
+        total += per[c][pick] * m
+        n += m
+        held.append(variants[pick][0])
+    return variants[best][0], allr[best], f"{total / n:.3f} ({'; '.join(held)})"
+
+
+def compare(path: Path) -> None:
+    """In-sample and leave-one-out R@5 (cats 1-4) of the alternatives, same signals."""
+    def bm25_order(s: QSignals) -> np.ndarray:
+        return np.where(np.isinf(r := _ranks(s.lex, len(s.cos))), -1e9, -r)
+
+    print(f"{'variant':<58}{'best params':<18}{'R@5':>7}  LOO R@5 (params picked)")
+    for tok in ("unicode61 remove_diacritics 2", ranking.FTS_TOKENIZE):
+        for qname, qf in QUERIES.items():
+            sigs = build(path, tokenize=tok, query=qf)
+            r = _order_eval(sigs, bm25_order)
+            print(f"{'bm25 [' + tok.split()[0] + '] ' + qname:<58}{'':<18}{r:7.3f}")
+    sigs = build(path)
+    print(f"{'dense (MiniLM cosine)':<58}{'':<18}{_order_eval(sigs, lambda s: s.cos):7.3f}")
+    for name, variants in RULES.items():
+        wrapped = [(lbl, partial(_apply, f)) for lbl, f in variants]
+        best, r, loo = _with_loo(sigs, wrapped)
+        print(f"{name:<58}{best:<18}{r:7.3f}  {loo}")
+    ours = [
+        (f"w={w:g},ctx={c:g}", w, c)
+        for w in (0.4, 0.5, 0.6, 0.7) for c in (0.0, 0.6, 0.7, 0.8, 0.9)
+    ]
+    for label, ctx_on in (("ranking.fuse, no context", False), ("ranking.fuse (default)", True)):
+        grid = [(lbl, replace(ranking.DEFAULT_PARAMS, dense_weight=w, context_weight=c))
+                for lbl, w, c in ours if (c > 0) == ctx_on]
+        fused = [(lbl, partial(_fuse_scores, params=p)) for lbl, p in grid]
+        best, r, loo = _with_loo(sigs, fused)
+        print(f"{label:<58}{best:<18}{r:7.3f}  {loo}")
+    r = evaluate(build(path, captions=True), ranking.DEFAULT_PARAMS)["1-4"]["R@5"]
+    print(f"{'default params, turns + [image: blip_caption]':<58}{'':<18}{r:7.3f}")
+
+
+def _apply(rule: Rule, s: QSignals) -> np.ndarray:
+    return rule(s.cos, s.lex)
+
+
+def _fuse_scores(s: QSignals, params: ranking.FusionParams) -> np.ndarray:
+    hits = locomo.hybrid_rank(s.cos, s.lex, 20, params)
+    score = np.full(len(s.cos), -1.0)
+    for pos, (i, _) in enumerate(hits):
+        score[i] = 100 - pos
+    return score
+
+
 def parse_grid(items: list[str]) -> dict[str, list[Any]]:
     grid = dict(DEFAULT_GRID) if not items else {}
     for item in items:
@@ -200,7 +369,11 @@ def main() -> int:
     parser.add_argument("--grid", action="append", default=[], help="name=v1,v2,...")
     parser.add_argument("--captions", action="store_true")
     parser.add_argument("--min-score", action="store_true", help="score distribution check")
+    parser.add_argument("--compare", action="store_true", help="alternatives that were tried")
     args = parser.parse_args()
+    if args.compare:
+        compare(args.path)
+        return 0
     if args.min_score:
         min_score_check(args.path, ranking.DEFAULT_PARAMS)
         return 0

@@ -32,10 +32,10 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -198,6 +198,18 @@ def format_table(title: str, table: dict[str, dict[str, float]], ks: Sequence[in
 # --------------------------------------------------------------------------- embeddings
 
 
+class EmbedderLike(Protocol):
+    """walrus_mem.Embedder's shape (tests pass walrus_mem.testing.HashEmbedder)."""
+
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    def embed(self, texts: list[str]) -> FloatArray: ...
+
+
 class CachedEmbedder:
     """The real MiniLM model behind a text -> vector cache in .bench-results/.
 
@@ -301,10 +313,14 @@ class StandaloneStore:
         return np.asarray(self.namespaces[namespace][1] @ qvec, dtype=np.float32)
 
     def signals(
-        self, namespace: str, question: str, qvec: FloatArray
+        self,
+        namespace: str,
+        question: str,
+        qvec: FloatArray,
+        query: Callable[[str], str | None] = ranking.fts_query,
     ) -> tuple[FloatArray, dict[int, float]]:
-        """Exact cosine to every row, and -bm25 of the rows matching :func:`fts_query`."""
-        return self.dense(namespace, qvec), self.lexical(namespace, ranking.fts_query(question))
+        """Exact cosine to every row, and -bm25 of the rows matching ``query(question)``."""
+        return self.dense(namespace, qvec), self.lexical(namespace, query(question))
 
     def recall(
         self,
@@ -372,7 +388,7 @@ def hybrid_rank(
 
 def run_standalone(
     convs: Sequence[Conversation],
-    embedder: CachedEmbedder,
+    embedder: EmbedderLike,
     params: ranking.FusionParams = ranking.DEFAULT_PARAMS,
     captions: bool = False,
     tokenize: str = ranking.FTS_TOKENIZE,
@@ -398,7 +414,8 @@ def run_standalone(
                 results[name].append(
                     Outcome(ns, q.category, tuple(conv.turns[i].dia_id for i in rows), q.evidence)
                 )
-    embedder.save()
+    if isinstance(embedder, CachedEmbedder):
+        embedder.save()
     return results
 
 
@@ -428,7 +445,7 @@ def _memory_class() -> Any:
 
 def run_api(
     convs: Sequence[Conversation],
-    embedder: CachedEmbedder,
+    embedder: EmbedderLike,
     captions: bool = False,
     k: int = max(KS),
 ) -> tuple[dict[str, list[Outcome]], dict[str, float]]:
@@ -478,13 +495,16 @@ def run_api(
                         )
                         if name == "hybrid":
                             latencies.append(time.perf_counter() - t0)
+                        if name == "bm25":  # as in plain bm25, rows that do not match are out
+                            hits = [h for h in hits if h.lexical is not None]
                         retrieved = tuple(str(h.record.metadata["dia_id"]) for h in hits)
                         results[name].append(
                             Outcome(conv.sample_id, q.category, retrieved, q.evidence)
                         )
     timings["recall_p50_ms"] = float(np.percentile(latencies, 50) * 1000)
     timings["recall_p95_ms"] = float(np.percentile(latencies, 95) * 1000)
-    embedder.save()
+    if isinstance(embedder, CachedEmbedder):
+        embedder.save()
     return results, timings
 
 
