@@ -266,9 +266,11 @@ def test_every_cli_command_is_documented() -> None:
     from walrus_mem.cli import cli
 
     text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
+    ctx = click.Context(cli)
     names: list[str] = []
-    for name, command in cli.commands.items():
-        if command.hidden:
+    for name in cli.list_commands(ctx):
+        command = cli.get_command(ctx, name)
+        if command is None or command.hidden:
             continue
         names.append(name)
         if isinstance(command, click.Group):

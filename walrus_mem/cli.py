@@ -9,13 +9,16 @@ No command ever prints key material: only public fingerprints.
 
 from __future__ import annotations
 
+import importlib
 import json
 import logging
-import subprocess
+import os
+import re
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 import platformdirs
@@ -25,7 +28,15 @@ from rich.table import Table
 
 from . import __version__
 from .config import Settings
-from .errors import ConfigError, KeyExists, KeyNotFound, KeyringUnavailable, WalrusMemError
+from .embeddings import Embedder
+from .errors import (
+    ConfigError,
+    InvalidInput,
+    KeyExists,
+    KeyNotFound,
+    KeyringUnavailable,
+    WalrusMemError,
+)
 from .keys import (
     MASTER_KEY_ENV,
     MasterSeed,
@@ -37,6 +48,9 @@ from .keys import (
     resolve_master_seed,
     write_key_file,
 )
+
+if TYPE_CHECKING:
+    from .memory import Memory
 
 __all__ = ["cli", "main"]
 
@@ -71,6 +85,7 @@ class CliState:
         self.out = make_console()
         self.err = make_console(stderr=True)
         self._settings: Settings | None = None
+        self._memory: Memory | None = None
 
     @property
     def config_path(self) -> Path | None:
@@ -90,6 +105,16 @@ class CliState:
     def namespace(self) -> str:
         return self.namespace_option or self.settings.default_namespace
 
+    @property
+    def memory(self) -> Memory:
+        """The Memory for these settings, opened once and closed when the command ends."""
+        if self._memory is None:
+            from .memory import Memory
+
+            self._memory = Memory(self.settings, embedder=embedder_override(self.settings))
+            click.get_current_context().find_root().call_on_close(self._memory.close)
+        return self._memory
+
     def emit_json(self, data: Any) -> None:
         """Plain JSON on stdout: nothing else is printed there in --json mode."""
         click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
@@ -97,6 +122,18 @@ class CliState:
     def note(self, text: str) -> None:
         """Human-oriented remark on stderr (keeps stdout clean for pipes and --json)."""
         self.err.print(text)
+
+
+def embedder_override(settings: Settings) -> Embedder | None:
+    """Hidden test switch: ``embedding_model = "test-hash"`` (or ``test-hash-DIM``) uses
+    the deterministic :class:`~walrus_mem.testing.HashEmbedder` instead of a real model."""
+    name = settings.embedding_model
+    if name != "test-hash" and not name.startswith("test-hash-"):
+        return None
+    from .testing import HashEmbedder
+
+    dim = name.removeprefix("test-hash").lstrip("-")
+    return HashEmbedder(dim=int(dim) if dim.isdigit() else 64)
 
 
 def make_console(*, stderr: bool = False) -> Console:
@@ -130,8 +167,27 @@ def _one_line(exc: BaseException) -> str:
     return f"{text} [{type(exc).__name__}]"
 
 
+#: Commands implemented elsewhere, imported only when used (keeps startup fast).
+LAZY_COMMANDS: dict[str, tuple[str, str]] = {
+    "relayer": ("relayer_mock.cli", "relayer_command"),
+}
+
+
 class WalrusMemGroup(click.Group):
     """Turns library errors into one clear stderr line and exit code 1."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *LAZY_COMMANDS])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in LAZY_COMMANDS and cmd_name not in self.commands:
+            module_name, attr = LAZY_COMMANDS[cmd_name]
+            module = importlib.import_module(module_name)
+            command = getattr(module, attr)
+            if not isinstance(command, click.Command):  # pragma: no cover - wiring bug
+                raise TypeError(f"{module_name}.{attr} is not a click command")
+            return command
+        return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -406,6 +462,668 @@ def keys_export_public(state: CliState) -> None:
     state.emit_json({"namespaces": rows})
 
 
+# -- parsing helpers ---------------------------------------------------------------
+
+
+def _read_text_args(words: tuple[str, ...]) -> str:
+    """TEXT words joined by spaces, or all of stdin for a single ``-``."""
+    if words == ("-",):
+        return sys.stdin.read()
+    return " ".join(words)
+
+
+def _parse_pairs(pairs: tuple[str, ...], what: str) -> dict[str, Any]:
+    """``KEY=VALUE`` (a string) or ``KEY:=JSON`` (a typed value), like httpie."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        if pair.partition("=")[0].endswith(":"):  # KEY:=JSON
+            key, _, raw = pair.partition(":=")
+            try:
+                value: Any = json.loads(raw)
+            except ValueError as exc:
+                raise click.BadParameter(f"{pair!r}: the value after := is not JSON",
+                                         param_hint=what) from exc
+        else:
+            key, sep, value = pair.partition("=")
+            if not sep:
+                raise click.BadParameter(f"{pair!r}: expected KEY=VALUE or KEY:=JSON",
+                                         param_hint=what)
+        if not key:
+            raise click.BadParameter(f"{pair!r}: empty key", param_hint=what)
+        out[key] = value
+    return out
+
+
+def _metadata(pairs: tuple[str, ...], as_json: str | None) -> dict[str, Any] | None:
+    data: dict[str, Any] = {}
+    if as_json is not None:
+        try:
+            loaded = json.loads(as_json)
+        except ValueError as exc:
+            raise click.BadParameter("not valid JSON", param_hint="--metadata-json") from exc
+        if not isinstance(loaded, dict):
+            raise click.BadParameter("must be a JSON object", param_hint="--metadata-json")
+        data.update(loaded)
+    data.update(_parse_pairs(pairs, "--meta"))
+    return data or None
+
+
+def _filters(specs: tuple[str, ...]) -> dict[str, Any] | None:
+    """Each --filter is a JSON object (mem0 operators) or KEY=VALUE / KEY:=JSON; all ANDed."""
+    parts: list[dict[str, Any]] = []
+    for spec in specs:
+        if spec.lstrip().startswith("{"):
+            try:
+                loaded = json.loads(spec)
+            except ValueError as exc:
+                raise click.BadParameter(f"{spec!r} is not valid JSON",
+                                         param_hint="--filter") from exc
+            if not isinstance(loaded, dict):
+                raise click.BadParameter("a JSON filter must be an object", param_hint="--filter")
+            parts.append(loaded)
+        else:
+            parts.append(_parse_pairs((spec,), "--filter"))
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else {"AND": parts}
+
+
+def _dump(model: Any) -> Any:
+    return model.model_dump(mode="json")
+
+
+_META_OPTIONS = [
+    click.option("-m", "--meta", "meta", multiple=True, metavar="KEY=VALUE",
+                 help="Metadata entry (repeatable); KEY:=JSON for a typed value."),
+    click.option("--metadata-json", metavar="JSON", help="Metadata as one JSON object."),
+    click.option("-c", "--category", help="Category, e.g. identity, preference, decision."),
+    click.option("-i", "--importance", type=click.FloatRange(0.0, 1.0),
+                 help="Importance 0-1 (default: by category, else 0.5)."),
+]
+
+
+def _meta_options(fn: Any) -> Any:
+    for option in reversed(_META_OPTIONS):
+        fn = option(fn)
+    return fn
+
+
+_FILTER_OPTION = click.option(
+    "-f", "--filter", "filters", multiple=True, metavar="FILTER",
+    help='KEY=VALUE, KEY:=JSON, or a JSON filter like \'{"created_at": {"gte": "2026-01-01"}}\' '
+         "(repeatable; all must match).",
+)
+
+
+# -- printing helpers --------------------------------------------------------------
+
+
+def _short_time(value: Any) -> str:
+    return value.strftime("%Y-%m-%d %H:%M") if value is not None else ""
+
+
+def _records_table(records: list[Any], *, title: str | None = None) -> Table:
+    table = Table("id", "text", "category", "status", "created", title=title,
+                  title_justify="left")
+    for rec in records:
+        table.add_row(rec.id, escape(rec.text), rec.category or "", rec.status,
+                      _short_time(rec.created_at))
+    return table
+
+
+def _print_record(state: CliState, rec: Any) -> None:
+    table = Table(box=None, show_header=False)
+    table.add_column(style="bold")
+    table.add_column()
+    data = _dump(rec)
+    for key, value in data.items():
+        shown = json.dumps(value, ensure_ascii=False) if isinstance(value, dict | list) else value
+        table.add_row(key, escape("" if shown is None else str(shown)))
+    state.out.print(table)
+
+
+def _describe_write(rec: Any) -> str:
+    if rec.deduplicated:
+        return f"Already remembered as {rec.id} (deduplicated; nothing published)"
+    if rec.status == "queued":
+        return (f"Remembered {rec.id}: queued locally (the publisher was not reachable); "
+                "`walrus-mem sync` publishes it later")
+    where = rec.quilt_patch_id or rec.blob_id
+    return f"Remembered {rec.id}: published as {where} (until epoch {rec.end_epoch})"
+
+
+# -- memory commands ----------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("text", nargs=-1, required=True)
+@_meta_options
+@click.option("--expires-at", metavar="WHEN", help="ISO-8601 date or datetime after which it "
+              "is no longer recalled.")
+@pass_state
+def remember(
+    state: CliState,
+    text: tuple[str, ...],
+    meta: tuple[str, ...],
+    metadata_json: str | None,
+    category: str | None,
+    importance: float | None,
+    expires_at: str | None,
+) -> None:
+    """Remember one fact: TEXT (words are joined), or `-` to read it from stdin."""
+    rec = state.memory.remember(
+        _read_text_args(text), namespace=state.namespace,
+        metadata=_metadata(meta, metadata_json), category=category, importance=importance,
+        expires_at=expires_at,
+    )
+    if state.as_json:
+        state.emit_json(_dump(rec))
+    else:
+        state.out.print(escape(_describe_write(rec)))
+
+
+@cli.command()
+@click.argument("query", nargs=-1, required=True)
+@click.option("-k", "--limit", "k", type=click.IntRange(1, 1000), default=5, show_default=True,
+              help="Number of memories to return.")
+@_FILTER_OPTION
+@click.option("--min-score", type=click.FloatRange(0.0), default=None,
+              help="Relevance cutoff (default: the library's; 0 disables it).")
+@click.option("--include-expired", is_flag=True, help="Also return memories past expires_at.")
+@pass_state
+def recall(
+    state: CliState,
+    query: tuple[str, ...],
+    k: int,
+    filters: tuple[str, ...],
+    min_score: float | None,
+    include_expired: bool,
+) -> None:
+    """Recall memories by meaning (local: no network)."""
+    result = state.memory.recall(
+        _read_text_args(query), namespace=state.namespace, k=k, filters=_filters(filters),
+        min_score=min_score, include_expired=include_expired,
+    )
+    if state.as_json:
+        state.emit_json({
+            "namespace": state.namespace,
+            "hits": [
+                {"score": h.score, "dense": h.dense, "lexical": h.lexical,
+                 "recency": h.recency, "importance": h.importance, "record": _dump(h.record)}
+                for h in result
+            ],
+            "candidates": result.candidates,
+            "filtered_out": result.filtered_out,
+            "below_min_score": result.below_min_score,
+        })
+        return
+    table = Table("score", "id", "text", "category")
+    for hit in result:
+        table.add_row(f"{hit.score:.3f}", hit.id, escape(hit.text), hit.category or "")
+    if result:
+        state.out.print(table)
+    state.out.print(
+        f"{len(result)} memor{'y' if len(result) == 1 else 'ies'} from {result.candidates} "
+        f"candidates in namespace {state.namespace}; {result.filtered_out} filtered out, "
+        f"{result.below_min_score} below the relevance cutoff"
+    )
+
+
+@cli.command()
+@click.argument("memory_id")
+@click.option("--verify", is_flag=True,
+              help="Also fetch the blob from Walrus and check it against the local copy.")
+@pass_state
+def get(state: CliState, memory_id: str, verify: bool) -> None:
+    """Show one memory by id."""
+    rec = state.memory.get(memory_id, namespace=state.namespace, verify=verify)
+    if state.as_json:
+        state.emit_json({**_dump(rec), "verified": verify})
+        return
+    _print_record(state, rec)
+    if verify:
+        state.out.print("[green]verified[/green]: the blob on Walrus opens with this namespace's "
+                        "key and matches the local copy")
+
+
+@cli.command("list")
+@click.option("--limit", type=click.IntRange(1), default=20, show_default=True)
+@click.option("--offset", type=click.IntRange(0), default=0, show_default=True)
+@_FILTER_OPTION
+@click.option("--include-expired", is_flag=True, help="Also list memories past expires_at.")
+@pass_state
+def list_(
+    state: CliState, limit: int, offset: int, filters: tuple[str, ...], include_expired: bool
+) -> None:
+    """List memories of the namespace, newest first."""
+    records = state.memory.list(
+        state.namespace, filters=_filters(filters), limit=limit, offset=offset,
+        include_expired=include_expired,
+    )
+    if state.as_json:
+        state.emit_json([_dump(r) for r in records])
+        return
+    state.out.print(_records_table(records, title=f"namespace {state.namespace}"))
+
+
+@cli.command()
+@click.argument("memory_id")
+@click.argument("text", nargs=-1, required=True)
+@_meta_options
+@pass_state
+def update(
+    state: CliState,
+    memory_id: str,
+    text: tuple[str, ...],
+    meta: tuple[str, ...],
+    metadata_json: str | None,
+    category: str | None,
+    importance: float | None,
+) -> None:
+    """Replace a memory's text with a new version (the old one stays in history)."""
+    rec = state.memory.update(
+        memory_id, _read_text_args(text), namespace=state.namespace,
+        metadata=_metadata(meta, metadata_json), category=category, importance=importance,
+    )
+    if state.as_json:
+        state.emit_json(_dump(rec))
+    else:
+        state.out.print(f"Updated {rec.id} to version {rec.version} ({rec.status})")
+
+
+def _print_forget(state: CliState, report: Any) -> None:
+    if state.as_json:
+        state.emit_json(_dump(report))
+        return
+    state.out.print(f"Forgot {len(report.forgotten)} memor"
+                    f"{'y' if len(report.forgotten) == 1 else 'ies'} in namespace "
+                    f"{state.namespace}.")
+    if report.deleted_blobs:
+        state.out.print(f"Deleted {len(report.deleted_blobs)} blob(s) from storage.")
+    for blob, reason in report.kept_blobs.items():
+        state.out.print(f"Kept blob {blob} (ciphertext, readable only with the key, until its "
+                        f"end epoch): {escape(reason)}")
+
+
+@cli.command()
+@click.argument("memory_id")
+@pass_state
+def forget(state: CliState, memory_id: str) -> None:
+    """Forget a memory (see docs/forget.md for what this guarantees)."""
+    _print_forget(state, state.memory.forget(memory_id, namespace=state.namespace))
+
+
+@cli.command("forget-all")
+@click.option("--yes", is_flag=True, help="Confirm: forget every memory of the namespace.")
+@pass_state
+def forget_all(state: CliState, yes: bool) -> None:
+    """Forget every memory of the namespace (needs --yes)."""
+    if not yes:
+        raise click.UsageError(
+            f"forget-all forgets every memory of namespace {state.namespace!r}; "
+            "pass --yes to confirm"
+        )
+    _print_forget(state, state.memory.forget_all(state.namespace, confirm=True))
+
+
+@cli.command()
+@click.argument("memory_id")
+@pass_state
+def history(state: CliState, memory_id: str) -> None:
+    """Every version of a memory, oldest first (a forgotten one ends in DELETE)."""
+    entries = state.memory.history(memory_id, namespace=state.namespace)
+    if state.as_json:
+        state.emit_json([_dump(e) for e in entries])
+        return
+    table = Table("version", "event", "at", "text", "blob")
+    for e in entries:
+        table.add_row(str(e.version), e.event, _short_time(e.at),
+                      escape(e.text) if e.text is not None else "[dim](none)[/dim]",
+                      e.quilt_patch_id or e.blob_id or "")
+    state.out.print(table)
+
+
+# -- import / export -----------------------------------------------------------------
+
+#: Fields of an exported record that import ignores (they describe the old copy).
+EXPORT_ONLY_FIELDS = frozenset({
+    "id", "namespace", "created_at", "updated_at", "version", "status", "blob_id",
+    "quilt_patch_id", "end_epoch", "deduplicated",
+})
+
+
+def read_import_items(path: Path, fmt: str) -> list[dict[str, Any] | str]:
+    """Parse FILE into remember_many items.
+
+    * ``jsonl``: one JSON object per line with ``text`` and optional ``metadata``,
+      ``category``, ``importance``, ``expires_at`` (fields of ``walrus-mem export``
+      that describe the old copy are ignored);
+    * ``text``: one fact per non-empty line;
+    * ``markdown`` (a folder): every ``*.md`` file below it; each paragraph or list
+      item is one fact, with metadata ``source`` (the file) and ``section`` (the
+      heading above it).
+    """
+    if fmt == "auto":
+        if path.is_dir():
+            fmt = "markdown"
+        elif path.suffix.lower() in {".jsonl", ".ndjson"}:
+            fmt = "jsonl"
+        elif path.suffix.lower() in {".md", ".markdown"}:
+            fmt = "markdown"
+        else:
+            first = next((ln for ln in _read_lines(path) if ln.strip()), "")
+            fmt = "jsonl" if first.lstrip().startswith("{") else "text"
+    if fmt == "jsonl":
+        return _jsonl_items(path)
+    if fmt == "text":
+        return [ln.strip() for ln in _read_lines(path) if ln.strip()]
+    files = sorted(path.rglob("*.md")) if path.is_dir() else [path]
+    items: list[dict[str, Any] | str] = []
+    for file in files:
+        source = str(file.relative_to(path)) if path.is_dir() else file.name
+        items += markdown_facts(_read_text(file), source)
+    return items
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{path} is not UTF-8 text") from exc
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {path}: {exc.strerror}") from exc
+
+
+def _read_lines(path: Path) -> list[str]:
+    return _read_text(path).splitlines()
+
+
+def _jsonl_items(path: Path) -> list[dict[str, Any] | str]:
+    items: list[dict[str, Any] | str] = []
+    for number, line in enumerate(_read_lines(path), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InvalidInput(f"{path}:{number}: not valid JSON ({exc.msg})") from exc
+        if not isinstance(obj, dict):
+            raise InvalidInput(f"{path}:{number}: each line must be a JSON object")
+        items.append({k: v for k, v in obj.items() if k not in EXPORT_ONLY_FIELDS})
+    return items
+
+
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(?:\[[ xX]\]\s+)?")
+_FENCE_LINE = re.compile(r"^\s*(```|~~~)")
+
+
+def markdown_facts(text: str, source: str) -> list[dict[str, Any] | str]:
+    """Paragraphs and list items of a Markdown note, each one fact (code blocks skipped)."""
+    facts: list[dict[str, Any] | str] = []
+    section: str | None = None
+    paragraph: list[str] = []
+    in_code = False
+
+    def flush() -> None:
+        joined = " ".join(part.strip() for part in paragraph).strip()
+        paragraph.clear()
+        if joined:
+            meta: dict[str, Any] = {"source": source}
+            if section:
+                meta["section"] = section
+            facts.append({"text": joined, "metadata": meta})
+
+    lines = text.splitlines()
+    if lines and lines[0].strip() == "---":  # skip YAML front matter
+        end = next((i for i, ln in enumerate(lines[1:], 1) if ln.strip() == "---"), None)
+        if end is not None:
+            lines = lines[end + 1:]
+    for line in lines:
+        if _FENCE_LINE.match(line):
+            flush()
+            in_code = not in_code
+            continue
+        if in_code:
+            continue
+        heading = _HEADING.match(line)
+        if heading:
+            flush()
+            section = heading.group(1) or None
+        elif not line.strip():
+            flush()
+        elif _LIST_ITEM.match(line):
+            flush()
+            paragraph.append(_LIST_ITEM.sub("", line, count=1))
+        else:
+            paragraph.append(line)
+    flush()
+    return facts
+
+
+@cli.command("import")
+@click.argument("source", type=click.Path(exists=True, path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["auto", "jsonl", "text", "markdown"]),
+              default="auto", show_default=True,
+              help="auto: a folder is markdown, *.jsonl or a first line starting with { is "
+                   "jsonl, anything else is one fact per line.")
+@click.option("--batch-size", type=click.IntRange(1, 666), default=666, show_default=True,
+              help="Facts per remember_many call (one quilt each).")
+@pass_state
+def import_(state: CliState, source: Path, fmt: str, batch_size: int) -> None:
+    """Remember many facts from a JSONL file, a text file or a folder of Markdown notes."""
+    items = read_import_items(source, fmt)
+    if not items:
+        raise InvalidInput(f"{source} holds no facts to import")
+    mem = state.memory
+    totals = {"stored": 0, "deduplicated": 0, "queued": 0}
+    failed: list[tuple[int, str]] = []
+    with _progress(state, "importing", len(items)) as advance:
+        for start in range(0, len(items), batch_size):
+            chunk = items[start:start + batch_size]
+            result = mem.remember_many(chunk, namespace=state.namespace)
+            for key in totals:
+                totals[key] += getattr(result, key)
+            failed += [(start + i, msg) for i, msg in result.failed]
+            advance(len(chunk))
+    summary = {"namespace": state.namespace, "items": len(items), **totals,
+               "failed": [{"index": i, "error": msg} for i, msg in failed]}
+    if state.as_json:
+        state.emit_json(summary)
+    else:
+        state.out.print(
+            f"Imported {len(items)} item(s) into namespace {state.namespace}: "
+            f"{totals['stored']} stored, {totals['deduplicated']} deduplicated, "
+            f"{totals['queued']} queued, {len(failed)} failed"
+        )
+        for index, msg in failed[:20]:
+            state.out.print(f"  item {index + 1}: {escape(msg)}")
+        if len(failed) > 20:
+            state.out.print(f"  … and {len(failed) - 20} more (use --json for all)")
+    if failed:
+        sys.exit(1)
+
+
+@cli.command()
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write to this file (created with mode 0600) instead of stdout.")
+@_FILTER_OPTION
+@pass_state
+def export(state: CliState, output: Path | None, filters: tuple[str, ...]) -> None:
+    """Write the namespace's memories as JSONL (PLAINTEXT: handle it like the memories)."""
+    records = state.memory.list(state.namespace, filters=_filters(filters),
+                                limit=sys.maxsize, include_expired=True)
+    lines = [json.dumps(_dump(r), ensure_ascii=False, sort_keys=True) for r in records]
+    body = "".join(line + "\n" for line in lines)
+    if output is None:
+        click.echo(body, nl=False)
+    else:
+        fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(body)
+    where = f"to {output}" if output else "to stdout"
+    state.note(f"[yellow]warning:[/yellow] exported {len(records)} memories of namespace "
+               f"{state.namespace} {where} as PLAINTEXT: anyone who can read it can read them.")
+
+
+# -- Walrus: restore, sync, expiry ---------------------------------------------------------
+
+
+class _progress:
+    """A rich progress bar on stderr; silent when not a terminal or with --json."""
+
+    def __init__(self, state: CliState, label: str, total: int | None) -> None:
+        from rich.progress import Progress
+
+        self._bar = Progress(console=state.err, transient=True,
+                             disable=state.as_json or not state.err.is_terminal)
+        self._label = label
+        self._total = total
+
+    def __enter__(self) -> Callable[..., None]:
+        self._bar.start()
+        task = self._bar.add_task(self._label, total=self._total)
+
+        def advance(step: int = 0, *, done: int | None = None, total: int | None = None) -> None:
+            if done is not None:
+                self._bar.update(task, completed=done, total=total)
+            else:
+                self._bar.advance(task, step)
+
+        return advance
+
+    def __exit__(self, *exc: object) -> None:
+        self._bar.stop()
+
+
+@cli.command()
+@click.option("--manifest", "manifest_blob_id", metavar="BLOB_ID",
+              help="Manifest blob id to restore from (default: the one recorded in this data "
+                   "dir; `walrus-mem stats` shows it where it was written).")
+@pass_state
+def restore(state: CliState, manifest_blob_id: str | None) -> None:
+    """Rebuild the namespace's catalog and index from Walrus alone."""
+    with _progress(state, "restoring", None) as advance:
+        report = state.memory.restore(
+            state.namespace, manifest_blob_id,
+            progress=lambda done, total: advance(done=done, total=total),
+        )
+    if state.as_json:
+        state.emit_json(_dump(report))
+    else:
+        state.out.print(
+            f"Restored namespace {report.namespace} from manifest {report.manifest_blob_id}: "
+            f"{report.restored} restored, {report.skipped} already here, "
+            f"{len(report.failed)} failed (of {report.total})"
+        )
+        for mid, msg in report.failed[:20]:
+            state.out.print(f"  {mid}: {escape(msg)}")
+    if report.failed:
+        sys.exit(1)
+
+
+@cli.command()
+@pass_state
+def sync(state: CliState) -> None:
+    """Publish queued memories and a fresh manifest (all namespaces unless -n is given)."""
+    report = state.memory.sync(state.namespace_option)
+    if state.as_json:
+        state.emit_json(_dump(report))
+    else:
+        state.out.print(f"Published {report.published}; {report.still_queued} still queued.")
+        for ns, blob in report.manifests.items():
+            state.out.print(f"Manifest for {ns}: {blob}")
+        for err in report.errors:
+            state.out.print(f"  error: {escape(err)}")
+    if report.errors:
+        sys.exit(1)
+
+
+@cli.command()
+@pass_state
+def stats(state: CliState) -> None:
+    """Counts, sizes, model, key fingerprint and latest manifest of the namespace."""
+    report = state.memory.stats(state.namespace)
+    if state.as_json:
+        state.emit_json(_dump(report))
+    else:
+        _print_record(state, report)
+
+
+@cli.command()
+@click.option("--within", "within_epochs", type=click.IntRange(0), default=1, show_default=True,
+              help="Epochs from now.")
+@pass_state
+def expiring(state: CliState, within_epochs: int) -> None:
+    """Memories whose blobs expire within N epochs (all namespaces unless -n is given)."""
+    records = state.memory.expiring(within_epochs, namespace=state.namespace_option)
+    if state.as_json:
+        state.emit_json([_dump(r) for r in records])
+        return
+    table = Table("namespace", "id", "end epoch", "text")
+    for r in records:
+        table.add_row(r.namespace, r.id, str(r.end_epoch), escape(r.text))
+    state.out.print(table)
+    state.out.print(f"{len(records)} memor{'y' if len(records) == 1 else 'ies'} expire within "
+                    f"{within_epochs} epoch(s); renew with `walrus-mem extend --expiring "
+                    f"{within_epochs}`")
+
+
+@cli.command()
+@click.argument("memory_ids", nargs=-1)
+@click.option("--expiring", "expiring_within", type=click.IntRange(0), metavar="N",
+              help="Extend the namespace's memories that expire within N epochs.")
+@click.option("--all", "all_", is_flag=True, help="Extend every published memory of the namespace.")
+@click.option("--epochs", type=click.IntRange(1, 53), help="Epochs to store for (default: the "
+              "configured epochs).")
+@pass_state
+def extend(
+    state: CliState,
+    memory_ids: tuple[str, ...],
+    expiring_within: int | None,
+    all_: bool,
+    epochs: int | None,
+) -> None:
+    """Re-publish memories so they stay on Walrus longer (same sealed bytes)."""
+    chosen = sum([bool(memory_ids), expiring_within is not None, all_])
+    if chosen != 1:
+        raise click.UsageError("give memory ids, --expiring N, or --all (exactly one)")
+    mem = state.memory
+    ids: list[str] | None
+    if expiring_within is not None:
+        ids = [r.id for r in mem.expiring(expiring_within, namespace=state.namespace)]
+    else:
+        ids = list(memory_ids) if memory_ids else None
+    if ids == []:
+        report = None
+    else:
+        report = mem.extend(ids, namespace=state.namespace, epochs=epochs)
+    if state.as_json:
+        state.emit_json(_dump(report) if report else {"extended": {}, "failed": []})
+    elif report is None:
+        state.out.print("Nothing to extend.")
+    else:
+        state.out.print(f"Extended {len(report.extended)} memor"
+                        f"{'y' if len(report.extended) == 1 else 'ies'}.")
+        for mid, end in report.extended.items():
+            state.out.print(f"  {mid}: until epoch {end}")
+        for mid, msg in report.failed:
+            state.out.print(f"  {mid}: FAILED {escape(msg)}")
+    if report is not None and report.failed:
+        sys.exit(1)
+
+
+@cli.command()
+@pass_state
+def reindex(state: CliState) -> None:
+    """Re-embed the namespace with the configured model (after changing embedding_model)."""
+    count = state.memory.reindex(state.namespace)
+    if state.as_json:
+        state.emit_json({"namespace": state.namespace, "reindexed": count})
+    else:
+        state.out.print(f"Re-embedded {count} memories of namespace {state.namespace}.")
+
+
 # -- doctor ------------------------------------------------------------------------
 
 
@@ -437,7 +1155,7 @@ def doctor(state: CliState, no_model: bool) -> None:
         sys.exit(1)
 
 
-# -- tools: demo, relayer ----------------------------------------------------------
+# -- tools: demo (relayer and mcp are LAZY_COMMANDS) ----------------------------
 
 
 @cli.command()
@@ -448,21 +1166,6 @@ def demo(state: CliState) -> None:
 
     if not run_demo(state.out):
         sys.exit(1)
-
-
-@cli.command(
-    context_settings={"ignore_unknown_options": True, "allow_extra_args": True,
-                      "help_option_names": []},
-    add_help_option=False,
-)
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def relayer(args: tuple[str, ...]) -> None:
-    """Run relayer_mock, a local Walrus publisher/aggregator (see docs/relayer-mock.md).
-
-    All arguments go to relayer_mock (try `walrus-mem relayer --help`).
-    """
-    code = subprocess.call([sys.executable, "-m", "relayer_mock", *args])
-    sys.exit(code)
 
 
 def main() -> NoReturn:
