@@ -305,8 +305,9 @@ def test_two_processes_on_one_data_dir(tmp_path: Path) -> None:
             assert stats["blobCount"] == 60
             assert stats["requests"]["put_blob"] == 60
         listed = httpx.get(f"{a.url}/_mock/blobs").json()["blobs"]
-        for entry in listed:
-            assert httpx.get(f"{b.url}/v1/blobs/{entry['blobId']}").status_code == 200
+        with httpx.Client(base_url=b.url) as client:
+            for entry in listed:
+                assert client.get(f"/v1/blobs/{entry['blobId']}").status_code == 200
 
 
 def test_process_cli_fault_and_size_options(tmp_path: Path) -> None:
