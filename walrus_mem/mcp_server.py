@@ -1,0 +1,170 @@
+"""MCP server: the memory tools over stdio, for Claude Desktop-style hosts.
+
+Built on the official ``mcp`` SDK (the ``mcp`` extra, version 2: the low-level
+``Server`` with handler callbacks). Every tool of :mod:`walrus_mem.tools` is
+exposed with its JSON schema; calls run through :func:`~walrus_mem.tools.call_tool`
+in a worker thread, and results come back as JSON text plus structured content
+(``is_error`` set for tool errors).
+
+The server serves one agent: ``agent="researcher"`` scopes every call to that
+agent's namespace (``[agents.researcher]`` of the config, else the sanitised
+name); ``None`` serves the default namespace. ``read_only=True`` lists only the
+read tools and refuses writes (for subagents).
+
+Run it with ``walrus-mem mcp`` or ``python -m walrus_mem.mcp_server [--agent NAME]
+[--read-only]``. Settings come from the usual env vars / config file.
+``WALRUS_MEM_EMBEDDING_MODEL=test-hash`` selects the deterministic fake embedder
+(tests and offline demos only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import mcp_types as types
+from mcp.server import Server, ServerRequestContext
+from mcp.server.stdio import stdio_server
+
+from . import __version__
+from .config import Settings
+from .hooks import namespace_instruction
+from .sessions import AgentDirectory
+from .tools import READ_TOOLS, WRITE_TOOLS, call_tool, tool_specs
+
+__all__ = ["TEST_EMBEDDER_PREFIX", "build_server", "main", "open_memory", "run_stdio",
+           "serve_stdio", "session_key_for"]
+
+log = logging.getLogger(__name__)
+
+#: ``embedding_model`` values starting with this select walrus_mem.testing.HashEmbedder.
+TEST_EMBEDDER_PREFIX = "test-hash"
+
+
+def session_key_for(agent: str | None, *, read_only: bool = False) -> str:
+    """The session key the server uses for every call."""
+    base = f"agent:{agent}" if agent else "main"
+    return f"{base}:subagent:mcp" if read_only else f"{base}:mcp"
+
+
+def open_memory(settings: Settings | None = None) -> Any:
+    """A :class:`~walrus_mem.memory.Memory` for ``settings`` (fake embedder if asked)."""
+    from .memory import Memory
+
+    settings = settings if settings is not None else Settings()  # type: ignore[call-arg]
+    embedder = None
+    if settings.embedding_model.startswith(TEST_EMBEDDER_PREFIX):
+        from .testing import HashEmbedder
+
+        embedder = HashEmbedder(dim=64)
+    return Memory(settings, embedder=embedder)
+
+
+def build_server(
+    memory: Any,
+    *,
+    agent: str | None = None,
+    read_only: bool = False,
+    config: Any = None,
+) -> Server[Any]:
+    """An MCP ``Server`` exposing the memory tools for one agent's namespace."""
+    directory = AgentDirectory.from_config(config, memory=memory)
+    session_key = session_key_for(agent, read_only=read_only)
+    session = directory.resolve(session_key)
+    tools = [
+        types.Tool(
+            name=spec["function"]["name"],
+            description=spec["function"]["description"],
+            input_schema=spec["function"]["parameters"],
+            annotations=types.ToolAnnotations(
+                read_only_hint=spec["function"]["name"] in READ_TOOLS,
+                destructive_hint=spec["function"]["name"] in WRITE_TOOLS
+                and spec["function"]["name"] != "memory_store",
+                idempotent_hint=spec["function"]["name"] in READ_TOOLS,
+                open_world_hint=False,
+            ),
+        )
+        for spec in tool_specs(read_only=read_only)
+    ]
+    names = {tool.name for tool in tools}
+
+    async def list_tools(
+        ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=tools)
+
+    async def on_call_tool(
+        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        if params.name not in names:
+            result: dict[str, Any] = {
+                "ok": False, "tool": params.name[:64],
+                "error": {"type": "UnknownTool", "message": "unknown or unavailable tool"},
+            }
+        else:
+            result = await anyio.to_thread.run_sync(
+                lambda: call_tool(memory, params.name, params.arguments or {},
+                                  session_key=session_key, config=directory)
+            )
+        return types.CallToolResult(
+            content=[types.TextContent(text=json.dumps(result, ensure_ascii=False))],
+            structured_content=result,
+            is_error=not result["ok"],
+        )
+
+    return Server(
+        "walrus-mem",
+        version=__version__,
+        instructions=namespace_instruction(session),
+        on_list_tools=list_tools,
+        on_call_tool=on_call_tool,
+    )
+
+
+async def serve_stdio(server: Server[Any]) -> None:
+    """Serve ``server`` over this process's stdin/stdout until the client hangs up."""
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())
+
+
+def run_stdio(
+    settings: Settings | None = None,
+    agent: str | None = None,
+    *,
+    read_only: bool = False,
+    memory: Any = None,
+) -> None:
+    """Run the MCP server over stdio (blocking). The CLI's ``walrus-mem mcp`` calls this.
+
+    ``memory`` defaults to one opened from ``settings``; it is closed on exit
+    only if this function opened it.
+    """
+    owned = memory is None
+    mem = open_memory(settings) if owned else memory
+    try:
+        anyio.run(serve_stdio, build_server(mem, agent=agent, read_only=read_only))
+    finally:
+        if owned:
+            mem.close()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m walrus_mem.mcp_server [--agent NAME] [--read-only]``."""
+    parser = argparse.ArgumentParser(prog="walrus_mem.mcp_server", description=__doc__)
+    parser.add_argument("--agent", default=None, help="serve this agent's namespace")
+    parser.add_argument("--read-only", action="store_true", help="list and allow reads only")
+    args = parser.parse_args(argv)
+    # stdout carries the protocol: logs go to stderr.
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+    run_stdio(agent=args.agent, read_only=args.read_only)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover - exercised through a subprocess in tests
+    sys.exit(main())
