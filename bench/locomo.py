@@ -34,6 +34,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -61,6 +62,15 @@ FloatArray = npt.NDArray[np.float32]
 
 
 # --------------------------------------------------------------------------- data
+
+
+def session_timestamp(date_time: str) -> float | None:
+    """POSIX time of a LoCoMo session stamp such as "1:56 pm on 8 May, 2023" (UTC)."""
+    try:
+        when = datetime.strptime(date_time.strip(), "%I:%M %p on %d %B, %Y")
+    except ValueError:
+        return None
+    return when.replace(tzinfo=UTC).timestamp()
 
 
 @dataclass(frozen=True)
@@ -353,11 +363,13 @@ def hybrid_rank(
     pool: int = 50,
     first_key: int = 1,
     now: float = 0.0,
+    created_at: Sequence[float] | None = None,
 ) -> list[tuple[int, ranking.Scores]]:
     """The engine's recall over precomputed signals of one namespace (rows 0..n-1).
 
     Candidates = dense top-`pool` + FTS top-`pool`; fuse; add the successors
-    :func:`ranking.context_keys` asks for; fuse again; top k.
+    :func:`ranking.context_keys` asks for; fuse again; top k. Rows were all
+    written at ``now`` unless ``created_at`` (per row) says otherwise.
     """
     pool = max(pool, k)
     dense_order = [int(i) for i in np.argsort(-cos, kind="stable")[:pool]]
@@ -372,7 +384,7 @@ def hybrid_rank(
             lexical=lex.get(i),
             dense_rank=dense_rank.get(i),
             lexical_rank=lex_rank.get(i),
-            created_at=now,
+            created_at=now if created_at is None else created_at[i],
             importance=0.5,
         )
 
