@@ -9,6 +9,7 @@ import re
 import struct
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import httpx
@@ -50,18 +51,20 @@ def client(relayer: EmbeddedRelayer) -> Iterator[httpx.Client]:
         yield c
 
 
-def store(client: httpx.Client, data: bytes, query: str = "") -> dict:
+def store(client: httpx.Client, data: bytes, query: str = "") -> dict[str, Any]:
     response = client.put(f"/v1/blobs{query}", content=data)
     assert response.status_code == 200, response.text
-    return response.json()
+    body: dict[str, Any] = response.json()
+    return body
 
 
-def created(result: dict) -> dict:
-    return result["newlyCreated"]["blobObject"]
+def created(result: dict[str, Any]) -> dict[str, Any]:
+    obj: dict[str, Any] = result["newlyCreated"]["blobObject"]
+    return obj
 
 
 def reason(response: httpx.Response) -> str:
-    return response.json()["error"]["details"][0]["reason"]
+    return str(response.json()["error"]["details"][0]["reason"])
 
 
 # -- basics -------------------------------------------------------------------------------
@@ -426,8 +429,8 @@ def test_v1alpha_stream_and_concat(client: httpx.Client) -> None:
 
 
 def put_quilt(client: httpx.Client, files: dict[str, bytes], query: str = "",
-              metadata: list | None = None) -> httpx.Response:
-    parts: list = [(name, (f"file-{i}", data)) for i, (name, data) in enumerate(files.items())]
+              metadata: list[Any] | None = None) -> httpx.Response:
+    parts: list[Any] = [(name, (f"file-{i}", data)) for i, (name, data) in enumerate(files.items())]
     if metadata is not None:
         parts.append(("_metadata", (None, json.dumps(metadata))))
     return client.put(f"/v1/quilts{query}", files=parts)
@@ -532,7 +535,7 @@ def test_quilt_666_ok_667_rejected(client: httpx.Client) -> None:
         ([("_metadata", (None, "[]"))], "no files provided in multipart form"),
     ],
 )
-def test_quilt_malformed(client: httpx.Client, parts: list, fragment: str) -> None:
+def test_quilt_malformed(client: httpx.Client, parts: list[Any], fragment: str) -> None:
     response = client.put("/v1/quilts", files=parts)
     assert response.status_code == 400
     error = response.json()["error"]

@@ -62,7 +62,8 @@ def test_parse_kinds_and_aliases() -> None:
 
 
 def test_fault_config_validation() -> None:
-    config = FaultConfig(kinds="5xx", latency_ms="5-10", probabilities={"lying": 0.5})
+    config = FaultConfig.model_validate(
+        {"kinds": "5xx", "latency_ms": "5-10", "probabilities": {"lying": 0.5}})
     assert config.kinds == (FaultKind.HTTP_500, FaultKind.HTTP_503, FaultKind.HTTP_504)
     assert config.latency_ms == (5, 10)
     assert config.probabilities == {FaultKind.LIE: 0.5}

@@ -23,7 +23,7 @@ from relayer_mock.server import RelayerProcess, RelayerServer
 MiB = 1024 * 1024
 
 # Examples from the Walrus docs, as quoted in the wire spec (compact JSON, docs key order).
-DOCS_NEWLY_CREATED = {"newlyCreated": {"blobObject": {
+DOCS_NEWLY_CREATED: dict[str, Any] = {"newlyCreated": {"blobObject": {
     "id": "0xe91eee8c5b6f35b9a250cfc29e30f0d9e5463a21fd8d1ddb0fc22d44db4eac50",
     "registeredEpoch": 34, "blobId": "M4hsZGQ1oCktdzegB6HnI6Mi28S2nqOPHxK-W7_4BUk", "size": 17,
     "encodingType": "RS2", "certifiedEpoch": 34,
@@ -32,11 +32,11 @@ DOCS_NEWLY_CREATED = {"newlyCreated": {"blobObject": {
     "deletable": False},
     "resourceOperation": {"registerFromScratch": {"encodedLength": 66034000, "epochsAhead": 1}},
     "cost": 132300}}
-DOCS_ALREADY_CERTIFIED = {"alreadyCertified": {
+DOCS_ALREADY_CERTIFIED: dict[str, Any] = {"alreadyCertified": {
     "blobId": "M4hsZGQ1oCktdzegB6HnI6Mi28S2nqOPHxK-W7_4BUk",
     "event": {"txDigest": "4XQHFa9S324wTzYHF3vsBSwpUZuLpmwTHYMFv9nsttSs", "eventSeq": "0"},
     "endEpoch": 35}}
-DOCS_QUILT = {"blobStoreResult": {"newlyCreated": {"blobObject": {
+DOCS_QUILT: dict[str, Any] = {"blobStoreResult": {"newlyCreated": {"blobObject": {
     "id": "0xe6ac" + "0" * 56 + "bc02", "registeredEpoch": 103,
     "blobId": "6XUOE-Q5-nAXHRifN6n9nomVDtHZQbGuAkW3PjlBuKo", "size": 1782224,
     "encodingType": "RS2", "certifiedEpoch": None,
@@ -50,7 +50,7 @@ DOCS_QUILT = {"blobStoreResult": {"newlyCreated": {"blobObject": {
          "quiltPatchId": "6XUOE-Q5-nAXHRifN6n9nomVDtHZQbGuAkW3PjlBuKoBAQDQAA"},
         {"identifier": "walrus.jpg",
          "quiltPatchId": "6XUOE-Q5-nAXHRifN6n9nomVDtHZQbGuAkW3PjlBuKoB0AB7Ag"}]}
-DOCS_PATCHES = [{"identifier": "walrus-38.jpeg",
+DOCS_PATCHES: list[dict[str, Any]] = [{"identifier": "walrus-38.jpeg",
                  "patch_id": "uIiEbhP2qgZYygEGxJX1GeB-rQATo2yufC2DCp7B4iABAQANAA", "tags": {}}]
 BLOB_ID = re.compile(r"^[A-Za-z0-9_-]{43}$")
 OBJECT_ID = re.compile(r"^0x[0-9a-f]{64}$")
@@ -164,7 +164,7 @@ def test_docs_examples_byte_for_byte(tmp_path: Path) -> None:
         assert response.headers["content-type"] == "application/json"
         body = response.json()
         obj = body["newlyCreated"]["blobObject"]
-        example = DOCS_NEWLY_CREATED["newlyCreated"]["blobObject"]  # type: ignore[index]
+        example = DOCS_NEWLY_CREATED["newlyCreated"]["blobObject"]
         text = (response.text.replace(obj["id"], example["id"])
                 .replace(obj["storage"]["id"], example["storage"]["id"])
                 .replace(obj["blobId"], example["blobId"]))
@@ -180,7 +180,7 @@ def test_docs_examples_byte_for_byte(tmp_path: Path) -> None:
 
 def test_docs_quilt_patch_id_layout() -> None:
     quilt_id, start, end = parse_quilt_patch_id(
-        DOCS_QUILT["storedQuiltBlobs"][0]["quiltPatchId"])  # type: ignore[index]
+        DOCS_QUILT["storedQuiltBlobs"][0]["quiltPatchId"])
     assert quilt_id == "6XUOE-Q5-nAXHRifN6n9nomVDtHZQbGuAkW3PjlBuKo"
     assert (start, end) == (1, 208)
 

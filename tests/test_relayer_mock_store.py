@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -37,10 +38,10 @@ def relayer(data_dir: Path) -> Iterator[EmbeddedRelayer]:
         yield embedded
 
 
-def store(client: httpx.Client, data: bytes, query: str = "") -> dict:
+def store(client: httpx.Client, data: bytes, query: str = "") -> dict[str, Any]:
     response = client.put(f"/v1/blobs{query}", content=data)
     assert response.status_code == 200, response.text
-    body = response.json()
+    body: dict[str, Any] = response.json()
     return body["newlyCreated"]["blobObject"] if "newlyCreated" in body else body
 
 
