@@ -69,6 +69,21 @@ def store_count(admin: httpx.Client, route: str | None = None) -> int:
     return sum(int(counters.get(f"requests.{r}", 0)) for r in routes)
 
 
+class SeededEmbedder:
+    """Dense pseudo-random unit vectors seeded by the text (no word overlap needed)."""
+
+    def __init__(self, dim: int = 32, model_id: str = "seeded") -> None:
+        self.dim = dim
+        self.model_id = model_id
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        import zlib
+
+        rows = [np.random.default_rng(zlib.crc32(t.encode())).standard_normal(self.dim)
+                for t in texts]
+        return np.asarray(rows, dtype=np.float32)
+
+
 class FixedEmbedder:
     """Embedder returning pre-set vectors by text (and a default for unknown texts)."""
 

@@ -263,6 +263,8 @@ class Catalog:
             raise LocalStoreError(f"catalog {self.path}: cannot enable WAL (mode {mode})")
         c.execute("PRAGMA synchronous = NORMAL")
         c.execute("PRAGMA foreign_keys = ON")
+        # Deleted content (forgotten memories) is overwritten, not just unlinked.
+        c.execute("PRAGMA secure_delete = ON")
 
     def _migrate(self) -> None:
         c = self.conn
@@ -375,6 +377,25 @@ class Catalog:
     def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
         with self._lock:
             return self.conn.execute(sql, params)
+
+    @_guarded
+    def scrub(self) -> None:
+        """Push deleted text out of the files: merge FTS5 segments, checkpoint the WAL.
+
+        With ``secure_delete`` on, SQLite zeroes freed content; the FTS5 merge
+        drops index entries of deleted rows; the checkpoint rewrites the main
+        file and truncates the WAL that still held the old page images.
+        """
+        with self.write() as c:
+            c.execute("INSERT INTO fts (fts) VALUES ('optimize')")
+        with self._lock:
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+
+    @_guarded
+    def vacuum(self) -> None:
+        with self._lock:
+            self.conn.execute("VACUUM")
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
 
     # -- meta -------------------------------------------------------------------
 

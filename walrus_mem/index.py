@@ -223,6 +223,9 @@ class IndexStore:
             seq = conn.execute(
                 "SELECT max(seq) FROM changes WHERE namespace = ?", (idx.namespace,)
             ).fetchone()[0]
+            floor = conn.execute(
+                "SELECT value FROM meta WHERE key = ?", (f"changes_floor:{idx.namespace}",)
+            ).fetchone()
             last = 0
             while True:
                 rows = conn.execute(
@@ -236,7 +239,8 @@ class IndexStore:
                 vectors = np.stack([vector_from_blob(r[1]) for r in rows])
                 idx.index.add(keys, vectors)
                 last = int(rows[-1][0])
-        idx.applied_seq = int(seq or 0)
+        # The log may be pruned empty: the floor is then the newest applied change.
+        idx.applied_seq = max(int(seq or 0), int(floor[0]) if floor else 0)
         idx.unsaved = max(len(idx.index), 1)
         self._save(idx)
 

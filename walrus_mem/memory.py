@@ -1208,6 +1208,13 @@ class Memory:
                 )
             with self._lock:
                 self._indexes.refresh(ns)
+        with self._lock:
+            self._catalog.scrub()
+            if forgotten and self._catalog.count(ns) == 0:
+                # Nothing left: an empty rebuild is free and drops removed vectors from disk.
+                info = self._catalog.namespace(ns)
+                if info is not None and info["model_id"] is not None:
+                    self._indexes.rebuild(ns, str(info["model_id"]), int(info["dim"]))
         deleted, kept = self._delete_blobs(blob_refs)
         manifest_id = None
         info = self._catalog.namespace(ns)
@@ -1266,9 +1273,11 @@ class Memory:
                 "SELECT count(*) FROM outbox WHERE namespace = ?", (name,))
             if pending is not None and int(pending[0]) > 0:
                 continue  # a manifest now would miss the queued facts
-            due = int(info["writes_since_manifest"]) > 0 or (
-                info["manifest_blob_id"] is None and self._catalog.count(name) > 0
-            )
+            count = self._catalog.count(name)
+            if info["manifest_blob_id"] is None:
+                due = count > 0  # no point in a first manifest that lists nothing
+            else:
+                due = int(info["writes_since_manifest"]) > 0
             if not due:
                 continue
             try:
@@ -1676,6 +1685,22 @@ class Memory:
             self._catalog.set_model(ns, emb.model_id, emb.dim)
             self._indexes.rebuild(ns, emb.model_id, emb.dim)
         return done
+
+    def compact(self, namespace: str | None = None) -> None:
+        """Rewrite local files so nothing forgotten lingers in them.
+
+        Rebuilds the namespace's USearch file from the catalog (USearch keeps
+        removed vectors in its file until then), merges the FTS5 index and
+        VACUUMs the catalog. O(n): run it after forgetting, not on every call.
+        """
+        self._check_open()
+        ns = self._ns(namespace)
+        with self._lock:
+            info = self._catalog.namespace(ns)
+            if info is not None and info["model_id"] is not None:
+                self._indexes.rebuild(ns, str(info["model_id"]), int(info["dim"]))
+            self._catalog.scrub()
+            self._catalog.vacuum()
 
     def stats(self, namespace: str | None = None) -> MemoryStats:
         """Counts, sizes, model and latest manifest of a namespace (local, no network)."""
