@@ -89,7 +89,17 @@ def search(db: sqlite3.Connection, text: str) -> list[int]:
 QUERY_SHAPE = re.compile(r'"\w+"( OR "\w+")*')
 
 
-@given(st.text())
+# Arbitrary Unicode, and text dense in FTS5 syntax (quotes, operators, column filters, NUL).
+FTS_NOISE = st.lists(
+    st.sampled_from(['"', "'", "*", "^", ":", "(", ")", "{", "}", "+", "-", ",", "\x00",
+                     "NEAR", "NEAR/2", "AND", "OR", "NOT", "text", "rowid", "fts", " ", "é"]),
+    max_size=30,
+).map("".join)
+ANY_TEXT = st.one_of(st.text(), FTS_NOISE, st.lists(st.one_of(st.text(max_size=3), FTS_NOISE),
+                                                   max_size=6).map(" ".join))
+
+
+@given(ANY_TEXT)
 @settings(max_examples=500, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_fts_query_never_breaks_sqlite(fts: sqlite3.Connection, text: str) -> None:
     match = fts_query(text)
