@@ -46,6 +46,7 @@ def admin_routes(relayer: Relayer) -> list[Route]:
         data["epoch"] = await run_in_threadpool(store.epoch_info)
         data["faultConfig"] = injector.config.public_dict()
         data["settings"] = relayer.settings.public_dict()
+        data["settings"]["publisherAuth"] = relayer.auth is not None
         return json_response(data)
 
     async def list_blobs(request: Request) -> Response:

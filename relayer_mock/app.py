@@ -36,6 +36,7 @@ from starlette.routing import Route
 from starlette.types import Message, Receive, Scope, Send
 
 from . import cost
+from .auth import Claims, PublisherAuth
 from .faults import FaultConfig, FaultDecision, FaultInjector, FaultKind, RouteClass
 from .ids import base58_encode, blob_id_for, parse_quilt_patch_id
 from .params import (
@@ -213,10 +214,12 @@ def _field_name(raw_name: str) -> str:
 class Relayer:
     """Route handlers around one :class:`Store` and one :class:`FaultInjector`."""
 
-    def __init__(self, store: Store, injector: FaultInjector, settings: RelayerSettings) -> None:
+    def __init__(self, store: Store, injector: FaultInjector, settings: RelayerSettings,
+                 auth: PublisherAuth | None = None) -> None:
         self.store = store
         self.injector = injector
         self.settings = settings
+        self.auth = auth
         self._inflight = {RouteClass.WRITE: 0, RouteClass.READ: 0}
         self._inflight_lock = threading.Lock()
 
@@ -414,6 +417,14 @@ class Relayer:
             raise
         return b"".join(chunks)
 
+    async def _authorize(self, request: Request, query: PublisherQuery) -> Claims | Response | None:
+        if self.auth is None:
+            return None
+        auth = self.auth
+        return await run_in_threadpool(
+            auth.verify, request.headers.get("authorization"), query.epochs, query.send_object_to
+        )
+
     def _check_store_query(self, query: PublisherQuery) -> Response | None:
         if query.deletable and query.permanent:
             return api_error(
@@ -486,10 +497,15 @@ class Relayer:
             query = parse_publisher_query(request.query_params.multi_items())
         except QueryError as exc:
             return bad_query(str(exc))
+        claims = await self._authorize(request, query)
+        if isinstance(claims, Response):
+            return claims
         try:
             body = await self._read_body(request, self.settings.max_blob_size)
         except BodyTooLarge:
             return body_too_large()
+        if claims is not None and (too_big := claims.check_size(len(body))) is not None:
+            return too_big
         rejected = self._check_store_query(query)
         if rejected is not None:
             return rejected
@@ -563,6 +579,9 @@ class Relayer:
             query = parse_publisher_query(request.query_params.multi_items())
         except QueryError as exc:
             return bad_query(str(exc))
+        claims = await self._authorize(request, query)
+        if isinstance(claims, Response):
+            return claims
         content_type = request.headers.get("content-type", "")
         if not content_type.lower().startswith("multipart/form-data"):
             return malformed(
@@ -589,6 +608,9 @@ class Relayer:
                 return malformed(f"failed to construct quilt: {exc}")
         finally:
             await form.close()
+        if claims is not None and (too_big := claims.check_size(staged.size)) is not None:
+            self.store.discard(staged)
+            return too_big
         fault = await self._pre_fault(ctx, quilt=True, blob_id=staged.blob_id)
         if fault is not None:
             self.store.discard(staged)
@@ -956,6 +978,8 @@ def create_app(
     aggregator_max_concurrent: int | None = None,
     allow_quilt_patch_tags_in_response: bool = False,
     fsync: bool = True,
+    jwt_secret: str | None = None,
+    jwt_algorithm: str = "HS256",
     admin: bool = True,
     cors: bool = True,
 ) -> Starlette:
@@ -974,6 +998,8 @@ def create_app(
         publisher_max_concurrent / aggregator_max_concurrent: optional load shedding (plain
             429 like the daemon); off by default.
         fsync: fsync blob files and their directory (turn off for throwaway test dirs).
+        jwt_secret / jwt_algorithm: require ``Authorization: Bearer <JWT>`` on the publisher
+            routes, like the daemon's ``--jwt-decode-secret`` (see :mod:`relayer_mock.auth`).
         admin: serve the ``/_mock/...`` routes.
 
     The :class:`Relayer` (store, fault injector, settings) is ``app.state.relayer``.
@@ -992,7 +1018,10 @@ def create_app(
     store = Store(data_dir, initial_epoch=initial_epoch, fsync=fsync)
     if epoch_duration is not None:
         store.set_epoch_duration(epoch_duration)
-    relayer = Relayer(store, FaultInjector(faults), settings)
+    auth = None
+    if jwt_secret is not None:
+        auth = PublisherAuth(jwt_secret, jwt_algorithm, use_jti=store.use_token)
+    relayer = Relayer(store, FaultInjector(faults), settings, auth)
     ep = relayer.endpoint
     write, read, read_json = RouteClass.WRITE, RouteClass.READ, RouteClass.READ_JSON
     routes = [

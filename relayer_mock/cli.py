@@ -158,6 +158,9 @@ def build_fault_config(
               help="Load-shed publisher requests above this concurrency (plain 429).")
 @click.option("--aggregator-max-concurrent", type=click.IntRange(1), default=None,
               help="Load-shed aggregator requests above this concurrency (plain 429).")
+@click.option("--jwt-secret", default=None, envvar="RELAYER_MOCK_JWT_SECRET",
+              help="Require Authorization: Bearer JWTs (HMAC secret) on publisher routes.")
+@click.option("--jwt-algorithm", type=click.Choice(["HS256", "HS384", "HS512"]), default="HS256")
 @click.option("--no-fsync", is_flag=True, help="Skip fsync of blob files (faster, less durable).")
 @click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]),
               default="info")
@@ -185,6 +188,8 @@ def relayer_command(
     write_price: int,
     publisher_max_concurrent: int | None,
     aggregator_max_concurrent: int | None,
+    jwt_secret: str | None,
+    jwt_algorithm: str,
     no_fsync: bool,
     log_level: str,
 ) -> None:
@@ -216,6 +221,8 @@ def relayer_command(
         publisher_max_concurrent=publisher_max_concurrent,
         aggregator_max_concurrent=aggregator_max_concurrent,
         fsync=not no_fsync,
+        jwt_secret=jwt_secret,
+        jwt_algorithm=jwt_algorithm,
     )
     try:
         sock = bind_socket(host, port)

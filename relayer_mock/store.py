@@ -77,6 +77,7 @@ CREATE TABLE IF NOT EXISTS patches(
 );
 CREATE TABLE IF NOT EXISTS counters(name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS blocked(blob_id TEXT PRIMARY KEY, blocked_at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS used_tokens(jti TEXT PRIMARY KEY, expires_at REAL NOT NULL);
 """
 
 
@@ -772,10 +773,20 @@ class Store:
         rows = self._conn().execute("SELECT blob_id FROM blocked ORDER BY blob_id")
         return [row["blob_id"] for row in rows]
 
+    def use_token(self, jti: str, expires_at: float) -> bool:
+        """Record a JWT id; False if it was used before (single-use tokens)."""
+        with self._write() as con:
+            con.execute("DELETE FROM used_tokens WHERE expires_at < ?", (self._clock() - 3600,))
+            cursor = con.execute(
+                "INSERT OR IGNORE INTO used_tokens(jti, expires_at) VALUES (?, ?)",
+                (jti, expires_at),
+            )
+            return cursor.rowcount == 1
+
     def reset(self) -> None:
         """Forget everything: blobs, objects, patches, counters, blocklist, epoch (back to 1)."""
         with self._write() as con:
-            for table in ("blobs", "objects", "patches", "counters", "blocked"):
+            for table in ("blobs", "objects", "patches", "counters", "blocked", "used_tokens"):
                 con.execute(f"DELETE FROM {table}")
             con.execute("UPDATE meta SET value='1' WHERE key='epoch_base'")
             con.execute("UPDATE meta SET value=? WHERE key='epoch_anchor'", (repr(self._clock()),))

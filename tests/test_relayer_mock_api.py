@@ -7,6 +7,7 @@ import hashlib
 import json
 import re
 import struct
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -683,3 +684,67 @@ def test_admin_errors(client: httpx.Client) -> None:
     assert client.put("/_mock/faults", json={"rate": 2}).status_code == 400
     assert client.put("/_mock/faults", json={"kinds": ["nope"]}).status_code == 400
     assert client.get("/_mock/blobs?available=maybe").status_code == 400
+
+
+# -- publisher JWT auth -------------------------------------------------------------------
+
+
+def test_publisher_jwt_auth(tmp_path: Path) -> None:
+    from relayer_mock.auth import encode_token
+
+    secret = "test-only-secret"
+    now = int(time.time())
+
+    def token(**claims: Any) -> dict[str, str]:
+        body = {"exp": now + 600, "jti": f"jti-{claims}", **claims}
+        return {"Authorization": f"Bearer {encode_token(body, secret)}"}
+
+    def auth_reason(response: httpx.Response) -> tuple[int, str, str]:
+        error = response.json()["error"]
+        assert error["details"][0]["domain"] == "auth.publisher.walrus.space"
+        return response.status_code, error["status"], error["details"][0]["reason"]
+
+    with EmbeddedRelayer(tmp_path / "r", fsync=False, jwt_secret=secret) as r, r.client() as c:
+        missing = c.put("/v1/blobs", content=b"x")
+        assert missing.status_code == 400 and missing.headers["content-type"].startswith("text")
+        ok_headers = token()
+        stored = c.put("/v1/blobs?epochs=1", content=b"x", headers=ok_headers)
+        assert stored.status_code == 200
+        replay = c.put("/v1/blobs?epochs=1", content=b"x", headers=ok_headers)
+        assert auth_reason(replay) == (429, "RESOURCE_EXHAUSTED", "TOKEN_ALREADY_USED")
+        forged = {"exp": now + 600, "jti": "forged"}
+        wrong = {"Authorization": f"Bearer {encode_token(forged, 'other-secret')}"}
+        assert auth_reason(c.put("/v1/blobs", content=b"x", headers=wrong)) == (
+            401, "UNAUTHENTICATED", "INVALID_SIGNATURE")
+        assert auth_reason(c.put("/v1/blobs", content=b"x", headers=token(exp=now - 1))) == (
+            504, "DEADLINE_EXCEEDED", "EXPIRED_SIGNATURE")
+        cases = [
+            ("?epochs=2", token(epochs=3), "INVALID_EPOCHS"),
+            ("?epochs=5", token(max_epochs=4), "INVALID_EPOCHS"),
+            ("", token(size=2), "INVALID_SIZE"),
+            ("", token(max_size=0), "INVALID_SIZE"),
+            ("", token(send_object_to="0x" + "1" * 64), "INVALID_SEND_OBJECT_TO"),
+            ("", token(epochs=1, max_epochs=2), "INCONSISTENT_TOKEN"),
+            ("", {"Authorization": "Bearer not.a.token"}, "INVALID_TOKEN"),
+        ]
+        for query, headers, expected in cases:
+            response = c.put(f"/v1/blobs{query}", content=b"x", headers=headers)
+            assert auth_reason(response) == (400, "FAILED_PRECONDITION", expected), expected
+        good = [("?epochs=3", token(epochs=3, size=1)), ("?epochs=4", token(max_epochs=4)),
+                (f"?send_object_to=0x{'1' * 64}", token(send_object_to="0x" + "1" * 64))]
+        for query, headers in good:
+            assert c.put(f"/v1/blobs{query}", content=b"x", headers=headers).status_code == 200
+        quilt = c.put("/v1/quilts", files={"a": b"1"}, headers=token(max_size=10**6))
+        assert quilt.status_code == 200
+        blob_id = stored.json()["newlyCreated"]["blobObject"]["blobId"]
+        assert c.get(f"/v1/blobs/{blob_id}").status_code == 200  # reads need no token
+        assert c.get("/_mock/stats").json()["settings"]["publisherAuth"] is True
+
+
+def test_publisher_jwt_auth_accepts_pyjwt_tokens(tmp_path: Path) -> None:
+    jwt = pytest.importorskip("jwt")
+    with EmbeddedRelayer(tmp_path / "r", fsync=False, jwt_secret="s" * 32) as r, r.client() as c:
+        encoded = jwt.encode({"exp": int(time.time()) + 60, "jti": "one"}, "s" * 32,
+                             algorithm="HS256")
+        response = c.put("/v1/blobs", content=b"x", headers={"Authorization": f"Bearer {encoded}"})
+        assert response.status_code == 200
