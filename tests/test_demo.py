@@ -7,16 +7,32 @@ import io
 import pytest
 from rich.console import Console
 
-from walrus_mem.demo import run_demo
+from walrus_mem.demo import FACTS_A, MEANING_QUERIES, run_demo
 
 from .helpers_cli import invoke
 
 
 @pytest.mark.model
-def test_demo_passes_through_the_cli():
+def test_demo_passes_through_the_cli(clean_environ):
+    """The one run with the real model (loads it: ~5-10 s)."""
     result = invoke(["demo"])
-    assert "✓" in result.stdout and "✗" not in result.stdout
-    assert "DEMO FAILED" not in result.stdout
+    out = result.stdout
+    assert "All " in out and "claims held" in out
+    assert "✗" not in out and "DEMO FAILED" not in out
+    for step in ("1/9", "9/9"):
+        assert step in out
+    assert "WrongNamespace" in out and "TamperedBlob" in out
+    assert "<walrus-memories nonce=" in out
+    # The demo never touches the user's data dir (here: the test's temp data dir).
+    assert not clean_environ.exists()
+
+
+def test_demo_queries_share_no_word_with_their_facts():
+    from walrus_mem.demo import _words
+
+    for query, fact in MEANING_QUERIES:
+        assert fact in FACTS_A
+        assert not _words(query) & _words(fact), (query, fact)
 
 
 def test_demo_reports_a_failed_claim(monkeypatch, tmp_path):
@@ -29,3 +45,14 @@ def test_demo_reports_a_failed_claim(monkeypatch, tmp_path):
     out = io.StringIO()
     assert run_demo(Console(file=out), workdir=tmp_path) is False
     assert "DEMO FAILED" in out.getvalue() and "a claim that does not hold" in out.getvalue()
+
+
+def test_demo_failure_exits_1(monkeypatch):
+    import walrus_mem.demo as demo
+
+    def broken_step(n, s):
+        n.check(False, "nope")
+
+    monkeypatch.setattr(demo, "_STEPS", [("broken", broken_step)])
+    result = invoke(["demo"], expect=1)
+    assert "DEMO FAILED" in result.stdout
