@@ -120,3 +120,24 @@ def test_session_keys():
     assert session_key_for("coder") == "agent:coder:mcp"
     assert session_key_for("coder", read_only=True) == "agent:coder:subagent:mcp"
     assert os.environ.get("WALRUS_MEM_EMBEDDING_MODEL") is None
+
+
+def test_click_command_for_the_cli(monkeypatch, tmp_path):
+    """`walrus-mem mcp` is wired to mcp_command; it passes the CLI's settings through."""
+    from types import SimpleNamespace
+
+    from click.testing import CliRunner
+
+    from walrus_mem import mcp_server
+
+    calls = []
+    monkeypatch.setattr(mcp_server, "run_stdio",
+                        lambda settings, agent, read_only: calls.append((settings, agent,
+                                                                         read_only)))
+    settings = Settings(data_dir=tmp_path)
+    result = CliRunner().invoke(mcp_server.mcp_command, ["--agent", "coder", "--read-only"],
+                                obj=SimpleNamespace(settings=settings))
+    assert result.exit_code == 0, result.output
+    assert calls == [(settings, "coder", True)]
+    result = CliRunner().invoke(mcp_server.mcp_command, [])
+    assert result.exit_code == 0 and calls[-1] == (None, None, False)

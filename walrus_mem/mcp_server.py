@@ -28,6 +28,7 @@ from typing import Any
 
 import anyio
 import anyio.to_thread
+import click
 import mcp_types as types
 from mcp.server import Server, ServerRequestContext
 from mcp.server.stdio import stdio_server
@@ -38,8 +39,8 @@ from .hooks import namespace_instruction
 from .sessions import AgentDirectory
 from .tools import READ_TOOLS, WRITE_TOOLS, call_tool, tool_specs
 
-__all__ = ["TEST_EMBEDDER_PREFIX", "build_server", "main", "open_memory", "run_stdio",
-           "serve_stdio", "session_key_for"]
+__all__ = ["TEST_EMBEDDER_PREFIX", "build_server", "main", "mcp_command", "open_memory",
+           "run_stdio", "serve_stdio", "session_key_for"]
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +153,17 @@ def run_stdio(
     finally:
         if owned:
             mem.close()
+
+
+@click.command("mcp")
+@click.option("--agent", default=None, help="Serve this agent's namespace ([agents.<name>]).")
+@click.option("--read-only", is_flag=True, help="List and allow the read tools only.")
+@click.pass_context
+def mcp_command(ctx: click.Context, agent: str | None, read_only: bool) -> None:
+    """Serve the memory tools over MCP (stdio) for Claude Desktop-style hosts."""
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
+    settings = getattr(ctx.obj, "settings", None)
+    run_stdio(settings if isinstance(settings, Settings) else None, agent, read_only=read_only)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
