@@ -53,7 +53,14 @@ from .params import (
     path_object_id,
     path_patch_id,
 )
-from .quilt import MAX_PATCHES, METADATA_FIELD, PatchInput, QuiltError, write_quilt
+from .quilt import (
+    MAX_PATCHES,
+    METADATA_FIELD,
+    PatchInput,
+    PatchLayout,
+    QuiltError,
+    write_quilt,
+)
 from .responses import (
     MSG_AGGREGATOR_OVERLOADED,
     MSG_INSUFFICIENT_CONFIRMATIONS,
@@ -480,7 +487,8 @@ class Relayer:
             created["sharedBlobObject"] = obj.shared_object_id
         return {"newlyCreated": created}
 
-    def _store(self, staged: StagedBlob, query: PublisherQuery, quilt: Any = None) -> StoreOutcome:
+    def _store(self, staged: StagedBlob, query: PublisherQuery,
+               quilt: list[PatchLayout] | None = None) -> StoreOutcome:
         return self.store.store(
             staged,
             encoded_length=cost.encoded_length(staged.size),
@@ -562,7 +570,7 @@ class Relayer:
             raise
         return form, patches
 
-    def _build_quilt(self, patches: list[PatchInput]) -> tuple[StagedBlob, Any]:
+    def _build_quilt(self, patches: list[PatchInput]) -> tuple[StagedBlob, list[PatchLayout]]:
         tmp = self.store.new_tmp_path()
         try:
             with open(tmp, "wb") as handle:
