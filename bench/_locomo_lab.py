@@ -28,9 +28,8 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import locomo
-
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench import locomo
 from walrus_mem import ranking
 
 # The two parameters that move LoCoMo rankings (the floor and gate only calibrate the scale).
