@@ -100,3 +100,25 @@ def test_run_checks_stops_after_a_broken_config(tmp_path):
 
 def test_storage_embedded_is_ok():
     assert check_storage(Settings.load())[0].status == "ok"
+
+
+def test_local_store_checks(monkeypatch):
+    monkeypatch.setenv("WALRUS_MEM_MASTER_KEY", TEST_MASTER_HEX)
+    monkeypatch.setenv("WALRUS_MEM_EMBEDDING_MODEL", "test-hash")
+    fresh = by_name(invoke_json(["doctor", "--no-model"])["checks"])
+    assert "no catalog yet" in fresh["local store"]["detail"]
+
+    invoke(["remember", "a fact for the doctor"])
+    data = invoke_json(["doctor"])  # the model check uses the test embedder here
+    ns = by_name(data["checks"])["namespace default"]
+    assert ns["status"] == "warn" and "manifest" in ns["detail"] and data["ok"] is True
+    assert by_name(data["checks"])["embedding model"]["status"] == "ok"
+    invoke(["sync"])
+    ns = by_name(invoke_json(["doctor", "--no-model"])["checks"])["namespace default"]
+    assert ns["status"] == "ok" and "1 memories" in ns["detail"]
+
+    monkeypatch.setenv("WALRUS_MEM_EMBEDDING_MODEL", "test-hash-32")
+    data = invoke_json(["doctor", "--no-model"], expect=1)
+    ns = by_name(data["checks"])["namespace default"]
+    assert ns["status"] == "fail" and ns["fix"] == "walrus-mem -n default reindex (or configure " \
+        "test-hash-embedder-64)"

@@ -1124,6 +1124,15 @@ def reindex(state: CliState) -> None:
         state.out.print(f"Re-embedded {count} memories of namespace {state.namespace}.")
 
 
+def _override_factory(state: CliState) -> Callable[[Settings], Embedder] | None:
+    """The hidden test embedder as a doctor factory, when it is configured."""
+    try:
+        override = embedder_override(state.settings)
+    except WalrusMemError:
+        return None  # a broken config: doctor reports it
+    return None if override is None else (lambda settings: override)
+
+
 # -- doctor ------------------------------------------------------------------------
 
 
@@ -1137,7 +1146,8 @@ def doctor(state: CliState, no_model: bool) -> None:
     """
     from .doctor import run_checks
 
-    checks = run_checks(state.config_path, data_dir=state.data_dir, model=not no_model)
+    checks = run_checks(state.config_path, data_dir=state.data_dir, model=not no_model,
+                        make_embedder=_override_factory(state))
     failed = [c for c in checks if not c.ok]
     if state.as_json:
         state.emit_json({"ok": not failed, "checks": [c.as_dict() for c in checks]})

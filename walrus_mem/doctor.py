@@ -19,7 +19,7 @@ import re
 import stat
 import time
 import tomllib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -47,6 +47,7 @@ __all__ = [
     "check_config",
     "check_embedding_model",
     "check_keys",
+    "check_local_store",
     "check_storage",
     "run_checks",
 ]
@@ -300,6 +301,53 @@ def _writable(directory: Path) -> bool:
     return os.access(probe, os.W_OK | os.X_OK)
 
 
+# -- local catalog and index ------------------------------------------------------------
+
+
+def check_local_store(settings: Settings, *, embedder: Any = None) -> list[Check]:
+    """The catalog opens; per namespace: model, queued writes, manifest, index file."""
+    catalog = Path(settings.data_dir).expanduser() / "catalog.sqlite3"
+    if not catalog.exists():
+        return [Check("local store", "ok", f"no catalog yet in {settings.data_dir} (nothing "
+                                           "remembered here)")]
+    from .memory import Memory
+
+    checks: list[Check] = []
+    try:
+        mem = Memory(settings, embedder=embedder)
+    except WalrusMemError as exc:
+        return [Check("local store", "fail", str(exc),
+                      "move the data dir aside and `walrus-mem restore` from your manifest")]
+    with mem:
+        namespaces = mem.namespaces()
+        if not namespaces:
+            checks.append(Check("local store", "ok", f"catalog {catalog} is empty"))
+        model_id = mem.embedder.model_id
+        for ns in namespaces:
+            st = mem.stats(ns)
+            name = f"namespace {ns}"
+            if st.model_id is not None and st.model_id != model_id:
+                checks.append(Check(name, "fail",
+                                    f"indexed with {st.model_id}, configured model is {model_id}",
+                                    f"walrus-mem -n {ns} reindex (or configure {st.model_id})"))
+                continue
+            if st.queued:
+                checks.append(Check(name, "warn",
+                                    f"{st.queued} of {st.memories} memories are not on Walrus yet",
+                                    f"walrus-mem -n {ns} sync"))
+            if st.published and st.manifest_blob_id is None:
+                checks.append(Check(name, "warn", "no manifest published yet: this namespace "
+                                                  "cannot be restored elsewhere",
+                                    f"walrus-mem -n {ns} sync"))
+            if not any(c.name == name for c in checks):
+                manifest = st.manifest_blob_id or "none (nothing published)"
+                index = ("index file present" if st.index_path.exists()
+                         else "index built from the catalog on first recall")
+                checks.append(Check(name, "ok", f"{st.memories} memories, {index}, "
+                                                f"manifest {manifest}"))
+    return checks
+
+
 # -- all together -----------------------------------------------------------------------
 
 
@@ -309,9 +357,12 @@ def run_checks(
     data_dir: Path | None = None,
     model: bool = True,
     make_embedder: Callable[[Settings], Any] | None = None,
-    extra: Iterable[Callable[[Settings], list[Check]]] = (),
 ) -> list[Check]:
-    """Run every check in order; later checks are skipped when the config is broken."""
+    """Run every check in order; later checks are skipped when the config is broken.
+
+    ``model=False`` skips loading the embedding model. ``make_embedder``
+    replaces the configured model (tests).
+    """
     checks, settings = check_config(config_file, data_dir=data_dir)
     if settings is None:
         return checks
@@ -322,9 +373,10 @@ def run_checks(
         checks += check_storage(settings)
     except WalrusMemError as exc:
         checks.append(Check("storage", "fail", str(exc), "check publisher_url / aggregator_urls"))
-    for check in extra:
-        try:
-            checks += check(settings)
-        except WalrusMemError as exc:
-            checks.append(Check(getattr(check, "__name__", "check"), "fail", str(exc)))
+    try:
+        embedder = make_embedder(settings) if make_embedder is not None else None
+        checks += check_local_store(settings, embedder=embedder)
+    except WalrusMemError as exc:
+        checks.append(Check("local store", "fail", str(exc),
+                            "see docs/cli.md#walrus-mem-doctor"))
     return checks
