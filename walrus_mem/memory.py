@@ -46,6 +46,7 @@ from .config import Settings
 from .embeddings import Embedder, embed_checked, make_embedder
 from .envelope import open_envelope, seal
 from .errors import (
+    EnvelopeError,
     InvalidInput,
     KeyMaterialError,
     MemoryNotFound,
@@ -54,6 +55,7 @@ from .errors import (
     RateLimited,
     StorageError,
     WalrusMemError,
+    WrongNamespace,
 )
 from .filters import Predicate, compile_filters
 from .index import IndexStore
@@ -208,6 +210,41 @@ def _fact_record(item_id: str, version: int, text: str, metadata: dict[str, Any]
         "updated_at": updated_at,
         "expires_at": expires_at,
     }
+
+
+def _read_checked(
+    client: WalrusClient,
+    check: Callable[[bytes], object],
+    *,
+    blob_id: str | None = None,
+    patch_id: str | None = None,
+    fail_fast: tuple[type[Exception], ...] = (),
+) -> bytes:
+    """Read a blob or quilt patch whose content must pass ``check``.
+
+    The first read is plain (one round trip in the common case); only if its
+    bytes fail ``check`` is the read repeated with ``check`` as the client's
+    verify callback, so the client fails over to the next aggregator (and
+    raises VerificationFailed if none serves good bytes). Errors in
+    ``fail_fast`` are raised at once: they cannot be an aggregator's fault.
+    """
+
+    def read(verify: Callable[[bytes], object] | None) -> bytes:
+        if patch_id is not None:
+            return client.read_quilt_patch(patch_id, verify=verify)
+        assert blob_id is not None
+        return client.read_blob(blob_id, verify=verify)
+
+    data = read(None)
+    try:
+        check(data)
+        return data
+    except fail_fast:
+        raise
+    except (EnvelopeError, InvalidInput) as exc:
+        log.warning("content of %s failed verification (%s); trying the aggregators again",
+                    patch_id or blob_id, type(exc).__name__)
+    return read(check)
 
 
 def _chunks(sizes: Sequence[int]) -> list[range]:
@@ -942,11 +979,8 @@ class Memory:
             ):
                 raise InvalidInput("blob content differs from the local catalog")
 
-        client = self._get_backend().client
-        if record.quilt_patch_id:
-            client.read_quilt_patch(record.quilt_patch_id, verify=check)
-        else:
-            client.read_blob(record.blob_id, verify=check)
+        _read_checked(self._get_backend().client, check, blob_id=record.blob_id,
+                      patch_id=record.quilt_patch_id)
 
     def list(
         self,
@@ -1413,11 +1447,14 @@ class Memory:
                 open_envelope(keys, data, expected_id=expected_id, expected_kind=kind)
             return check
 
-        raw = client.read_blob(manifest_blob_id, verify=opener(None, "manifest"))
+        # A wrong key or namespace shows as WrongNamespace on the root: no failover helps.
+        raw = _read_checked(client, opener(None, "manifest"), blob_id=manifest_blob_id,
+                            fail_fast=(WrongNamespace,))
         root = mf.parse_root(open_envelope(keys, raw, expected_kind="manifest"))
         entries = list(root.entries or [])
         for blob_id, digest, _ in root.pages:
-            page_raw = client.read_blob(blob_id, verify=opener(f"page-{digest}", "manifest-page"))
+            page_raw = _read_checked(client, opener(f"page-{digest}", "manifest-page"),
+                                     blob_id=blob_id)
             entries.extend(mf.parse_page(
                 open_envelope(keys, page_raw, expected_id=f"page-{digest}",
                               expected_kind="manifest-page"), digest))
@@ -1435,13 +1472,15 @@ class Memory:
             progress(done, total)
 
         def fetch(entry: mf.Entry) -> tuple[mf.Entry, bytes, dict[str, Any]]:
-            check = opener(entry.memory_id, "fact")
-            data = (client.read_quilt_patch(entry.patch_id, verify=check) if entry.patch_id
-                    else client.read_blob(entry.blob_id, verify=check))
+            def check(data: bytes) -> None:
+                record = open_envelope(keys, data, expected_id=entry.memory_id,
+                                       expected_kind="fact")
+                if record.get("version") != entry.version:
+                    raise InvalidInput(f"blob holds version {record.get('version')}, "
+                                       f"manifest says {entry.version}")
+
+            data = _read_checked(client, check, blob_id=entry.blob_id, patch_id=entry.patch_id)
             record = open_envelope(keys, data, expected_id=entry.memory_id, expected_kind="fact")
-            if record.get("version") != entry.version:
-                raise InvalidInput(f"blob holds version {record.get('version')}, "
-                                   f"manifest says {entry.version}")
             return entry, data, record
 
         with ThreadPoolExecutor(max_workers=RESTORE_WORKERS) as pool:

@@ -1,0 +1,259 @@
+"""Outbox, unreachable publisher, sync, manifests, restore and expiry."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from relayer_mock.embedded import EmbeddedRelayer
+from relayer_mock.server import RelayerServer
+from tests.helpers_memory import (
+    MASTER_HEX,
+    OTHER_MASTER_HEX,
+    blob_ids,
+    make_settings,
+    mock_admin,
+    store_count,
+)
+from walrus_mem.envelope import open_envelope
+from walrus_mem.errors import InvalidInput, WrongNamespace
+from walrus_mem.manifest import parse_root
+from walrus_mem.memory import Memory
+from walrus_mem.testing import HashEmbedder
+from walrus_mem.walrus import WalrusClient
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def shared_walrus(tmp_path: Path) -> Iterator[EmbeddedRelayer]:
+    """One in-process Walrus shared by several data dirs (as real Walrus is)."""
+    relayer = EmbeddedRelayer(tmp_path / "shared-walrus")
+    yield relayer
+    relayer.close()
+
+
+def client_for(relayer: EmbeddedRelayer) -> WalrusClient:
+    base = relayer.base_url
+    return WalrusClient(base, [base], transport=relayer.transport, epochs=5)
+
+
+def open_mem(data_dir: Path, relayer: EmbeddedRelayer, key: str = MASTER_HEX, **kw) -> Memory:
+    return Memory(make_settings(data_dir, **kw), embedder=HashEmbedder(64), master_key=key,
+                  walrus=client_for(relayer))
+
+
+# -- unreachable publisher -------------------------------------------------------------
+
+
+def test_unreachable_publisher_queues_promptly_then_sync_publishes(tmp_path: Path) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    settings = make_settings(tmp_path / "d", publisher_url=url, aggregator_urls=url)
+    with Memory(settings, embedder=HashEmbedder(64), master_key=MASTER_HEX) as m:
+        started = time.monotonic()
+        rec = m.remember("written while offline")
+        elapsed = time.monotonic() - started
+        assert rec.status == "queued" and rec.blob_id is None
+        assert elapsed < settings.publish_deadline  # a refused connection fails fast
+        batch = m.remember_many(["offline one", "offline two"])
+        assert batch.queued == 2 and all(r.status == "queued" for r in batch)
+        assert m.recall("written while offline", min_score=0)[0].id == rec.id  # local at once
+        report = m.sync()
+        assert report.published == 0 and report.still_queued == 3 and report.errors
+        assert m.stats().queued == 3 and m.stats().outbox_batches == 2
+        with RelayerServer(tmp_path / "walrus", port=port) as server:
+            assert server.url == url
+            report = m.sync()
+            assert report.published == 3 and report.still_queued == 0 and not report.errors
+            assert "default" in report.manifests
+            for r in [rec, *batch]:
+                got = m.get(r.id, verify=True)
+                assert got.status == "published" and got.blob_id
+            assert m.get(batch[0].id).quilt_patch_id  # the batch went out as one quilt
+
+
+def test_sync_reports_but_never_raises_storage_errors(tmp_path: Path) -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    settings = make_settings(tmp_path / "d", publisher_url=url, aggregator_urls=url)
+    with Memory(settings, embedder=HashEmbedder(64), master_key=MASTER_HEX) as m:
+        m.remember("a")
+        report = m.sync()
+        assert report.still_queued == 1
+        assert any("PublisherUnavailable" in e for e in report.errors)
+
+
+# -- crash consistency ------------------------------------------------------------------
+
+
+def test_outbox_survives_a_crash_and_replays_the_same_bytes(tmp_path: Path, shared_walrus) -> None:
+    m = open_mem(tmp_path / "d", shared_walrus)
+    m._breaker_until = float("inf")  # the publish never happens: as if we crashed right after
+    single = m.remember("crash before publish")
+    batch = m.remember_many(["crash quilt one", "crash quilt two"])
+    sealed = m._catalog.query_one("SELECT sealed FROM memories WHERE id = ?", (single.id,))[0]
+    m._indexes.close()
+    m._catalog.close()  # no orderly close of the Memory
+    admin = shared_walrus.client()
+    # The publisher did store the single blob, but the response was lost.
+    lost = client_for(shared_walrus).store_blob(bytes(sealed))
+    before_blobs = blob_ids(admin)
+    with open_mem(tmp_path / "d", shared_walrus) as again:
+        assert again.stats().queued == 3
+        report = again.sync()
+        assert report.published == 3 and report.still_queued == 0
+        assert again.get(single.id).blob_id == lost.blob_id  # identical bytes, same blob id
+        new_blobs = blob_ids(admin) - before_blobs
+        assert lost.blob_id not in new_blobs  # no duplicate blob
+        assert again.get(batch[0].id).blob_id in new_blobs
+        assert again.recall("crash quilt one", min_score=0)[0].id == batch[0].id
+
+
+def test_sync_is_idempotent(mem: Memory) -> None:
+    admin = mock_admin(mem)
+    mem.remember_many(["s1", "s2"])
+    first = mem.sync()
+    before = store_count(admin)
+    second = mem.sync()
+    assert first.manifests and not second.manifests and second.published == 0
+    assert store_count(admin) == before
+
+
+# -- manifests and restore ---------------------------------------------------------------
+
+
+def test_manifest_every_n_writes(mem_dir: Path, fake_embedder) -> None:
+    settings = make_settings(mem_dir, manifest_every=3)
+    with Memory(settings, embedder=fake_embedder, master_key=MASTER_HEX) as m:
+        m.remember("w1")
+        m.remember("w2")
+        assert m.stats().manifest_blob_id is None
+        m.remember("w3")
+        first = m.stats().manifest_blob_id
+        assert first is not None
+        m.remember_many(["w4", "w5", "w6"])
+        second = m.stats().manifest_blob_id
+        assert second not in (None, first) and m.stats().manifest_seq == 2
+        root = parse_root(open_envelope(m.keys_for("default"), m.walrus.read_blob(second)))
+        assert root.prev == first and root.count == 6 and root.seq == 2
+
+
+def test_restore_rebuilds_everything_from_walrus_alone(tmp_path: Path, shared_walrus) -> None:
+    with open_mem(tmp_path / "a", shared_walrus) as src:
+        facts = [f"restorable fact number {i}" for i in range(520)]  # > inline: paged
+        batch = src.remember_many([{"text": t, "metadata": {"i": i}, "category": "project"}
+                                   for i, t in enumerate(facts)])
+        single = src.remember("a lone blob fact", importance=0.3)
+        updated = src.update(batch[5].id, "restorable fact number five, updated")
+        forgotten = batch[7]
+        src.forget(forgotten.id)
+        src.sync()
+        manifest_id = src.stats().manifest_blob_id  # published by forget / sync
+        assert manifest_id is not None
+        expected = {r.id: r for r in src.list(limit=1000)}
+    root = parse_root(open_envelope(
+        open_mem(tmp_path / "probe", shared_walrus).keys_for("default"),
+        client_for(shared_walrus).read_blob(manifest_id)))
+    assert root.entries is None and root.pages  # large namespace: paged manifest
+    calls: list[tuple[int, int]] = []
+    with open_mem(tmp_path / "b", shared_walrus) as dst:
+        result = dst.restore("default", manifest_id, progress=lambda d, t: calls.append((d, t)))
+        assert result.total == 520 and result.restored == 520 and not result.failed
+        assert calls[-1] == (520, 520) and calls[0][0] == 0
+        restored = {r.id: r for r in dst.list(limit=1000)}
+        assert set(restored) == set(expected)
+        assert forgotten.id not in restored  # a forgotten memory never comes back
+        for mid, rec in expected.items():
+            got = restored[mid]
+            assert (got.text, got.metadata, got.category, got.importance, got.version,
+                    got.blob_id, got.quilt_patch_id, got.created_at) == (
+                rec.text, rec.metadata, rec.category, rec.importance, rec.version,
+                rec.blob_id, rec.quilt_patch_id, rec.created_at)
+        assert restored[updated.id].version == 2
+        assert dst.recall("a lone blob fact", k=1)[0].id == single.id
+        assert dst.get(updated.id, verify=True).text.endswith("updated")
+        assert dst.stats().manifest_blob_id == manifest_id
+        assert [h.event for h in dst.history(single.id)] == ["RESTORE"]
+        again = dst.restore("default")  # second run: everything already there
+        assert again.restored == 0 and again.skipped == 520
+
+
+def test_restore_needs_the_same_key(tmp_path: Path, shared_walrus) -> None:
+    with open_mem(tmp_path / "a", shared_walrus) as src:
+        src.remember("keyed fact")
+        manifest_id = src.sync().manifests["default"]
+    with open_mem(tmp_path / "b", shared_walrus, key=OTHER_MASTER_HEX) as dst:
+        with pytest.raises(WrongNamespace):
+            dst.restore("default", manifest_id)
+        with pytest.raises(InvalidInput, match="manifest_blob_id"):
+            dst.restore("other")
+    with open_mem(tmp_path / "c", shared_walrus) as dst:
+        with pytest.raises(WrongNamespace):
+            dst.restore("another-ns", manifest_id)  # namespaces are key boundaries
+
+
+def test_manifest_pages_are_reused_when_unchanged(
+    tmp_path: Path, shared_walrus, monkeypatch
+) -> None:
+    import walrus_mem.manifest as mf
+
+    monkeypatch.setattr(mf, "PAGE_TARGET", 50)  # many small pages from a modest namespace
+    with open_mem(tmp_path / "a", shared_walrus) as m:
+        recs = m.remember_many([f"paged fact {i}" for i in range(1200)]).records
+        m.sync()
+        pages_before = len(m._catalog.query("SELECT blob_id FROM manifest_pages"))
+        assert pages_before >= 10
+        admin = shared_walrus.client()
+        before = store_count(admin, "put_blob")
+        m.remember("one more fact")
+        m.sync()
+        # the fact + the root + only the last page, which changed
+        assert store_count(admin, "put_blob") - before == 3
+        before = store_count(admin, "put_blob")
+        m.forget(recs[600].id)  # publishes a manifest at once
+        assert store_count(admin, "put_blob") - before == 2  # one page + the root
+        with open_mem(tmp_path / "b", shared_walrus) as dst:
+            result = dst.restore("default", m.stats().manifest_blob_id)
+            assert result.restored == 1200 and not result.failed
+
+
+# -- expiry ---------------------------------------------------------------------------
+
+
+def test_expiring_and_extend(mem_dir: Path, fake_embedder) -> None:
+    settings = make_settings(mem_dir, epochs=2)
+    with Memory(settings, embedder=fake_embedder, master_key=MASTER_HEX) as m:
+        admin = mock_admin(m)
+        start = m.current_epoch()
+        assert start is not None
+        a = m.remember("expires soon a")
+        batch = m.remember_many(["expires soon b", "expires soon c"])
+        assert a.end_epoch == start + 2
+        assert m.expiring(1) == []
+        admin.post("/_mock/epoch/advance", params={"by": 1}).raise_for_status()
+        soon = m.expiring(1)
+        assert {r.id for r in soon} == {a.id, *(r.id for r in batch)}
+        assert m.expiring(1, namespace="elsewhere") == []
+        report = m.extend([r.id for r in soon], epochs=5)
+        assert not report.failed
+        assert set(report.extended.values()) == {start + 1 + 5}
+        assert m.expiring(1) == []
+        assert m.get(a.id).end_epoch == start + 6
+        admin.post("/_mock/epoch/advance", params={"by": 3}).raise_for_status()
+        for r in (a, *batch):
+            assert m.get(r.id, verify=True).text  # still readable past the old end epoch
+        assert m.stats().manifest_blob_id is not None  # new locations were published
+        bad = m.extend(["0" * 32])
+        assert bad.failed and not bad.extended
+        with pytest.raises(InvalidInput):
+            m.extend(epochs=99)
+        with pytest.raises(InvalidInput):
+            m.expiring(-1)
