@@ -290,13 +290,28 @@ _IRREGULAR: Final = {
     "shouldn't": "shouldn't", "wouldn't": "wouldn't", "couldn't": "couldn't",
 }
 _PAST_OR_MODAL: Final = re.compile(r"^\w+ed$")
+# Irregular past forms: never inflected ("I went" -> "User went").
+_IRREGULAR_PAST: Final = frozenset(
+    "went saw took came made got gave found knew thought told became left felt brought began "
+    "kept held wrote stood heard let meant set met ran paid sat spoke led read grew lost fell "
+    "sent built understood drew broke spent cut rose drove bought wore chose sold taught caught "
+    "fought threw ate drank flew forgot hid hit hurt put quit rode rang sang slept swam won woke "
+    "said did had was were could would should might".split()
+)
+_DISCOURSE: Final = re.compile(
+    r"^(?:(?:yeah|yes|yep|well|oh|so|ok|okay|hey|wow|haha|lol|um+|hmm+|actually|anyway|btw"
+    r"|honestly|also|and|but|plus|right|sure|absolutely|totally|oh\s+yeah|aw+)\b[\s,!.:-]*)+",
+    re.IGNORECASE,
+)
 
 
 def _third_person(verb: str) -> str:
     low = verb.lower()
     if low in _IRREGULAR:
         return _IRREGULAR[low]
-    if _PAST_OR_MODAL.match(low) or low.endswith("s") and not low.endswith("ss"):
+    if low in _IRREGULAR_PAST or _PAST_OR_MODAL.match(low) or (
+        low.endswith("s") and not low.endswith("ss")
+    ):
         return verb
     if re.search(r"(?:s|sh|ch|x|z|o)$", low):
         return verb + "es"
@@ -346,7 +361,7 @@ def _rewrite_first_person(sentence: str) -> str:
     s = re.sub(r"(?<=[\s,;(])I\b", "the user", s)
     s = re.sub(r"\bmy\b", "the user's", s)
     s = re.sub(r"\bMy\b", "The user's", s)
-    s = re.sub(r"\b(?:me|myself)\b", "the user", s)
+    s = re.sub(r"(?<![\w-])(?:me|myself)(?![\w-])", "the user", s)
     s = re.sub(r"\bmine\b", "the user's", s)
     return s
 
@@ -403,6 +418,9 @@ class HeuristicExtractor:
 
     def _candidate(self, sentence: str, role: str) -> Fact | None:
         s = sentence.strip()
+        stripped = _DISCOURSE.sub("", s).strip()
+        if stripped and stripped != s and len(stripped.split()) >= self.min_words:
+            s = stripped[0].upper() + stripped[1:] if stripped[0] != "i" else "I" + stripped[1:]
         words = s.split()
         if len(words) < self.min_words or len(s) > self.max_chars:
             return None
