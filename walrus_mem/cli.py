@@ -170,7 +170,10 @@ def _one_line(exc: BaseException) -> str:
 #: Commands implemented elsewhere, imported only when used (keeps startup fast).
 LAZY_COMMANDS: dict[str, tuple[str, str]] = {
     "relayer": ("relayer_mock.cli", "relayer_command"),
+    "mcp": ("walrus_mem.mcp_server", "mcp_command"),
 }
+#: What to install when a lazy command's module cannot be imported.
+LAZY_EXTRAS = {"mcp": "pip install 'walrus-mem[mcp]'"}
 
 
 class WalrusMemGroup(click.Group):
@@ -182,7 +185,10 @@ class WalrusMemGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in LAZY_COMMANDS and cmd_name not in self.commands:
             module_name, attr = LAZY_COMMANDS[cmd_name]
-            module = importlib.import_module(module_name)
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError as exc:
+                return _unavailable(cmd_name, exc)
             command = getattr(module, attr)
             if not isinstance(command, click.Command):  # pragma: no cover - wiring bug
                 raise TypeError(f"{module_name}.{attr} is not a click command")
@@ -198,6 +204,17 @@ class WalrusMemGroup(click.Group):
                 traceback.print_exc(file=sys.stderr)
             click.echo(f"walrus-mem: error: {_one_line(exc)}", err=True)
             ctx.exit(1)
+
+
+def _unavailable(name: str, exc: ImportError) -> click.Command:
+    """Stand-in for a lazy command whose optional dependency is missing."""
+    hint = LAZY_EXTRAS.get(name, "reinstall walrus-mem")
+    message = f"`walrus-mem {name}` needs a package that is not installed ({exc.name}): {hint}"
+
+    def callback() -> None:
+        raise click.ClickException(message)
+
+    return click.Command(name, callback=callback, help=f"(unavailable: {hint})")
 
 
 pass_state = click.make_pass_decorator(CliState)
