@@ -118,6 +118,10 @@ def test_heuristic_extraction_of_a_conversation():
          "The launch deadline for the mobile app is June 3.", "project"),
         ("We use Kubernetes in production.", "We use Kubernetes in production.", "technical"),
         ("Never deploy on Fridays.", "Never deploy on Fridays.", "rule"),
+        ("Yeah, I went to a pottery class with my sister yesterday!",
+         "User went to a pottery class with the user's sister yesterday!", "relationship"),
+        ("I'm carving out some me-time for myself each day.",
+         "User is carving out some me-time for the user each day.", "identity"),
     ],
 )
 def test_single_sentences(sentence, expected, category):

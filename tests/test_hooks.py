@@ -367,3 +367,28 @@ async def test_async_recall(hooks, memory):
     memory.remember("User's favourite band is Radiohead.", namespace="research")
     ctx = await hooks.abefore_prompt_build("What is the user's favourite band?", RESEARCHER)
     assert "Radiohead" in ctx.prepend_context
+
+
+def test_config_none_uses_the_memorys_agents_and_their_independent_keys(tmp_path, master_hex):
+    from walrus_mem.keys import MasterSeed, NamespaceKeys
+
+    agent_key = "42" * 32
+    agents = {"researcher": AgentConfig.model_validate(
+        {"namespace": "research", "key": agent_key, "min_relevance": 0.1})}
+    mem = make_memory(tmp_path, master_hex, agents=agents)
+    try:
+        with MemoryHooks(mem) as h:
+            msg = {"role": "user", "content": "I study active volcanoes in southern Iceland."}
+            outcome = h.agent_end([msg], RESEARCHER).wait(30)
+            assert outcome is not None and outcome.stored == 1
+            ctx = h.before_prompt_build("Does the user study active volcanoes?", RESEARCHER)
+            assert "volcanoes" in ctx.prepend_context
+        assert [r.text for r in mem.list("research")] == [
+            "User studies active volcanoes in southern Iceland."
+        ]
+        derived = NamespaceKeys.derive(MasterSeed.from_hex(master_hex), "research")
+        independent = NamespaceKeys.from_agent_key(bytes.fromhex(agent_key), "research")
+        assert mem.keys_for("research").fingerprint == independent.fingerprint
+        assert independent.fingerprint != derived.fingerprint
+    finally:
+        mem.close()
