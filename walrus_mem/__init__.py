@@ -7,7 +7,9 @@ recall them in milliseconds.
 
 from __future__ import annotations
 
+from .async_memory import AsyncMemory
 from .config import AgentConfig, Settings
+from .embeddings import Embedder, SentenceTransformerEmbedder
 from .errors import (
     AggregatorError,
     AggregatorUnavailable,
@@ -52,6 +54,19 @@ from .errors import (
     WrongNamespace,
 )
 from .keys import MasterSeed, NamespaceKeys
+from .memory import Memory
+from .models import (
+    ExtendReport,
+    ForgetReport,
+    HistoryEntry,
+    MemoryRecord,
+    MemoryStats,
+    RecallHit,
+    RecallResult,
+    RememberManyResult,
+    RestoreReport,
+    SyncReport,
+)
 
 __version__ = "0.1.0"
 
@@ -59,6 +74,7 @@ __all__ = [
     "AgentConfig",
     "AggregatorError",
     "AggregatorUnavailable",
+    "AsyncMemory",
     "AuthenticationFailed",
     "BadRequest",
     "BlobMismatch",
@@ -66,9 +82,13 @@ __all__ = [
     "BodyTooLarge",
     "CatalogCorrupt",
     "ConfigError",
+    "Embedder",
     "EmbeddingError",
     "EnvelopeError",
+    "ExtendReport",
     "ForbiddenBlob",
+    "ForgetReport",
+    "HistoryEntry",
     "IndexCorrupt",
     "InsecureKeyFile",
     "InsufficientConfirmations",
@@ -83,7 +103,10 @@ __all__ = [
     "LocalStoreError",
     "MalformedKey",
     "MasterSeed",
+    "Memory",
     "MemoryNotFound",
+    "MemoryRecord",
+    "MemoryStats",
     "ModelMismatch",
     "NamespaceKeys",
     "PayloadTooLarge",
@@ -92,9 +115,15 @@ __all__ = [
     "PublisherUnavailable",
     "RateLimited",
     "ReadOnlySession",
+    "RecallHit",
+    "RecallResult",
+    "RememberManyResult",
+    "RestoreReport",
+    "SentenceTransformerEmbedder",
     "Settings",
     "StorageError",
     "StoreFailed",
+    "SyncReport",
     "TamperedBlob",
     "UnsafeContent",
     "UnsupportedVersion",

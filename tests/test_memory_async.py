@@ -1,0 +1,74 @@
+"""AsyncMemory: the same engine as coroutines (worker threads), usable concurrently."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from tests.helpers_memory import MASTER_HEX, make_settings
+from walrus_mem import AsyncMemory, Memory
+from walrus_mem.errors import InvalidInput, MemoryNotFound
+from walrus_mem.testing import HashEmbedder
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+async def test_async_round_trip(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path / "d")
+    async with AsyncMemory(settings, embedder=HashEmbedder(64), master_key=MASTER_HEX) as mem:
+        rec = await mem.remember("async peanuts allergy", metadata={"via": "async"})
+        assert rec.status == "published"
+        batch = await mem.remember_many(["async one", "async two"], idempotency_key="t1")
+        assert batch.stored == 2
+        hits = await mem.recall("peanuts allergy", min_score=0)
+        assert hits[0].id == rec.id and hits.candidates >= 1
+        assert (await mem.get(rec.id, verify=True)).text == rec.text
+        assert len(await mem.list(filters={"via": "async"})) == 1
+        updated = await mem.update(rec.id, "async tree nut allergy")
+        assert [h.version for h in await mem.history(rec.id)] == [1, 2]
+        assert updated.version == 2
+        report = await mem.sync()
+        assert report.manifests
+        stats = await mem.stats()
+        assert stats.memories == 3 and stats.manifest_blob_id == report.manifests["default"]
+        assert await mem.namespaces() == ["default"]
+        assert (await mem.forget(rec.id)).forgotten == [rec.id]
+        with pytest.raises(MemoryNotFound):
+            await mem.get(rec.id)
+        with pytest.raises(InvalidInput):
+            await mem.forget_all()
+        assert await mem.current_epoch() is not None
+        assert await mem.expiring(0) == []
+        assert (await mem.extend(namespace="default", epochs=10)).extended
+        assert await mem.reindex() == 2
+        await mem.compact()
+    assert isinstance(mem.sync_memory, Memory)
+
+
+async def test_async_calls_run_concurrently_without_blocking_the_loop(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path / "d")
+    mem = AsyncMemory(settings, embedder=HashEmbedder(64), master_key=MASTER_HEX)
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await anyio.sleep(0.001)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(ticker)
+        async with anyio.create_task_group() as writers:
+            for n in range(8):
+                writers.start_soon(mem.remember, f"concurrent async fact {n}")
+        tg.cancel_scope.cancel()
+    assert (await mem.stats()).memories == 8
+    assert ticks > 0
+    await mem.close()
