@@ -64,7 +64,8 @@ def test_remember_recall_get_list_round_trip():
 
     listed = j(["list"])
     assert {r["id"] for r in listed} == {rec["id"], from_stdin["id"]}
-    assert rec["id"] in invoke(["list"]).stdout
+    plain = invoke(["list"]).stdout
+    assert rec["id"] in plain and "\x1b[" not in plain  # no colour codes in a pipe
 
 
 def test_filters_on_recall_and_list():

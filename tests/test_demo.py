@@ -56,3 +56,6 @@ def test_demo_failure_exits_1(monkeypatch):
     monkeypatch.setattr(demo, "_STEPS", [("broken", broken_step)])
     result = invoke(["demo"], expect=1)
     assert "DEMO FAILED" in result.stdout
+    as_json = invoke(["--json", "demo"], expect=1)
+    assert as_json.stdout.strip() == '{\n  "ok": false\n}'
+    assert "DEMO FAILED" in as_json.stderr

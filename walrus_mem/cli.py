@@ -1191,7 +1191,11 @@ def demo(state: CliState) -> None:
     """Run the offline end-to-end demo; exit 1 if any claim does not hold."""
     from .demo import run_demo
 
-    if not run_demo(state.out):
+    # With --json the narration goes to stderr and stdout holds only the verdict.
+    ok = run_demo(state.err if state.as_json else state.out)
+    if state.as_json:
+        state.emit_json({"ok": ok})
+    if not ok:
         sys.exit(1)
 
 
