@@ -8,7 +8,8 @@ word after the opening backticks):
   working directory with a temp data dir, ``WALRUS_MEM_MASTER_KEY`` set to the
   public test-vector seed, no config file, and a fast fake embedder
   (:class:`walrus_mem.testing.HashEmbedder`) instead of the real model, so
-  examples must not depend on semantic quality. Anything a block leaves open
+  examples must not depend on semantic quality. Host names other than loopback
+  do not resolve (tests never contact the network). Anything a block leaves open
   with a ``close()`` method is closed at the end.
 * ```` ```console ```` blocks: lines starting with ``$ walrus-mem`` run through
   the CLI in-process; other lines are expected output and are not compared.
@@ -63,7 +64,8 @@ class Block:
 
     @property
     def where(self) -> str:
-        return f"{self.path.relative_to(ROOT)}:{self.line}"
+        shown = self.path.relative_to(ROOT) if self.path.is_relative_to(ROOT) else self.path
+        return f"{shown}:{self.line}"
 
 
 def extract_blocks(path: Path) -> list[Block]:
@@ -117,9 +119,23 @@ def _ids(items: list[tuple[Path, list[Block]]]) -> list[str]:
     return [str(p.relative_to(ROOT)) for p, _ in items]
 
 
+_LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
+
+
 @pytest.fixture
 def docs_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Temp cwd, test master key, no user config, fake embedder everywhere."""
+    """Temp cwd, test master key, no user config, fake embedder, no network but loopback."""
+    import socket
+
+    real_getaddrinfo = socket.getaddrinfo
+
+    def loopback_only(host: object, *args: object, **kwargs: object) -> object:
+        name = host.decode() if isinstance(host, bytes) else str(host)
+        if name not in _LOCAL_HOSTS and not name.startswith("127."):
+            raise OSError(f"docs examples may not contact {name!r}: mark the block notest")
+        return real_getaddrinfo(host, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(socket, "getaddrinfo", loopback_only)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("WALRUS_MEM_MASTER_KEY", TEST_MASTER_HEX)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
@@ -310,3 +326,24 @@ _PENDING_DOCS = {
     "architecture.md", "keys.md", "envelope-format.md", "exceptions.md", "relayer-mock.md",
     "walrus.md", "forget.md", "benchmarks.md", "security.md", "integrations.md",
 }
+
+
+def test_docs_env_blocks_the_network(docs_env: Path) -> None:
+    import socket
+
+    with pytest.raises(OSError, match="notest"):
+        socket.getaddrinfo("example.com", 443)
+    assert socket.getaddrinfo("127.0.0.1", 80)
+
+
+def test_block_extraction_and_notest_markers(tmp_path: Path) -> None:
+    doc = tmp_path / "x.md"
+    doc.write_text(
+        "text\n```python\nprint(1)\n```\n\n<!-- notest -->\n\n```python\nboom\n```\n"
+        "```python notest\nboom\n```\n````bash\nwalrus-mem list   # exit 0\n````\n"
+    )
+    blocks = extract_blocks(doc)
+    assert [(b.lang, b.notest, b.line) for b in blocks] == [
+        ("python", False, 2), ("python", True, 8), ("python", True, 11), ("bash", False, 14)]
+    (cmd,) = shell_commands(blocks[3])
+    assert isinstance(cmd, Command) and cmd.argv == ["list"] and cmd.expect == 0
