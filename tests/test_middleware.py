@@ -247,3 +247,29 @@ async def test_langchain_async(memory, hooks, fake_chat):
 def test_with_memory_needs_memory_or_hooks():
     with pytest.raises(ValueError):
         with_memory(object())
+
+
+def test_langchain_bind_tools_keeps_memory_around_the_bound_model(memory, hooks):
+    pytest.importorskip("langchain_core")
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langchain_core.runnables import RunnableLambda
+
+    seen = []
+
+    class Inner:
+        """A minimal chat-model stand-in whose bind_tools returns a Runnable."""
+
+        def bind_tools(self, tools, **kwargs):
+            def run(messages, **kw):
+                seen.append((tools, messages))
+                return AIMessage("bound")
+
+            return RunnableLambda(run)
+
+    chat = with_memory(Inner(), hooks=hooks, session_key=RESEARCHER)
+    bound = chat.bind_tools(["memory_search"])
+    reply = bound.invoke([HumanMessage("Is the user allergic to peanuts?")])
+    assert reply.content == "bound"
+    tools, messages = seen[0]
+    assert tools == ["memory_search"]
+    assert "User is allergic to peanuts." in messages[-1].content
