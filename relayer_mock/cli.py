@@ -75,7 +75,7 @@ def build_fault_config(
     fault_probs: Sequence[str] = (),
     lying: float = 0.0,
     latency_ms: str = "0",
-    fault_latency_ms: str = "50-250",
+    fault_latency_ms: str = "10-100",
     retry_after: int = 0,
     rate_limit_body: str = "mixed",
     fault_scope: str = "all",
@@ -131,7 +131,7 @@ def build_fault_config(
               help="Restrict faults to read or write routes.")
 @click.option("--latency-ms", default="0", metavar="MS|A-B",
               help="Latency added to every publisher/aggregator request.")
-@click.option("--fault-latency-ms", default="50-250", metavar="MS|A-B",
+@click.option("--fault-latency-ms", default="10-100", metavar="MS|A-B",
               help="Delay of the 'latency' fault kind.")
 @click.option("--retry-after", type=click.IntRange(0), default=0,
               help="Retry-After seconds on injected 429s.")

@@ -53,6 +53,12 @@ class _LoopThread:
             self._stopped = asyncio.Event()
             ready.set()
             await self._stopped.wait()
+            # Let in-flight requests finish their cleanup (counters, temp files) before the
+            # loop and its worker threads go away.
+            pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
 
         def run() -> None:
             asyncio.set_event_loop(self.loop)
@@ -98,15 +104,22 @@ class SyncASGITransport(httpx.BaseTransport):
             content = await response.aread()
             return response.status_code, response.headers.raw, content
 
-        if not self._loop_thread.thread.is_alive():
-            raise httpx.ConnectError("embedded relayer is closed", request=request)
-        future = asyncio.run_coroutine_threadsafe(call(), self._loop_thread.loop)
+        coroutine = call()
+        try:
+            if not self._loop_thread.thread.is_alive():
+                raise RuntimeError("loop stopped")
+            future = asyncio.run_coroutine_threadsafe(coroutine, self._loop_thread.loop)
+        except RuntimeError as exc:
+            coroutine.close()
+            raise httpx.ConnectError("embedded relayer is closed", request=request) from exc
         timeout = (request.extensions.get("timeout") or {}).get("read")
         try:
             status, raw_headers, content = future.result(timeout=timeout)
         except concurrent.futures.TimeoutError as exc:
             future.cancel()
             raise httpx.ReadTimeout("embedded relayer timed out", request=request) from exc
+        except concurrent.futures.CancelledError as exc:
+            raise httpx.ReadError("embedded relayer closed mid-request", request=request) from exc
         except httpx.TransportError as exc:
             exc.request = request
             raise

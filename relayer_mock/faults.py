@@ -128,7 +128,7 @@ class FaultConfig(BaseModel):
     scope: Literal["all", "reads", "writes"] = "all"
     seed: int | None = None
     latency_ms: tuple[int, int] = (0, 0)
-    fault_latency_ms: tuple[int, int] = (50, 250)
+    fault_latency_ms: tuple[int, int] = (10, 100)
     retry_after: int = Field(default=0, ge=0)
     rate_limit_body: Literal["text", "json", "mixed"] = "mixed"
 

@@ -195,8 +195,6 @@ class Store:
         self.fsync = fsync
         self._clock = clock
         self._local = threading.local()
-        self._connections: list[sqlite3.Connection] = []
-        self._connections_lock = threading.Lock()
         self._closed = False
         self.blobs_dir.mkdir(parents=True, exist_ok=True)
         self.tmp_dir.mkdir(parents=True, exist_ok=True)
@@ -208,9 +206,12 @@ class Store:
 
     def _conn(self) -> sqlite3.Connection:
         con: sqlite3.Connection | None = getattr(self._local, "con", None)
+        if self._closed:
+            if con is not None:
+                self._local.con = None
+                con.close()
+            raise RuntimeError("store is closed")
         if con is None:
-            if self._closed:
-                raise RuntimeError("store is closed")
             con = sqlite3.connect(
                 self.db_path, timeout=60.0, isolation_level=None, check_same_thread=False
             )
@@ -220,8 +221,6 @@ class Store:
             con.execute("PRAGMA synchronous=NORMAL")
             con.execute("PRAGMA foreign_keys=OFF")
             self._local.con = con
-            with self._connections_lock:
-                self._connections.append(con)
         return con
 
     @staticmethod
@@ -279,14 +278,15 @@ class Store:
                 )
 
     def close(self) -> None:
-        """Close every connection this store opened (call once no request is running)."""
+        """Close the store: this thread's connection now; other threads' connections are
+        closed by their own threads on next use, or when those threads end (closing a SQLite
+        connection another thread may be using is not safe)."""
         self._closed = True
-        with self._connections_lock:
-            connections, self._connections = self._connections, []
-        for con in connections:
+        con: sqlite3.Connection | None = getattr(self._local, "con", None)
+        if con is not None:
+            self._local.con = None
             with contextlib.suppress(sqlite3.Error):
                 con.close()
-        self._local = threading.local()
 
     # -- epoch clock ----------------------------------------------------------------------
 
