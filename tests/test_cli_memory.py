@@ -231,3 +231,22 @@ def test_over_http_against_relayer_mock_and_restore(tmp_path, monkeypatch):
         doctor = j([*fresh, "doctor", "--no-model"])
         assert doctor["ok"] is True
         assert {c["name"] for c in doctor["checks"]} >= {"publisher", "aggregator"}
+
+
+def test_keys_show_catalog_namespaces_and_manifests(monkeypatch):
+    j(["remember", "a fact in default"])
+    j(["-n", "side", "remember", "a fact elsewhere"])
+    manifest = j(["sync"])["manifests"]["default"]
+    rows = {r["namespace"]: r for r in j(["keys"])["namespaces"]}
+    assert rows["default"]["manifest_blob_id"] == manifest and rows["default"]["memories"] == 1
+    assert rows["side"]["memories"] == 1 and rows["side"]["fingerprint"]
+    assert manifest in invoke(["keys"]).stdout
+    exported = json.loads(invoke(["keys", "export-public"]).stdout)["namespaces"]
+    assert {r["namespace"] for r in exported} == {"default", "side"}
+    assert all(set(r) == {"namespace", "agent", "mode", "fingerprint", "verify_key"}
+               for r in exported)
+
+    monkeypatch.setenv("WALRUS_MEM_MASTER_KEY", "ff" * 32)
+    res = invoke(["keys"])
+    assert "warning" in res.stderr and "differs" in res.stderr
+    assert_no_secret(res, "ff" * 32)

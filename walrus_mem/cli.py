@@ -274,11 +274,12 @@ def _resolve_master(settings: Settings) -> tuple[MasterSeed, str]:
 
 
 def _namespace_keys(settings: Settings, master: MasterSeed | None) -> list[dict[str, Any]]:
-    """Public identity of the default namespace and every configured agent."""
+    """Public identity of every configured agent and of the default namespace.
+
+    An agent's own key wins over derivation, as in the engine; a namespace is
+    listed once.
+    """
     rows: list[dict[str, Any]] = []
-    if master is not None:
-        ns = settings.default_namespace
-        rows.append(_key_row(None, NamespaceKeys.derive(master, ns)))
     for name, agent in sorted(settings.agents.items()):
         ns = agent.namespace or name
         if agent.key is not None:
@@ -289,6 +290,33 @@ def _namespace_keys(settings: Settings, master: MasterSeed | None) -> list[dict[
         else:
             rows.append({"agent": name, "namespace": ns, "mode": "derived", "fingerprint": None,
                          "verify_key": None})
+    listed = {row["namespace"] for row in rows}
+    if master is not None and settings.default_namespace not in listed:
+        rows.insert(0, _key_row(None, NamespaceKeys.derive(master, settings.default_namespace)))
+    return rows
+
+
+def _with_catalog(state: CliState, rows: list[dict[str, Any]],
+                  master: MasterSeed | None) -> list[dict[str, Any]]:
+    """Add the namespaces of the local catalog, their manifest ids and memory counts."""
+    settings = state.settings
+    if not (Path(settings.data_dir).expanduser() / "catalog.sqlite3").exists():
+        return rows
+    by_ns = {row["namespace"]: row for row in rows}
+    mem = state.memory
+    for ns in mem.namespaces():
+        st = mem.stats(ns)
+        row = by_ns.get(ns)
+        if row is None:
+            row = (_key_row(None, NamespaceKeys.derive(master, ns)) if master is not None else
+                   {"agent": None, "namespace": ns, "mode": "derived", "fingerprint": None,
+                    "verify_key": None})
+            rows.append(row)
+        row["memories"] = st.memories
+        row["manifest_blob_id"] = st.manifest_blob_id
+        if st.key_fingerprint and row["fingerprint"] not in (None, st.key_fingerprint):
+            row["warning"] = (f"the catalog was written with key {st.key_fingerprint}; the "
+                              "configured key differs")
     return rows
 
 
@@ -447,20 +475,27 @@ def _write_starter_config(path: Path, data_dir: Path | None) -> bool:
 @pass_state
 @click.pass_context
 def keys(ctx: click.Context, state: CliState) -> None:
-    """List namespaces and agents with their public key fingerprints."""
+    """List namespaces and agents: key mode, public fingerprint, latest manifest blob id."""
     if ctx.invoked_subcommand is not None:
         return
     settings = state.settings
     master, source = _master_or_none(settings)
-    rows = _namespace_keys(settings, master)
+    rows = _with_catalog(state, _namespace_keys(settings, master), master)
     if state.as_json:
         state.emit_json({"master_key_source": source, "namespaces": rows})
         return
     state.out.print(f"master key source: {source or 'none found'}")
-    table = Table("namespace", "agent", "mode", "fingerprint")
+    table = Table("namespace", "agent", "mode", "fingerprint", "memories", "latest manifest")
     for row in rows:
-        table.add_row(row["namespace"], row["agent"] or "", row["mode"], row["fingerprint"] or "-")
+        memories = row.get("memories")
+        table.add_row(row["namespace"], row["agent"] or "", row["mode"], row["fingerprint"] or "-",
+                      "" if memories is None else str(memories),
+                      row.get("manifest_blob_id") or "")
     state.out.print(table)
+    for row in rows:
+        if "warning" in row:
+            state.note(f"[yellow]warning:[/yellow] namespace {row['namespace']}: "
+                       f"{escape(row['warning'])}")
 
 
 def _master_or_none(settings: Settings) -> tuple[MasterSeed | None, str | None]:
@@ -475,8 +510,11 @@ def _master_or_none(settings: Settings) -> tuple[MasterSeed | None, str | None]:
 def keys_export_public(state: CliState) -> None:
     """Print every namespace's public verify key and fingerprint as JSON."""
     master, _ = _master_or_none(state.settings)
-    rows = _namespace_keys(state.settings, master)
-    state.emit_json({"namespaces": rows})
+    rows = _with_catalog(state, _namespace_keys(state.settings, master), master)
+    state.emit_json({"namespaces": [
+        {k: row.get(k) for k in ("namespace", "agent", "mode", "fingerprint", "verify_key")}
+        for row in rows
+    ]})
 
 
 # -- parsing helpers ---------------------------------------------------------------
