@@ -131,7 +131,7 @@ def test_newly_created_exact_spec_example(mock, client) -> None:
     assert result.resource_operation == "registerFromScratch"
     assert result.raw == NEWLY_CREATED
     with pytest.raises(pydantic.ValidationError):  # frozen
-        result.blob_id = "x"  # type: ignore[misc]
+        result.blob_id = "x"
 
 
 def test_newly_created_null_certified_epoch_and_shared_object(mock, client) -> None:
@@ -707,7 +707,7 @@ def test_patch_ids_are_validated(mock, client) -> None:
 def test_failover_order_across_three_aggregators(mock, client, clock) -> None:
     order: list[str] = []
 
-    def record(response: httpx.Response | type[Exception]):
+    def record(response: httpx.Response | type[httpx.TransportError]):
         def handler(request: httpx.Request) -> httpx.Response:
             order.append(request.url.host)
             if isinstance(response, type):

@@ -75,13 +75,13 @@ def _paths(obj: Any, prefix: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
 @st.composite
 def mutated_spec_bodies(draw: st.DrawFn) -> Any:
     """A spec example with a few subtrees replaced, deleted or retyped."""
-    body = copy.deepcopy(draw(st.sampled_from(SPEC_BODIES)))
+    body: Any = copy.deepcopy(draw(st.sampled_from(SPEC_BODIES)))
     for _ in range(draw(st.integers(1, 3))):
         paths = [p for p in _paths(body) if p]
         if not paths:
             break
         path = draw(st.sampled_from(paths))
-        parent = body
+        parent: Any = body
         for key in path[:-1]:
             parent = parent[key]
         if draw(st.booleans()) and isinstance(parent, dict):

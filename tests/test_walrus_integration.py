@@ -64,6 +64,7 @@ def test_blob_round_trips(client: WalrusClient) -> None:
         data = rng.randbytes(size)
         stored = client.store_blob(data, epochs=2)
         assert stored.newly_created and len(stored.blob_id) == 43
+        assert stored.registered_epoch is not None
         assert stored.end_epoch == stored.registered_epoch + 2
         assert stored.cost and stored.cost > 0
         # every blob up to 445,556 bytes pays the same 63 storage units
