@@ -82,3 +82,9 @@ def real_embedder():
 
 # Memory-engine fixtures (mem_dir, mem_settings, mem): defined in tests/helpers_memory.py.
 from tests.helpers_memory import mem, mem_dir, mem_settings  # noqa: E402, F401
+
+
+@pytest.fixture(autouse=True)
+def isolated_config_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI reads <user config dir>/walrus-mem/config.toml: keep the developer's out."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))

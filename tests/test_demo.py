@@ -13,8 +13,11 @@ from .helpers_cli import invoke
 
 
 @pytest.mark.model
-def test_demo_passes_through_the_cli(clean_environ):
-    """The one run with the real model (loads it: ~5-10 s)."""
+def test_demo_passes_through_the_cli(clean_environ, real_embedder, monkeypatch):
+    """The one run with the real model (the session's copy, shared with other model tests)."""
+    import walrus_mem.embeddings
+
+    monkeypatch.setattr(walrus_mem.embeddings, "make_embedder", lambda *a, **k: real_embedder)
     result = invoke(["demo"])
     out = result.stdout
     assert "All " in out and "claims held" in out
