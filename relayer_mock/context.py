@@ -1,0 +1,73 @@
+"""Shared pieces of the app: settings, per-request context, the handlers' common base."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import cost
+from .auth import PublisherAuth
+from .faults import FaultDecision, FaultInjector, FaultKind
+from .quilt import MAX_PATCHES
+from .store import Store
+
+MiB = 1024 * 1024
+DEFAULT_MAX_BLOB_SIZE = 10 * MiB  # publisher --max-body-size default, 10,240 KiB
+DEFAULT_MAX_QUILT_SIZE = 100 * MiB  # publisher --max-quilt-body-size default, 102,400 KiB
+MAX_EPOCHS_AHEAD = 53
+# Attribute / tag names an aggregator copies into response headers by default.
+ALLOWED_HEADERS = frozenset({
+    "content-type", "authorization", "content-disposition", "content-encoding",
+    "content-language", "content-location", "link",
+})
+
+
+@dataclass(frozen=True)
+class RelayerSettings:
+    """Static settings of one app instance."""
+
+    max_blob_size: int = DEFAULT_MAX_BLOB_SIZE
+    max_quilt_size: int = DEFAULT_MAX_QUILT_SIZE
+    storage_price: int = cost.DEFAULT_STORAGE_PRICE
+    write_price: int = cost.DEFAULT_WRITE_PRICE
+    max_epochs_ahead: int = MAX_EPOCHS_AHEAD
+    aggregator_max_blob_size: int | None = None
+    publisher_max_concurrent: int | None = None
+    aggregator_max_concurrent: int | None = None
+    allow_quilt_patch_tags_in_response: bool = False
+
+    def public_dict(self) -> dict[str, Any]:
+        return {
+            "maxBlobSize": self.max_blob_size,
+            "maxQuiltSize": self.max_quilt_size,
+            "storagePrice": self.storage_price,
+            "writePrice": self.write_price,
+            "maxEpochsAhead": self.max_epochs_ahead,
+            "aggregatorMaxBlobSize": self.aggregator_max_blob_size,
+            "publisherMaxConcurrent": self.publisher_max_concurrent,
+            "aggregatorMaxConcurrent": self.aggregator_max_concurrent,
+            "maxQuiltPatches": MAX_PATCHES,
+        }
+
+
+@dataclass
+class Ctx:
+    """Per-request bookkeeping: the fault decision and counters flushed at the end."""
+
+    name: str
+    decision: FaultDecision
+    counters: Counter[str] = field(default_factory=Counter)
+
+    def fault(self, kind: FaultKind) -> None:
+        self.counters[f"faults.{kind.value}"] += 1
+        self.counters[f"faults_by_route.{self.name}.{kind.value}"] += 1
+
+
+class RelayerBase:
+    """What every handler mixin can use."""
+
+    store: Store
+    injector: FaultInjector
+    settings: RelayerSettings
+    auth: PublisherAuth | None
