@@ -8,7 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from walrus_mem.catalog import SCHEMA_VERSION, Catalog, vector_from_blob, vector_to_blob
+from walrus_mem.catalog import (
+    SCHEMA_VERSION,
+    Catalog,
+    fts_table,
+    vector_from_blob,
+    vector_to_blob,
+)
 from walrus_mem.errors import CatalogCorrupt, LocalStoreError
 from walrus_mem.ranking import FTS_TOKENIZE
 
@@ -70,11 +76,31 @@ def test_newer_schema_is_refused(tmp_path: Path) -> None:
         Catalog(path)
 
 
+def test_fts_tables_are_per_namespace_and_named_by_hash(tmp_path: Path) -> None:
+    cat = Catalog(tmp_path / "c.sqlite3")
+    try:
+        cat.ensure_namespace("private-ns", None)
+        cat.ensure_namespace("other", None)
+        with cat.write():
+            cat.fts_add("private-ns", 1, "apples and pears")
+            cat.fts_add("other", 2, "apples only")
+        names = [r[0] for r in cat.query("SELECT name FROM sqlite_master")]
+        assert fts_table("private-ns") in names and not any("private" in n for n in names)
+        assert [k for k, _ in cat.fts_search("private-ns", '"apples"', 5)] == [1]
+        assert [k for k, _ in cat.fts_search("other", '"apples"', 5)] == [2]
+        assert set(cat.fts_scores("private-ns", '"pears"', [1, 2])) == {1}
+        with cat.write():
+            cat.fts_remove("private-ns", 1)
+        assert cat.fts_search("private-ns", '"apples"', 5) == []
+    finally:
+        cat.close()
+
+
 def test_tokenizer_change_rebuilds_fts(tmp_path: Path) -> None:
     path = tmp_path / "c.sqlite3"
     cat = Catalog(path)
+    cat.ensure_namespace("ns", None)
     with cat.write() as c:
-        c.execute("INSERT INTO namespaces (name, created_at) VALUES ('ns', 0)")
         c.execute(
             "INSERT INTO memories (id, namespace, text, importance, created_at, updated_at, "
             "version, dedupe_hash, status, vector) VALUES ('a', 'ns', 'running dogs', 0.5, 0, 0, "

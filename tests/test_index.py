@@ -145,16 +145,31 @@ def test_saved_index_for_another_model_is_rebuilt(tmp_path: Path, cat: Catalog) 
 def test_pruned_change_log_forces_reload(tmp_path: Path, cat: Catalog) -> None:
     add(cat, "ns", 5)
     a = IndexStore(tmp_path / "index", cat, save_every=1)
-    b = IndexStore(tmp_path / "index", cat, save_every=10**9)
+    cat_b = Catalog(tmp_path / "c.sqlite3")  # process B has its own connection
+    b = IndexStore(tmp_path / "index", cat_b, save_every=10**9)
     a.get("ns", "m", DIM)
     b.get("ns", "m", DIM)
     add(cat, "ns", 4, start=10)
-    a.get("ns", "m", DIM)  # applies, saves, prunes the log past b's position
+    a.refresh("ns")  # own writes: applied, saved, and the log pruned past b's position
     assert cat.changes_floor("ns") > b.loaded("ns").applied_seq
     idx = b.get("ns", "m", DIM)
     assert len(idx) == 9
     a.close()
     b.close()
+    cat_b.close()
+
+
+def test_own_writes_need_refresh_other_connections_are_detected(
+    tmp_path: Path, cat: Catalog
+) -> None:
+    add(cat, "ns", 3)
+    store = IndexStore(tmp_path / "index", cat)
+    assert len(store.get("ns", "m", DIM)) == 3
+    add(cat, "ns", 1, start=10)  # same connection: data_version does not move
+    assert len(store.get("ns", "m", DIM)) == 3
+    store.refresh("ns")
+    assert len(store.get("ns", "m", DIM)) == 4
+    store.close()
 
 
 def test_save_does_not_overwrite_a_newer_file(tmp_path: Path, cat: Catalog) -> None:

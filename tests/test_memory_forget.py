@@ -119,7 +119,8 @@ def test_forget_removes_it_everywhere_locally(mem: Memory) -> None:
     assert all(h.id != gone.id for h in mem.recall("pin 9876", k=10, min_score=0))
     # not in FTS, not in the vector table, not in the index
     cat = mem._catalog
-    assert cat.query("SELECT rowid FROM fts WHERE fts MATCH '\"pin\"'") == []
+    assert cat.fts_search("default", '"pin"', 10) == []
+    assert cat.fts_search("default", '"sky"', 10) != []
     assert cat.query("SELECT 1 FROM memories WHERE id = ?", (gone.id,)) == []
     idx = mem._indexes.loaded("default")
     assert idx is not None and len(idx) == 1

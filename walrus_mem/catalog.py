@@ -9,7 +9,10 @@ Tables (schema version :data:`SCHEMA_VERSION`, migrations in :data:`MIGRATIONS`)
                   normalised embedding as float16 bytes so the index can be
                   rebuilt without re-embedding; ``sealed`` the envelope bytes
                   of the current version (republished as-is by sync/extend).
-``fts``           FTS5 over ``memories.text`` (rowid = ``memories.key``).
+``fts_<hash>``    one FTS5 table per namespace over ``memories.text`` (rowid =
+                  ``memories.key``; the name is a hash, not the namespace), so
+                  bm25 statistics are per namespace and lexical search needs
+                  no join.
 ``versions``      history: every version's blob id; forget blanks the text and
                   adds a ``DELETE`` tombstone.
 ``outbox``        publish batches not yet on Walrus (``blob`` or ``quilt``),
@@ -29,6 +32,7 @@ overwritten or recreated.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sqlite3
@@ -51,6 +55,7 @@ __all__ = [
     "MIGRATIONS",
     "SCHEMA_VERSION",
     "Catalog",
+    "fts_table",
     "vector_from_blob",
     "vector_to_blob",
 ]
@@ -175,6 +180,12 @@ MIGRATIONS: Final[tuple[str, ...]] = (
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 
+def fts_table(namespace: str) -> str:
+    """Name of a namespace's FTS5 table (a hash: safe in SQL, reveals no name)."""
+    digest = hashlib.blake2b(namespace.encode(), digest_size=12, person=b"walrusmem.fts")
+    return f"fts_{digest.hexdigest()}"
+
+
 def vector_to_blob(vector: npt.NDArray[np.float32]) -> bytes:
     """Store vectors as little-endian float16 (the index's own precision)."""
     return np.asarray(vector, dtype="<f2").tobytes()
@@ -283,20 +294,43 @@ class Catalog:
                 c.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
 
     def _ensure_fts(self) -> None:
-        """Create the FTS5 table, or rebuild it if the tokenizer changed."""
+        """Create missing per-namespace FTS5 tables; rebuild all if the tokenizer changed."""
         c = self.conn
         with self.write():
-            exists = c.execute(
-                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'fts'"
-            ).fetchone()
-            if exists and self.get_meta("fts_tokenize") == FTS_TOKENIZE:
-                return
-            if exists:
-                c.execute("DROP TABLE fts")
-            tokenize = FTS_TOKENIZE.replace("'", "''")
-            c.execute(f"CREATE VIRTUAL TABLE fts USING fts5(text, tokenize = '{tokenize}')")
-            c.execute("INSERT INTO fts (rowid, text) SELECT key, text FROM memories")
+            rebuild = self.get_meta("fts_tokenize") != FTS_TOKENIZE
+            for (name,) in c.execute("SELECT name FROM namespaces").fetchall():
+                self._create_fts(str(name), rebuild=rebuild)
             self.set_meta("fts_tokenize", FTS_TOKENIZE)
+
+    def _create_fts(self, namespace: str, *, rebuild: bool = False) -> None:
+        c = self.conn
+        table = fts_table(namespace)
+        exists = c.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+        ).fetchone()
+        if exists and not rebuild:
+            return
+        if exists:
+            c.execute(f"DROP TABLE {table}")
+        tokenize = FTS_TOKENIZE.replace("'", "''")
+        c.execute(f"CREATE VIRTUAL TABLE {table} USING fts5(text, tokenize = '{tokenize}')")
+        c.execute(
+            f"INSERT INTO {table} (rowid, text) SELECT key, text FROM memories WHERE namespace = ?",
+            (namespace,),
+        )
+
+    @_guarded
+    def fts_add(self, namespace: str, key: int, text: str) -> None:
+        """Index ``text`` under ``key`` (call inside a write transaction)."""
+        with self._lock:
+            self.conn.execute(
+                f"INSERT INTO {fts_table(namespace)} (rowid, text) VALUES (?, ?)", (key, text)
+            )
+
+    @_guarded
+    def fts_remove(self, namespace: str, key: int) -> None:
+        with self._lock:
+            self.conn.execute(f"DELETE FROM {fts_table(namespace)} WHERE rowid = ?", (key,))
 
     def close(self) -> None:
         with self._lock:
@@ -387,7 +421,9 @@ class Catalog:
         file and truncates the WAL that still held the old page images.
         """
         with self.write() as c:
-            c.execute("INSERT INTO fts (fts) VALUES ('optimize')")
+            for (name,) in c.execute("SELECT name FROM namespaces").fetchall():
+                table = fts_table(str(name))
+                c.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
         with self._lock:
             self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
 
@@ -450,6 +486,7 @@ class Catalog:
                 "coalesce(namespaces.key_fingerprint, excluded.key_fingerprint)",
                 (name, fingerprint, time.time()),
             )
+            self._create_fts(name)
             row = c.execute("SELECT * FROM namespaces WHERE name = ?", (name,)).fetchone()
         assert row is not None
         return row  # type: ignore[no-any-return]
@@ -530,18 +567,22 @@ class Catalog:
     @_guarded
     def fts_search(self, namespace: str, match: str, limit: int) -> list[tuple[int, float]]:
         """Top ``limit`` rows by SQLite's bm25 (lower is better), as (key, bm25)."""
+        table = fts_table(namespace)
         rows = self.query(
-            "SELECT fts.rowid, bm25(fts) AS score FROM fts JOIN memories m ON m.key = fts.rowid "
-            "WHERE fts MATCH ? AND m.namespace = ? ORDER BY score LIMIT ?",
-            (match, namespace, limit),
+            f"SELECT rowid, bm25({table}) AS score FROM {table} WHERE {table} MATCH ? "
+            "ORDER BY score LIMIT ?",
+            (match, limit),
         )
         return [(int(r[0]), float(r[1])) for r in rows]
 
     @_guarded
-    def fts_scores(self, match: str, keys: Sequence[int]) -> dict[int, float]:
+    def fts_scores(self, namespace: str, match: str, keys: Sequence[int]) -> dict[int, float]:
         """bm25 of the given keys that match ``match`` (absent keys do not match)."""
+        table = fts_table(namespace)
         rows = self.query(
-            "SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH ? AND rowid IN "
+            # "+rowid": check the keys on each match instead of one FTS5 query per key,
+            # which is ~5x faster for a few dozen keys.
+            f"SELECT rowid, bm25({table}) FROM {table} WHERE {table} MATCH ? AND +rowid IN "
             "(SELECT value FROM json_each(?))",
             (match, json.dumps([int(k) for k in keys])),
         )

@@ -83,6 +83,20 @@ class NamespaceIndex:
         sims = [1.0 - float(d) for d in matches.distances]
         return keys, sims
 
+    def similarities(self, keys: list[int], vector: npt.NDArray[np.float32]) -> list[float]:
+        """Exact cosine similarity of ``vector`` to the stored vectors of ``keys``."""
+        stored = self.index.get(np.asarray(keys, dtype=np.uint64), dtype="f32")
+        rows: list[Any] = list(stored) if isinstance(stored, tuple) else [stored]
+        present = [i for i, vec in enumerate(rows) if vec is not None]
+        out = [0.0] * len(rows)
+        if present:
+            matrix = np.stack([np.asarray(rows[i], dtype=np.float32) for i in present])
+            norms = np.linalg.norm(matrix, axis=1)
+            sims = (matrix @ vector) / np.where(norms > 0, norms, 1.0)
+            for i, sim in zip(present, sims.tolist(), strict=True):
+                out[i] = float(sim)
+        return out
+
     def upsert(self, keys: list[int], vectors: npt.NDArray[np.float32]) -> None:
         if not keys:
             return
@@ -180,6 +194,9 @@ class IndexStore:
         self.save_every = save_every
         self._indexes: dict[str, NamespaceIndex] = {}
         self._lock = threading.RLock()
+        # PRAGMA data_version when each namespace last caught up: unchanged means no other
+        # connection committed since, and our own writes call refresh() themselves.
+        self._seen_version: dict[str, int] = {}
 
     def path_for(self, namespace: str) -> Path:
         return self.directory / f"{index_file_stem(namespace)}.usearch"
@@ -196,11 +213,13 @@ class IndexStore:
                     f"namespace {namespace!r} index uses {idx.model_id} (dim {idx.dim}), "
                     f"not {model_id} (dim {dim})"
                 )
+            version = self.catalog.data_version()
             if idx is None:
                 idx = self._open(namespace, model_id, dim)
                 self._indexes[namespace] = idx
-            else:
+            elif self._seen_version.get(namespace) != version:
                 self._catch_up(idx)
+            self._seen_version[namespace] = version
             return idx
 
     def _open(self, namespace: str, model_id: str, dim: int) -> NamespaceIndex:

@@ -90,7 +90,15 @@ from .models import (
     SyncReport,
     from_timestamp,
 )
-from .ranking import DEFAULT_MIN_SCORE, DEFAULT_PARAMS, Candidate, FusionParams, fts_query, fuse
+from .ranking import (
+    DEFAULT_MIN_SCORE,
+    DEFAULT_PARAMS,
+    Candidate,
+    FusionParams,
+    Scores,
+    fts_query,
+    fuse,
+)
 from .storage import Backend, open_backend
 from .walrus import MAX_QUILT_PATCHES, WalrusClient
 
@@ -119,6 +127,7 @@ RESTORE_WORKERS: Final = 8
 RESTORE_CHUNK: Final = 256
 _QUERY_CACHE: Final = 256
 _UNSET: Any = object()
+_SCORING_COLUMNS: Final = "key, created_at, importance, expires_at"
 
 ProgressCallback = Callable[[int, int], object]
 
@@ -669,7 +678,7 @@ class Memory:
                         existing[item.dedupe_hash] = str(row[0])
                         continue
                     key = int(cur.lastrowid or 0)
-                    c.execute("INSERT INTO fts (rowid, text) VALUES (?, ?)", (key, item.text))
+                    self._catalog.fts_add(ns, key, item.text)
                     c.execute("INSERT INTO changes (namespace, key) VALUES (?, ?)", (ns, key))
                     c.execute(
                         "INSERT INTO versions (memory_id, namespace, version, event, text, "
@@ -875,45 +884,46 @@ class Memory:
             return RecallResult()
         match = fts_query(query)
         n = max(4 * k, MIN_CANDIDATES)
+        # Scoring needs only these columns; full rows are read for the winners alone
+        # (or for every candidate when a filter must look at them).
+        columns = f"{MEMORY_COLUMNS}" if predicate is not None else _SCORING_COLUMNS
         while True:
-            dense_keys, _ = idx.search(vector, min(n, total))
+            dense_keys, dense_sims = idx.search(vector, min(n, total))
             lexical = self._catalog.fts_search(ns, match, n) if match else []
             union = list(dict.fromkeys([*dense_keys, *(key for key, _ in lexical)]))
             rows = self._catalog.query(
-                f"SELECT {MEMORY_COLUMNS}, vector FROM memories WHERE key IN "
+                f"SELECT {columns} FROM memories WHERE key IN "
                 "(SELECT value FROM json_each(?)) AND namespace = ?",
                 (json.dumps(union), ns),
             )
             by_key = {int(r["key"]): r for r in rows}
             keys = [key for key in union if key in by_key]
-            if keys:
-                matrix = np.frombuffer(
-                    b"".join(by_key[key]["vector"] for key in keys), dtype="<f2"
-                ).reshape(len(keys), -1).astype(np.float32)
-                sims = matrix @ vector
-            else:
-                sims = np.zeros(0, dtype=np.float32)
+            dense = dict(zip(dense_keys, dense_sims, strict=True))
+            fts_only = [key for key in keys if key not in dense]
+            if fts_only:  # exact cosine from the stored vectors (the index holds them)
+                dense.update(zip(fts_only, idx.similarities(fts_only, vector), strict=True))
             bm25 = {key: -score for key, score in lexical}
             missing = [key for key in keys if key not in bm25]
-            if match and missing:
-                extra = self._catalog.fts_scores(match, missing)
+            # A short lexical list holds every matching row: the others do not match.
+            if match and missing and len(lexical) >= n:
+                extra = self._catalog.fts_scores(ns, match, missing)
                 bm25.update({key: -score for key, score in extra.items()})
             dense_rank = {key: r for r, key in enumerate(dense_keys)}
             lexical_rank = {key: r for r, (key, _) in enumerate(lexical)}
             candidates = [
                 Candidate(
                     key=key,
-                    dense=float(sims[i]),
+                    dense=dense[key],
                     lexical=bm25.get(key),
                     dense_rank=dense_rank.get(key),
                     lexical_rank=lexical_rank.get(key),
                     created_at=float(by_key[key]["created_at"]),
                     importance=float(by_key[key]["importance"]),
                 )
-                for i, key in enumerate(keys)
+                for key in keys
             ]
             now = time.time()
-            hits: list[RecallHit] = []
+            winners: list[tuple[int, Scores]] = []
             filtered_out = below = 0
             for cand, scores in fuse(candidates, params, now=now):
                 row = by_key[cand.key]
@@ -926,14 +936,17 @@ class Memory:
                 if scores.score < cutoff:
                     below += 1
                     continue
-                if len(hits) < k:
-                    hits.append(RecallHit(
-                        record=_record(row), score=scores.score, dense=scores.dense,
-                        lexical=scores.lexical, recency=scores.recency,
-                        importance=scores.importance,
-                    ))
+                if len(winners) < k:
+                    winners.append((cand.key, scores))
             exhausted = n >= total and len(lexical) < n
-            if len(hits) >= k or not filtered_out or exhausted:
+            if len(winners) >= k or not filtered_out or exhausted:
+                full = by_key if predicate is not None else self._catalog.memories_by_keys(
+                    ns, [key for key, _ in winners])
+                hits = [
+                    RecallHit(record=_record(full[key]), score=sc.score, dense=sc.dense,
+                              lexical=sc.lexical, recency=sc.recency, importance=sc.importance)
+                    for key, sc in winners if key in full
+                ]
                 return RecallResult(hits, candidates=len(candidates),
                                     filtered_out=filtered_out, below_min_score=below)
             n *= 4  # filters removed too many: widen the candidate pool
@@ -1149,8 +1162,8 @@ class Memory:
             if vector is not None:
                 c.execute("UPDATE memories SET vector = ? WHERE key = ?",
                           (vector_to_blob(vector), key))
-                c.execute("DELETE FROM fts WHERE rowid = ?", (key,))
-                c.execute("INSERT INTO fts (rowid, text) VALUES (?, ?)", (key, item.text))
+                self._catalog.fts_remove(ns, key)
+                self._catalog.fts_add(ns, key, item.text)
                 c.execute("INSERT INTO changes (namespace, key) VALUES (?, ?)", (ns, key))
             c.execute(
                 "INSERT INTO versions (memory_id, namespace, version, event, text, metadata, at) "
@@ -1219,7 +1232,7 @@ class Memory:
                     ).fetchall():
                         blob_refs[str(v[0])] = None if v[1] is None else bool(v[1])
                     c.execute("DELETE FROM memories WHERE key = ?", (key,))
-                    c.execute("DELETE FROM fts WHERE rowid = ?", (key,))
+                    self._catalog.fts_remove(ns, key)
                     c.execute("INSERT INTO changes (namespace, key) VALUES (?, ?)", (ns, key))
                     c.execute("DELETE FROM outbox_items WHERE memory_id = ?", (mid,))
                     c.execute(
@@ -1545,7 +1558,7 @@ class Memory:
                 if cur.rowcount == 0:
                     continue
                 key = int(cur.lastrowid or 0)
-                c.execute("INSERT INTO fts (rowid, text) VALUES (?, ?)", (key, text))
+                self._catalog.fts_add(ns, key, text)
                 c.execute("INSERT INTO changes (namespace, key) VALUES (?, ?)", (ns, key))
                 c.execute(
                     "INSERT OR IGNORE INTO versions (memory_id, namespace, version, event, text, "
