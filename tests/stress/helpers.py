@@ -11,6 +11,9 @@ import os
 import random
 import sqlite3
 import struct
+import subprocess
+import sys
+import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
@@ -100,6 +103,60 @@ class Stopwatch:
         return round(time.perf_counter() - self.start, 2)
 
 
+# -- worker processes ----------------------------------------------------------------------
+
+
+class Worker:
+    """A worker subprocess (``python -m module args``) with its output collected line by line."""
+
+    def __init__(self, args: list[str], module: str = "tests.stress.ingest_worker") -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("WALRUS_MEM_")}
+        env["PYTHONPATH"] = str(REPO)
+        self.lines: list[str] = []
+        self.errors: list[str] = []
+        self.ready = threading.Event()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", module, *args],
+            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        self._err_reader = threading.Thread(target=self._read_errors, daemon=True)
+        self._err_reader.start()
+
+    def _read_errors(self) -> None:
+        assert self.proc.stderr is not None
+        self.errors.extend(self.proc.stderr)
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+            if line.startswith("READY"):
+                self.ready.set()
+
+    def wait(self, timeout: float = 120) -> int:
+        code = self.proc.wait(timeout)
+        self._reader.join(timeout)
+        self._err_reader.join(timeout)
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                stream.close()
+        return code
+
+    @property
+    def stderr(self) -> str:
+        return "".join(self.errors)
+
+    def acked(self) -> dict[int, str]:
+        out = {}
+        for line in self.lines:
+            if line.startswith("ID "):
+                _, index, mid = line.split()
+                out[int(index)] = mid
+        return out
+
+
 # -- catalog / index consistency ---------------------------------------------------------
 
 
@@ -116,6 +173,14 @@ class Consistency:
         return not self.problems
 
 
+def _fts_table(namespace: str) -> str:
+    try:  # one FTS5 table per namespace
+        from walrus_mem.catalog import fts_table  # type: ignore[attr-defined]
+    except ImportError:  # one shared table (older catalog layout)
+        return "fts"
+    return str(fts_table(namespace))
+
+
 def check_consistency(mem: Memory, namespace: str) -> Consistency:
     """Catalog rows == FTS rows == index keys; every memory has history; outbox is sane.
 
@@ -129,14 +194,11 @@ def check_consistency(mem: Memory, namespace: str) -> Consistency:
                      "WHERE namespace = ?", (namespace,))
     report.memories = len(rows)
     keys = {int(r["key"]) for r in rows}
-    fts = {int(r[0]) for r in cat.query(
-        "SELECT rowid FROM fts WHERE rowid IN (SELECT key FROM memories WHERE namespace = ?)",
-        (namespace,))}
+    fts_texts = {int(r[0]): str(r[1]) for r in cat.query(
+        f"SELECT rowid, text FROM {_fts_table(namespace)}")}
+    fts = set(fts_texts)
     if fts != keys:
         report.problems.append(f"FTS rows differ from catalog: {len(fts ^ keys)} keys")
-    fts_texts = {int(r[0]): str(r[1]) for r in cat.query(
-        "SELECT rowid, text FROM fts WHERE rowid IN "
-        "(SELECT key FROM memories WHERE namespace = ?)", (namespace,))}
     for r in rows:
         if fts_texts.get(int(r["key"])) != r["text"]:
             report.problems.append(f"FTS text differs for {r['id']}")

@@ -19,12 +19,8 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import random
 import signal
-import subprocess
-import sys
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -35,8 +31,8 @@ import pytest
 
 from relayer_mock.server import RelayerServer
 from tests.stress.helpers import (
-    REPO,
     Stopwatch,
+    Worker,
     census,
     check_consistency,
     make_facts,
@@ -61,57 +57,6 @@ PLAN = [  # (phase, mode) for the 20 crash points
     ("random", "http"), ("random", "embedded"), ("random", "http"),
 ]
 FIGURES: dict[str, Any] = {"points": [], "by_phase": Counter(), "index_rebuilds": Counter()}
-
-
-class Worker:
-    """One ingest_worker subprocess with its stdout collected line by line."""
-
-    def __init__(self, args: list[str]) -> None:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("WALRUS_MEM_")}
-        env["PYTHONPATH"] = str(REPO)
-        self.lines: list[str] = []
-        self.errors: list[str] = []
-        self.ready = threading.Event()
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.stress.ingest_worker", *args],
-            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        )
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-        self._err_reader = threading.Thread(target=self._read_errors, daemon=True)
-        self._err_reader.start()
-
-    def _read_errors(self) -> None:
-        assert self.proc.stderr is not None
-        self.errors.extend(self.proc.stderr)
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line.rstrip("\n"))
-            if line.startswith("READY"):
-                self.ready.set()
-
-    def wait(self, timeout: float = 120) -> int:
-        code = self.proc.wait(timeout)
-        self._reader.join(timeout)
-        self._err_reader.join(timeout)
-        for stream in (self.proc.stdout, self.proc.stderr):
-            if stream is not None:
-                stream.close()
-        return code
-
-    @property
-    def stderr(self) -> str:
-        return "".join(self.errors)
-
-    def acked(self) -> dict[int, str]:
-        out = {}
-        for line in self.lines:
-            if line.startswith("ID "):
-                _, index, mid = line.split()
-                out[int(index)] = mid
-        return out
 
 
 @pytest.fixture(scope="module")

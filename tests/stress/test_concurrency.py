@@ -1,0 +1,115 @@
+"""Concurrency: 4 processes x 250 ``remember`` calls plus concurrent recalls on one data dir.
+
+Every process runs its own embedded relayer on the shared ``<data_dir>/relayer``
+(the harder case: five independent relayer_mock instances and five Memory
+instances on one catalog, one index directory and one blob store). Writers
+recall their own facts as they go; a reader process recalls random facts the
+whole time. Afterwards: no process raised, all 1,000 memories are present once,
+catalog / FTS / history / index agree (in this process and in a fresh one that
+recalls all 1,000), and every memory is published in exactly one blob.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.stress.helpers import (
+    Stopwatch,
+    Worker,
+    census,
+    check_consistency,
+    make_facts,
+    open_memory,
+    relayer_blobs,
+    write_figures,
+)
+
+pytestmark = pytest.mark.slow
+
+WORKERS = 4
+PER_WORKER = 250
+NS = "shared"
+SEED = 777
+
+
+def _worker(*args: str) -> Worker:
+    return Worker(args=list(args), module="tests.stress.concurrent_worker")
+
+
+def test_four_processes_one_data_dir(tmp_path: Path) -> None:
+    clock = Stopwatch()
+    facts = make_facts(WORKERS * PER_WORKER, seed=SEED)
+    facts_file = tmp_path / "facts.json"
+    facts_file.write_text(json.dumps(facts))
+    data_dir = tmp_path / "data"
+    go, stop = tmp_path / "go", tmp_path / "stop"
+    common = ["--data-dir", str(data_dir), "--facts", str(facts_file)]
+
+    writers = [
+        _worker("write", *common, "--worker", str(i), "--workers", str(WORKERS), "--go", str(go))
+        for i in range(WORKERS)
+    ]
+    reader = _worker("read", *common, "--go", str(go), "--stop", str(stop))
+    for w in [*writers, reader]:
+        assert w.ready.wait(60), w.stderr
+    go.touch()
+    codes = [w.wait(600) for w in writers]
+    writing_seconds = clock.seconds
+    stop.touch()
+    reader_code = reader.wait(120)
+    for w, code in zip(writers, codes, strict=True):
+        assert code == 0, w.stderr
+        assert "Traceback" not in w.stderr, w.stderr
+    assert reader_code == 0, reader.stderr
+    reads_line = next(x for x in reader.lines if x.startswith("READS"))
+    reads, found = int(reads_line.split()[1]), int(reads_line.split()[3])
+
+    acked: dict[int, str] = {}
+    for w in writers:
+        acked.update(w.acked())
+    assert len(acked) == len(facts)
+    assert len(set(acked.values())) == len(facts)
+
+    mem = open_memory(data_dir)
+    try:
+        rows = {r.id: r.text for r in mem.list(NS, limit=10 * len(facts))}
+        assert rows == {mid: facts[i] for i, mid in acked.items()}
+        consistency = check_consistency(mem, NS)
+        assert consistency.ok, consistency.problems
+        queued = mem.stats(NS).queued
+    finally:
+        mem.close()
+
+    verifier = _worker("verify", *common)
+    assert verifier.wait(300) == 0, verifier.stderr
+    missing_line = next(x for x in verifier.lines if x.startswith("MISSING"))
+    assert missing_line.split()[1] == "0", missing_line
+    sync_line = next(x for x in verifier.lines if x.startswith("SYNC")).split()
+    assert sync_line[2:] == ["0", "0"], sync_line
+
+    mem = open_memory(data_dir)
+    try:
+        assert check_consistency(mem, NS).ok
+        found_blobs = census(relayer_blobs(data_dir / "relayer"), [mem.keys_for(NS)])
+        assert found_blobs.duplicates() == {}
+        assert {mid for mid, _ in found_blobs.locations} == set(acked.values())
+    finally:
+        mem.close()
+
+    write_figures("concurrency", {
+        "processes": WORKERS,
+        "remember_calls_per_process": PER_WORKER,
+        "memories_present": len(rows),
+        "duplicates": 0,
+        "exceptions": 0,
+        "concurrent_reader_recalls": reads,
+        "concurrent_reader_found": found,
+        "queued_after_writers": queued,
+        "fresh_process_missing": 0,
+        "blobs_on_relayer": found_blobs.blobs,
+        "seconds_writing": writing_seconds,
+        "seconds_total": clock.seconds,
+    })
