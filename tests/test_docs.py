@@ -347,3 +347,11 @@ def test_block_extraction_and_notest_markers(tmp_path: Path) -> None:
         ("python", False, 2), ("python", True, 8), ("python", True, 11), ("bash", False, 14)]
     (cmd,) = shell_commands(blocks[3])
     assert isinstance(cmd, Command) and cmd.argv == ["list"] and cmd.expect == 0
+
+
+def test_readme_threat_model_is_three_sentences() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Threat model in three sentences", 1)[1].split("\n## ", 1)[0]
+    paragraph = " ".join(section.strip().split("\n\n")[0].split())
+    sentences = [s for s in re.split(r"(?<=[.!?])\s+(?=[A-Z])", paragraph) if s]
+    assert len(sentences) == 3, sentences
