@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, Final, Literal
@@ -34,6 +35,7 @@ from .safety import (
     MemoryItem,
     detect_injection,
     escape_for_prompt,
+    redact_secrets,
     render_memory_block,
     screen_fact,
 )
@@ -58,6 +60,11 @@ MAX_FACTS: Final = 20
 MAX_QUERY_CHARS: Final = 2000
 FORGET_MIN_SCORE: Final = 0.35
 _ID_PATTERN: Final = "^[0-9a-f]{32}$"
+# Metadata keys whose value is a credential whatever it looks like ("api_token", "dbPassword").
+_CREDENTIAL_KEY: Final = re.compile(
+    r"(password|passwd|passphrase|pwd|secret|token|apikey|accesskey|privatekey|credentials?|"
+    r"authorization)$"
+)
 
 # ---------------------------------------------------------------------------
 # input models (the source of truth for validation)
@@ -362,9 +369,38 @@ def _search(ctx: _Context, args: SearchInput) -> dict[str, Any]:
     }
 
 
+def _screen_metadata(metadata: dict[str, Any] | None) -> tuple[dict[str, Any] | None, list[str]]:
+    """Redact credentials in metadata: a model may put them there as well as in facts.
+
+    Every string value (nested ones too) goes through :func:`redact_secrets`;
+    the value of a credential-named key (``password``, ``api_token``, ...) is
+    replaced whole, since a bare password has no shape a detector could see.
+    """
+    if metadata is None:
+        return None, []
+    kinds: list[str] = []
+
+    def clean(key: str, value: Any) -> Any:
+        if isinstance(value, str):
+            if value.strip() and _CREDENTIAL_KEY.search(re.sub(r"[^a-z]", "", key.lower())):
+                kinds.append("credential_field")
+                return "[REDACTED:credential_field]"
+            redacted, findings = redact_secrets(value)
+            kinds.extend(f.kind for f in findings)
+            return redacted
+        if isinstance(value, Mapping):
+            return {str(k): clean(str(k), v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [clean(key, v) for v in value]
+        return value
+
+    return {str(k): clean(str(k), v) for k, v in metadata.items()}, sorted(set(kinds))
+
+
 def _store(ctx: _Context, args: StoreInput) -> dict[str, Any]:
     ctx.writable("memory_store")
     ns = ctx.namespace(args.namespace)
+    metadata, metadata_redacted = _screen_metadata(args.metadata)
     items: list[dict[str, Any]] = []
     positions: list[int] = []
     rejected: list[dict[str, Any]] = []
@@ -382,7 +418,7 @@ def _store(ctx: _Context, args: StoreInput) -> dict[str, Any]:
         if screened.secret_kinds:
             redacted.append({"index": index, "secret_kinds": list(screened.secret_kinds)})
         item: dict[str, Any] = {"text": screened.text,
-                                "metadata": {"source": "memory_store", **(args.metadata or {})}}
+                                "metadata": {"source": "memory_store", **(metadata or {})}}
         if args.category is not None:
             item["category"] = args.category
         if args.importance is not None:
@@ -405,6 +441,7 @@ def _store(ctx: _Context, args: StoreInput) -> dict[str, Any]:
                    for i, msg in result.failed],
         "rejected": rejected,
         "redacted": redacted,
+        "metadata_redacted": metadata_redacted,
     }
 
 
@@ -460,9 +497,11 @@ def _update(ctx: _Context, args: UpdateInput) -> dict[str, Any]:
             raise UnsafeContent(f"the new text was refused by the safety filters "
                                 f"({screened.reason})")
         text, redacted = screened.text, list(screened.secret_kinds)
-    record = ctx.memory.update(args.id, text, namespace=ns, metadata=args.metadata,
+    metadata, metadata_redacted = _screen_metadata(args.metadata)
+    record = ctx.memory.update(args.id, text, namespace=ns, metadata=metadata,
                                category=args.category, importance=args.importance)
     return {"namespace": ns, "memory": _meta(record), "redacted": redacted,
+            "metadata_redacted": metadata_redacted,
             "context": _block([_item(record)], ns)}
 
 
