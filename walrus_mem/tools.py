@@ -14,8 +14,9 @@
 are escaped and framed exactly like auto-recall (a nonce ``<walrus-memories>``
 block under ``"context"``), and search results flagged by the injection
 detector are left out. ``memory_store`` screens every fact (injection dropped,
-credentials redacted). With a ``session_key``, the session's namespace is
-enforced and subagent sessions cannot write (``ReadOnlySession``).
+credentials redacted) and redacts credentials in metadata values too. With a
+``session_key``, the session's namespace is enforced and subagent sessions
+cannot write (``ReadOnlySession``).
 """
 
 from __future__ import annotations
