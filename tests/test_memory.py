@@ -353,7 +353,9 @@ def test_remember_many_counts_everything(mem: Memory) -> None:
     assert result.records[0].blob_id == result.records[1].blob_id
 
 
-def test_remember_many_one_quilt_per_666(mem: Memory) -> None:
+def test_remember_many_one_quilt_per_666(mem_dir: Path, fake_embedder) -> None:
+    settings = make_settings(mem_dir, manifest_every=10_000)  # no periodic manifest here
+    mem = Memory(settings, embedder=fake_embedder, master_key=MASTER_HEX)
     admin = mock_admin(mem)
     before = store_count(admin, "put_quilt")
     result = mem.remember_many([f"bulk fact {i}" for i in range(700)])
@@ -363,6 +365,7 @@ def test_remember_many_one_quilt_per_666(mem: Memory) -> None:
     assert len(quilts) == 2
     sizes = sorted(sum(1 for r in result if r.blob_id == q) for q in quilts)
     assert sizes == [34, 666]
+    mem.close()
 
 
 def test_remember_many_rejects_non_lists(mem: Memory) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -35,8 +37,8 @@ def manifest_ids(mem: Memory, ns: str = "default") -> set[str]:
     assert blob is not None
     root = parse_root(open_envelope(keys, mem.walrus.read_blob(blob), expected_kind="manifest"))
     entries = list(root.entries or [])
-    for page_blob, digest, _ in root.pages:
-        raw = mem.walrus.read_blob(page_blob)
+    for page_blob, patch, digest, _ in root.pages:
+        raw = mem.walrus.read_quilt_patch(patch) if patch else mem.walrus.read_blob(page_blob)
         entries += parse_page(open_envelope(keys, raw, expected_id=f"page-{digest}"), digest)
     return {e.memory_id for e in entries}
 
@@ -284,3 +286,28 @@ def test_forget_survives_an_unreachable_publisher(mem_dir, fake_embedder) -> Non
         with pytest.raises(MemoryNotFound):
             m.get(rec.id)
         assert isinstance(StorageError("x"), Exception)
+
+
+def test_update_of_importance_and_expiry_reaches_recall(mem: Memory, monkeypatch) -> None:
+    import walrus_mem.memory as memory_module
+
+    seen: dict[str, float] = {}
+    real_fuse = memory_module.fuse
+
+    def spy(candidates, params, *, now):
+        for cand in candidates:
+            seen[str(cand.key)] = cand.importance
+        return real_fuse(candidates, params, now=now)
+
+    monkeypatch.setattr(memory_module, "fuse", spy)
+    rec = mem.remember("importance carrier", importance=0.9)
+    mem.recall("importance carrier", min_score=0)
+    assert list(seen.values()) == [0.9]
+    mem.update(rec.id, importance=0.05)
+    seen.clear()
+    hit = mem.recall("importance carrier", min_score=0)[0]
+    assert list(seen.values()) == [0.05] and hit.record.importance == 0.05
+    mem.update(rec.id, expires_at=time.time() + 30)
+    real_time = memory_module.time.time
+    monkeypatch.setattr(memory_module.time, "time", lambda: real_time() + 60)
+    assert mem.recall("importance carrier", min_score=0) == []

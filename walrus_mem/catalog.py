@@ -176,6 +176,10 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         PRIMARY KEY (namespace, key)
     );
     """,
+    # 2: manifest pages may be quilt patches
+    """
+    ALTER TABLE manifest_pages ADD COLUMN patch_id TEXT;
+    """,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
@@ -232,8 +236,9 @@ class Catalog:
     transactions nest (inner ones join the outer one).
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, reader: bool = False) -> None:
         self.path = Path(path)
+        self.reader = reader
         self._lock = threading.RLock()
         self._depth = 0
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -253,8 +258,11 @@ class Catalog:
         self.conn.row_factory = sqlite3.Row
         try:
             self._configure()
-            self._migrate()
-            self._ensure_fts()
+            if not reader:
+                self._migrate()
+                self._ensure_fts()
+            else:
+                self.conn.execute("PRAGMA query_only = ON")
         except sqlite3.Error as exc:
             self.conn.close()
             raise _translate(exc, self.path) from exc
@@ -276,6 +284,11 @@ class Catalog:
         c.execute("PRAGMA foreign_keys = ON")
         # Deleted content (forgotten memories) is overwritten, not just unlinked.
         c.execute("PRAGMA secure_delete = ON")
+        # Recall touches ~100 random rows and the FTS index per query: keep pages
+        # in a 64 MiB cache and map the file instead of read() syscalls per page.
+        c.execute("PRAGMA cache_size = -65536")
+        c.execute("PRAGMA mmap_size = 268435456")
+        c.execute("PRAGMA temp_store = MEMORY")
 
     def _migrate(self) -> None:
         c = self.conn
@@ -536,6 +549,20 @@ class Catalog:
             (json.dumps([int(k) for k in keys]), namespace),
         )
         return {int(r[0]): vector_from_blob(r[1]) for r in rows}
+
+    @_guarded
+    def index_rows(
+        self, namespace: str, keys: Sequence[int]
+    ) -> dict[int, tuple[npt.NDArray[np.float32], tuple[float, float, float | None]]]:
+        """What the index needs per key: the vector and (created_at, importance, expires_at)."""
+        rows = self.query(
+            "SELECT key, vector, created_at, importance, expires_at FROM memories WHERE key IN "
+            "(SELECT value FROM json_each(?)) AND namespace = ?",
+            (json.dumps([int(k) for k in keys]), namespace),
+        )
+        return {
+            int(r[0]): (vector_from_blob(r[1]), (float(r[2]), float(r[3]), r[4])) for r in rows
+        }
 
     @_guarded
     def by_dedupe_hash(self, namespace: str, dedupe_hash: str) -> sqlite3.Row | None:

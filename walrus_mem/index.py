@@ -70,6 +70,9 @@ class NamespaceIndex:
         self.index = _new_index(dim)
         self.applied_seq = 0
         self.unsaved = 0
+        # key -> (created_at, importance, expires_at): what ranking needs besides the
+        # vector, kept next to the index so recall reads no catalog row before fusion.
+        self.attrs: dict[int, tuple[float, float, float | None]] = {}
 
     def __len__(self) -> int:
         return len(self.index)
@@ -226,6 +229,7 @@ class IndexStore:
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         idx = NamespaceIndex(namespace, self.directory, model_id, dim)
         if idx.load():
+            self._load_attrs(idx)
             if idx.applied_seq < self.catalog.changes_floor(namespace):
                 log.warning("index %s is older than the change log; rebuilding", idx.path.name)
             else:
@@ -236,8 +240,16 @@ class IndexStore:
         self._rebuild(idx)
         return idx
 
+    def _load_attrs(self, idx: NamespaceIndex) -> None:
+        rows = self.catalog.query(
+            "SELECT key, created_at, importance, expires_at FROM memories WHERE namespace = ?",
+            (idx.namespace,),
+        )
+        idx.attrs = {int(r[0]): (float(r[1]), float(r[2]), r[3]) for r in rows}
+
     def _rebuild(self, idx: NamespaceIndex) -> None:
         idx.index = _new_index(idx.dim)
+        idx.attrs = {}
         with self.catalog.snapshot() as conn:
             seq = conn.execute(
                 "SELECT max(seq) FROM changes WHERE namespace = ?", (idx.namespace,)
@@ -248,8 +260,8 @@ class IndexStore:
             last = 0
             while True:
                 rows = conn.execute(
-                    "SELECT key, vector FROM memories WHERE namespace = ? AND key > ? "
-                    "ORDER BY key LIMIT ?",
+                    "SELECT key, vector, created_at, importance, expires_at FROM memories "
+                    "WHERE namespace = ? AND key > ? ORDER BY key LIMIT ?",
                     (idx.namespace, last, _REBUILD_BATCH),
                 ).fetchall()
                 if not rows:
@@ -257,6 +269,7 @@ class IndexStore:
                 keys = np.asarray([int(r[0]) for r in rows], dtype=np.uint64)
                 vectors = np.stack([vector_from_blob(r[1]) for r in rows])
                 idx.index.add(keys, vectors)
+                idx.attrs.update((int(r[0]), (float(r[2]), float(r[3]), r[4])) for r in rows)
                 last = int(rows[-1][0])
         # The log may be pruned empty: the floor is then the newest applied change.
         idx.applied_seq = max(int(seq or 0), int(floor[0]) if floor else 0)
@@ -272,15 +285,19 @@ class IndexStore:
             if not reloaded or idx.applied_seq < floor:
                 self._rebuild(idx)
                 return
+            self._load_attrs(idx)
         keys, newest = self.catalog.changes_since(idx.namespace, idx.applied_seq)
         if not keys:
             return
-        vectors = self.catalog.vectors_by_keys(idx.namespace, keys)
-        present = [k for k in keys if k in vectors]
-        gone = [k for k in keys if k not in vectors]
+        rows = self.catalog.index_rows(idx.namespace, keys)
+        present = [k for k in keys if k in rows]
+        gone = [k for k in keys if k not in rows]
         idx.remove(gone)
+        for key in gone:
+            idx.attrs.pop(key, None)
         if present:
-            idx.upsert(present, np.stack([vectors[k] for k in present]))
+            idx.upsert(present, np.stack([rows[k][0] for k in present]))
+            idx.attrs.update((k, rows[k][1]) for k in present)
         idx.applied_seq = newest
         idx.unsaved += len(keys)
         if idx.unsaved >= self.save_every:

@@ -17,8 +17,10 @@ content-defined chunking: a page ends after an entry whose id hash hits
 ``0 mod PAGE_TARGET`` (or at :data:`PAGE_MAX` entries). Adding, updating or
 forgetting a memory therefore changes one page, and unchanged pages (same
 digest) are reused from earlier manifests instead of being published again.
-The root lists the pages' blob ids and digests; every blob stays far below
-Walrus' 10 MiB limit.
+The root lists the pages' locations (blob id, quilt patch id) and digests.
+The pages new in one manifest are stored together as one quilt, so publishing
+a manifest costs two store calls whatever the namespace size, and every blob
+stays far below Walrus' 10 MiB limit.
 """
 
 from __future__ import annotations
@@ -135,9 +137,13 @@ def root_record(
     dim: int | None,
     count: int,
     entries: Sequence[Entry] | None,
-    pages: Sequence[tuple[str, str, int]],
+    pages: Sequence[tuple[str, str | None, str, int]],
 ) -> dict[str, Any]:
-    """The root record: inline ``entries`` or ``pages`` of (blob id, digest, count)."""
+    """The root record: inline ``entries`` or ``pages`` of (blob id, patch id, digest, count).
+
+    New pages of one manifest are stored together as one quilt, so a page is
+    usually a quilt patch (``patch id``), else a blob of its own.
+    """
     return {
         "id": manifest_id,
         "kind": "manifest",
@@ -149,7 +155,7 @@ def root_record(
         "dim": dim,
         "count": count,
         "entries": None if entries is None else [e.to_json() for e in entries],
-        "pages": [{"b": b, "d": d, "n": n} for b, d, n in pages],
+        "pages": [{"b": b, "p": p, "d": d, "n": n} for b, p, d, n in pages],
     }
 
 
@@ -160,7 +166,7 @@ class Root:
     prev: str | None
     count: int
     entries: list[Entry] | None
-    pages: list[tuple[str, str, int]]
+    pages: list[tuple[str, str | None, str, int]]
 
 
 def parse_root(record: dict[str, Any]) -> Root:
@@ -170,7 +176,10 @@ def parse_root(record: dict[str, Any]) -> Root:
     try:
         raw_entries = record.get("entries")
         entries = None if raw_entries is None else [Entry.from_json(e) for e in raw_entries]
-        pages = [(str(p["b"]), str(p["d"]), int(p["n"])) for p in record.get("pages") or []]
+        pages = [
+            (str(p["b"]), None if p.get("p") is None else str(p["p"]), str(p["d"]), int(p["n"]))
+            for p in record.get("pages") or []
+        ]
         root = Root(
             seq=int(record["seq"]),
             created_at=float(record["created_at"]),
@@ -181,7 +190,7 @@ def parse_root(record: dict[str, Any]) -> Root:
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise TamperedBlob(f"manifest root is malformed: {exc}") from exc
-    listed = len(entries) if entries is not None else sum(n for _, _, n in pages)
+    listed = len(entries) if entries is not None else sum(n for _, _, _, n in pages)
     if listed != root.count:
         raise TamperedBlob(f"manifest lists {listed} entries but says {root.count}")
     return root

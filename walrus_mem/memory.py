@@ -127,7 +127,6 @@ RESTORE_WORKERS: Final = 8
 RESTORE_CHUNK: Final = 256
 _QUERY_CACHE: Final = 256
 _UNSET: Any = object()
-_SCORING_COLUMNS: Final = "key, created_at, importance, expires_at"
 
 ProgressCallback = Callable[[int, int], object]
 
@@ -320,6 +319,8 @@ class Memory:
         self._backend: Backend | None = None
         self._breaker_until = 0.0
         self._query_cache: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
+        self._reader_catalog: Catalog | None = None
+        self._pool: ThreadPoolExecutor | None = None
         self._closed = False
 
     # -- plumbing -----------------------------------------------------------------
@@ -365,6 +366,10 @@ class Memory:
                     if self._backend is not None:
                         self._backend.close()
                 finally:
+                    if self._pool is not None:
+                        self._pool.shutdown(wait=True)
+                    if self._reader_catalog is not None:
+                        self._reader_catalog.close()
                     self._catalog.close()
 
     def _check_open(self) -> None:
@@ -452,6 +457,16 @@ class Memory:
             while len(self._query_cache) > _QUERY_CACHE:
                 self._query_cache.popitem(last=False)
         return vector
+
+    def _reader(self) -> Catalog:
+        if self._reader_catalog is None:
+            self._reader_catalog = Catalog(self._catalog.path, reader=True)
+        return self._reader_catalog
+
+    def _fts_pool(self) -> ThreadPoolExecutor:
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="walrus-mem-fts")
+        return self._pool
 
     def _max_plaintext(self) -> int:
         return self.settings.max_fact_bytes + MAX_METADATA_BYTES + 4096
@@ -884,20 +899,22 @@ class Memory:
             return RecallResult()
         match = fts_query(query)
         n = max(4 * k, MIN_CANDIDATES)
-        # Scoring needs only these columns; full rows are read for the winners alone
-        # (or for every candidate when a filter must look at them).
-        columns = f"{MEMORY_COLUMNS}" if predicate is not None else _SCORING_COLUMNS
         while True:
+            # FTS5 runs on the reader connection in a worker thread (sqlite3 releases the
+            # GIL) while this thread searches the USearch index.
+            pending = self._fts_pool().submit(self._reader().fts_search, ns, match, n) \
+                if match else None
             dense_keys, dense_sims = idx.search(vector, min(n, total))
-            lexical = self._catalog.fts_search(ns, match, n) if match else []
+            lexical = pending.result() if pending is not None else []
             union = list(dict.fromkeys([*dense_keys, *(key for key, _ in lexical)]))
-            rows = self._catalog.query(
-                f"SELECT {columns} FROM memories WHERE key IN "
-                "(SELECT value FROM json_each(?)) AND namespace = ?",
-                (json.dumps(union), ns),
-            )
-            by_key = {int(r["key"]): r for r in rows}
-            keys = [key for key in union if key in by_key]
+            # Ranking needs created_at / importance / expires_at, which the index keeps
+            # beside the vectors: no catalog row is read before fusion unless a filter
+            # has to look at whole records.
+            attrs = idx.attrs
+            full: dict[int, sqlite3.Row] = {}
+            if predicate is not None:
+                full = self._catalog.memories_by_keys(ns, union)
+            keys = [key for key in union if key in attrs and (predicate is None or key in full)]
             dense = dict(zip(dense_keys, dense_sims, strict=True))
             fts_only = [key for key in keys if key not in dense]
             if fts_only:  # exact cosine from the stored vectors (the index holds them)
@@ -917,8 +934,8 @@ class Memory:
                     lexical=bm25.get(key),
                     dense_rank=dense_rank.get(key),
                     lexical_rank=lexical_rank.get(key),
-                    created_at=float(by_key[key]["created_at"]),
-                    importance=float(by_key[key]["importance"]),
+                    created_at=attrs[key][0],
+                    importance=attrs[key][1],
                 )
                 for key in keys
             ]
@@ -926,11 +943,11 @@ class Memory:
             winners: list[tuple[int, Scores]] = []
             filtered_out = below = 0
             for cand, scores in fuse(candidates, params, now=now):
-                row = by_key[cand.key]
-                if not include_expired and _expired(row, now):
+                expires_at = attrs[cand.key][2]
+                if not include_expired and expires_at is not None and expires_at <= now:
                     filtered_out += 1
                     continue
-                if predicate is not None and not predicate(_view(row)):
+                if predicate is not None and not predicate(_view(full[cand.key])):
                     filtered_out += 1
                     continue
                 if scores.score < cutoff:
@@ -940,8 +957,8 @@ class Memory:
                     winners.append((cand.key, scores))
             exhausted = n >= total and len(lexical) < n
             if len(winners) >= k or not filtered_out or exhausted:
-                full = by_key if predicate is not None else self._catalog.memories_by_keys(
-                    ns, [key for key, _ in winners])
+                if predicate is None:
+                    full = self._catalog.memories_by_keys(ns, [key for key, _ in winners])
                 hits = [
                     RecallHit(record=_record(full[key]), score=sc.score, dense=sc.dense,
                               lexical=sc.lexical, recency=sc.recency, importance=sc.importance)
@@ -1164,7 +1181,8 @@ class Memory:
                           (vector_to_blob(vector), key))
                 self._catalog.fts_remove(ns, key)
                 self._catalog.fts_add(ns, key, item.text)
-                c.execute("INSERT INTO changes (namespace, key) VALUES (?, ?)", (ns, key))
+            # Even without a new vector: the index keeps importance / expiry too.
+            c.execute("INSERT INTO changes (namespace, key) VALUES (?, ?)", (ns, key))
             c.execute(
                 "INSERT INTO versions (memory_id, namespace, version, event, text, metadata, at) "
                 "VALUES (?, ?, ?, 'UPDATE', ?, ?, ?)",
@@ -1365,9 +1383,9 @@ class Memory:
                 "WHERE namespace = ? AND status = 'published' ORDER BY key", (ns,),
             ).fetchall()
             known = {
-                str(r[0]): (str(r[1]), r[2]) for r in c.execute(
-                    "SELECT digest, blob_id, end_epoch FROM manifest_pages WHERE namespace = ?",
-                    (ns,),
+                str(r[0]): (str(r[1]), r[2], r[3]) for r in c.execute(
+                    "SELECT digest, blob_id, patch_id, end_epoch FROM manifest_pages "
+                    "WHERE namespace = ?", (ns,),
                 ).fetchall()
             }
             epoch_row = c.execute("SELECT value FROM meta WHERE key = 'current_epoch'").fetchone()
@@ -1375,25 +1393,39 @@ class Memory:
         current_epoch = int(epoch_row[0]) if epoch_row else None
         entries = [mf.Entry(str(r[0]), int(r[1]), str(r[2]), r[3], r[4]) for r in rows]
         deadline = self.settings.publish_deadline
-        pages: list[tuple[str, str, int]] = []
-        new_pages: list[tuple[str, str, int | None]] = []
         inline: list[mf.Entry] | None = entries
+        layout: list[tuple[str, int]] = []  # (digest, entry count) in page order
+        placed: dict[str, tuple[str, str | None, int | None]] = {}  # digest -> location
+        to_store: list[tuple[str, bytes]] = []
         if len(entries) > mf.INLINE_MAX:
             inline = None
             for chunk in mf.chunk_entries(entries):
                 record, digest = mf.page_record(chunk)
+                layout.append((digest, len(chunk)))
                 reuse = known.get(digest)
-                fresh = reuse is not None and (
-                    reuse[1] is None or current_epoch is None or reuse[1] > current_epoch + 1
-                )
-                if reuse is not None and fresh:
-                    pages.append((reuse[0], digest, len(chunk)))
-                    continue
-                stored = client.store_blob(
-                    seal(keys, record, max_plaintext=MANIFEST_MAX_PLAINTEXT), deadline=deadline
-                )
-                pages.append((stored.blob_id, digest, len(chunk)))
-                new_pages.append((digest, stored.blob_id, stored.end_epoch))
+                if reuse is not None and (
+                    reuse[2] is None or current_epoch is None or reuse[2] > current_epoch + 1
+                ):
+                    placed[digest] = reuse  # unchanged and not about to expire: reuse it
+                elif digest not in placed:
+                    sealed_page = seal(keys, record, max_plaintext=MANIFEST_MAX_PLAINTEXT)
+                    to_store.append((digest, sealed_page))
+                    placed[digest] = ("", None, None)
+        # New pages travel together: one quilt (or one blob), not one blob per page.
+        new_pages: list[tuple[str, str, str | None, int | None]] = []
+        for span in _chunks([len(data) for _, data in to_store]):
+            part = [to_store[i] for i in span]
+            if len(part) == 1:
+                stored = client.store_blob(part[0][1], deadline=deadline)
+                found: dict[str, str | None] = {part[0][0]: None}
+            else:
+                quilt = client.store_quilt(dict(part), deadline=deadline)
+                stored = quilt.blob
+                found = {d: quilt.patches.get(d) for d, _ in part}
+            for digest, patch in found.items():
+                placed[digest] = (stored.blob_id, patch, stored.end_epoch)
+                new_pages.append((digest, stored.blob_id, patch, stored.end_epoch))
+        pages = [(placed[d][0], placed[d][1], d, n) for d, n in layout]
         seq = int(info["manifest_seq"]) + 1
         now = time.time()
         root = mf.root_record(
@@ -1406,10 +1438,11 @@ class Memory:
         )
         with self._lock, self._catalog.write() as c:
             c.executemany(
-                "INSERT INTO manifest_pages (namespace, digest, blob_id, end_epoch) "
-                "VALUES (?, ?, ?, ?) ON CONFLICT (namespace, digest) DO UPDATE SET "
-                "blob_id = excluded.blob_id, end_epoch = excluded.end_epoch",
-                [(ns, d, b, e) for d, b, e in new_pages],
+                "INSERT INTO manifest_pages (namespace, digest, blob_id, patch_id, end_epoch) "
+                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (namespace, digest) DO UPDATE SET "
+                "blob_id = excluded.blob_id, patch_id = excluded.patch_id, "
+                "end_epoch = excluded.end_epoch",
+                [(ns, d, b, p, e) for d, b, p, e in new_pages],
             )
             c.execute(
                 "INSERT OR REPLACE INTO manifests (namespace, seq, blob_id, prev_blob_id, entries, "
@@ -1465,9 +1498,9 @@ class Memory:
                             fail_fast=(WrongNamespace,))
         root = mf.parse_root(open_envelope(keys, raw, expected_kind="manifest"))
         entries = list(root.entries or [])
-        for blob_id, digest, _ in root.pages:
+        for blob_id, patch_id, digest, _ in root.pages:
             page_raw = _read_checked(client, opener(f"page-{digest}", "manifest-page"),
-                                     blob_id=blob_id)
+                                     blob_id=blob_id, patch_id=patch_id)
             entries.extend(mf.parse_page(
                 open_envelope(keys, page_raw, expected_id=f"page-{digest}",
                               expected_kind="manifest-page"), digest))
