@@ -236,9 +236,8 @@ class Catalog:
     transactions nest (inner ones join the outer one).
     """
 
-    def __init__(self, path: Path, *, reader: bool = False) -> None:
+    def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self.reader = reader
         self._lock = threading.RLock()
         self._depth = 0
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -258,11 +257,8 @@ class Catalog:
         self.conn.row_factory = sqlite3.Row
         try:
             self._configure()
-            if not reader:
-                self._migrate()
-                self._ensure_fts()
-            else:
-                self.conn.execute("PRAGMA query_only = ON")
+            self._migrate()
+            self._ensure_fts()
         except sqlite3.Error as exc:
             self.conn.close()
             raise _translate(exc, self.path) from exc

@@ -319,8 +319,6 @@ class Memory:
         self._backend: Backend | None = None
         self._breaker_until = 0.0
         self._query_cache: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
-        self._reader_catalog: Catalog | None = None
-        self._pool: ThreadPoolExecutor | None = None
         self._closed = False
 
     # -- plumbing -----------------------------------------------------------------
@@ -366,10 +364,6 @@ class Memory:
                     if self._backend is not None:
                         self._backend.close()
                 finally:
-                    if self._pool is not None:
-                        self._pool.shutdown(wait=True)
-                    if self._reader_catalog is not None:
-                        self._reader_catalog.close()
                     self._catalog.close()
 
     def _check_open(self) -> None:
@@ -457,16 +451,6 @@ class Memory:
             while len(self._query_cache) > _QUERY_CACHE:
                 self._query_cache.popitem(last=False)
         return vector
-
-    def _reader(self) -> Catalog:
-        if self._reader_catalog is None:
-            self._reader_catalog = Catalog(self._catalog.path, reader=True)
-        return self._reader_catalog
-
-    def _fts_pool(self) -> ThreadPoolExecutor:
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="walrus-mem-fts")
-        return self._pool
 
     def _max_plaintext(self) -> int:
         return self.settings.max_fact_bytes + MAX_METADATA_BYTES + 4096
@@ -900,12 +884,8 @@ class Memory:
         match = fts_query(query)
         n = max(4 * k, MIN_CANDIDATES)
         while True:
-            # FTS5 runs on the reader connection in a worker thread (sqlite3 releases the
-            # GIL) while this thread searches the USearch index.
-            pending = self._fts_pool().submit(self._reader().fts_search, ns, match, n) \
-                if match else None
             dense_keys, dense_sims = idx.search(vector, min(n, total))
-            lexical = pending.result() if pending is not None else []
+            lexical = self._catalog.fts_search(ns, match, n) if match else []
             union = list(dict.fromkeys([*dense_keys, *(key for key, _ in lexical)]))
             # Ranking needs created_at / importance / expires_at, which the index keeps
             # beside the vectors: no catalog row is read before fusion unless a filter
