@@ -97,6 +97,8 @@ def load_config_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"config file {path} is not UTF-8") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
+    except RecursionError:  # tomllib recurses per nesting level ("a = [[[[...]]]]")
+        raise ConfigError(f"config file {path} is not valid TOML: nested too deeply") from None
     resolved: dict[str, Any] = resolve_placeholders(data)
     # Accept both a flat file and one with a [walrus_mem] table.
     if isinstance(resolved.get("walrus_mem"), dict):
@@ -220,6 +222,8 @@ class Settings(BaseSettings):
             m = re.search(r'field "(\w+)"', str(exc))
             where = f"environment variable WALRUS_MEM_{m.group(1).upper()}" if m else "a setting"
             problem = f"{where} cannot be parsed"
+        except RecursionError:  # e.g. WALRUS_MEM_AGENTS holding JSON nested thousands deep
+            problem = "a setting is nested too deeply to parse"
         raise ConfigError(f"invalid configuration: {problem}")
 
     @property
