@@ -55,6 +55,7 @@ RECORD_FIELDS: Final = frozenset(
 TIME_FIELDS: Final = frozenset({"created_at", "updated_at", "expires_at"})
 _LOGIC: Final = {"AND": "AND", "$AND": "AND", "OR": "OR", "$OR": "OR", "NOT": "NOT", "$NOT": "NOT"}
 _MISSING: Final = object()
+MAX_DEPTH: Final = 32  # nesting of filter objects and lists; deeper input is refused
 
 
 def compile_filters(filters: Mapping[str, Any] | None) -> Predicate | None:
@@ -69,7 +70,26 @@ def compile_filters(filters: Mapping[str, Any] | None) -> Predicate | None:
         raise InvalidInput(f"filters must be a mapping, not {type(filters).__name__}")
     if not filters:
         return None
+    if _too_deep(filters):
+        raise InvalidInput(f"filters are nested more than {MAX_DEPTH} levels deep")
     return _compile_dict(filters, "filters")
+
+
+def _too_deep(value: Any) -> bool:
+    """Whether mappings/lists nest past MAX_DEPTH (iterative: no recursion on hostile input)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, Mapping):
+            children: Any = node.values()
+        elif isinstance(node, list | tuple):
+            children = node
+        else:
+            continue
+        if depth > MAX_DEPTH:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 def _compile_dict(spec: Mapping[str, Any], where: str) -> Predicate:

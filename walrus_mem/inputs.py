@@ -87,9 +87,14 @@ def validate_metadata(metadata: object) -> dict[str, Any]:
         encoded = json.dumps(dict(metadata), allow_nan=False, sort_keys=True)
     except (TypeError, ValueError) as exc:
         raise InvalidInput(f"metadata must be JSON-serialisable: {exc}") from exc
+    except RecursionError:
+        raise InvalidInput("metadata is nested too deeply") from None
     if len(encoded.encode()) > MAX_METADATA_BYTES:
         raise PayloadTooLarge(f"metadata is over the {MAX_METADATA_BYTES}-byte limit")
-    result: dict[str, Any] = json.loads(encoded)  # a plain, detached JSON copy
+    try:
+        result: dict[str, Any] = json.loads(encoded)  # a plain, detached JSON copy
+    except RecursionError:
+        raise InvalidInput("metadata is nested too deeply") from None
     return result
 
 

@@ -61,6 +61,7 @@ MAX_FACTS: Final = 20
 MAX_QUERY_CHARS: Final = 2000
 FORGET_MIN_SCORE: Final = 0.35
 _ID_PATTERN: Final = "^[0-9a-f]{32}$"
+_MAX_METADATA_DEPTH: Final = 32
 # Metadata keys whose value is a credential whatever it looks like ("api_token", "dbPassword").
 _CREDENTIAL_KEY: Final = re.compile(
     r"(password|passwd|passphrase|pwd|secret|token|apikey|accesskey|privatekey|credentials?|"
@@ -381,7 +382,9 @@ def _screen_metadata(metadata: dict[str, Any] | None) -> tuple[dict[str, Any] | 
         return None, []
     kinds: list[str] = []
 
-    def clean(key: str, value: Any) -> Any:
+    def clean(key: str, value: Any, depth: int = 1) -> Any:
+        if depth > _MAX_METADATA_DEPTH:
+            raise InvalidInput(f"metadata is nested more than {_MAX_METADATA_DEPTH} levels deep")
         if isinstance(value, str):
             if value.strip() and _CREDENTIAL_KEY.search(re.sub(r"[^a-z]", "", key.lower())):
                 kinds.append("credential_field")
@@ -390,9 +393,9 @@ def _screen_metadata(metadata: dict[str, Any] | None) -> tuple[dict[str, Any] | 
             kinds.extend(f.kind for f in findings)
             return redacted
         if isinstance(value, Mapping):
-            return {str(k): clean(str(k), v) for k, v in value.items()}
+            return {str(k): clean(str(k), v, depth + 1) for k, v in value.items()}
         if isinstance(value, list):
-            return [clean(key, v) for v in value]
+            return [clean(key, v, depth + 1) for v in value]
         return value
 
     return {str(k): clean(str(k), v) for k, v in metadata.items()}, sorted(set(kinds))
@@ -585,10 +588,14 @@ def call_tool(
             return _error(name, "InvalidArguments", "arguments must be a JSON object")
     except (ValueError, TypeError) as exc:
         return _error(name, "InvalidArguments", f"arguments are not valid JSON: {exc}")
+    except RecursionError:
+        return _error(name, "InvalidArguments", "arguments are nested too deeply")
     try:
         args = model.model_validate(raw)
     except ValidationError as exc:
         return _error(name, "ValidationError", _validation_message(exc))
+    except RecursionError:
+        return _error(name, "InvalidArguments", "arguments are nested too deeply")
     try:
         directory = AgentDirectory.from_config(config, memory=memory)
         session = directory.resolve(session_key) if session_key is not None else None

@@ -394,6 +394,22 @@ def test_resolve_placeholders_on_any_tree(tree: Any, environ: dict[str, str]) ->
 # -- the LLM-facing surface ----------------------------------------------------------------------
 
 
+def _nest(kind: str, depth: int) -> Any:
+    """A structure nested ``depth`` levels deep (built iteratively)."""
+    value: Any = {"category": "x"} if kind != "list" else 1
+    for _ in range(depth):
+        value = {"a": value} if kind == "dict" else {"AND": [value]} if kind == "and" \
+            else {"NOT": value} if kind == "not" else [value]
+    return value
+
+
+deep = st.builds(_nest, st.sampled_from(["dict", "and", "not", "list"]),
+                 st.sampled_from([40, 300, 3000, 20000]))
+deep_json = st.builds(lambda kind, depth: json.dumps(_nest(kind, min(depth, 900)))
+                      if depth < 900 else "[" * depth + "]" * depth,
+                      st.sampled_from(["dict", "list"]), st.sampled_from([40, 300, 3000, 20000]))
+
+
 @pytest.fixture(scope="module")
 def tool_memory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
     mem = open_memory(tmp_path_factory.mktemp("fuzz-tools") / "data")
@@ -409,7 +425,10 @@ tool_args = st.one_of(
                                      "filters", "categories", "category", "metadata",
                                      "importance", "confirm", "namespace", "min_score", "x"]),
                     json_values, max_size=5),
-    st.text(max_size=80), json_values.map(json.dumps), st.none(),
+    st.text(max_size=80), json_values.map(json.dumps), st.none(), deep_json,
+    st.builds(lambda d: {"query": "garden", "filters": d}, deep),
+    st.builds(lambda d: {"facts": ["A fine fact about the garden."], "metadata": {"x": d}},
+              deep),
 )
 
 
@@ -432,7 +451,7 @@ VIEW = {"id": "a" * 32, "text": "t", "category": "rule", "importance": 0.5, "cre
 
 
 @BIG
-@given(spec=st.one_of(json_values, st.dictionaries(
+@given(spec=st.one_of(json_values, deep, st.dictionaries(
     st.sampled_from(["category", "source", "n", "tags", "created_at", "AND", "OR", "NOT",
                      "metadata.source", "importance"]),
     st.one_of(json_values, st.dictionaries(
@@ -450,3 +469,14 @@ def test_compile_filters_on_any_json(spec: Any) -> None:
             assert isinstance(predicate(VIEW), bool)
         except InvalidInput:
             pass
+
+
+@MEDIUM
+@given(metadata=st.one_of(deep, st.dictionaries(st.text(max_size=6), json_values, max_size=4)))
+def test_remember_with_any_metadata(tool_memory: Memory, metadata: Any) -> None:
+    RUNS["memory: remember(metadata=...)"] += 1
+    text = f"A garden fact with metadata number {RUNS['memory: remember(metadata=...)']}."
+    result = _only_typed(tool_memory.remember, text, metadata=metadata)
+    if not isinstance(result, WalrusMemError):
+        assert not result.deduplicated
+        assert tool_memory.get(result.id).metadata == json.loads(json.dumps(metadata))
