@@ -459,3 +459,29 @@ def test_blob_count_matches_published_records(mem: Memory) -> None:
     batch = mem.remember_many(["q1", "q2", "q3"])
     new = blob_ids(admin) - before
     assert new == {a.blob_id, batch.records[0].blob_id}
+
+
+def test_conversational_context_brings_in_the_following_memory(mem: Memory, monkeypatch) -> None:
+    import walrus_mem.memory as memory_module
+
+    asked: list[int] = []
+    real = memory_module.context_keys
+
+    def spy(ranked, params):
+        keys = real(ranked, params)
+        asked.extend(keys)
+        return keys
+
+    monkeypatch.setattr(memory_module, "context_keys", spy)
+    mem.remember_many([f"concert ticket stub number {i}" for i in range(200)])
+    question, answer = mem.remember_many(["What concert did you go to last week?",
+                                          "It was Matt Patterson!"]).records
+    hits = mem.recall("concert you went to last week", k=10, min_score=0)
+    answer_key = mem._catalog.query_one("SELECT key FROM memories WHERE id = ?", (answer.id,))[0]
+    assert answer_key in asked  # not an ANN/FTS candidate: added as the question's successor
+    by_id = {h.id: h for h in hits}
+    assert question.id in by_id and answer.id in by_id
+    assert by_id[answer.id].context > 0 and by_id[answer.id].lexical is None
+    assert by_id[answer.id].score < by_id[question.id].score
+    other = mem.remember("unrelated later fact", namespace="elsewhere")
+    assert all(h.id != other.id for h in mem.recall("concert", k=50, min_score=0))

@@ -96,6 +96,7 @@ from .ranking import (
     Candidate,
     FusionParams,
     Scores,
+    context_keys,
     fts_query,
     fuse,
 )
@@ -903,8 +904,8 @@ class Memory:
             missing = [key for key in keys if key not in bm25]
             # A short lexical list holds every matching row: the others do not match.
             if match and missing and len(lexical) >= n:
-                extra = self._catalog.fts_scores(ns, match, missing)
-                bm25.update({key: -score for key, score in extra.items()})
+                more = self._catalog.fts_scores(ns, match, missing)
+                bm25.update({key: -score for key, score in more.items()})
             dense_rank = {key: r for r, key in enumerate(dense_keys)}
             lexical_rank = {key: r for r, (key, _) in enumerate(lexical)}
             candidates = [
@@ -920,9 +921,28 @@ class Memory:
                 for key in keys
             ]
             now = time.time()
+            ranked = fuse(candidates, params, now=now)
+            # Conversational context: the memory written right after a top hit (the
+            # answer after a question) joins as a candidate with its own signals.
+            following = [key for key in context_keys(ranked, params) if key in attrs]
+            if predicate is not None and following:
+                full.update(self._catalog.memories_by_keys(ns, following))
+                following = [key for key in following if key in full]
+            if following:
+                sims = idx.similarities(following, vector)
+                following_bm25 = (self._catalog.fts_scores(ns, match, following)
+                                  if match and len(lexical) >= n else {})
+                candidates += [
+                    Candidate(key=key, dense=sim,
+                              lexical=-following_bm25[key] if key in following_bm25 else None,
+                              dense_rank=None, lexical_rank=None,
+                              created_at=attrs[key][0], importance=attrs[key][1])
+                    for key, sim in zip(following, sims, strict=True)
+                ]
+                ranked = fuse(candidates, params, now=now)
             winners: list[tuple[int, Scores]] = []
             filtered_out = below = 0
-            for cand, scores in fuse(candidates, params, now=now):
+            for cand, scores in ranked:
                 expires_at = attrs[cand.key][2]
                 if not include_expired and expires_at is not None and expires_at <= now:
                     filtered_out += 1
@@ -941,7 +961,8 @@ class Memory:
                     full = self._catalog.memories_by_keys(ns, [key for key, _ in winners])
                 hits = [
                     RecallHit(record=_record(full[key]), score=sc.score, dense=sc.dense,
-                              lexical=sc.lexical, recency=sc.recency, importance=sc.importance)
+                              lexical=sc.lexical, recency=sc.recency, importance=sc.importance,
+                              context=sc.context)
                     for key, sc in winners if key in full
                 ]
                 return RecallResult(hits, candidates=len(candidates),

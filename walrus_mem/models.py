@@ -69,9 +69,11 @@ class MemoryRecord(BaseModel):
 class RecallHit(BaseModel):
     """A recalled record with its fused ``score`` and the components behind it.
 
-    ``dense`` is the cosine similarity, ``lexical`` the squashed bm25 (``None``
-    when the text does not match the query's terms), ``recency`` and
-    ``importance`` the weights the ranking applied (see walrus_mem.ranking).
+    ``dense`` is the cosine similarity, ``lexical`` the normalised keyword
+    (bm25) score in [0, 1] (``None`` when the text does not match the query's
+    terms), ``context`` the relevance inherited from the memory written just
+    before it (an answer after a question), ``recency`` and ``importance`` the
+    factors' inputs (see walrus_mem.ranking for the formula).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -82,6 +84,7 @@ class RecallHit(BaseModel):
     lexical: float | None = None
     recency: float = 0.0
     importance: float = 0.0
+    context: float = 0.0
 
     @property
     def id(self) -> str:
