@@ -901,11 +901,16 @@ class Memory:
             if fts_only:  # exact cosine from the stored vectors (the index holds them)
                 dense.update(zip(fts_only, idx.similarities(fts_only, vector), strict=True))
             bm25 = {key: -score for key, score in lexical}
-            missing = [key for key in keys if key not in bm25]
             # A short lexical list holds every matching row: the others do not match.
-            if match and missing and len(lexical) >= n:
-                more = self._catalog.fts_scores(ns, match, missing)
-                bm25.update({key: -score for key, score in more.items()})
+            if match and len(lexical) >= n:
+                # One pass over the matches also scores the successors the context step
+                # below may add: a second FTS query would cost as much as this one.
+                chosen = set(keys)
+                wanted = [key for key in keys if key not in bm25]
+                wanted += [key + 1 for key in keys if key + 1 in attrs and key + 1 not in chosen]
+                if wanted:
+                    more = self._catalog.fts_scores(ns, match, wanted)
+                    bm25.update({key: -score for key, score in more.items()})
             dense_rank = {key: r for r, key in enumerate(dense_keys)}
             lexical_rank = {key: r for r, (key, _) in enumerate(lexical)}
             candidates = [
@@ -930,11 +935,8 @@ class Memory:
                 following = [key for key in following if key in full]
             if following:
                 sims = idx.similarities(following, vector)
-                following_bm25 = (self._catalog.fts_scores(ns, match, following)
-                                  if match and len(lexical) >= n else {})
                 candidates += [
-                    Candidate(key=key, dense=sim,
-                              lexical=-following_bm25[key] if key in following_bm25 else None,
+                    Candidate(key=key, dense=sim, lexical=bm25.get(key),
                               dense_rank=None, lexical_rank=None,
                               created_at=attrs[key][0], importance=attrs[key][1])
                     for key, sim in zip(following, sims, strict=True)
