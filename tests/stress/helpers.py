@@ -113,6 +113,7 @@ class Worker:
         env = {k: v for k, v in os.environ.items() if not k.startswith("WALRUS_MEM_")}
         env["PYTHONPATH"] = str(REPO)
         self.lines: list[str] = []
+        self.times: list[float] = []  # when each line arrived (monotonic)
         self.errors: list[str] = []
         self.ready = threading.Event()
         self.proc = subprocess.Popen(
@@ -132,6 +133,7 @@ class Worker:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             self.lines.append(line.rstrip("\n"))
+            self.times.append(time.monotonic())
             if line.startswith("READY"):
                 self.ready.set()
 
@@ -147,6 +149,14 @@ class Worker:
     @property
     def stderr(self) -> str:
         return "".join(self.errors)
+
+    def seconds_between(self, first: str, last: str) -> float:
+        """Time from the first line starting with ``first`` to the one starting with ``last``."""
+        start = next(t for line, t in zip(self.lines, self.times, strict=True)
+                     if line.startswith(first))
+        end = next(t for line, t in zip(self.lines, self.times, strict=True)
+                   if line.startswith(last))
+        return end - start
 
     def acked(self) -> dict[int, str]:
         out = {}

@@ -89,12 +89,12 @@ def phase_counts(
     out = {}
     for mode in ("http", "embedded"):
         data_dir = tmp_path_factory.mktemp(f"count-{mode}")
-        started = time.monotonic()
         worker = Worker([*_args(data_dir, facts_file, "count", mode, relayer.url),
                          "--count-phases"])
         assert worker.wait() == 0, worker.stderr
         line = next(x for x in worker.lines if x.startswith("COUNTS "))
-        out[mode] = {"counts": json.loads(line[7:]), "seconds": time.monotonic() - started}
+        out[mode] = {"counts": json.loads(line[7:]),
+                     "seconds": worker.seconds_between("READY", "DONE")}
     return out
 
 
@@ -149,13 +149,15 @@ def test_sigkill_at_point(
     data_dir = tmp_path / "data"
     args = _args(data_dir, facts_file, ns, mode, relayer.url)
     clock = Stopwatch()
+    delay: float | None = None  # seconds after READY of a random-time kill
 
     if phase == "random":
-        total = phase_counts[mode]["seconds"]
+        ingest = phase_counts[mode]["seconds"]  # READY to DONE of an uncrashed run
         for _attempt in range(5):
             worker = Worker(args)
             assert worker.ready.wait(60)
-            time.sleep(rng.uniform(0.0, max(0.1, total - 1.0)))
+            delay = round(rng.uniform(0.05, 0.9) * ingest, 3)
+            time.sleep(delay)
             worker.proc.send_signal(signal.SIGKILL)
             code = worker.wait()
             if code == -signal.SIGKILL and "DONE" not in worker.lines:
@@ -192,6 +194,7 @@ def test_sigkill_at_point(
         mem.close()
 
     FIGURES["points"].append({"point": point, "phase": phase, "mode": mode, "at": at,
+                              "kill_after_ready_s": delay,
                               "acknowledged_before_kill": len(acked),
                               "index_rebuilt_on_reopen": rebuilt, "seconds": clock.seconds})
     FIGURES["by_phase"][phase] += 1
