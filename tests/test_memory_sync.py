@@ -216,14 +216,20 @@ def test_manifest_pages_are_reused_when_unchanged(
         before = store_count(admin)
         m.remember("one more fact")
         m.sync()
-        # the fact + the root + only the last page, which changed
-        assert store_count(admin) - before == 3
+        # the fact + the root, which carries the one changed page's entries inline
+        assert store_count(admin) - before == 2
+        root = parse_root(open_envelope(m.keys_for("default"),
+                                        m.walrus.read_blob(m.stats().manifest_blob_id)))
+        assert root.entries and len(root.entries) < 500 and len(root.pages) == pages_before - 1
         before = store_count(admin)
-        m.forget(recs[600].id)  # publishes a manifest at once
-        assert store_count(admin) - before == 2  # one page + the root
+        m.forget(recs[600].id)  # publishes a manifest at once: the root alone
+        assert store_count(admin) - before == 1
+        before = store_count(admin, "put_quilt")
+        m.remember_many([f"second wave {i}" for i in range(1000)])  # many changed entries
+        assert store_count(admin, "put_quilt") - before == 2 + 1  # 2 fact quilts + 1 of pages
         with open_mem(tmp_path / "b", shared_walrus) as dst:
             result = dst.restore("default", m.stats().manifest_blob_id)
-            assert result.restored == 1200 and not result.failed
+            assert result.restored == 1200 + 1000 and not result.failed
 
 
 # -- expiry ---------------------------------------------------------------------------

@@ -17,6 +17,9 @@ content-defined chunking: a page ends after an entry whose id hash hits
 ``0 mod PAGE_TARGET`` (or at :data:`PAGE_MAX` entries). Adding, updating or
 forgetting a memory therefore changes one page, and unchanged pages (same
 digest) are reused from earlier manifests instead of being published again.
+The entries of changed pages ride inline in the root while they number at
+most :data:`INLINE_MAX` (a steady trickle of writes costs one store call per
+manifest); beyond that they are published as pages.
 The root lists the pages' locations (blob id, quilt patch id) and digests.
 The pages new in one manifest are stored together as one quilt, so publishing
 a manifest costs two store calls whatever the namespace size, and every blob
@@ -139,7 +142,7 @@ def root_record(
     entries: Sequence[Entry] | None,
     pages: Sequence[tuple[str, str | None, str, int]],
 ) -> dict[str, Any]:
-    """The root record: inline ``entries`` or ``pages`` of (blob id, patch id, digest, count).
+    """The root record: inline ``entries`` plus ``pages`` of (blob id, patch id, digest, count).
 
     New pages of one manifest are stored together as one quilt, so a page is
     usually a quilt patch (``patch id``), else a blob of its own.
@@ -190,7 +193,7 @@ def parse_root(record: dict[str, Any]) -> Root:
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise TamperedBlob(f"manifest root is malformed: {exc}") from exc
-    listed = len(entries) if entries is not None else sum(n for _, _, _, n in pages)
+    listed = len(entries or []) + sum(n for _, _, _, n in pages)
     if listed != root.count:
         raise TamperedBlob(f"manifest lists {listed} entries but says {root.count}")
     return root

@@ -1401,19 +1401,29 @@ class Memory:
         placed: dict[str, tuple[str, str | None, int | None]] = {}  # digest -> location
         to_store: list[tuple[str, bytes]] = []
         if len(entries) > mf.INLINE_MAX:
-            inline = None
+            changed: list[tuple[list[mf.Entry], dict[str, Any], str]] = []
             for chunk in mf.chunk_entries(entries):
                 record, digest = mf.page_record(chunk)
-                layout.append((digest, len(chunk)))
                 reuse = known.get(digest)
                 if reuse is not None and (
                     reuse[2] is None or current_epoch is None or reuse[2] > current_epoch + 1
                 ):
                     placed[digest] = reuse  # unchanged and not about to expire: reuse it
-                elif digest not in placed:
-                    sealed_page = seal(keys, record, max_plaintext=MANIFEST_MAX_PLAINTEXT)
-                    to_store.append((digest, sealed_page))
-                    placed[digest] = ("", None, None)
+                    layout.append((digest, len(chunk)))
+                else:
+                    changed.append((chunk, record, digest))
+            # A few changed entries ride inline in the root (one store call); many
+            # become pages, stored together as one quilt.
+            if sum(len(chunk) for chunk, _, _ in changed) <= mf.INLINE_MAX:
+                inline = [entry for chunk, _, _ in changed for entry in chunk]
+            else:
+                inline = None
+                for chunk, record, digest in changed:
+                    layout.append((digest, len(chunk)))
+                    if digest not in placed:
+                        sealed_page = seal(keys, record, max_plaintext=MANIFEST_MAX_PLAINTEXT)
+                        to_store.append((digest, sealed_page))
+                        placed[digest] = ("", None, None)
         # New pages travel together: one quilt (or one blob), not one blob per page.
         new_pages: list[tuple[str, str, str | None, int | None]] = []
         for span in _chunks([len(data) for _, data in to_store]):
