@@ -1,0 +1,192 @@
+"""Ingest throughput: end-to-end remember_many vs raw embedding of the same texts.
+
+Usage::
+
+    python bench/ingest.py                   # 4,000 facts, real all-MiniLM-L6-v2
+    python bench/ingest.py --facts 1000 --fake
+
+A relayer_mock server runs on loopback (real HTTP, no faults). In one run:
+
+* ``raw``: the embedder alone on the texts, in the engine's batch size;
+* ``e2e``: ``Memory.remember_many(texts)`` through the publisher over HTTP:
+  normalise, dedupe, embed, seal, one catalog transaction, one quilt per
+  ≤ 666 facts, record blob ids, index (and the periodic manifest it triggers);
+* publisher calls (``PUT /v1/blobs`` + ``PUT /v1/quilts``, counted by the
+  mock's ``/_mock/stats``) per 1,000 facts, fact quilts and manifests apart.
+
+With ``--rounds R`` the facts go in R ``remember_many`` calls. Each chunk's
+raw embedding is timed before and after its end-to-end run (mean used).
+``embed share`` is the time inside the embedder divided by the end-to-end
+time: the throughput ratio the engine
+would reach if the embedder ran at the same speed in both measurements (on a
+shared machine it does not, which moves ``ratio`` by several percent).
+
+Prints a table and writes ``.bench-results/ingest.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from relayer_mock.server import RelayerServer  # noqa: E402
+from walrus_mem import Memory, Settings  # noqa: E402
+from walrus_mem.embeddings import embed_checked  # noqa: E402
+
+RESULTS = ROOT / ".bench-results"
+MASTER = "17" * 32
+
+SUBJECTS = ["I", "My sister", "Our team", "The client", "My manager", "Ada", "The landlord",
+            "My doctor", "The project", "Our CI pipeline"]
+VERBS = ["prefers", "avoids", "needs", "recommended", "scheduled", "mentioned", "bought",
+         "cancelled", "asked about", "is allergic to"]
+OBJECTS = ["oat milk", "window seats", "the Lisbon office", "weekly reports", "Rust tooling",
+           "green tea", "a standing desk", "PostgreSQL 16", "early meetings", "the blue notebook",
+           "peanuts", "jazz concerts", "the staging cluster", "vegan restaurants", "night trains"]
+WHEN = ["on Mondays", "since March", "for the Q3 launch", "after the move", "every morning",
+        "before flights", "at the weekend", "during sprints", "when travelling", "this year"]
+
+
+def make_texts(n: int, seed: int = 1) -> list[str]:
+    """Distinct, sentence-like facts of realistic length (~50-80 characters)."""
+    rng = random.Random(seed)
+    out: list[str] = []
+    seen: set[str] = set()
+    while len(out) < n:
+        text = (f"{rng.choice(SUBJECTS)} {rng.choice(VERBS)} {rng.choice(OBJECTS)} "
+                f"{rng.choice(WHEN)} (note {len(out) + 1})")
+        if text not in seen:
+            seen.add(text)
+            out.append(text)
+    return out
+
+
+class TimedEmbedder:
+    """Wraps an embedder and adds up the time spent inside ``embed``."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.model_id = inner.model_id
+        self.dim = inner.dim
+        self.seconds = 0.0
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        started = time.perf_counter()
+        try:
+            result: np.ndarray = self.inner.embed(texts)
+            return result
+        finally:
+            self.seconds += time.perf_counter() - started
+
+
+def publisher_calls(url: str) -> dict[str, int]:
+    counters = httpx.get(f"{url}/_mock/stats", timeout=10).json()["counters"]
+    return {route: int(counters.get(f"requests.{route}", 0)) for route in ("put_blob", "put_quilt")}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--facts", type=int, default=4000)
+    parser.add_argument("--fake", action="store_true", help="HashEmbedder instead of the model")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="split the facts into this many remember_many calls")
+    args = parser.parse_args(argv)
+    if args.fake:
+        from walrus_mem.testing import HashEmbedder
+
+        inner: Any = HashEmbedder(384)
+    else:
+        from walrus_mem.embeddings import SentenceTransformerEmbedder
+
+        inner = SentenceTransformerEmbedder()
+    texts = make_texts(args.facts)
+    inner.embed(texts[:64])  # load and warm up the model
+    rounds = max(1, args.rounds)
+    size = -(-args.facts // rounds)
+    chunks = [texts[i:i + size] for i in range(0, len(texts), size)]
+    with tempfile.TemporaryDirectory(prefix="walrus-mem-ingest-") as tmp, \
+            RelayerServer(Path(tmp) / "walrus") as server:
+        settings = Settings(data_dir=Path(tmp) / "data", use_keyring=False,
+                            publisher_url=server.url, aggregator_urls=server.url)
+        batch = settings.embedding_batch_size
+        timed = TimedEmbedder(inner)
+        mem = Memory(settings, embedder=timed, master_key=MASTER)
+        raw = e2e = 0.0
+        fact_quilts: set[str | None] = set()
+        calls_before = publisher_calls(server.url)
+        stored = queued = failed = 0
+        # Each chunk's raw embedding is timed right before and right after its
+        # end-to-end ingest (the mean counts), so a busy neighbour slows both alike.
+        for chunk in chunks:
+            def raw_run(chunk: list[str] = chunk) -> float:
+                started = time.perf_counter()
+                embed_checked(inner, chunk, batch)
+                return time.perf_counter() - started
+
+            before = raw_run()
+            started = time.perf_counter()
+            result = mem.remember_many(chunk)
+            e2e += time.perf_counter() - started
+            raw += (before + raw_run()) / 2
+            stored += result.stored
+            queued += result.queued
+            failed += len(result.failed)
+            fact_quilts.update(r.blob_id for r in result.records)
+        calls_after = publisher_calls(server.url)
+        sync_started = time.perf_counter()
+        mem.sync()
+        sync_s = time.perf_counter() - sync_started
+        mem.close()
+    assert stored == args.facts and queued == 0 and not failed
+    calls = {k: calls_after[k] - calls_before[k] for k in calls_after}
+    total_calls = sum(calls.values())
+    per_k = 1000 / args.facts
+    out: dict[str, Any] = {
+        "benchmark": "ingest",
+        "embedder": inner.model_id,
+        "facts": args.facts,
+        "rounds": len(chunks),
+        "raw_embed_s": round(raw, 3),
+        "raw_facts_per_s": round(args.facts / raw, 1),
+        "e2e_s": round(e2e, 3),
+        "e2e_facts_per_s": round(args.facts / e2e, 1),
+        "e2e_embed_s": round(timed.seconds, 3),
+        "e2e_overhead_s": round(e2e - timed.seconds, 3),
+        "overhead_ms_per_fact": round((e2e - timed.seconds) / args.facts * 1000, 3),
+        "ratio": round(raw / e2e, 3),
+        "ratio_excluding_embed_noise": round(timed.seconds / e2e, 3),
+        "publisher_calls": calls,
+        "fact_quilts": len(fact_quilts),
+        "publisher_calls_per_1000": round(total_calls * per_k, 2),
+        "fact_publisher_calls_per_1000": round(len(fact_quilts) * per_k, 2),
+        "sync_s": round(sync_s, 3),
+        "machine": {"python": platform.python_version(), "platform": platform.platform()},
+    }
+    print(f"{'facts':>6} {'calls':>5} {'raw embed/s':>12} {'e2e facts/s':>12} {'ratio':>6} "
+          f"{'embed share':>12} {'overhead ms/fact':>17} {'calls/1000':>11} "
+          f"{'fact calls/1000':>16}")
+    print(f"{args.facts:>6} {out['rounds']:>5} {out['raw_facts_per_s']:>12.1f} "
+          f"{out['e2e_facts_per_s']:>12.1f} {out['ratio']:>6.3f} "
+          f"{out['ratio_excluding_embed_noise']:>12.3f} {out['overhead_ms_per_fact']:>17.3f} "
+          f"{out['publisher_calls_per_1000']:>11.2f} {out['fact_publisher_calls_per_1000']:>16.2f}")
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "ingest.json").write_text(json.dumps(out, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
