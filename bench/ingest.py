@@ -5,7 +5,9 @@ Usage::
     python bench/ingest.py                   # 4,000 facts, real all-MiniLM-L6-v2
     python bench/ingest.py --facts 1000 --fake
 
-A relayer_mock server runs on loopback (real HTTP, no faults). In one run:
+relayer_mock runs as a child process on loopback (real HTTP, no faults), like a
+publisher would: its request parsing and storage do not share this process's
+GIL (``--in-process`` serves it from a thread instead). In one run:
 
 * ``raw``: the embedder alone on the texts, in the engine's batch size;
 * ``e2e``: ``Memory.remember_many(texts)`` through the publisher over HTTP:
@@ -43,7 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from relayer_mock.server import RelayerServer  # noqa: E402
+from relayer_mock.server import RelayerProcess, RelayerServer  # noqa: E402
 from walrus_mem import Memory, Settings  # noqa: E402
 from walrus_mem.embeddings import embed_checked  # noqa: E402
 
@@ -102,6 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--facts", type=int, default=4000)
     parser.add_argument("--fake", action="store_true", help="HashEmbedder instead of the model")
+    parser.add_argument("--in-process", action="store_true",
+                        help="serve relayer_mock from a thread of this process (RelayerServer) "
+                             "instead of a child process")
     parser.add_argument("--rounds", type=int, default=1,
                         help="split the facts into this many remember_many calls")
     args = parser.parse_args(argv)
@@ -118,8 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     rounds = max(1, args.rounds)
     size = -(-args.facts // rounds)
     chunks = [texts[i:i + size] for i in range(0, len(texts), size)]
+    server_class = RelayerServer if args.in_process else RelayerProcess
     with tempfile.TemporaryDirectory(prefix="walrus-mem-ingest-") as tmp, \
-            RelayerServer(Path(tmp) / "walrus") as server:
+            server_class(Path(tmp) / "walrus") as server:
         settings = Settings(data_dir=Path(tmp) / "data", use_keyring=False,
                             publisher_url=server.url, aggregator_urls=server.url)
         batch = settings.embedding_batch_size
