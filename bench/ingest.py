@@ -9,15 +9,15 @@ relayer_mock runs as a child process on loopback (real HTTP, no faults), like a
 publisher would: its request parsing and storage do not share this process's
 GIL (``--in-process`` serves it from a thread instead). In one run:
 
-* ``raw``: the embedder alone on the texts, in the engine's batch size;
+* ``raw``: the embedder alone on the same texts in the same batches, each raw
+  batch run right next to the engine's (see :class:`InterleavedEmbedder`);
 * ``e2e``: ``Memory.remember_many(texts)`` through the publisher over HTTP:
   normalise, dedupe, embed, seal, one catalog transaction, one quilt per
   ≤ 666 facts, record blob ids, index (and the periodic manifest it triggers);
 * publisher calls (``PUT /v1/blobs`` + ``PUT /v1/quilts``, counted by the
   mock's ``/_mock/stats``) per 1,000 facts, fact quilts and manifests apart.
 
-With ``--rounds R`` the facts go in R ``remember_many`` calls. Each chunk's
-raw embedding is timed before and after its end-to-end run (mean used).
+With ``--rounds R`` the facts go in R ``remember_many`` calls.
 ``embed share`` is the time inside the embedder divided by the end-to-end
 time: the throughput ratio the engine
 would reach if the embedder ran at the same speed in both measurements (on a
@@ -47,7 +47,6 @@ if str(ROOT) not in sys.path:
 
 from relayer_mock.server import RelayerProcess, RelayerServer  # noqa: E402
 from walrus_mem import Memory, Settings  # noqa: E402
-from walrus_mem.embeddings import embed_checked  # noqa: E402
 
 RESULTS = ROOT / ".bench-results"
 MASTER = "17" * 32
@@ -77,22 +76,39 @@ def make_texts(n: int, seed: int = 1) -> list[str]:
     return out
 
 
-class TimedEmbedder:
-    """Wraps an embedder and adds up the time spent inside ``embed``."""
+class InterleavedEmbedder:
+    """The engine's embedder, with a raw twin run on every batch.
+
+    Each batch the engine embeds is embedded a second time, right before or
+    right after (alternating), and that run is timed as the *raw* throughput.
+    Raw and in-engine embedding of the same texts thus run back to back, so a
+    busy neighbour or CPU-frequency drift affects both alike. The twin's time
+    is subtracted from the end-to-end wall time.
+    """
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.model_id = inner.model_id
         self.dim = inner.dim
-        self.seconds = 0.0
+        self.seconds = 0.0  # in the engine's call
+        self.raw_seconds = 0.0  # the twin
+        self.calls = 0
+
+    def _twin(self, texts: list[str]) -> None:
+        started = time.perf_counter()
+        self.inner.embed(texts)
+        self.raw_seconds += time.perf_counter() - started
 
     def embed(self, texts: list[str]) -> np.ndarray:
+        self.calls += 1
+        if self.calls % 2:
+            self._twin(texts)
         started = time.perf_counter()
-        try:
-            result: np.ndarray = self.inner.embed(texts)
-            return result
-        finally:
-            self.seconds += time.perf_counter() - started
+        result: np.ndarray = self.inner.embed(texts)
+        self.seconds += time.perf_counter() - started
+        if not self.calls % 2:
+            self._twin(texts)
+        return result
 
 
 def publisher_calls(url: str) -> dict[str, int]:
@@ -128,30 +144,22 @@ def main(argv: list[str] | None = None) -> int:
             server_class(Path(tmp) / "walrus") as server:
         settings = Settings(data_dir=Path(tmp) / "data", use_keyring=False,
                             publisher_url=server.url, aggregator_urls=server.url)
-        batch = settings.embedding_batch_size
-        timed = TimedEmbedder(inner)
+        timed = InterleavedEmbedder(inner)
         mem = Memory(settings, embedder=timed, master_key=MASTER)
-        raw = e2e = 0.0
+        e2e = 0.0
         fact_quilts: set[str | None] = set()
         calls_before = publisher_calls(server.url)
         stored = queued = failed = 0
-        # Each chunk's raw embedding is timed right before and right after its
-        # end-to-end ingest (the mean counts), so a busy neighbour slows both alike.
         for chunk in chunks:
-            def raw_run(chunk: list[str] = chunk) -> float:
-                started = time.perf_counter()
-                embed_checked(inner, chunk, batch)
-                return time.perf_counter() - started
-
-            before = raw_run()
             started = time.perf_counter()
             result = mem.remember_many(chunk)
             e2e += time.perf_counter() - started
-            raw += (before + raw_run()) / 2
             stored += result.stored
             queued += result.queued
             failed += len(result.failed)
             fact_quilts.update(r.blob_id for r in result.records)
+        e2e -= timed.raw_seconds  # the twin runs are not part of the engine's work
+        raw = timed.raw_seconds
         calls_after = publisher_calls(server.url)
         sync_started = time.perf_counter()
         mem.sync()
