@@ -53,6 +53,15 @@ FORMAT: Final = 1
 INLINE_MAX: Final = 500
 PAGE_TARGET: Final = 1000
 PAGE_MAX: Final = 4000
+_INT64: Final = 2**63  # numbers go into SQLite INTEGER columns
+
+
+def _int64(value: Any, what: str) -> int:
+    """A non-negative integer that fits SQLite's INTEGER (ValueError otherwise)."""
+    number = int(value)
+    if not 0 <= number < _INT64:
+        raise ValueError(f"{what} {number} is out of range")
+    return number
 
 
 @dataclass(frozen=True)
@@ -91,6 +100,8 @@ class Entry:
             and (end_epoch is None or isinstance(end_epoch, int))
         ):
             raise TamperedBlob("manifest entry has fields of the wrong type")
+        if not 0 <= version < _INT64 or not (end_epoch is None or 0 <= end_epoch < _INT64):
+            raise TamperedBlob("manifest entry has a number out of range")
         return cls(memory_id, version, blob_id, patch_id, end_epoch)
 
 
@@ -180,18 +191,19 @@ def parse_root(record: dict[str, Any]) -> Root:
         raw_entries = record.get("entries")
         entries = None if raw_entries is None else [Entry.from_json(e) for e in raw_entries]
         pages = [
-            (str(p["b"]), None if p.get("p") is None else str(p["p"]), str(p["d"]), int(p["n"]))
+            (str(p["b"]), None if p.get("p") is None else str(p["p"]), str(p["d"]),
+             _int64(p["n"], "page size"))
             for p in record.get("pages") or []
         ]
         root = Root(
-            seq=int(record["seq"]),
+            seq=_int64(record["seq"], "seq"),
             created_at=float(record["created_at"]),
             prev=record.get("prev"),
-            count=int(record["count"]),
+            count=_int64(record["count"], "count"),
             entries=entries,
             pages=pages,
         )
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, OverflowError) as exc:
         raise TamperedBlob(f"manifest root is malformed: {exc}") from exc
     listed = len(entries or []) + sum(n for _, _, _, n in pages)
     if listed != root.count:

@@ -162,7 +162,7 @@ def test_thousand_facts_through_every_fault(
         for mid, rec in rows.items():
             assert found.locations[(mid, rec.version)] == {rec.blob_id}
         listing = admin.get("/_mock/blobs").json()["blobs"]
-        restored_same_bytes = sum(b["storeCount"] - 1 for b in listing)
+        restored_same_bytes = sum(b["storeCount"] - 1 for b in listing)  # same id: not a duplicate
 
         # Every memory recallable by its own text, and verifiable against Walrus.
         not_recalled = [mid for mid, text in returned.items()
@@ -233,7 +233,7 @@ def test_thousand_facts_through_every_fault(
         "blobs_on_relayer": found.blobs,
         "quilts_on_relayer": found.quilts,
         "manifest_blobs": found.manifests,
-        "identical_bytes_restored": restored_same_bytes,
+        "repeat_stores_same_blob": restored_same_bytes,
         "not_recalled": len(not_recalled),
         "verified": len(returned),
         "seconds_ingest": ingest_seconds,

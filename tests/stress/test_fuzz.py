@@ -37,7 +37,7 @@ from typing import Any
 
 import nacl.bindings
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tests.stress.helpers import MASTER_HEX, open_memory, write_figures
@@ -243,6 +243,8 @@ def restore_memory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]
 
 @MEDIUM
 @given(record=manifest_records())
+@example(record=dict(ROOT, seq=2**70))  # once an OverflowError from SQLite
+@example(record=dict(ROOT, entries=[dict(ENTRY, v=10**30)]))
 def test_restore_from_hostile_authentic_manifests(restore_memory: Memory,
                                                    record: dict[str, Any]) -> None:
     """A manifest sealed with the right key but with any content: restore fails typed."""
