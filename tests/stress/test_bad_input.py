@@ -292,6 +292,7 @@ class Case:
     prepare: Callable[[Ctx], None] | None = None
     changes: str = ""  # "" | "outbox" | "index": what may legitimately change
     master: str = MASTER_HEX
+    reported_as: str = ""  # how the API reports it when it does not raise
 
 
 UNKNOWN_ID = "0" * 32
@@ -314,7 +315,8 @@ CASES = [
          E.InvalidInput, "must be a string"),
     Case("empty item in remember_many", lambda c: _with(
         c, lambda m: _raise_failed(m.remember_many(["  "], namespace="alpha"))),
-         _Reported, "InvalidInput: text is empty"),
+         _Reported, "InvalidInput: text is empty",
+         reported_as="RememberManyResult.failed: InvalidInput"),
     Case("invalid namespace (path)", lambda c: _with(
         c, lambda m: m.remember("fine fact", namespace="../etc")), E.InvalidNamespace, "namespace"),
     Case("invalid namespace (empty)", lambda c: _with(
@@ -371,7 +373,8 @@ CASES = [
         c, lambda m: m.list("alpha")), E.CatalogCorrupt, "not a usable SQLite database",
          prepare=_write_garbage("catalog.sqlite3", keep=4096 + 100)),
     Case("corrupt index file", _recall_after_rebuild, _Reported, "rebuilding",
-         prepare=_write_garbage(_index_rel(), data=b"\x00garbage" * 64), changes="index"),
+         prepare=_write_garbage(_index_rel(), data=b"\x00garbage" * 64), changes="index",
+         reported_as="rebuilt from the catalog, warning logged"),
     Case("truncated blob", lambda c: _verify_alpha0(c, _serve(
         lambda b: httpx.Response(200, content=b[: len(b) // 2]))),
          E.VerificationFailed, "failed verification: InvalidEnvelope"),
@@ -396,15 +399,18 @@ CASES = [
     Case("aggregator 404 for a stored blob", lambda c: _verify_alpha0(c, _serve(
         lambda b: httpx.Response(404, content=b""))), E.BlobNotFound, "404"),
     Case("publisher 413", _publisher(413, b"Failed to buffer the request body: length limit "
-                                          b"exceeded"), _Reported, "BodyTooLarge",
-         changes="outbox"),
+                                          b"exceeded"), _Reported, ": BodyTooLarge: ",
+         changes="outbox", reported_as="sync() report: BodyTooLarge; memory stays queued"),
     Case("publisher 451", _publisher(451, b'{"error":{"status":"UNAVAILABLE_FOR_LEGAL_REASONS",'
                                           b'"code":451,"message":"blocked"}}'),
-         _Reported, "ForbiddenBlob", changes="outbox"),
+         _Reported, ": ForbiddenBlob: ", changes="outbox",
+         reported_as="sync() report: ForbiddenBlob; memory stays queued"),
     Case("publisher invalid JSON", _publisher(200, b'{"newlyCreated": {"blobObject": '),
-         _Reported, "InvalidResponse", changes="outbox"),
-    Case("publisher 401", _publisher(401, b"missing token"), _Reported, "AuthenticationFailed",
-         changes="outbox"),
+         _Reported, ": InvalidResponse: ", changes="outbox",
+         reported_as="sync() report: InvalidResponse; memory stays queued"),
+    Case("publisher 401", _publisher(401, b"missing token"), _Reported,
+         ": AuthenticationFailed: ", changes="outbox",
+         reported_as="sync() report: AuthenticationFailed; memory stays queued"),
 ]
 
 
@@ -443,8 +449,7 @@ _RESULTS: dict[str, str] = {}
 
 
 def _record(case: Case, error: BaseException) -> None:
-    _RESULTS[case.name] = type(error).__name__ if not isinstance(error, _Reported) else (
-        "reported: " + str(error)[:80])
+    _RESULTS[case.name] = case.reported_as or type(error).__name__
     write_figures("bad_input", {
         "cases_defined": len(CASES),
         "cases_passed": len(_RESULTS),
