@@ -250,3 +250,21 @@ def test_keys_show_catalog_namespaces_and_manifests(monkeypatch):
     res = invoke(["keys"])
     assert "warning" in res.stderr and "differs" in res.stderr
     assert_no_secret(res, "ff" * 32)
+
+
+def test_analyze_and_compact():
+    result = j(["analyze", "I prefer dark mode in every editor. "
+                "We decided to use Postgres for the billing service."])
+    texts = [r["text"] for r in result["records"]]
+    assert result["stored"] == len(texts) >= 2
+    assert any("dark mode" in t for t in texts) and any("Postgres" in t for t in texts)
+    again = invoke(["analyze", "-"], input="I prefer dark mode in every editor.\n")
+    assert "= " in again.stdout and "1 deduplicated" in again.stdout
+    leaked = j(["analyze", "My API key is sk-abcdefghijklmnopqrstuvwxyz0123456789ABCD and "
+                "I work at Acme."])
+    assert not any("sk-abcdef" in r["text"] for r in leaked["records"])
+
+    j(["forget", result["records"][0]["id"]])
+    assert j(["compact"]) == {"namespace": "default", "compacted": True}
+    assert "Compacted" in invoke(["compact"]).stdout
+    assert len(j(["list"])) == len(texts) - 1 + sum(1 for r in leaked["records"])

@@ -1169,6 +1169,37 @@ def extend(
 
 
 @cli.command()
+@click.argument("text", nargs=-1, required=True)
+@pass_state
+def analyze(state: CliState, text: tuple[str, ...]) -> None:
+    """Extract standalone facts from TEXT (or `-` for stdin) and remember them.
+
+    Uses the offline heuristic extractor; facts that look like prompt injection
+    are dropped and credentials redacted.
+    """
+    result = state.memory.analyze(_read_text_args(text), namespace=state.namespace)
+    if state.as_json:
+        state.emit_json(_dump(result))
+        return
+    for rec in result.records:
+        state.out.print(f"{'=' if rec.deduplicated else '+'} {rec.id}  {escape(rec.text)}")
+    state.out.print(f"{result.stored} stored, {result.deduplicated} deduplicated, "
+                    f"{result.queued} queued, {len(result.failed)} failed")
+
+
+@cli.command()
+@pass_state
+def compact(state: CliState) -> None:
+    """Rewrite the namespace's local files so nothing forgotten lingers in them."""
+    state.memory.compact(state.namespace)
+    if state.as_json:
+        state.emit_json({"namespace": state.namespace, "compacted": True})
+    else:
+        state.out.print(f"Compacted namespace {state.namespace}: index rebuilt, full-text "
+                        "index merged, catalog vacuumed.")
+
+
+@cli.command()
 @pass_state
 def reindex(state: CliState) -> None:
     """Re-embed the namespace with the configured model (after changing embedding_model)."""
