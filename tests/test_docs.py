@@ -315,17 +315,7 @@ def test_doc_links_resolve() -> None:
                 continue
             if not (path.parent / target).exists():
                 broken.append(f"{path.relative_to(ROOT)} -> {target}")
-    pending = [b for b in broken if b.rsplit(" -> ", 1)[-1].rsplit("/", 1)[-1] in _PENDING_DOCS]
-    assert not [b for b in broken if b not in pending], f"broken links: {broken}"
-    if pending:
-        pytest.skip(f"links to docs other helpers have not written yet: {pending}")
-
-
-# Docs promised by the issues but written by other helpers; remove once all exist.
-_PENDING_DOCS = {
-    "architecture.md", "keys.md", "envelope-format.md", "exceptions.md", "relayer-mock.md",
-    "walrus.md", "forget.md", "benchmarks.md", "security.md", "integrations.md",
-}
+    assert not broken, f"broken links: {broken}"
 
 
 def test_docs_env_blocks_the_network(docs_env: Path) -> None:
