@@ -99,3 +99,23 @@ def test_real_model_recall_and_restore(tmp_path: Path, server: RelayerServer,
     with Memory(fresh, embedder=real_embedder, master_key=MASTER_HEX) as mem:
         assert mem.restore("researcher", manifest_id).restored == 5
         assert mem.recall("food allergies", namespace="researcher", k=1)[0].text == facts[0]
+
+
+def test_verify_fails_over_from_a_lying_aggregator(tmp_path: Path) -> None:
+    from walrus_mem.errors import VerificationFailed
+
+    walrus_dir = tmp_path / "walrus"  # one Walrus state, two aggregators in front of it
+    with RelayerServer(walrus_dir) as honest, \
+            RelayerServer(walrus_dir, faults=FaultConfig.only("lie", 1.0, seed=3)) as liar:
+        settings = make_settings(tmp_path / "d", publisher_url=honest.url,
+                                 aggregator_urls=f"{liar.url},{honest.url}")
+        with Memory(settings, embedder=HashEmbedder(64), master_key=MASTER_HEX) as mem:
+            first = mem.remember("decoy fact so the liar has another blob to serve")
+            rec = mem.remember("the fact we verify")
+            assert mem.get(rec.id, verify=True) == rec  # the liar is skipped for the honest one
+            assert mem.get(first.id, verify=True) == first
+        only_liar = make_settings(tmp_path / "d", publisher_url=honest.url,
+                                  aggregator_urls=liar.url, read_deadline=1.0)
+        with Memory(only_liar, embedder=HashEmbedder(64), master_key=MASTER_HEX) as mem:
+            with pytest.raises(VerificationFailed):
+                mem.get(rec.id, verify=True)
