@@ -264,3 +264,30 @@ def test_expiring_and_extend(mem_dir: Path, fake_embedder) -> None:
             m.extend(epochs=99)
         with pytest.raises(InvalidInput):
             m.expiring(-1)
+
+
+def test_quilt_answer_without_a_patch_id_keeps_the_batch_queued(
+    tmp_path: Path, shared_walrus
+) -> None:
+    class DroppingClient(WalrusClient):
+        drop = True
+
+        def store_quilt(self, files, **kwargs):
+            result = super().store_quilt(files, **kwargs)
+            if not self.drop:
+                return result
+            patches = dict(result.patches)
+            patches.pop(next(iter(patches)))
+            return result.model_copy(update={"patches": patches})
+
+    base = shared_walrus.base_url
+    client = DroppingClient(base, [base], transport=shared_walrus.transport)
+    settings = make_settings(tmp_path / "d")
+    with Memory(settings, embedder=HashEmbedder(64), master_key=MASTER_HEX, walrus=client) as m:
+        batch = m.remember_many(["patch one", "patch two", "patch three"])
+        assert batch.queued == 3 and all(r.blob_id is None for r in batch)
+        report = m.sync()
+        assert report.still_queued == 3 and "InvalidResponse" in report.errors[0]
+        client.drop = False
+        assert m.sync().still_queued == 0
+        assert all(m.get(r.id, verify=True).quilt_patch_id for r in batch)

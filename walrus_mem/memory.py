@@ -48,6 +48,7 @@ from .envelope import open_envelope, seal
 from .errors import (
     EnvelopeError,
     InvalidInput,
+    InvalidResponse,
     KeyMaterialError,
     MemoryNotFound,
     ModelMismatch,
@@ -254,6 +255,15 @@ def _read_checked(
         log.warning("content of %s failed verification (%s); trying the aggregators again",
                     patch_id or blob_id, type(exc).__name__)
     return read(check)
+
+
+def _check_patches(patches: Mapping[str, str], identifiers: Sequence[str]) -> None:
+    """A quilt store answer must give a patch id for every identifier we sent."""
+    lost = [i for i in identifiers if not patches.get(i)]
+    if lost:
+        raise InvalidResponse(
+            f"quilt store answer lists no patch for {len(lost)} of {len(identifiers)} files"
+        )
 
 
 def _chunks(sizes: Sequence[int]) -> list[range]:
@@ -777,6 +787,7 @@ class Memory:
                 files = {str(r["memory_id"]): bytes(r["sealed"]) for r in payload}
                 quilt = client.store_quilt(files, deadline=deadline)
                 blob = quilt.blob
+                _check_patches(quilt.patches, list(files))
                 locations = {mid: quilt.patches.get(mid) for mid in files}
         except StorageError as exc:
             self._trip_breaker(exc)
@@ -1350,7 +1361,7 @@ class Memory:
                 continue
             try:
                 manifests[name] = self._publish_manifest(name)
-            except StorageError as exc:
+            except WalrusMemError as exc:  # storage, or a key that cannot be resolved
                 errors.append(f"manifest for {name!r}: {type(exc).__name__}: {exc}")
         with self._lock:
             self._indexes.save_all()
@@ -1433,6 +1444,7 @@ class Memory:
                 found: dict[str, str | None] = {part[0][0]: None}
             else:
                 quilt = client.store_quilt(dict(part), deadline=deadline)
+                _check_patches(quilt.patches, [d for d, _ in part])
                 stored = quilt.blob
                 found = {d: quilt.patches.get(d) for d, _ in part}
             for digest, patch in found.items():
@@ -1701,6 +1713,7 @@ class Memory:
                 else:
                     quilt = client.store_quilt({m: s for m, (s, _) in part}, epochs=epochs,
                                                deadline=self.settings.publish_deadline)
+                    _check_patches(quilt.patches, [m for m, _ in part])
                     blob = quilt.blob
                     locations = {m: quilt.patches.get(m) for m, _ in part}
             except StorageError as exc:
