@@ -104,7 +104,7 @@ def build(
 
 
 def evaluate(
-    sigs: list[QSignals], params: ranking.FusionParams, pool: int = 50
+    sigs: list[QSignals], params: ranking.FusionParams, pool: int | None = None
 ) -> dict[str, dict[str, float]]:
     outcomes = [
         locomo.Outcome(

@@ -286,23 +286,30 @@ class CachedEmbedder:
 class StandaloneStore:
     """The engine's retrieval rebuilt from the same primitives, for the lab and baselines.
 
-    Like one walrus_mem data dir: a single FTS5 table (tokenizer
-    :data:`ranking.FTS_TOKENIZE`, so bm25 statistics span every namespace, as
-    in the catalog), keys allocated in write order, exact cosine per namespace.
+    Like one walrus_mem data dir: one FTS5 table per namespace (tokenizer
+    :data:`ranking.FTS_TOKENIZE`, so bm25 statistics are per namespace, as in
+    the catalog), keys allocated in write order across namespaces, exact
+    cosine per namespace.
     """
 
     def __init__(self, tokenize: str = ranking.FTS_TOKENIZE) -> None:
         self.db = sqlite3.connect(":memory:")
-        tok = tokenize.replace("'", "''")
-        self.db.execute(f"CREATE VIRTUAL TABLE fts USING fts5(text, tokenize='{tok}')")
+        self.tokenize = tokenize.replace("'", "''")
         self.namespaces: dict[str, tuple[int, FloatArray]] = {}  # ns -> (first key, vectors)
+        self.tables: dict[str, str] = {}
         self.next_key = 1
         self.created_at = 0.0
 
     def add(self, namespace: str, docs: Sequence[str], vectors: FloatArray) -> None:
+        if namespace in self.namespaces:
+            raise ValueError(f"namespace {namespace!r} was already added")
+        table = self.tables[namespace] = f"fts_{len(self.tables)}"
+        self.db.execute(
+            f"CREATE VIRTUAL TABLE {table} USING fts5(text, tokenize='{self.tokenize}')"
+        )
         first = self.next_key
         self.db.executemany(
-            "INSERT INTO fts(rowid, text) VALUES (?, ?)",
+            f"INSERT INTO {table}(rowid, text) VALUES (?, ?)",
             [(first + i, d) for i, d in enumerate(docs)],
         )
         self.namespaces[namespace] = (first, vectors)
@@ -312,10 +319,10 @@ class StandaloneStore:
         """-bm25 of every row of the namespace matching the FTS5 expression (row index -> score)."""
         if match is None:
             return {}
-        first, vectors = self.namespaces[namespace]
+        first, _ = self.namespaces[namespace]
+        table = self.tables[namespace]
         rows = self.db.execute(
-            "SELECT rowid, bm25(fts) FROM fts WHERE fts MATCH ? AND rowid BETWEEN ? AND ?",
-            (match, first, first + len(vectors) - 1),
+            f"SELECT rowid, bm25({table}) FROM {table} WHERE {table} MATCH ?", (match,)
         ).fetchall()
         return {int(r) - first: -float(s) for r, s in rows}
 
@@ -339,7 +346,7 @@ class StandaloneStore:
         qvec: FloatArray,
         k: int,
         params: ranking.FusionParams = ranking.DEFAULT_PARAMS,
-        pool: int = 50,
+        pool: int | None = None,
     ) -> list[tuple[int, ranking.Scores]]:
         """Hybrid recall the way the engine does it: (row index, scores), best first."""
         cos, lex = self.signals(namespace, question, qvec)
@@ -354,24 +361,34 @@ class StandaloneStore:
         return [int(i) for i in np.argsort(-self.dense(namespace, qvec), kind="stable")[:k]]
 
 
+def engine_pool(k: int) -> int:
+    """How many candidates each list (dense, FTS) gives ``Memory.recall`` for top ``k``."""
+    try:
+        from walrus_mem.recall import MIN_CANDIDATES
+    except ImportError:  # before the engine moved recall out of memory.py
+        from walrus_mem.memory import MIN_CANDIDATES  # type: ignore[attr-defined,no-redef]
+    return max(4 * k, int(MIN_CANDIDATES))
+
+
 def hybrid_rank(
     cos: FloatArray,
     lex: dict[int, float],
     k: int,
     params: ranking.FusionParams = ranking.DEFAULT_PARAMS,
     *,
-    pool: int = 50,
+    pool: int | None = None,
     first_key: int = 1,
     now: float = 0.0,
     created_at: Sequence[float] | None = None,
 ) -> list[tuple[int, ranking.Scores]]:
     """The engine's recall over precomputed signals of one namespace (rows 0..n-1).
 
-    Candidates = dense top-`pool` + FTS top-`pool`; fuse; add the successors
-    :func:`ranking.context_keys` asks for; fuse again; top k. Rows were all
-    written at ``now`` unless ``created_at`` (per row) says otherwise.
+    Candidates = dense top-`pool` + FTS top-`pool` (default: the engine's pool,
+    :func:`engine_pool`); fuse; add the successors :func:`ranking.context_keys`
+    asks for; fuse again; top k. Rows were all written at ``now`` unless
+    ``created_at`` (per row) says otherwise.
     """
-    pool = max(pool, k)
+    pool = engine_pool(k) if pool is None else max(pool, k)
     dense_order = [int(i) for i in np.argsort(-cos, kind="stable")[:pool]]
     lex_order = sorted(lex, key=lambda i: (-lex[i], i))[:pool]
     dense_rank = {i: r for r, i in enumerate(dense_order)}
@@ -404,7 +421,7 @@ def run_standalone(
     params: ranking.FusionParams = ranking.DEFAULT_PARAMS,
     captions: bool = False,
     tokenize: str = ranking.FTS_TOKENIZE,
-    pool: int = 50,
+    pool: int | None = None,
     k: int = max(KS),
 ) -> dict[str, list[Outcome]]:
     """BM25-only, dense-only and hybrid outcomes through the standalone store."""

@@ -48,8 +48,8 @@ DATA = [
             ],
         },
         [
-            {"question": "What did Bob paint?", "answer": "a sunrise", "evidence": ["D1:1"],
-             "category": 4},
+            {"question": "What did Bob paint by the lake?", "answer": "a sunrise",
+             "evidence": ["D1:1"], "category": 4},
             {"question": "Which concert was on Friday?", "answer": "Matt Patterson",
              "evidence": ["D2:2"], "category": 4},
             {"question": "What pet and shoes does Ann have?", "answer": "tortoise; shoes",
