@@ -47,7 +47,7 @@ if str(ROOT) not in sys.path:
 
 from walrus_mem import Memory, Settings  # noqa: E402
 from walrus_mem.catalog import fts_table, vector_to_blob  # noqa: E402
-from walrus_mem.memory import MIN_CANDIDATES  # noqa: E402
+from walrus_mem.recall import MIN_CANDIDATES  # noqa: E402
 
 RESULTS = ROOT / ".bench-results"
 DIM = 384

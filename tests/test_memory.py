@@ -462,17 +462,17 @@ def test_blob_count_matches_published_records(mem: Memory) -> None:
 
 
 def test_conversational_context_brings_in_the_following_memory(mem: Memory, monkeypatch) -> None:
-    import walrus_mem.memory as memory_module
+    import walrus_mem.recall as recall_module
 
     asked: list[int] = []
-    real = memory_module.context_keys
+    real = recall_module.context_keys
 
     def spy(ranked, params):
         keys = real(ranked, params)
         asked.extend(keys)
         return keys
 
-    monkeypatch.setattr(memory_module, "context_keys", spy)
+    monkeypatch.setattr(recall_module, "context_keys", spy)
     mem.remember_many([f"concert ticket stub number {i}" for i in range(200)])
     question, answer = mem.remember_many(["What concert did you go to last week?",
                                           "It was Matt Patterson!"]).records

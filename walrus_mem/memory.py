@@ -58,7 +58,7 @@ from .errors import (
     WalrusMemError,
     WrongNamespace,
 )
-from .filters import Predicate, compile_filters
+from .filters import compile_filters
 from .index import IndexStore
 from .inputs import (
     MAX_METADATA_BYTES,
@@ -84,7 +84,6 @@ from .models import (
     HistoryEntry,
     MemoryRecord,
     MemoryStats,
-    RecallHit,
     RecallResult,
     RememberManyResult,
     RestoreReport,
@@ -94,13 +93,10 @@ from .models import (
 from .ranking import (
     DEFAULT_MIN_SCORE,
     DEFAULT_PARAMS,
-    Candidate,
     FusionParams,
-    Scores,
-    context_keys,
-    fts_query,
-    fuse,
 )
+from .recall import hybrid_recall
+from .rows import expired, loads_metadata, record_from_row, view_of_row
 from .storage import Backend, open_backend
 from .walrus import MAX_QUILT_PATCHES, WalrusClient
 
@@ -122,7 +118,6 @@ CATEGORY_IMPORTANCE: Final = {
 QUILT_MAX_FACTS: Final = MAX_QUILT_PATCHES
 QUILT_MAX_BYTES: Final = 9 * 1024 * 1024  # public publishers cap requests at 10 MiB
 BREAKER_SECONDS: Final = 30.0
-MIN_CANDIDATES: Final = 50
 MAX_K: Final = 1000
 MANIFEST_MAX_PLAINTEXT: Final = 8 * 1024 * 1024
 RESTORE_WORKERS: Final = 8
@@ -148,59 +143,6 @@ class _Item:
 
 class _Replay(Exception):
     """The idempotency key was used before (internal control flow)."""
-
-
-def _loads(text: str | None) -> dict[str, Any]:
-    if not text:
-        return {}
-    value = json.loads(text)
-    return value if isinstance(value, dict) else {}
-
-
-def _record(row: sqlite3.Row, *, deduplicated: bool = False) -> MemoryRecord:
-    created = from_timestamp(row["created_at"])
-    updated = from_timestamp(row["updated_at"])
-    assert created is not None and updated is not None
-    return MemoryRecord(
-        id=row["id"],
-        namespace=row["namespace"],
-        text=row["text"],
-        metadata=_loads(row["metadata"]),
-        category=row["category"],
-        importance=row["importance"],
-        created_at=created,
-        updated_at=updated,
-        expires_at=from_timestamp(row["expires_at"]),
-        version=row["version"],
-        status=row["status"],
-        blob_id=row["blob_id"],
-        quilt_patch_id=row["quilt_patch_id"],
-        end_epoch=row["end_epoch"],
-        deduplicated=deduplicated,
-    )
-
-
-def _view(row: sqlite3.Row) -> dict[str, Any]:
-    """What filters see: record fields (timestamps as unix seconds) + metadata."""
-    return {
-        "id": row["id"],
-        "text": row["text"],
-        "category": row["category"],
-        "importance": row["importance"],
-        "created_at": row["created_at"],
-        "updated_at": row["updated_at"],
-        "expires_at": row["expires_at"],
-        "version": row["version"],
-        "status": row["status"],
-        "blob_id": row["blob_id"],
-        "quilt_patch_id": row["quilt_patch_id"],
-        "end_epoch": row["end_epoch"],
-        "metadata": _loads(row["metadata"]),
-    }
-
-
-def _expired(row: sqlite3.Row, now: float) -> bool:
-    return row["expires_at"] is not None and row["expires_at"] <= now
 
 
 def _fact_record(item_id: str, version: int, text: str, metadata: dict[str, Any],
@@ -595,7 +537,7 @@ class Memory:
         saved = json.loads(row[0])
         ids: list[str] = saved.get("ids", [])
         rows = self._catalog.memories_by_ids(ns, ids)
-        records = [_record(rows[i]) for i in ids if i in rows]
+        records = [record_from_row(rows[i]) for i in ids if i in rows]
         return RememberManyResult(
             records=records,
             stored=saved.get("stored", 0),
@@ -742,7 +684,7 @@ class Memory:
             if mid not in rows:  # forgotten by another thread in between
                 continue
             is_dup = mid not in inserted_ids or first_of.get(item.dedupe_hash) != item.index
-            records.append(_record(rows[mid], deduplicated=is_dup))
+            records.append(record_from_row(rows[mid], deduplicated=is_dup))
             deduped_flags.append(is_dup)
         return RememberManyResult(
             records=records,
@@ -873,114 +815,13 @@ class Memory:
         self._check_model(ns)
         vector = self._embed_query(query.strip())
         with self._lock:
-            return self._recall_locked(
-                ns, query, vector, k, predicate, cutoff, include_expired, params or DEFAULT_PARAMS
+            emb = self._embedder
+            idx = self._indexes.get(ns, emb.model_id, emb.dim)
+            return hybrid_recall(
+                self._catalog, idx, query, vector, k=k, predicate=predicate, cutoff=cutoff,
+                include_expired=include_expired, params=params or DEFAULT_PARAMS,
             )
 
-    def _recall_locked(
-        self,
-        ns: str,
-        query: str,
-        vector: npt.NDArray[np.float32],
-        k: int,
-        predicate: Predicate | None,
-        cutoff: float,
-        include_expired: bool,
-        params: FusionParams,
-    ) -> RecallResult:
-        emb = self._embedder
-        idx = self._indexes.get(ns, emb.model_id, emb.dim)
-        total = len(idx)
-        if total == 0:
-            return RecallResult()
-        match = fts_query(query)
-        n = max(4 * k, MIN_CANDIDATES)
-        while True:
-            dense_keys, dense_sims = idx.search(vector, min(n, total))
-            lexical = self._catalog.fts_search(ns, match, n) if match else []
-            union = list(dict.fromkeys([*dense_keys, *(key for key, _ in lexical)]))
-            # Ranking needs created_at / importance / expires_at, which the index keeps
-            # beside the vectors: no catalog row is read before fusion unless a filter
-            # has to look at whole records.
-            attrs = idx.attrs
-            full: dict[int, sqlite3.Row] = {}
-            if predicate is not None:
-                full = self._catalog.memories_by_keys(ns, union)
-            keys = [key for key in union if key in attrs and (predicate is None or key in full)]
-            dense = dict(zip(dense_keys, dense_sims, strict=True))
-            fts_only = [key for key in keys if key not in dense]
-            if fts_only:  # exact cosine from the stored vectors (the index holds them)
-                dense.update(zip(fts_only, idx.similarities(fts_only, vector), strict=True))
-            bm25 = {key: -score for key, score in lexical}
-            # A short lexical list holds every matching row: the others do not match.
-            if match and len(lexical) >= n:
-                # One pass over the matches also scores the successors the context step
-                # below may add: a second FTS query would cost as much as this one.
-                chosen = set(keys)
-                wanted = [key for key in keys if key not in bm25]
-                wanted += [key + 1 for key in keys if key + 1 in attrs and key + 1 not in chosen]
-                if wanted:
-                    more = self._catalog.fts_scores(ns, match, wanted)
-                    bm25.update({key: -score for key, score in more.items()})
-            dense_rank = {key: r for r, key in enumerate(dense_keys)}
-            lexical_rank = {key: r for r, (key, _) in enumerate(lexical)}
-            candidates = [
-                Candidate(
-                    key=key,
-                    dense=dense[key],
-                    lexical=bm25.get(key),
-                    dense_rank=dense_rank.get(key),
-                    lexical_rank=lexical_rank.get(key),
-                    created_at=attrs[key][0],
-                    importance=attrs[key][1],
-                )
-                for key in keys
-            ]
-            now = time.time()
-            ranked = fuse(candidates, params, now=now)
-            # Conversational context: the memory written right after a top hit (the
-            # answer after a question) joins as a candidate with its own signals.
-            following = [key for key in context_keys(ranked, params) if key in attrs]
-            if predicate is not None and following:
-                full.update(self._catalog.memories_by_keys(ns, following))
-                following = [key for key in following if key in full]
-            if following:
-                sims = idx.similarities(following, vector)
-                candidates += [
-                    Candidate(key=key, dense=sim, lexical=bm25.get(key),
-                              dense_rank=None, lexical_rank=None,
-                              created_at=attrs[key][0], importance=attrs[key][1])
-                    for key, sim in zip(following, sims, strict=True)
-                ]
-                ranked = fuse(candidates, params, now=now)
-            winners: list[tuple[int, Scores]] = []
-            filtered_out = below = 0
-            for cand, scores in ranked:
-                expires_at = attrs[cand.key][2]
-                if not include_expired and expires_at is not None and expires_at <= now:
-                    filtered_out += 1
-                    continue
-                if predicate is not None and not predicate(_view(full[cand.key])):
-                    filtered_out += 1
-                    continue
-                if scores.score < cutoff:
-                    below += 1
-                    continue
-                if len(winners) < k:
-                    winners.append((cand.key, scores))
-            exhausted = n >= total and len(lexical) < n
-            if len(winners) >= k or not filtered_out or exhausted:
-                if predicate is None:
-                    full = self._catalog.memories_by_keys(ns, [key for key, _ in winners])
-                hits = [
-                    RecallHit(record=_record(full[key]), score=sc.score, dense=sc.dense,
-                              lexical=sc.lexical, recency=sc.recency, importance=sc.importance,
-                              context=sc.context)
-                    for key, sc in winners if key in full
-                ]
-                return RecallResult(hits, candidates=len(candidates),
-                                    filtered_out=filtered_out, below_min_score=below)
-            n *= 4  # filters removed too many: widen the candidate pool
 
     # -- reads ------------------------------------------------------------------------
 
@@ -1001,7 +842,7 @@ class Memory:
         row = self._catalog.memory(ns, mid)
         if row is None:
             raise MemoryNotFound(f"no memory {mid} in namespace {ns!r}")
-        record = _record(row)
+        record = record_from_row(row)
         if verify:
             self._verify_remote(ns, record)
         return record
@@ -1063,14 +904,14 @@ class Memory:
             if not rows:
                 break
             for row in rows:
-                if not include_expired and _expired(row, now):
+                if not include_expired and expired(row, now):
                     continue
-                if predicate is not None and not predicate(_view(row)):
+                if predicate is not None and not predicate(view_of_row(row)):
                     continue
                 if skipped < offset:
                     skipped += 1
                     continue
-                out.append(_record(row))
+                out.append(record_from_row(row))
                 if len(out) >= limit:
                     break
             cursor = (float(rows[-1]["created_at"]), int(rows[-1]["key"]))
@@ -1100,7 +941,8 @@ class Memory:
             assert at is not None
             entries.append(HistoryEntry(
                 memory_id=mid, namespace=ns, version=r["version"], event=r["event"],
-                text=r["text"], metadata=None if r["metadata"] is None else _loads(r["metadata"]),
+                text=r["text"],
+                metadata=None if r["metadata"] is None else loads_metadata(r["metadata"]),
                 at=at, blob_id=r["blob_id"], quilt_patch_id=r["quilt_patch_id"],
                 end_epoch=r["end_epoch"],
             ))
@@ -1141,7 +983,7 @@ class Memory:
         item = self._prepare(
             0,
             row["text"] if text is None else text,
-            _loads(row["metadata"]) if metadata is None else metadata,
+            loads_metadata(row["metadata"]) if metadata is None else metadata,
             row["category"] if category is None else category,
             row["importance"] if importance is None else importance,
             old_exp if expires_at is _UNSET else expires_at,
@@ -1150,13 +992,13 @@ class Memory:
         item.dedupe_hash = keys.dedupe_hash(item.text)
         unchanged = (
             item.text == row["text"]
-            and item.metadata == _loads(row["metadata"])
+            and item.metadata == loads_metadata(row["metadata"])
             and item.category == row["category"]
             and item.importance == row["importance"]
             and item.expires_at == old_exp
         )
         if unchanged:
-            return _record(row)
+            return record_from_row(row)
         text_changed = item.text != row["text"]
         vector = self._embed([item.text])[0] if text_changed else None
         now = time.time()
@@ -1666,7 +1508,7 @@ class Memory:
             rows = self._catalog.query(
                 f"SELECT {MEMORY_COLUMNS} FROM memories WHERE namespace = ? AND end_epoch IS NOT "
                 "NULL AND end_epoch <= ? ORDER BY end_epoch, key", (self._ns(namespace), limit))
-        return [_record(r) for r in rows]
+        return [record_from_row(r) for r in rows]
 
     def extend(
         self,

@@ -1,0 +1,64 @@
+"""Catalog rows to public records, and the view metadata filters match on."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from typing import Any
+
+from .models import MemoryRecord, from_timestamp
+
+__all__ = ["expired", "loads_metadata", "record_from_row", "view_of_row"]
+
+
+def loads_metadata(text: str | None) -> dict[str, Any]:
+    if not text:
+        return {}
+    value = json.loads(text)
+    return value if isinstance(value, dict) else {}
+
+
+def record_from_row(row: sqlite3.Row, *, deduplicated: bool = False) -> MemoryRecord:
+    created = from_timestamp(row["created_at"])
+    updated = from_timestamp(row["updated_at"])
+    assert created is not None and updated is not None
+    return MemoryRecord(
+        id=row["id"],
+        namespace=row["namespace"],
+        text=row["text"],
+        metadata=loads_metadata(row["metadata"]),
+        category=row["category"],
+        importance=row["importance"],
+        created_at=created,
+        updated_at=updated,
+        expires_at=from_timestamp(row["expires_at"]),
+        version=row["version"],
+        status=row["status"],
+        blob_id=row["blob_id"],
+        quilt_patch_id=row["quilt_patch_id"],
+        end_epoch=row["end_epoch"],
+        deduplicated=deduplicated,
+    )
+
+
+def view_of_row(row: sqlite3.Row) -> dict[str, Any]:
+    """What filters see: record fields (timestamps as unix seconds) + metadata."""
+    return {
+        "id": row["id"],
+        "text": row["text"],
+        "category": row["category"],
+        "importance": row["importance"],
+        "created_at": row["created_at"],
+        "updated_at": row["updated_at"],
+        "expires_at": row["expires_at"],
+        "version": row["version"],
+        "status": row["status"],
+        "blob_id": row["blob_id"],
+        "quilt_patch_id": row["quilt_patch_id"],
+        "end_epoch": row["end_epoch"],
+        "metadata": loads_metadata(row["metadata"]),
+    }
+
+
+def expired(row: sqlite3.Row, now: float) -> bool:
+    return row["expires_at"] is not None and row["expires_at"] <= now
