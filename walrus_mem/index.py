@@ -287,6 +287,10 @@ class IndexStore:
                 return
             self._load_attrs(idx)
         keys, newest = self.catalog.changes_since(idx.namespace, idx.applied_seq)
+        if self.catalog.changes_floor(idx.namespace) > idx.applied_seq:
+            # Another process pruned the log while we read it: start over from its file.
+            self._catch_up(idx)
+            return
         if not keys:
             return
         rows = self.catalog.index_rows(idx.namespace, keys)

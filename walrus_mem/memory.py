@@ -673,9 +673,10 @@ class Memory:
         if inserted:
             with self._lock:
                 self._indexes.refresh(ns)
-        if not self._breaker_open():
-            for batch_id in batch_ids:
-                self._publish_batch(batch_id)
+        for batch_id in batch_ids:
+            if self._breaker_open():  # publisher down: the rest wait for sync()
+                break
+            self._publish_batch(batch_id)
         self._maybe_manifest(ns)
         rows = self._catalog.memories_by_ids(ns, order)
         records: list[MemoryRecord] = []
