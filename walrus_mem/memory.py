@@ -30,8 +30,9 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -39,6 +40,7 @@ from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
+from filelock import FileLock, Timeout
 
 from . import manifest as mf
 from .catalog import MEMORY_COLUMNS, Catalog, vector_to_blob
@@ -50,6 +52,7 @@ from .errors import (
     InvalidInput,
     InvalidResponse,
     KeyMaterialError,
+    LocalStoreError,
     MemoryNotFound,
     ModelMismatch,
     PublisherUnavailable,
@@ -59,7 +62,7 @@ from .errors import (
     WrongNamespace,
 )
 from .filters import compile_filters
-from .index import IndexStore
+from .index import IndexStore, index_file_stem
 from .inputs import (
     MAX_METADATA_BYTES,
     new_memory_id,
@@ -123,6 +126,7 @@ MANIFEST_MAX_PLAINTEXT: Final = 8 * 1024 * 1024
 RESTORE_WORKERS: Final = 8
 RESTORE_CHUNK: Final = 256
 _QUERY_CACHE: Final = 256
+MANIFEST_LOCK_TIMEOUT: Final = 300.0
 _UNSET: Any = object()
 
 ProgressCallback = Callable[[int, int], object]
@@ -272,6 +276,7 @@ class Memory:
         self._backend: Backend | None = None
         self._breaker_until = 0.0
         self._query_cache: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
+        self._manifest_locks: dict[str, tuple[threading.Lock, FileLock]] = {}
         self._closed = False
 
     # -- plumbing -----------------------------------------------------------------
@@ -1225,12 +1230,63 @@ class Memory:
         if pending is not None and int(pending[0]) > 0:
             return
         try:
-            self._publish_manifest(ns)
+            with self._manifest_turn(ns, wait=False) as ours:
+                if ours:  # else another thread or process is publishing one right now
+                    self._publish_manifest_now(ns)
         except StorageError as exc:
             log.info("periodic manifest for %r deferred: %s", ns, exc)
 
+    @contextmanager
+    def _manifest_turn(self, ns: str, *, wait: bool) -> Iterator[bool]:
+        """Hold the namespace's manifest lock (this process's threads and other processes).
+
+        Yields False, holding nothing, when ``wait`` is False and it is taken.
+        """
+        with self._lock:
+            locks = self._manifest_locks.get(ns)
+            if locks is None:
+                path = self.data_dir / "locks" / f"manifest-{index_file_stem(ns)}.lock"
+                path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+                locks = self._manifest_locks[ns] = (threading.Lock(), FileLock(str(path)))
+        thread_lock, file_lock = locks
+        busy = LocalStoreError(
+            f"another process has been publishing a manifest of {ns!r} for over "
+            f"{MANIFEST_LOCK_TIMEOUT:.0f} s"
+        )
+        if not (thread_lock.acquire(timeout=MANIFEST_LOCK_TIMEOUT) if wait
+                else thread_lock.acquire(blocking=False)):
+            if wait:
+                raise busy
+            yield False
+            return
+        try:
+            try:
+                file_lock.acquire(timeout=MANIFEST_LOCK_TIMEOUT if wait else 0)
+            except Timeout:
+                if wait:
+                    raise busy from None
+                yield False
+                return
+            try:
+                yield True
+            finally:
+                file_lock.release()
+        finally:
+            thread_lock.release()
+
     def _publish_manifest(self, ns: str) -> str:
-        """Seal and publish a complete manifest of ``ns``; return its root blob id."""
+        """Seal and publish a complete manifest of ``ns``; return its root blob id.
+
+        One manifest of a namespace at a time, across threads and processes:
+        snapshot, stores and the recorded pointer of one manifest all happen
+        before the next one takes its snapshot. Otherwise the slower of two
+        overlapping publications would record an older snapshot as the latest
+        (and restore reads only the latest).
+        """
+        with self._manifest_turn(ns, wait=True):
+            return self._publish_manifest_now(ns)
+
+    def _publish_manifest_now(self, ns: str) -> str:
         keys = self.keys_for(ns)
         client = self._get_backend().client
         with self._lock, self._catalog.snapshot() as c:

@@ -10,7 +10,8 @@
 (``facts[I::N]``) one ``remember`` at a time, printing ``ID <index> <id>`` after
 each, and recalls its own latest fact every 5 calls (it must be found).
 ``read``: recalls random facts until the ``--stop`` file exists; prints
-``READS <n> FOUND <m>``. ``verify``: a fresh process recalls every fact and
+``READS <n> FOUND <m>``. ``slowsync``: remembers ``facts[I]``, then syncs with
+every store held 1.5 s (printing ``HELD`` first). ``verify``: a fresh process recalls every fact and
 prints ``MISSING <n>``. Every process uses the embedded relayer (its own
 in-process relayer_mock on ``D/relayer``), the hardest sharing case. Any
 exception ends the process with a traceback and a non-zero exit.
@@ -24,8 +25,10 @@ import random
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from tests.stress.helpers import open_memory
+from walrus_mem.memory import Memory
 
 NS = "shared"
 
@@ -38,9 +41,25 @@ def _wait_for(path: Path, timeout: float = 120.0) -> None:
         time.sleep(0.005)
 
 
+def _slow_sync(mem: Memory, text: str) -> None:
+    """Remember ``text``, then sync with every store held 1.5 s (prints HELD first)."""
+    rec = mem.remember(text, namespace=NS)
+    print(f"ID -1 {rec.id}", flush=True)
+    client = mem.walrus
+    store = client.store_blob
+
+    def slow_store(data: bytes, **kwargs: Any) -> Any:
+        print("HELD", flush=True)
+        time.sleep(1.5)
+        return store(data, **kwargs)
+
+    client.store_blob = slow_store  # type: ignore[method-assign]
+    mem.sync()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=["write", "read", "verify"])
+    parser.add_argument("mode", choices=["write", "read", "verify", "slowsync"])
     parser.add_argument("--data-dir", required=True, type=Path)
     parser.add_argument("--facts", required=True, type=Path)
     parser.add_argument("--worker", type=int, default=0)
@@ -49,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stop", type=Path)
     args = parser.parse_args(argv)
     facts: list[str] = json.loads(args.facts.read_text())
-    mem = open_memory(args.data_dir)
+    # Frequent periodic manifests: several processes publish them concurrently.
+    mem = open_memory(args.data_dir, manifest_every=25)
     try:
         print("READY", flush=True)
         if args.mode == "write":
@@ -74,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
                 reads += 1
                 found += text in [h.text for h in hits]
             print(f"READS {reads} FOUND {found}", flush=True)
+        elif args.mode == "slowsync":
+            _slow_sync(mem, facts[args.worker])
         else:
             missing = [i for i, text in enumerate(facts)
                        if text not in [h.text for h in mem.recall(text, namespace=NS, k=5)]]

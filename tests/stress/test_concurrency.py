@@ -137,11 +137,6 @@ def test_four_processes_one_data_dir(tmp_path: Path) -> None:
     })
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: Memory._publish_manifest snapshots, publishes, then records the pointer without "
-    "serialising against another manifest of the namespace; the slower of two overlapping "
-    "syncs records an older snapshot as the latest, and writes_since_manifest is clamped to "
-    "0 so no later sync repairs it"))
 def test_concurrent_syncs_leave_a_complete_latest_manifest(tmp_path: Path) -> None:
     """Two syncs overlap: the slower one must not leave an older snapshot as the latest.
 
@@ -186,6 +181,41 @@ def test_concurrent_syncs_leave_a_complete_latest_manifest(tmp_path: Path) -> No
     finally:
         mem.close()
     with RelayerServer(relayer_dir) as server:
+        fresh = open_memory(tmp_path / "restored", publisher_url=server.url,
+                            aggregator_urls=[server.url])
+        try:
+            fresh.restore(NS, manifest_blob_id=latest)
+            restored = {r.id for r in fresh.list(NS)}
+        finally:
+            fresh.close()
+    assert restored == set(ids), f"the latest manifest lists {len(restored)} of {len(ids)}"
+
+
+def test_a_sync_in_another_process_cannot_leave_a_stale_manifest(tmp_path: Path) -> None:
+    """The same overlap across processes: the manifest lock is a file lock too."""
+    facts = make_facts(5, seed=SEED + 2)
+    facts_file = tmp_path / "facts.json"
+    facts_file.write_text(json.dumps(facts))
+    data_dir = tmp_path / "data"
+    mem = open_memory(data_dir)
+    try:
+        ids = [mem.remember(t, namespace=NS).id for t in facts[:3]]
+        assert mem.sync().manifests
+        other = _worker("slowsync", "--data-dir", str(data_dir), "--facts", str(facts_file),
+                        "--worker", "3")
+        deadline = time.monotonic() + 60
+        while "HELD" not in other.lines:  # the other process is inside its manifest stores
+            assert time.monotonic() < deadline and other.proc.poll() is None, other.stderr
+            time.sleep(0.01)
+        ids.append(mem.remember(facts[4], namespace=NS).id)
+        mem.sync()
+        assert other.wait(60) == 0, other.stderr
+        ids += list(other.acked().values())
+        mem.sync()
+        latest = mem.stats(NS).manifest_blob_id
+    finally:
+        mem.close()
+    with RelayerServer(data_dir / "relayer") as server:
         fresh = open_memory(tmp_path / "restored", publisher_url=server.url,
                             aggregator_urls=[server.url])
         try:
