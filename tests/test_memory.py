@@ -462,26 +462,35 @@ def test_blob_count_matches_published_records(mem: Memory) -> None:
 
 
 def test_conversational_context_brings_in_the_following_memory(mem: Memory, monkeypatch) -> None:
+    """The engine's part of context: successors named by ranking.context_keys are fetched,
+    given their own signals and fused again (how much they score is ranking's business)."""
     import walrus_mem.recall as recall_module
 
     asked: list[int] = []
-    real = recall_module.context_keys
+    fused: list[list] = []
+    real_keys, real_fuse = recall_module.context_keys, recall_module.fuse
 
-    def spy(ranked, params):
-        keys = real(ranked, params)
+    def spy_keys(ranked, params):
+        keys = real_keys(ranked, params)
         asked.extend(keys)
         return keys
 
-    monkeypatch.setattr(recall_module, "context_keys", spy)
+    def spy_fuse(candidates, params, *, now):
+        fused.append(list(candidates))
+        return real_fuse(candidates, params, now=now)
+
+    monkeypatch.setattr(recall_module, "context_keys", spy_keys)
+    monkeypatch.setattr(recall_module, "fuse", spy_fuse)
     mem.remember_many([f"concert ticket stub number {i}" for i in range(200)])
     question, answer = mem.remember_many(["What concert did you go to last week?",
                                           "It was Matt Patterson!"]).records
-    hits = mem.recall("concert you went to last week", k=10, min_score=0)
+    mem.recall("concert you went to last week", k=10, min_score=0)
     answer_key = mem._catalog.query_one("SELECT key FROM memories WHERE id = ?", (answer.id,))[0]
-    assert answer_key in asked  # not an ANN/FTS candidate: added as the question's successor
-    by_id = {h.id: h for h in hits}
-    assert question.id in by_id and answer.id in by_id
-    assert by_id[answer.id].context > 0 and by_id[answer.id].lexical is None
-    assert by_id[answer.id].score < by_id[question.id].score
+    question_key = answer_key - 1
+    assert answer_key in asked  # the question ranked high; its successor was asked for
+    first, last = fused[0], fused[-1]
+    assert question_key in {c.key for c in first} and answer_key not in {c.key for c in first}
+    added = {c.key: c for c in last}[answer_key]  # joined the second fusion with its signals
+    assert added.lexical is None and added.dense is not None and added.dense_rank is None
     other = mem.remember("unrelated later fact", namespace="elsewhere")
     assert all(h.id != other.id for h in mem.recall("concert", k=50, min_score=0))
