@@ -183,7 +183,7 @@ def min_score_check(path: Path, params: ranking.FusionParams) -> None:
     print("  on-topic top-1           ", np.percentile(on_top1, pct).round(3))
     print("  other-conversation top-1 ", np.percentile(off_top1, pct).round(3))
     print("  out-of-domain top-1      ", np.percentile(ood_top1, pct).round(3))
-    for cut in sorted({0.1, 0.15, 0.2, 0.25, 0.3, ranking.DEFAULT_MIN_SCORE}):
+    for cut in sorted({0.15, 0.2, 0.25, 0.3, 0.35, 0.4, ranking.DEFAULT_MIN_SCORE}):
         kept = np.mean(np.array(evidence_scores) >= cut)
         off = np.mean(np.array(off_top1) >= cut)
         ood = np.mean(np.array(ood_top1) >= cut)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import sqlite3
 from collections.abc import Iterator
@@ -22,6 +23,7 @@ from walrus_mem.ranking import (
     context_keys,
     fts_query,
     fuse,
+    readable,
 )
 
 NOW = 1_700_000_000.0
@@ -54,6 +56,11 @@ def order(ranked: list[tuple[Candidate, Scores]]) -> list[int]:
 
 def scores_by_key(ranked: list[tuple[Candidate, Scores]]) -> dict[int, Scores]:
     return {c.key: s for c, s in ranked}
+
+
+def relevance(score: float) -> float:
+    """The internal relevance behind a readable score (inverse of ``readable``)."""
+    return 1.0 - math.sqrt(1.0 - score)
 
 
 # --------------------------------------------------------------------------- fts_query
@@ -208,7 +215,9 @@ any_params = st.builds(
     FusionParams,
     dense_weight=st.floats(0.0, 1.0),
     lexical_floor=st.floats(0.0, 20.0),
+    lexical_gate=st.floats(0.0, 1.0),
     context_weight=st.floats(0.0, 1.0),
+    context_gate=st.floats(0.0, 1.0),
     context_window_s=st.floats(0.0, 1e6),
     recency_weight=st.floats(0.0, 1.0),
     recency_half_life_days=st.floats(0.01, 1000.0),
@@ -261,23 +270,32 @@ def test_raising_a_signal_never_lowers_rank(cands: list[Candidate], data: st.Dat
 
 
 def test_none_components_count_as_no_evidence() -> None:
-    cands = [cand(1, None, None), cand(2, 0.5, None), cand(3, None, 10.0), cand(4, 0.5, 10.0)]
+    cands = [cand(1, None, None), cand(2, 0.5, None), cand(3, None, 15.0), cand(4, 0.5, 15.0)]
     ranked = fuse(cands, NO_CONTEXT, now=NOW)
     s = scores_by_key(ranked)
     assert order(ranked) == [4, 2, 1, 3]
     assert s[1].score == 0.0 and s[1].dense is None and s[1].lexical is None
-    assert s[2].score == pytest.approx(0.25) and s[2].lexical is None
+    assert s[2].score == pytest.approx(readable(0.25)) and s[2].lexical is None
     # a missing cosine is no evidence of meaning, so the keyword gate closes ...
     assert s[3].score == 0.0 and s[3].lexical == pytest.approx(1.0)
-    assert s[4].score == pytest.approx(0.75)
+    assert s[4].score == pytest.approx(readable(0.75))
     # ... unless the gate is off
     s = scores_by_key(fuse(cands, replace(NO_CONTEXT, lexical_gate=0.0), now=NOW))
-    assert s[3].score == pytest.approx(0.5)
+    assert s[3].score == pytest.approx(readable(0.5))
 
 
-def test_dense_only_hit_scores_half_its_cosine() -> None:
-    (_, s), = fuse([cand(1, 0.62, None)], now=NOW)
-    assert s.score == pytest.approx(0.31)
+def test_dense_only_hit_scores_about_its_cosine() -> None:
+    (_, s), = fuse([cand(1, 0.55, None)], now=NOW)
+    assert s.score == pytest.approx(readable(0.275)) == pytest.approx(0.474, abs=1e-3)
+
+
+def test_readable_scale_is_monotone_and_keeps_the_ends() -> None:
+    xs = [i / 1000 for i in range(1001)]
+    ys = [readable(x) for x in xs]
+    assert ys[0] == 0.0 and ys[-1] == 1.0
+    assert all(a < b for a, b in zip(ys, ys[1:], strict=False))  # strictly: no ranking changes
+    assert readable(0.05) == pytest.approx(0.0975)  # unrelated stays low (cosine 0.1)
+    assert readable(-1.0) == 0.0 and readable(2.0) == 1.0 and readable(float("nan")) == 0.0
 
 
 def test_lexical_is_relative_to_best_match_with_floor() -> None:
@@ -291,12 +309,12 @@ def test_lexical_is_relative_to_best_match_with_floor() -> None:
 
 def test_keyword_gate_needs_some_semantic_relation() -> None:
     # "What did the earnings report say?" vs "Anything you want to say?": keyword, no meaning
-    s = scores_by_key(fuse([cand(1, 0.02, 9.0), cand(2, 0.3, 9.0)], NO_CONTEXT, now=NOW))
-    assert s[1].score == pytest.approx(0.5 * 0.02 + 0.5 * 0.1)
-    assert s[2].score == pytest.approx(0.5 * 0.3 + 0.5)
+    s = scores_by_key(fuse([cand(1, 0.02, 15.0), cand(2, 0.3, 15.0)], NO_CONTEXT, now=NOW))
+    assert s[1].score == pytest.approx(readable(0.5 * 0.02 + 0.5 * 0.1))
+    assert s[2].score == pytest.approx(readable(0.5 * 0.3 + 0.5))
     ungated = replace(NO_CONTEXT, lexical_gate=0.0)
-    assert scores_by_key(fuse([cand(1, 0.02, 9.0)], ungated, now=NOW))[1].score == pytest.approx(
-        0.51
+    assert scores_by_key(fuse([cand(1, 0.02, 15.0)], ungated, now=NOW))[1].score == pytest.approx(
+        readable(0.51)
     )
 
 
@@ -315,24 +333,45 @@ def test_empty_candidates() -> None:
 
 
 def test_successor_inherits_part_of_its_predecessors_relevance() -> None:
-    question = cand(10, 0.7, 9.0)  # "What concert was it?"
-    answer = cand(11, 0.1, None)  # "It was Matt Patterson!"
-    unrelated = cand(30, 0.4, 2.0)
+    question = cand(10, 0.7, 9.0)  # "Caroline: What concert was it?"
+    answer = cand(11, 0.4, None)  # "Melanie: It was Matt Patterson!" (the names relate them)
+    unrelated = cand(30, 0.5, 2.0)
     ranked = fuse([unrelated, answer, question], now=NOW)
     assert order(ranked) == [10, 11, 30]
     s = scores_by_key(ranked)
-    assert s[11].context == pytest.approx(0.8 * s[10].score)
+    assert relevance(s[11].context) == pytest.approx(0.8 * relevance(s[10].score))
     assert s[11].score == pytest.approx(s[11].context)
     assert s[11].score < s[10].score  # never above its source
+
+
+def test_context_is_gated_by_the_memorys_own_cosine() -> None:
+    # "My sister Ana ... works as a nurse", then "We deploy the billing service on Fridays"
+    # (written in the same batch): the second must not ride on the first.
+    source = cand(10, 0.6, 9.0)
+    unrelated = cand(11, 0.005, None)
+    loosely = cand(21, 0.2, None)
+    related = cand(31, 0.45, None)
+    sources = [source, replace(source, key=20), replace(source, key=30)]
+    s = scores_by_key(fuse([*sources, unrelated, loosely, related], now=NOW))
+    full = 0.8 * relevance(s[10].score)
+    gate = DEFAULT_PARAMS.context_gate
+    assert relevance(s[11].context) == pytest.approx(full * 0.005 / gate)
+    assert s[11].score < 0.02 < DEFAULT_MIN_SCORE  # was 0.8 x the source's score, ungated
+    assert relevance(s[21].context) == pytest.approx(full * 0.2 / gate)  # in proportion
+    assert relevance(s[31].context) == pytest.approx(full)  # from the gate up: in full
+    ungated = scores_by_key(fuse([source, unrelated], replace(DEFAULT_PARAMS, context_gate=0.0),
+                                 now=NOW))
+    assert relevance(ungated[11].score) == pytest.approx(full)
 
 
 def test_context_only_from_the_previous_key_written_close_in_time() -> None:
     source = cand(10, 0.8, 9.0)
     before = cand(9, 0.0, None)
-    later = cand(11, 0.0, None, created_at=NOW + 2 * DAY)
+    later = cand(11, 0.5, None, created_at=NOW + 2 * DAY)
     s = scores_by_key(fuse([source, before, later], now=NOW + 3 * DAY))
     assert s[9].context == 0.0 and s[9].score == 0.0  # context flows forward only
     assert s[11].context == 0.0  # written two days later: not the same conversation
+    assert s[11].score == pytest.approx(readable(0.25))  # its own relevance only
     s = scores_by_key(fuse([source, replace(later, created_at=NOW + 60)], now=NOW))
     assert s[11].context > 0.0
 
@@ -346,7 +385,7 @@ def test_context_off() -> None:
 def test_context_keys_asks_for_missing_successors_of_top_hits() -> None:
     cands = [cand(k, d, None) for k, d in [(5, 0.9), (6, 0.1), (20, 0.8), (40, 0.2), (41, 0.1)]]
     ranked = fuse(cands, now=NOW)
-    assert order(ranked) == [5, 20, 6, 40, 41]
+    assert order(ranked) == [5, 20, 40, 6, 41]
     assert context_keys(ranked) == [21, 7, 42]  # 6 and 41 are present already
     assert context_keys(ranked, replace(DEFAULT_PARAMS, context_expand=2)) == [21]
 
@@ -371,9 +410,9 @@ def test_recency_weight_prefers_newer_equal_memories_and_halves_on_schedule() ->
     s = scores_by_key(ranked)
     plain = scores_by_key(fuse([old, new], NO_CONTEXT, now=NOW))
     assert s[1].recency == pytest.approx(0.5)
-    assert s[1].score == pytest.approx(0.5 * plain[1].score)
+    assert relevance(s[1].score) == pytest.approx(0.5 * relevance(plain[1].score))
     half = scores_by_key(fuse([old], replace(params, recency_weight=0.5), now=NOW))
-    assert half[1].score == pytest.approx(0.75 * plain[1].score)
+    assert relevance(half[1].score) == pytest.approx(0.75 * relevance(plain[1].score))
 
 
 def test_small_recency_weight_does_not_override_relevance() -> None:
@@ -396,7 +435,7 @@ def test_importance_weight() -> None:
     ranked = fuse([low, high], params, now=NOW)
     assert order(ranked) == [2, 1]
     s = scores_by_key(ranked)
-    assert s[1].score == pytest.approx(0.5 * s[2].score)
+    assert relevance(s[1].score) == pytest.approx(0.5 * relevance(s[2].score))
 
 
 # --------------------------------------------------------------------------- min score, params
@@ -409,13 +448,14 @@ def test_default_min_score_separates_supported_from_unsupported_hits() -> None:
             cand(2, 0.05, 9.0),  # shares a word, means something else
             cand(3, 0.45, None),  # related by meaning
             cand(4, 0.3, 9.0),  # keyword match in a related text
-            cand(5, 0.3, None),  # loosely related by meaning only
+            cand(5, 0.22, None),  # as close as MiniLM puts unrelated facts
+            cand(6, 0.3, None),  # loosely related by meaning only
         ],
         NO_CONTEXT,
         now=NOW,
     )
     kept = {c.key for c, s in ranked if s.score >= DEFAULT_MIN_SCORE}
-    assert kept == {3, 4}
+    assert kept == {3, 4, 6}
     assert 0.0 < DEFAULT_MIN_SCORE < 0.5
 
 
@@ -429,6 +469,7 @@ def test_default_min_score_separates_supported_from_unsupported_hits() -> None:
         ("importance_weight", -1.0),
         ("lexical_floor", -1.0),
         ("lexical_gate", -0.5),
+        ("context_gate", -0.1),
         ("context_window_s", float("nan")),
         ("recency_half_life_days", 0.0),
         ("context_expand", -1),

@@ -41,6 +41,7 @@ from pydantic_settings import (
 from .errors import ConfigError, InvalidNamespace
 from .keys import parse_ed25519_key, validate_namespace
 from .placeholders import resolve_placeholders
+from .ranking import DEFAULT_MIN_SCORE
 
 __all__ = ["DEFAULT_EMBEDDING_MODEL", "AgentConfig", "Settings", "load_config_file"]
 
@@ -64,7 +65,9 @@ class AgentConfig(BaseModel):
     auto_recall: bool = True
     auto_capture: bool = True
     max_recall_results: int = Field(5, ge=1, le=100)
-    min_relevance: float = Field(0.3, ge=0.0, le=1.0)
+    # recall hits scoring below this are not injected; the same calibrated default
+    # as recall's own cutoff (walrus_mem.ranking.DEFAULT_MIN_SCORE, docs/benchmarks.md)
+    min_relevance: float = Field(DEFAULT_MIN_SCORE, ge=0.0, le=1.0)
     min_prompt_length: int = Field(10, ge=0)
     capture_max_messages: int = Field(10, ge=1, le=200)
     recall_token_budget: int = Field(800, ge=50)
