@@ -392,3 +392,22 @@ def test_config_none_uses_the_memorys_agents_and_their_independent_keys(tmp_path
         assert independent.fingerprint != derived.fingerprint
     finally:
         mem.close()
+
+
+def test_default_min_relevance_is_recalls_calibrated_cutoff(memory):
+    from walrus_mem.ranking import DEFAULT_MIN_SCORE
+
+    assert AgentConfig().min_relevance == DEFAULT_MIN_SCORE  # one source of truth
+    memory.remember("User likes hiking in the Alps every summer.", namespace="default")
+    memory.remember("Unrelated note about gardening tomatoes.", namespace="default")
+    h = MemoryHooks(memory, AgentConfig())
+    try:
+        ctx = h.before_prompt_build("Does the user like hiking in the Alps?")
+        recalled = memory.recall("Does the user like hiking in the Alps?", namespace="default")
+        # the hooks inject exactly what recall keeps at its default cutoff
+        assert [m.id for m in ctx.memories] == [hit.id for hit in recalled]
+        assert recalled and "hiking" in recalled[0].text
+        assert {t.reason for t in ctx.trace if not t.included} <= {"below_min_relevance"}
+        assert all(t.score < DEFAULT_MIN_SCORE for t in ctx.trace if not t.included)
+    finally:
+        h.close()
