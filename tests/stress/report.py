@@ -64,8 +64,10 @@ def summary(figs: dict[str, dict[str, Any]]) -> list[str]:
             f"`remember` + a reader process, one data dir, each with its own embedded relayer | "
             f"**{f['memories_present']:,} present, {f['duplicates']} duplicates, "
             f"{f['exceptions']} exceptions**; {f['concurrent_reader_recalls']:,} concurrent "
-            f"recalls; fresh process recalls all (missing {f['fresh_process_missing']}) "
-            f"| {_secs(f)} |")
+            f"recalls; fresh process recalls all (missing {f['fresh_process_missing']}); "
+            f"restore from the latest manifest: {f['restored_from_latest_manifest']:,}; "
+            f"overlapping manifest publications (threads, processes) leave a complete latest "
+            f"manifest | {_secs(f)} |")
     if f := figs.get("bad_input"):
         rows.append(
             f"| Bad input | parametrised table, each case on a copy of a prepared data dir | "
