@@ -191,13 +191,13 @@ DEFAULT_PARAMS: Final = FusionParams()
 DEFAULT_MIN_SCORE: Final = 0.25
 """Cutoff applied by recall when ``min_score=None``, and agents' default ``min_relevance``.
 
-0.25 is what a memory found by meaning alone scores at cosine 0.27. Calibrated with the real MiniLM
-model on 50 (prompt, relevant fact) and 45 (prompt, unrelated facts) agent-memory
-cases sharing few keywords (tests/data/relevance_pairs.json,
-tests/test_relevance_calibration.py): the lowest cutoff that drops at least
-80 % of the unrelated prompts' best hits (82 %); it keeps 84 % of the relevant
-facts in the top 5 (92 % are in the top 5 at all). On LoCoMo it keeps 99 % of
-the evidence hits found in the top 20 (docs/benchmarks.md)."""
+0.25 is what a memory found by meaning alone scores at cosine 0.27. Calibrated
+with the real MiniLM model on 50 (prompt, relevant fact) pairs sharing few
+keywords and 45 prompts no stored fact answers (tests/data/relevance_pairs.json,
+tests/test_relevance_calibration.py): it is the lowest cutoff that drops at
+least 80 % of the unrelated prompts' best hits (82 %), and it keeps 84 % of the
+relevant facts in the top 5 (92 % are in the top 5 at all). On LoCoMo it keeps
+every evidence hit found in the top 20 (docs/benchmarks.md)."""
 
 
 @dataclass(frozen=True, slots=True)
