@@ -118,3 +118,14 @@ def test_real_model_embeds_normalised_384_vectors(
     assert out.shape == (3, 384)
     assert np.allclose(np.linalg.norm(out, axis=1), 1.0, atol=1e-4)
     assert float(out[0] @ out[1]) > float(out[0] @ out[2]) + 0.1
+
+
+def test_test_hash_switch_selects_the_fake_embedder_without_loading_a_model() -> None:
+    from walrus_mem.embeddings import SentenceTransformerEmbedder, make_embedder
+    from walrus_mem.testing import HashEmbedder
+
+    fake = make_embedder("test-hash-32")
+    assert isinstance(fake, HashEmbedder) and fake.dim == 32
+    assert isinstance(make_embedder("test-hash"), HashEmbedder)
+    # Anything else is a real model name, loaded lazily (nothing loads here).
+    assert isinstance(make_embedder("test-hashish"), SentenceTransformerEmbedder)

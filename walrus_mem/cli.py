@@ -127,13 +127,11 @@ class CliState:
 def embedder_override(settings: Settings) -> Embedder | None:
     """Hidden test switch: ``embedding_model = "test-hash"`` (or ``test-hash-DIM``) uses
     the deterministic :class:`~walrus_mem.testing.HashEmbedder` instead of a real model."""
-    name = settings.embedding_model
-    if name != "test-hash" and not name.startswith("test-hash-"):
-        return None
-    from .testing import HashEmbedder
+    from .embeddings import make_embedder, test_embedder_dim
 
-    dim = name.removeprefix("test-hash").lstrip("-")
-    return HashEmbedder(dim=int(dim) if dim.isdigit() else 64)
+    if test_embedder_dim(settings.embedding_model) is None:
+        return None
+    return make_embedder(settings.embedding_model)
 
 
 def make_console(*, stderr: bool = False) -> Console:

@@ -24,7 +24,9 @@ __all__ = [
     "SentenceTransformerEmbedder",
     "check_vectors",
     "embed_checked",
+    "TEST_EMBEDDER_PREFIX",
     "make_embedder",
+    "test_embedder_dim",
 ]
 
 log = logging.getLogger(__name__)
@@ -213,6 +215,25 @@ def _quiet_transformers() -> None:
         pass
 
 
-def make_embedder(model: str, *, batch_size: int = 64) -> SentenceTransformerEmbedder:
-    """The embedder for ``Settings.embedding_model``."""
+#: ``embedding_model`` values ``test-hash`` / ``test-hash-DIM`` select the
+#: deterministic :class:`~walrus_mem.testing.HashEmbedder` (tests, CI, docs
+#: examples): no model load, no semantic quality.
+TEST_EMBEDDER_PREFIX = "test-hash"
+
+
+def test_embedder_dim(model: str) -> int | None:
+    """The HashEmbedder dimension ``model`` asks for, or ``None`` for a real model."""
+    if model != TEST_EMBEDDER_PREFIX and not model.startswith(TEST_EMBEDDER_PREFIX + "-"):
+        return None
+    dim = model.removeprefix(TEST_EMBEDDER_PREFIX).lstrip("-")
+    return int(dim) if dim.isdigit() and int(dim) > 0 else 64
+
+
+def make_embedder(model: str, *, batch_size: int = 64) -> Embedder:
+    """The embedder for ``Settings.embedding_model`` (loaded lazily on first use)."""
+    dim = test_embedder_dim(model)
+    if dim is not None:
+        from .testing import HashEmbedder
+
+        return HashEmbedder(dim=dim)
     return SentenceTransformerEmbedder(model, batch_size=batch_size)

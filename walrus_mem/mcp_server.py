@@ -35,6 +35,7 @@ from mcp.server.stdio import stdio_server
 
 from . import __version__
 from .config import Settings
+from .embeddings import TEST_EMBEDDER_PREFIX
 from .hooks import namespace_instruction
 from .sessions import AgentDirectory
 from .tools import READ_TOOLS, WRITE_TOOLS, call_tool, tool_specs
@@ -44,8 +45,7 @@ __all__ = ["TEST_EMBEDDER_PREFIX", "build_server", "main", "mcp_command", "open_
 
 log = logging.getLogger(__name__)
 
-#: ``embedding_model`` values starting with this select walrus_mem.testing.HashEmbedder.
-TEST_EMBEDDER_PREFIX = "test-hash"
+
 
 
 def session_key_for(agent: str | None, *, read_only: bool = False) -> str:
@@ -58,13 +58,8 @@ def open_memory(settings: Settings | None = None) -> Any:
     """A :class:`~walrus_mem.memory.Memory` for ``settings`` (fake embedder if asked)."""
     from .memory import Memory
 
-    settings = settings if settings is not None else Settings()  # type: ignore[call-arg]
-    embedder = None
-    if settings.embedding_model.startswith(TEST_EMBEDDER_PREFIX):
-        from .testing import HashEmbedder
-
-        embedder = HashEmbedder(dim=64)
-    return Memory(settings, embedder=embedder)
+    # Memory honours the ``test-hash`` switch itself (embeddings.make_embedder).
+    return Memory(settings if settings is not None else Settings.load())
 
 
 def build_server(
