@@ -276,7 +276,9 @@ class Catalog:
         mode = c.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if str(mode).lower() != "wal":
             raise LocalStoreError(f"catalog {self.path}: cannot enable WAL (mode {mode})")
-        c.execute("PRAGMA synchronous = NORMAL")
+        # FULL: a commit that returned survives power loss too, not only a process
+        # crash (WAL + NORMAL may drop the last commits on an OS crash).
+        c.execute("PRAGMA synchronous = FULL")
         c.execute("PRAGMA foreign_keys = ON")
         # Deleted content (forgotten memories) is overwritten, not just unlinked.
         c.execute("PRAGMA secure_delete = ON")

@@ -64,13 +64,13 @@ class AgentConfig(BaseModel):
     key: SecretStr | None = None  # independent Ed25519 key (hex/base64); None = derived
     auto_recall: bool = True
     auto_capture: bool = True
-    max_recall_results: int = Field(5, ge=1, le=100)
+    max_recall_results: int = Field(default=5, ge=1, le=100)
     # recall hits scoring below this are not injected; the same calibrated default
     # as recall's own cutoff (walrus_mem.ranking.DEFAULT_MIN_SCORE, docs/benchmarks.md)
-    min_relevance: float = Field(DEFAULT_MIN_SCORE, ge=0.0, le=1.0)
-    min_prompt_length: int = Field(10, ge=0)
-    capture_max_messages: int = Field(10, ge=1, le=200)
-    recall_token_budget: int = Field(800, ge=50)
+    min_relevance: float = Field(default=DEFAULT_MIN_SCORE, ge=0.0, le=1.0)
+    min_prompt_length: int = Field(default=10, ge=0)
+    capture_max_messages: int = Field(default=10, ge=1, le=200)
+    recall_token_budget: int = Field(default=800, ge=50)
     recall_strategy: Literal["always", "manual"] = "always"
 
     @field_validator("namespace")
@@ -161,17 +161,17 @@ class Settings(BaseSettings):
     key_file: Path | None = None  # default: <data_dir>/keys/master.key
     use_keyring: bool = True
     default_namespace: str = "default"
-    epochs: int = Field(5, ge=1, le=53)
+    epochs: int = Field(default=5, ge=1, le=53)
     permanent: bool = False
     send_object_to: str | None = None
     embedding_model: str = DEFAULT_EMBEDDING_MODEL
-    embedding_batch_size: int = Field(64, ge=1)
-    max_fact_bytes: int = Field(64 * 1024, ge=256)
-    publish_deadline: float = Field(10.0, gt=0)
-    read_deadline: float = Field(30.0, gt=0)
-    request_timeout: float = Field(10.0, gt=0)
-    min_score: float = Field(0.0, ge=0.0)
-    manifest_every: int = Field(200, ge=1)
+    embedding_batch_size: int = Field(default=64, ge=1)
+    max_fact_bytes: int = Field(default=64 * 1024, ge=256)
+    publish_deadline: float = Field(default=10.0, gt=0)
+    read_deadline: float = Field(default=30.0, gt=0)
+    request_timeout: float = Field(default=10.0, gt=0)
+    min_score: float = Field(default=0.0, ge=0.0)
+    manifest_every: int = Field(default=200, ge=1)
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
 
     @field_validator("aggregator_urls", mode="before")

@@ -257,7 +257,7 @@ class Memory:
         master_key: str | bytes | MasterSeed | None = None,
         walrus: WalrusClient | None = None,
     ) -> None:
-        self.settings = settings if settings is not None else Settings()  # type: ignore[call-arg]
+        self.settings = settings if settings is not None else Settings.load()
         if embedder is not None and not isinstance(embedder, Embedder):
             raise InvalidInput("embedder must have model_id, dim and embed(texts)")
         self._embedder: Embedder = embedder if embedder is not None else make_embedder(
