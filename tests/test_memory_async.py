@@ -72,3 +72,23 @@ async def test_async_calls_run_concurrently_without_blocking_the_loop(tmp_path: 
     assert (await mem.stats()).memories == 8
     assert ticks > 0
     await mem.close()
+
+
+async def test_async_analyze_extracts_and_stores_facts(tmp_path: Path) -> None:
+    settings = make_settings(tmp_path / "d")
+    async with AsyncMemory(settings, embedder=HashEmbedder(64), master_key=MASTER_HEX) as mem:
+        result = await mem.analyze(
+            [
+                {"role": "user", "content": "I prefer dark mode in every editor I use."},
+                {"role": "assistant", "content": "Noted!"},
+            ],
+            idempotency_key="turn-1",
+        )
+        assert result.stored >= 1
+        texts = [r.text for r in await mem.list()]
+        assert any("dark mode" in t for t in texts)
+        before = len(await mem.list())
+        again = await mem.analyze("I prefer dark mode in every editor I use.",
+                                  idempotency_key="turn-1")
+        assert again.replayed  # the earlier result, nothing stored twice
+        assert len(await mem.list()) == before

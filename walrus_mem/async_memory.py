@@ -121,6 +121,20 @@ class AsyncMemory:
         return await self._run(self.sync_memory.remember_many, items, namespace=namespace,
                                idempotency_key=idempotency_key)
 
+    async def analyze(
+        self,
+        text_or_messages: Any,
+        *,
+        namespace: str | None = None,
+        extractor: Any = None,
+        metadata: Mapping[str, Any] | None = None,
+        idempotency_key: str | None = None,
+    ) -> RememberManyResult:
+        return await self._run(
+            self.sync_memory.analyze, text_or_messages, namespace=namespace,
+            extractor=extractor, metadata=metadata, idempotency_key=idempotency_key,
+        )
+
     async def recall(
         self,
         query: str,
