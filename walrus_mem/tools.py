@@ -59,7 +59,9 @@ ToolResult = dict[str, Any]
 
 MAX_FACTS: Final = 20
 MAX_QUERY_CHARS: Final = 2000
-FORGET_MIN_SCORE: Final = 0.35
+# Forget-by-query deletes: demand a clearly relevant match. 0.58 is the old
+# cosine-like 0.35 on ranking's readable scale (ranking.readable(0.35)).
+FORGET_MIN_SCORE: Final = 0.58
 _ID_PATTERN: Final = "^[0-9a-f]{32}$"
 _MAX_METADATA_DEPTH: Final = 32
 # Metadata keys whose value is a credential whatever it looks like ("api_token", "dbPassword").
