@@ -64,6 +64,7 @@ P = ParamSpec("P")
 T = TypeVar("T")
 
 BUSY_TIMEOUT_MS: Final = 30_000
+_DF_CACHE_MAX: Final = 4096  # cached term counts per namespace (fts_doc_counts)
 _CORRUPT_CODES: Final = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
 _BUSY_CODES: Final = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
 
@@ -240,6 +241,10 @@ class Catalog:
         self.path = Path(path)
         self._lock = threading.RLock()
         self._depth = 0
+        # fts_doc_counts cache: namespace -> term -> matching rows, valid for one
+        # (data_version, total_changes) pair, i.e. until any connection writes.
+        self._df_cache: dict[str, dict[str, int]] = {}
+        self._df_version: tuple[int, int] | None = None
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         new_file = not self.path.exists()
         try:
@@ -599,6 +604,34 @@ class Catalog:
             (match, limit),
         )
         return [(int(r[0]), float(r[1])) for r in rows]
+
+    @_guarded
+    def fts_doc_counts(self, namespace: str, terms: Sequence[str]) -> dict[str, int]:
+        """How many rows of the namespace match each single FTS5 term (cached).
+
+        A term is one quoted word as :func:`~walrus_mem.ranking.fts_query` writes
+        it. Counting visits the term's doclist without scoring it, so it is a
+        few times cheaper than the bm25 query. Counts are cached per namespace
+        and dropped when any connection (this one included) changes the file's
+        content; a slightly stale count only steers candidate selection.
+        """
+        with self._lock:
+            version = (int(self.conn.execute("PRAGMA data_version").fetchone()[0]),
+                       self.conn.total_changes)
+            if self._df_version != version:
+                self._df_cache.clear()
+                self._df_version = version
+            cache = self._df_cache.setdefault(namespace, {})
+            table = fts_table(namespace)
+            for term in terms:
+                if term not in cache:
+                    if len(cache) >= _DF_CACHE_MAX:
+                        cache.clear()
+                    row = self.conn.execute(
+                        f"SELECT count(*) FROM {table} WHERE {table} MATCH ?", (term,)
+                    ).fetchone()
+                    cache[term] = int(row[0])
+            return {term: cache[term] for term in terms}
 
     @_guarded
     def fts_scores(self, namespace: str, match: str, keys: Sequence[int]) -> dict[int, float]:
