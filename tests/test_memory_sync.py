@@ -146,7 +146,12 @@ def test_manifest_every_n_writes(mem_dir: Path, fake_embedder) -> None:
         assert root.prev == first and root.count == 6 and root.seq == 2
 
 
-def test_restore_rebuilds_everything_from_walrus_alone(tmp_path: Path, shared_walrus) -> None:
+def test_restore_rebuilds_everything_from_walrus_alone(
+    tmp_path: Path, shared_walrus, monkeypatch
+) -> None:
+    import walrus_mem.manifest as mf
+
+    monkeypatch.setattr(mf, "CHANGED_INLINE_MAX", mf.INLINE_MAX)  # exercise pages
     with open_mem(tmp_path / "a", shared_walrus) as src:
         facts = [f"restorable fact number {i}" for i in range(520)]  # > inline: paged
         batch = src.remember_many([{"text": t, "metadata": {"i": i}, "category": "project"}
@@ -186,6 +191,28 @@ def test_restore_rebuilds_everything_from_walrus_alone(tmp_path: Path, shared_wa
         assert again.restored == 0 and again.skipped == 520
 
 
+def test_batch_manifest_is_one_store_call(tmp_path: Path, shared_walrus) -> None:
+    """A remember_many batch of a few thousand facts: its manifest is the root alone."""
+    with open_mem(tmp_path / "a", shared_walrus) as m:
+        admin = shared_walrus.client()
+        before = store_count(admin)
+        batch = m.remember_many([f"batched fact number {i}" for i in range(700)])
+        manifest_id = m.stats().manifest_blob_id  # the periodic manifest, after the batch
+        assert manifest_id is not None
+        assert store_count(admin, "put_quilt") == 2  # 666 + 34 facts
+        assert store_count(admin) - before == 2 + 1  # + the root, entries inline
+        root = parse_root(open_envelope(m.keys_for("default"), m.walrus.read_blob(manifest_id)))
+        assert root.entries is not None and len(root.entries) == 700 and not root.pages
+        assert not m.sync().manifests  # nothing changed since
+        m.remember("one more")
+        m.sync()
+        latest = m.stats().manifest_blob_id
+    with open_mem(tmp_path / "b", shared_walrus) as dst:
+        result = dst.restore("default", latest)
+        assert result.restored == 701 and not result.failed
+        assert {r.id for r in batch.records} <= {r.id for r in dst.list(limit=1000)}
+
+
 def test_restore_needs_the_same_key(tmp_path: Path, shared_walrus) -> None:
     with open_mem(tmp_path / "a", shared_walrus) as src:
         src.remember("keyed fact")
@@ -206,6 +233,7 @@ def test_manifest_pages_are_reused_when_unchanged(
     import walrus_mem.manifest as mf
 
     monkeypatch.setattr(mf, "PAGE_TARGET", 50)  # many small pages from a modest namespace
+    monkeypatch.setattr(mf, "CHANGED_INLINE_MAX", mf.INLINE_MAX)
     with open_mem(tmp_path / "a", shared_walrus) as m:
         recs = m.remember_many([f"paged fact {i}" for i in range(1200)]).records
         m.sync()

@@ -18,12 +18,13 @@ content-defined chunking: a page ends after an entry whose id hash hits
 forgetting a memory therefore changes one page, and unchanged pages (same
 digest) are reused from earlier manifests instead of being published again.
 The entries of changed pages ride inline in the root while they number at
-most :data:`INLINE_MAX` (a steady trickle of writes costs one store call per
-manifest); beyond that they are published as pages.
+most :data:`CHANGED_INLINE_MAX` (about 1 MiB of root): a steady trickle of
+writes, or a batch of a few thousand facts, costs one store call per
+manifest. Beyond that they are published as pages.
 The root lists the pages' locations (blob id, quilt patch id) and digests.
 The pages new in one manifest are stored together as one quilt, so publishing
-a manifest costs two store calls whatever the namespace size, and every blob
-stays far below Walrus' 10 MiB limit.
+a manifest costs at most two store calls whatever the namespace size, and
+every blob stays far below Walrus' 10 MiB limit.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from typing import Any, Final
 from .errors import BlobMismatch, TamperedBlob
 
 __all__ = [
+    "CHANGED_INLINE_MAX",
     "INLINE_MAX",
     "PAGE_MAX",
     "PAGE_TARGET",
@@ -51,6 +53,14 @@ __all__ = [
 
 FORMAT: Final = 1
 INLINE_MAX: Final = 500
+CHANGED_INLINE_MAX: Final = 8000
+"""Changed entries (of a namespace above INLINE_MAX) that still ride inline in the root.
+
+About 1 MiB of root plaintext. On Walrus a blob costs about 4.5x its size plus
+64 MB of fixed metadata, so a 1 MiB root costs a few percent more than a tiny
+one, while storing the pages apart costs a second store call and a second
+fixed overhead. A remember_many batch of a few thousand facts is therefore
+followed by a one-call manifest; beyond this the changed entries become pages."""
 PAGE_TARGET: Final = 1000
 PAGE_MAX: Final = 4000
 _INT64: Final = 2**63  # numbers go into SQLite INTEGER columns

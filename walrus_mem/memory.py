@@ -1322,9 +1322,9 @@ class Memory:
                     layout.append((digest, len(chunk)))
                 else:
                     changed.append((chunk, record, digest))
-            # A few changed entries ride inline in the root (one store call); many
-            # become pages, stored together as one quilt.
-            if sum(len(chunk) for chunk, _, _ in changed) <= mf.INLINE_MAX:
+            # Changed entries ride inline in the root (one store call) up to about
+            # 1 MiB of root; more become pages, stored together as one quilt.
+            if sum(len(chunk) for chunk, _, _ in changed) <= mf.CHANGED_INLINE_MAX:
                 inline = [entry for chunk, _, _ in changed for entry in chunk]
             else:
                 inline = None
