@@ -151,7 +151,10 @@ def test_restore_rebuilds_everything_from_walrus_alone(
 ) -> None:
     import walrus_mem.manifest as mf
 
-    monkeypatch.setattr(mf, "CHANGED_INLINE_MAX", mf.INLINE_MAX)  # exercise pages
+    # Every changed page is stored as a page (none rides inline), so the root is
+    # pages alone whatever the random ids' chunk boundaries; the mixed layout
+    # (inline changes + reused pages) is test_manifest_pages_are_reused_when_unchanged.
+    monkeypatch.setattr(mf, "CHANGED_INLINE_MAX", 0)
     with open_mem(tmp_path / "a", shared_walrus) as src:
         facts = [f"restorable fact number {i}" for i in range(520)]  # > inline: paged
         batch = src.remember_many([{"text": t, "metadata": {"i": i}, "category": "project"}
