@@ -88,3 +88,18 @@ from tests.helpers_memory import mem, mem_dir, mem_settings  # noqa: E402, F401
 def isolated_config_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The CLI reads <user config dir>/walrus-mem/config.toml: keep the developer's out."""
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+
+
+# Hypothesis: the same examples on every run and no per-example deadline, so a
+# property test cannot fail by chance on a slow shared machine (the default
+# 200 ms deadline and fresh random examples each run could). This is what
+# Hypothesis already does under CI=true (its "ci" profile); here it holds for
+# local runs too. HYPOTHESIS_PROFILE=explore draws new random examples.
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+settings.register_profile(
+    "deterministic", derandomize=True, database=None, deadline=None, print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile("explore", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
