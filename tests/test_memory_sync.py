@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import random
 import socket
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,14 +23,23 @@ from walrus_mem.envelope import open_envelope
 from walrus_mem.errors import InvalidInput, WrongNamespace
 from walrus_mem.manifest import parse_root
 from walrus_mem.memory import Memory
+from walrus_mem.retry import RetryPolicy
 from walrus_mem.testing import HashEmbedder
 from walrus_mem.walrus import WalrusClient
 
 
-def free_port() -> int:
+@pytest.fixture
+def refused_port() -> Iterator[int]:
+    """A loopback port that refuses connections and stays ours while the test runs.
+
+    The socket is bound but never listens, so connecting is refused at once;
+    SO_REUSEADDR lets the test's own RelayerServer listen on it later. (Closing
+    it instead left the port free for any other process to take meanwhile.)
+    """
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+        yield int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -63,16 +71,20 @@ def seeded_memory_ids(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
 # -- unreachable publisher -------------------------------------------------------------
 
 
-def test_unreachable_publisher_queues_promptly_then_sync_publishes(tmp_path: Path) -> None:
-    port = free_port()
+def test_unreachable_publisher_queues_promptly_then_sync_publishes(
+    tmp_path: Path, refused_port: int
+) -> None:
+    port = refused_port
     url = f"http://127.0.0.1:{port}"
     settings = make_settings(tmp_path / "d", publisher_url=url, aggregator_urls=url)
     with Memory(settings, embedder=HashEmbedder(64), master_key=MASTER_HEX) as m:
-        started = time.monotonic()
         rec = m.remember("written while offline")
-        elapsed = time.monotonic() - started
         assert rec.status == "queued" and rec.blob_id is None
-        assert elapsed < settings.publish_deadline  # a refused connection fails fast
+        # A refused connection fails fast: given up after max_connect_failures
+        # attempts, not retried until the publish deadline (counted, not timed).
+        stats = m.walrus.stats.snapshot()
+        assert stats["requests"] == RetryPolicy().max_connect_failures
+        assert stats["deadline_exhaustions"] == 0
         batch = m.remember_many(["offline one", "offline two"])
         assert batch.queued == 2 and all(r.status == "queued" for r in batch)
         assert m.recall("written while offline", min_score=0)[0].id == rec.id  # local at once
@@ -90,8 +102,8 @@ def test_unreachable_publisher_queues_promptly_then_sync_publishes(tmp_path: Pat
             assert m.get(batch[0].id).quilt_patch_id  # the batch went out as one quilt
 
 
-def test_sync_reports_but_never_raises_storage_errors(tmp_path: Path) -> None:
-    url = f"http://127.0.0.1:{free_port()}"
+def test_sync_reports_but_never_raises_storage_errors(tmp_path: Path, refused_port: int) -> None:
+    url = f"http://127.0.0.1:{refused_port}"
     settings = make_settings(tmp_path / "d", publisher_url=url, aggregator_urls=url)
     with Memory(settings, embedder=HashEmbedder(64), master_key=MASTER_HEX) as m:
         m.remember("a")
