@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sqlite3
 import threading
 from datetime import UTC, datetime, timedelta
@@ -462,25 +463,25 @@ def test_blob_count_matches_published_records(mem: Memory) -> None:
 
 
 def test_conversational_context_brings_in_the_following_memory(mem: Memory, monkeypatch) -> None:
-    """The engine's part of context: successors named by ranking.context_keys are fetched,
+    """The engine's part of context: successors named by ranking.successor_keys are fetched,
     given their own signals and fused again (how much they score is ranking's business)."""
     import walrus_mem.recall as recall_module
 
     asked: list[int] = []
-    fused: list[list] = []
-    real_keys, real_fuse = recall_module.context_keys, recall_module.fuse
+    fused: list[tuple[list[int], list[float], list[float]]] = []
+    real_keys, real_fuse = recall_module.successor_keys, recall_module.fuse_arrays
 
-    def spy_keys(ranked, params):
-        keys = real_keys(ranked, params)
+    def spy_keys(ranked_keys, params):
+        keys = real_keys(ranked_keys, params)
         asked.extend(keys)
         return keys
 
-    def spy_fuse(candidates, params, *, now):
-        fused.append(list(candidates))
-        return real_fuse(candidates, params, now=now)
+    def spy_fuse(keys, dense, lexical, created_at, importance, params, *, now):
+        fused.append((keys.tolist(), dense.tolist(), lexical.tolist()))
+        return real_fuse(keys, dense, lexical, created_at, importance, params, now=now)
 
-    monkeypatch.setattr(recall_module, "context_keys", spy_keys)
-    monkeypatch.setattr(recall_module, "fuse", spy_fuse)
+    monkeypatch.setattr(recall_module, "successor_keys", spy_keys)
+    monkeypatch.setattr(recall_module, "fuse_arrays", spy_fuse)
     mem.remember_many([f"concert ticket stub number {i}" for i in range(200)])
     question, answer = mem.remember_many(["What concert did you go to last week?",
                                           "It was Matt Patterson!"]).records
@@ -488,9 +489,11 @@ def test_conversational_context_brings_in_the_following_memory(mem: Memory, monk
     answer_key = mem._catalog.query_one("SELECT key FROM memories WHERE id = ?", (answer.id,))[0]
     question_key = answer_key - 1
     assert answer_key in asked  # the question ranked high; its successor was asked for
-    first, last = fused[0], fused[-1]
-    assert question_key in {c.key for c in first} and answer_key not in {c.key for c in first}
-    added = {c.key: c for c in last}[answer_key]  # joined the second fusion with its signals
-    assert added.lexical is None and added.dense is not None and added.dense_rank is None
+    (first_keys, _, _), (last_keys, last_dense, last_lexical) = fused[0], fused[-1]
+    assert question_key in first_keys and answer_key not in first_keys
+    at = last_keys.index(answer_key)  # joined the second fusion with its own signals
+    expected = mem._indexes.loaded("default").similarities([answer_key], mem._embed_query(
+        "concert you went to last week"))[0]
+    assert math.isnan(last_lexical[at]) and last_dense[at] == pytest.approx(expected)
     other = mem.remember("unrelated later fact", namespace="elsewhere")
     assert all(h.id != other.id for h in mem.recall("concert", k=50, min_score=0))

@@ -239,6 +239,66 @@ def test_scores_in_unit_range_and_sorted(cands: list[Candidate], params: FusionP
         assert 0.0 <= s.recency <= 1.0 and 0.0 <= s.context <= 1.0
 
 
+def _loop_fuse(cands: list[Candidate], p: FusionParams, now: float) -> list[tuple[int, float]]:
+    """The module docstring's formula, one candidate at a time in plain Python (the oracle)."""
+
+    def clip(x: float) -> float:
+        return x if 0.0 <= x <= 1.0 else (1.0 if x > 1.0 else 0.0)
+
+    best = max((c.lexical for c in cands if c.lexical is not None and c.lexical > 0), default=0.0)
+    scale = max(best, p.lexical_floor, 1e-12)
+    cosine = {c.key: clip(c.dense or 0.0) for c in cands}
+    own = {}
+    for c in cands:
+        lex = 0.0 if c.lexical is None else clip(c.lexical / scale)
+        gate = 1.0 if p.lexical_gate == 0 else min(cosine[c.key] / p.lexical_gate, 1.0)
+        own[c.key] = p.dense_weight * cosine[c.key] + (1 - p.dense_weight) * lex * gate
+    by_key = {c.key: c for c in cands}
+    out = []
+    for c in cands:
+        prev = by_key.get(c.key - 1)
+        context = 0.0
+        close = prev is not None and abs(c.created_at - prev.created_at) <= p.context_window_s
+        if p.context_weight > 0 and prev is not None and close:
+            gate = 1.0 if p.context_gate == 0 else min(cosine[c.key] / p.context_gate, 1.0)
+            context = p.context_weight * own[prev.key] * gate
+        score = max(own[c.key], context)
+        recency = math.exp(-math.log(2) * max(now - c.created_at, 0.0)
+                           / (p.recency_half_life_days * DAY))
+        score *= 1 - p.recency_weight * (1 - recency)
+        score *= 1 - p.importance_weight * (1 - clip(c.importance))
+        out.append((c.key, readable(score)))
+    return sorted(out, key=lambda pair: (-pair[1], pair[0]))
+
+
+@st.composite
+def conversation_lists(draw: st.DrawFn) -> list[Candidate]:
+    """Mostly consecutive keys written seconds apart: context applies often."""
+    keys = draw(st.lists(st.integers(0, 16), min_size=1, max_size=14, unique=True))
+    return [
+        cand(k, draw(signal), draw(lexical_signal),
+             created_at=NOW - k * draw(st.sampled_from([1.0, 60.0, 5000.0])) - draw(
+                 st.floats(0.0, 400 * DAY)) * draw(st.sampled_from([0.0, 1.0])),
+             importance=draw(st.floats(0.0, 1.0)))
+        for k in keys
+    ]
+
+
+@settings(max_examples=300)
+@given(st.one_of(candidate_lists(), conversation_lists()), any_params)
+def test_fuse_matches_the_formula_computed_one_candidate_at_a_time(
+    cands: list[Candidate], params: FusionParams
+) -> None:
+    """fuse (numpy over arrays) agrees with a per-candidate loop of the documented formula."""
+    got = [(c.key, s.score) for c, s in fuse(cands, params, now=NOW)]
+    want = _loop_fuse(cands, params, NOW)
+    assert [score for _, score in got] == pytest.approx([score for _, score in want], abs=1e-9)
+    # same order, except among scores equal up to rounding
+    for (key_got, score_got), (key_want, _) in zip(got, want, strict=True):
+        if key_got != key_want:
+            assert score_got == pytest.approx(dict(want)[key_got], abs=1e-9)
+
+
 @given(candidate_lists(), st.floats(0.0, 1.0), st.floats(0.0, 40.0))
 def test_better_on_both_signals_ranks_first(
     others: list[Candidate], margin_dense: float, margin_lex: float

@@ -606,6 +606,21 @@ class Catalog:
         return [(int(r[0]), float(r[1])) for r in rows]
 
     @_guarded
+    def fts_matches(self, namespace: str, match: str) -> list[tuple[int, float]]:
+        """Every row matching ``match`` with its bm25 (lower is better), as (key, bm25).
+
+        For queries whose words are in few rows: SQLite scores every match even
+        for ``ORDER BY ... LIMIT``, so fetching them all costs the same scoring
+        and also answers the bm25 of any other candidate (absent = no match).
+        """
+        table = fts_table(namespace)
+        with self._lock:
+            rows: list[tuple[int, float]] = self.conn.execute(
+                f"SELECT rowid, bm25({table}) FROM {table} WHERE {table} MATCH ?", (match,)
+            ).fetchall()
+        return rows
+
+    @_guarded
     def fts_doc_counts(self, namespace: str, terms: Sequence[str]) -> dict[str, int]:
         """How many rows of the namespace match each single FTS5 term (cached).
 

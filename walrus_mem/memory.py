@@ -379,8 +379,8 @@ class Memory:
                 self._keys[ns] = keys
             return keys
 
-    def _check_model(self, namespace: str) -> None:
-        row = self._catalog.namespace(namespace)
+    def _check_model(self, namespace: str, row: sqlite3.Row | None = None) -> None:
+        row = row if row is not None else self._catalog.namespace(namespace)
         if row is None or row["model_id"] is None:
             return
         emb = self._embedder
@@ -818,7 +818,7 @@ class Memory:
         info = self._catalog.namespace(ns)
         if info is None or info["model_id"] is None:
             return RecallResult()
-        self._check_model(ns)
+        self._check_model(ns, info)
         vector = self._embed_query(query.strip())
         with self._lock:
             emb = self._embedder

@@ -61,6 +61,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
+import numpy as np
+import numpy.typing as npt
+
 from .errors import ConfigError
 
 __all__ = [
@@ -68,12 +71,15 @@ __all__ = [
     "DEFAULT_PARAMS",
     "FTS_TOKENIZE",
     "Candidate",
+    "Fused",
     "FusionParams",
     "Scores",
     "context_keys",
     "fts_query",
     "fuse",
+    "fuse_arrays",
     "readable",
+    "successor_keys",
 ]
 
 FTS_TOKENIZE: Final = "porter unicode61 remove_diacritics 2"
@@ -242,6 +248,112 @@ def readable(relevance: float) -> float:
     return r * (2.0 - r)
 
 
+@dataclass(frozen=True, slots=True)
+class Fused:
+    """:func:`fuse_arrays` output: per-candidate arrays (input positions) and the order.
+
+    ``lexical`` is the normalised keyword score (NaN: no match); ``score`` and
+    ``context`` are on the readable scale; ``order`` lists input positions
+    best first (ties: lower key first).
+    """
+
+    order: npt.NDArray[np.intp]
+    score: npt.NDArray[np.float64]
+    lexical: npt.NDArray[np.float64]
+    context: npt.NDArray[np.float64]
+    recency: npt.NDArray[np.float64]
+    importance: npt.NDArray[np.float64]
+
+
+def _clip01_array(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """Elementwise :func:`_clip01` (NaN -> 0)."""
+    return np.where(x > 1.0, 1.0, np.where(x >= 0.0, x, 0.0))
+
+
+def fuse_arrays(
+    keys: npt.NDArray[np.int64],
+    dense: npt.NDArray[np.float64],
+    lexical: npt.NDArray[np.float64],
+    created_at: npt.NDArray[np.float64],
+    importance: npt.NDArray[np.float64],
+    params: FusionParams = DEFAULT_PARAMS,
+    *,
+    now: float,
+) -> Fused:
+    """The fusion of the module docstring over candidate arrays (NaN: signal missing).
+
+    ``keys`` must be distinct. The engine calls this on every recall; it costs
+    a few dozen numpy operations whatever the candidate count, where a
+    per-candidate Python loop cost several microseconds per candidate.
+    :func:`fuse` is the same computation for :class:`Candidate` lists.
+    """
+    # Extreme parameters (a subnormal gate) overflow to inf and 0 * inf to NaN,
+    # which the clamps turn into 0 or 1: no warning wanted for that.
+    with np.errstate(all="ignore"):
+        return _fuse_arrays(keys, dense, lexical, created_at, importance, params, now)
+
+
+def _fuse_arrays(
+    keys: npt.NDArray[np.int64],
+    dense: npt.NDArray[np.float64],
+    lexical: npt.NDArray[np.float64],
+    created_at: npt.NDArray[np.float64],
+    importance: npt.NDArray[np.float64],
+    params: FusionParams,
+    now: float,
+) -> Fused:
+    has_lexical = ~np.isnan(lexical)
+    positive = lexical[lexical > 0.0]  # NaN compares False
+    best_lexical = float(positive.max()) if positive.size else 0.0
+    scale = max(best_lexical, params.lexical_floor, 1e-12)
+    lex = np.where(has_lexical, _clip01_array(lexical / scale), np.nan)
+    # a missing cosine counts as 0 (no evidence of meaning), which also gates keywords
+    cosine = _clip01_array(dense)
+    w_dense = params.dense_weight
+    w_lex = 1.0 - w_dense
+    if params.lexical_gate == 0.0:
+        own = w_dense * cosine + w_lex * np.where(has_lexical, lex, 0.0)
+    else:
+        gate = np.minimum(cosine * (1.0 / params.lexical_gate), 1.0)
+        own = w_dense * cosine + w_lex * np.where(has_lexical, lex, 0.0) * gate
+
+    context = np.zeros(len(keys))
+    w_ctx = params.context_weight
+    if w_ctx > 0.0 and len(keys) > 1:
+        # the previous memory (key - 1) among the candidates, if written close in time
+        sorter = np.argsort(keys, kind="stable")
+        ordered = keys[sorter]
+        at = np.minimum(np.searchsorted(ordered, keys - 1), len(keys) - 1)
+        prev = sorter[at]
+        close = (ordered[at] == keys - 1) & (
+            np.abs(created_at - created_at[prev]) <= params.context_window_s
+        )
+        if close.any():
+            # gated by this memory's own cosine, like keywords: an unrelated fact
+            # written right after a relevant one inherits (almost) nothing
+            inherited = w_ctx * own[prev]
+            if params.context_gate != 0.0:
+                inherited = inherited * np.minimum(cosine * (1.0 / params.context_gate), 1.0)
+            context = np.where(close, inherited, 0.0)
+    relevance = np.where(own >= context, own, context)
+
+    age = now - created_at
+    age = np.where(age > 0.0, age, 0.0)  # future timestamps and NaN count as brand new
+    recency = np.exp(-(_LN2 / (params.recency_half_life_days * 86400.0)) * age)
+    importance = _clip01_array(importance)
+    score = relevance
+    if params.recency_weight:
+        score = score * (1.0 - params.recency_weight * (1.0 - recency))
+    if params.importance_weight:
+        score = score * (1.0 - params.importance_weight * (1.0 - importance))
+    score = _clip01_array(score)
+    score = score * (2.0 - score)  # readable()
+    context = _clip01_array(context)
+    context = context * (2.0 - context)
+    order = np.lexsort((keys, -score))
+    return Fused(order, score, lex, context, recency, importance)
+
+
 def fuse(
     candidates: Sequence[Candidate],
     params: FusionParams = DEFAULT_PARAMS,
@@ -251,76 +363,32 @@ def fuse(
     """Score candidates and sort them best first (ties: lower key first).
 
     ``now`` is a POSIX timestamp used for recency. Scores lie in [0, 1], on
-    the readable scale (module docstring).
-    Pure Python, a few microseconds per candidate: it runs on every recall.
+    the readable scale (module docstring). Keys must be distinct.
     """
-    best_lexical = 0.0
-    for cand in candidates:
-        lex = cand.lexical
-        if lex is not None and lex > best_lexical:  # NaN compares False
-            best_lexical = lex
-    scale = max(best_lexical, params.lexical_floor, 1e-12)
-    w_dense = params.dense_weight
-    w_lex = 1.0 - w_dense
-    inv_gate = 0.0 if params.lexical_gate == 0.0 else 1.0 / params.lexical_gate
-
-    # Pass 1: each memory's own relevance.
-    own: list[float] = []
-    cosine: list[float] = []
-    lexical_norm: list[float | None] = []
-    for cand in candidates:
-        lex = None if cand.lexical is None else _clip01(cand.lexical / scale)
-        # a missing cosine counts as 0 (no evidence of meaning), which also gates keywords
-        dense = 0.0 if cand.dense is None else _clip01(cand.dense)
-        gate = 1.0 if inv_gate == 0.0 else min(dense * inv_gate, 1.0)
-        lexical_norm.append(lex)
-        cosine.append(dense)
-        own.append(w_dense * dense + w_lex * (lex or 0.0) * gate)
-
-    # Pass 2: context from the previous memory, recency and importance factors.
-    w_ctx = params.context_weight
-    window = params.context_window_s
-    inv_ctx_gate = 0.0 if params.context_gate == 0.0 else 1.0 / params.context_gate
-    index_of = {cand.key: i for i, cand in enumerate(candidates)} if w_ctx > 0.0 else {}
-    decay = _LN2 / (params.recency_half_life_days * 86400.0)
-    w_rec = params.recency_weight
-    w_imp = params.importance_weight
+    if not candidates:
+        return []
+    nan = math.nan
+    fused = fuse_arrays(
+        np.array([c.key for c in candidates], dtype=np.int64),
+        np.array([nan if c.dense is None else c.dense for c in candidates], dtype=np.float64),
+        np.array([nan if c.lexical is None else c.lexical for c in candidates], dtype=np.float64),
+        np.array([c.created_at for c in candidates], dtype=np.float64),
+        np.array([c.importance for c in candidates], dtype=np.float64),
+        params,
+        now=now,
+    )
     out: list[tuple[Candidate, Scores]] = []
-    for i, cand in enumerate(candidates):
-        context = 0.0
-        if w_ctx > 0.0:
-            j = index_of.get(cand.key - 1)
-            if j is not None and abs(cand.created_at - candidates[j].created_at) <= window:
-                # gated by this memory's own cosine, like keywords: an unrelated fact
-                # written right after a relevant one inherits (almost) nothing
-                ctx_gate = 1.0 if inv_ctx_gate == 0.0 else min(cosine[i] * inv_ctx_gate, 1.0)
-                context = w_ctx * own[j] * ctx_gate
-        relevance = own[i] if own[i] >= context else context
-
-        age_s = now - cand.created_at
-        if not age_s > 0.0:  # future timestamps and NaN count as brand new
-            age_s = 0.0
-        recency = math.exp(-decay * age_s)
-        importance = _clip01(cand.importance)
-        score = relevance
-        if w_rec:
-            score *= 1.0 - w_rec * (1.0 - recency)
-        if w_imp:
-            score *= 1.0 - w_imp * (1.0 - importance)
-        out.append(
-            (
-                cand,
-                Scores(
-                    score=readable(score),
-                    dense=cand.dense,
-                    lexical=lexical_norm[i],
-                    recency=recency,
-                    importance=importance,
-                    context=readable(context),
-                ),
-            )
-        )
-    out.sort(key=lambda pair: (-pair[1].score, pair[0].key))
+    for i in fused.order.tolist():
+        cand = candidates[i]
+        lex = float(fused.lexical[i])
+        out.append((cand, Scores(
+            score=float(fused.score[i]),
+            dense=cand.dense,
+            lexical=None if cand.lexical is None else lex,
+            recency=float(fused.recency[i]),
+            importance=float(fused.importance[i]),
+            context=float(fused.context[i]),
+        )))
     return out
 
 
@@ -334,15 +402,21 @@ def context_keys(
     in neither candidate list. Returns ``key + 1`` of the first
     ``params.context_expand`` ranked hits when that key is not a candidate yet.
     The engine fetches those that exist in the same namespace (others are
-    simply skipped), computes their signals like any candidate's, and calls
-    :func:`fuse` again on the enlarged list.
+    simply skipped), computes their signals like any candidate's, and fuses
+    again on the enlarged list.
     """
+    return successor_keys([cand.key for cand, _ in ranked], params)
+
+
+def successor_keys(ranked_keys: Sequence[int], params: FusionParams = DEFAULT_PARAMS) -> list[int]:
+    """:func:`context_keys` for the candidates' keys, best first."""
     if params.context_weight <= 0.0 or params.context_expand <= 0:
         return []
-    present = {cand.key for cand, _ in ranked}
+    present = set(ranked_keys)
     wanted: list[int] = []
-    for cand, _ in ranked[: params.context_expand]:
-        nxt = cand.key + 1
-        if nxt not in present and nxt not in wanted:
+    for key in ranked_keys[: params.context_expand]:
+        nxt = key + 1
+        if nxt not in present:
+            present.add(nxt)
             wanted.append(nxt)
     return wanted
