@@ -35,7 +35,7 @@ import numpy.typing as npt
 from filelock import FileLock, Timeout
 from usearch.index import Index
 
-from .catalog import Catalog, vector_from_blob
+from .catalog import Catalog, vectors_from_blobs
 from .errors import LocalStoreError, ModelMismatch
 
 __all__ = ["IndexStore", "NamespaceIndex", "index_file_stem"]
@@ -94,11 +94,15 @@ class NamespaceIndex:
         self.importance: npt.NDArray[np.float64] = np.zeros(0)
         self.expires_at: npt.NDArray[np.float64] = np.zeros(0)  # NaN: never expires
 
-    def _grow(self, needed: int) -> None:
+    def reserve(self, count: int) -> None:
+        """Make room for ``count`` memories in all (saves regrowing while loading)."""
+        self._grow(count, exact=True)
+
+    def _grow(self, needed: int, *, exact: bool = False) -> None:
         size = len(self.created_at)
         if needed <= size:
             return
-        new = max(needed, 2 * size, 64)
+        new = needed if exact else max(needed, 2 * size, 64)
         vectors = np.zeros((new, self.dim), np.float16)
         vectors[:size] = self.vectors
         self.vectors = vectors
@@ -111,7 +115,7 @@ class NamespaceIndex:
     def set_rows(
         self,
         keys: list[int],
-        vectors: npt.NDArray[np.float32] | None,
+        vectors: npt.NDArray[np.float32] | npt.NDArray[np.float16] | None,
         attrs: list[tuple[float, float, float | None]],
     ) -> None:
         """Record vectors (None: keep the stored ones) and attributes of ``keys``."""
@@ -320,6 +324,7 @@ class IndexStore:
     def _load_rows(self, idx: NamespaceIndex) -> None:
         """Fill the per-memory rows (vector copies, attributes) of a loaded index."""
         idx.clear_rows()
+        idx.reserve(self.catalog.count(idx.namespace))
         with self.catalog.snapshot() as conn:
             last = 0
             while True:
@@ -332,7 +337,7 @@ class IndexStore:
                     break
                 idx.set_rows(
                     [int(r[0]) for r in rows],
-                    np.stack([vector_from_blob(r[1]) for r in rows]),
+                    vectors_from_blobs([r[1] for r in rows], idx.dim),
                     [(float(r[2]), float(r[3]), r[4]) for r in rows],
                 )
                 last = int(rows[-1][0])
@@ -340,6 +345,7 @@ class IndexStore:
     def _rebuild(self, idx: NamespaceIndex) -> None:
         idx.index = _new_index(idx.dim)
         idx.clear_rows()
+        idx.reserve(self.catalog.count(idx.namespace))
         with self.catalog.snapshot() as conn:
             seq = conn.execute(
                 "SELECT max(seq) FROM changes WHERE namespace = ?", (idx.namespace,)
@@ -357,7 +363,7 @@ class IndexStore:
                 if not rows:
                     break
                 keys = [int(r[0]) for r in rows]
-                vectors = np.stack([vector_from_blob(r[1]) for r in rows])
+                vectors = vectors_from_blobs([r[1] for r in rows], idx.dim)
                 idx.index.add(np.asarray(keys, dtype=np.uint64), vectors)
                 idx.set_rows(keys, vectors, [(float(r[2]), float(r[3]), r[4]) for r in rows])
                 last = int(rows[-1][0])
