@@ -20,7 +20,9 @@ import pytest
 from relayer_mock.embedded import EmbeddedRelayer
 from relayer_mock.faults import FaultConfig
 from relayer_mock.server import RelayerServer
+from tests.helpers_walrus import FakeClock
 from walrus_mem.errors import BlobNotFound, BodyTooLarge, InvalidInput
+from walrus_mem.retry import RetryPolicy
 from walrus_mem.walrus import MAX_BLOB_BODY, AsyncWalrusClient, WalrusClient
 
 
@@ -114,13 +116,24 @@ def test_epoch_expiry_gives_blob_not_found(server: RelayerServer, client: Walrus
         assert reader.stats.retries == 0
 
 
-def test_recent_store_404_is_retried_until_deadline(server: RelayerServer,
-                                                    client: WalrusClient) -> None:
-    stored = client.store_blob(b"gone at once", epochs=1)
-    advance_epoch(server)
-    with pytest.raises(BlobNotFound):
-        client.read_blob(stored.blob_id, deadline=0.5)
-    assert client.stats.retry_reasons["not_found_after_store"] >= 1
+def test_recent_store_404_is_retried_until_deadline(server: RelayerServer) -> None:
+    # The deadline runs on a fake clock that only the client's sleeps advance, and
+    # every request keeps >= 2 s of it. On the real clock (deadline 0.5 s) the last
+    # retry could get as little as 50 ms: a response slowed by a loaded machine
+    # timed out and the read ended with AggregatorUnavailable instead of the 404.
+    clock = FakeClock()
+    policy = RetryPolicy(min_request_time=2.0)
+    with WalrusClient(server.url, [server.url], clock=clock, sleep=clock.sleep,
+                      rng=random.Random(0), retry=policy) as client:
+        stored = client.store_blob(b"gone at once", epochs=1)
+        advance_epoch(server)
+        with pytest.raises(BlobNotFound):
+            client.read_blob(stored.blob_id, deadline=10.0)
+        retries = client.stats.retry_reasons["not_found_after_store"]
+    assert retries >= 2 and retries == len(clock.sleeps)
+    # retried until too little of the deadline would remain, never past it
+    last_start = 10.0 - policy.min_request_time
+    assert last_start - policy.max_delay <= sum(clock.sleeps) <= last_start
 
 
 def test_restart_persistence(data_dir: Path) -> None:
