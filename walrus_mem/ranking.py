@@ -2,8 +2,10 @@
 
 The engine gathers candidates (ANN neighbours plus FTS5 matches), computes the
 exact cosine similarity of every candidate and SQLite's bm25 for those that
-match :func:`fts_query`, then calls :func:`fuse` to order them (and, for
-conversational context, :func:`context_keys` + :func:`fuse` once more).
+match :func:`fts_query`, then calls :func:`fuse_arrays` to order them (and, for
+conversational context, :func:`successor_keys` + :func:`fuse_arrays` once
+more). :func:`fuse` and :func:`context_keys` are the same for lists of
+:class:`Candidate`.
 
 The score scale (what ``min_score`` and agent ``min_relevance`` cut on)
 -----------------------------------------------------------------------
