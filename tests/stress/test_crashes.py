@@ -153,16 +153,22 @@ def test_sigkill_at_point(
 
     if phase == "random":
         ingest = phase_counts[mode]["seconds"]  # READY to DONE of an uncrashed run
-        for _attempt in range(5):
+        for attempt in range(5):
             worker = Worker(args)
             assert worker.ready.wait(60)
-            delay = round(rng.uniform(0.05, 0.9) * ingest, 3)
+            # ``ingest`` was timed under another load: each retry kills earlier.
+            delay = round(rng.uniform(0.05, 0.9) * ingest / 2**attempt, 3)
             time.sleep(delay)
             worker.proc.send_signal(signal.SIGKILL)
             code = worker.wait()
             if code == -signal.SIGKILL and "DONE" not in worker.lines:
                 break
-            data_dir = tmp_path / f"data-{_attempt}"  # finished first: try earlier
+            # Finished first. Its blobs stay on the shared HTTP relayer, and the
+            # checks below count every blob of the namespace there: start over in
+            # a fresh data dir *and* namespace (the same namespace made the blob
+            # census find the finished run's 120 memories too).
+            ns = f"crash-{point:02d}-retry{attempt + 1}"
+            data_dir = tmp_path / f"data-{attempt}"
             args = _args(data_dir, facts_file, ns, mode, relayer.url)
         at: int | str = "random"
     else:
