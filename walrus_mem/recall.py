@@ -133,8 +133,8 @@ def hybrid_recall(
         lexical = _lexical_pass(catalog, ns, match, n)
         union = list(dict.fromkeys(dense_keys + lexical.top))
         full: dict[int, sqlite3.Row] = {}
-        if predicate is None:
-            keys = [key for key in union if key in slots]
+        if predicate is None:  # dense keys come from the index itself: all in slots
+            keys = dense_keys + [key for key in union[len(dense_keys):] if key in slots]
         else:
             full = catalog.memories_by_keys(ns, union)
             keys = [key for key in union if key in slots and key in full]
@@ -142,19 +142,25 @@ def hybrid_recall(
         if not lexical.complete and match:
             # One pass with the full query scores the candidates and the successors the
             # context step below may add: a second FTS query would cost as much again.
+            # (A successor outside the namespace is not in its FTS5 table: no match.)
             chosen = set(keys)
-            wanted = keys + [key + 1 for key in keys if key + 1 in slots and key + 1 not in chosen]
+            wanted = keys + [key + 1 for key in keys if key + 1 not in chosen]
             bm25 = {key: -score for key, score in catalog.fts_scores(ns, match, wanted).items()}
         # Exact cosine: USearch's for dense candidates, the index's vector copies for
         # the keyword-only ones. Ranking needs created_at / importance / expires_at,
         # which the index also keeps: no catalog row is read before fusion unless a
         # filter has to look at whole records.
         at = idx.slots_of(keys)
-        dense_of = dict(zip(dense_keys, dense_sims, strict=True))
-        dense = np.fromiter((dense_of.get(key, nan) for key in keys), np.float64, len(keys))
-        missing = np.isnan(dense)
-        if missing.any():
-            dense[missing] = idx.similarities_at(at[missing], vector)
+        if predicate is None:
+            dense = np.empty(len(keys))
+            dense[: len(dense_keys)] = dense_sims
+            dense[len(dense_keys):] = idx.similarities_at(at[len(dense_keys):], vector)
+        else:
+            dense_of = dict(zip(dense_keys, dense_sims, strict=True))
+            dense = np.fromiter((dense_of.get(key, nan) for key in keys), np.float64, len(keys))
+            missing = np.isnan(dense)
+            if missing.any():
+                dense[missing] = idx.similarities_at(at[missing], vector)
         now = time.time()
 
         key_arr = np.asarray(keys, dtype=np.int64)
