@@ -19,6 +19,11 @@ Reported (p50 / p95 over all queries, after warm-up):
   ANN search + FTS5 bm25 + row fetch + fusion + filters + records;
 * ``usearch_k`` / ``usearch_n``: raw ``Index.search`` of the same vectors for
   k=5 and for the engine's candidate count (max(4k, 50)), same index;
+* ``recall_dense_only``: the same vectors behind texts with no searchable word
+  (FTS5 skipped);
+* ``fts5_only``: the SQLite work alone, as the engine asks for it (the lexical
+  pass, plus the candidates' full-query bm25 when a common word was pruned),
+  and ``one_fts5_pass_share``, the share of queries answered by one pass;
 * ``recall_model``: the same recall with the query embedded by the real
   all-MiniLM-L6-v2 (``--no-model`` skips it).
 
@@ -47,7 +52,8 @@ if str(ROOT) not in sys.path:
 
 from walrus_mem import Memory, Settings  # noqa: E402
 from walrus_mem.catalog import fts_table, vector_to_blob  # noqa: E402
-from walrus_mem.recall import MIN_CANDIDATES  # noqa: E402
+from walrus_mem.ranking import fts_query  # noqa: E402
+from walrus_mem.recall import MIN_CANDIDATES, _lexical_pass  # noqa: E402
 
 RESULTS = ROOT / ".bench-results"
 DIM = 384
@@ -186,6 +192,18 @@ def run_size(n: int, queries: int, model: Any, workdir: Path) -> dict[str, Any]:
         result = mem.recall(text, namespace=NAMESPACE, k=K, min_score=0)
         recall_t.append(time.perf_counter() - t0)
         hits += len(result)
+    # The FTS5 half alone (what the engine asks SQLite for, nothing else), to show
+    # how the hybrid figure splits: recall ~ ANN search + FTS5 + the rest.
+    lexical_t, one_pass = [], 0
+    for text in q_texts:
+        match = fts_query(text)
+        t0 = time.perf_counter()
+        lex = _lexical_pass(mem._catalog, NAMESPACE, match, n_candidates)
+        if not lex.complete:
+            # the second pass the engine runs for these: full-query bm25 of the candidates
+            mem._catalog.fts_scores(NAMESPACE, match or "", lex.top)
+        lexical_t.append(time.perf_counter() - t0)
+        one_pass += lex.complete
     # The same vectors behind texts with no usable FTS term (stopwords only): the
     # engine skips FTS5, which isolates the cost of the lexical half.
     dense_only = []
@@ -204,6 +222,8 @@ def run_size(n: int, queries: int, model: Any, workdir: Path) -> dict[str, Any]:
         "avg_hits": hits / queries,
         "recall": percentiles(recall_t),
         "recall_dense_only": percentiles(dense_only),
+        "fts5_only": percentiles(lexical_t),
+        "one_fts5_pass_share": round(one_pass / queries, 3),
         "usearch_k": percentiles(raw_k),
         "usearch_n": percentiles(raw_n),
         "candidates": n_candidates,
@@ -242,6 +262,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"… {n:,} memories", file=sys.stderr, flush=True)
             results.append(run_size(n, args.queries, model, Path(tmp)))
     header = (f"{'memories':>9} {'recall p50':>11} {'p95':>8} {'dense-only p50':>15} "
+              f"{'FTS5 alone':>11} "
               f"{'usearch k=5':>12} {'usearch n=50':>13} {'ratio k/n':>10} {'+model p50':>11} "
               f"{'build s':>8}")
     print(header)
@@ -249,6 +270,7 @@ def main(argv: list[str] | None = None) -> int:
         model_p50 = f"{r['recall_model']['p50_ms']:.2f}" if "recall_model" in r else "-"
         print(f"{r['memories']:>9,} {r['recall']['p50_ms']:>9.3f}ms {r['recall']['p95_ms']:>6.3f}ms"
               f" {r['recall_dense_only']['p50_ms']:>13.3f}ms"
+              f" {r['fts5_only']['p50_ms']:>9.3f}ms"
               f" {r['usearch_k']['p50_ms']:>10.3f}ms {r['usearch_n']['p50_ms']:>11.3f}ms"
               f" {r['ratio_p50_vs_usearch_k']:>4.1f}/{r['ratio_p50_vs_usearch_n']:<4.1f}"
               f" {model_p50:>9}ms {r['index_build_s']:>8.1f}")
