@@ -136,6 +136,15 @@ def test_recent_store_404_is_retried_until_deadline(server: RelayerServer) -> No
     assert last_start - policy.max_delay <= sum(clock.sleeps) <= last_start
 
 
+def test_a_forgotten_store_404_fails_at_once(server: RelayerServer, client: WalrusClient) -> None:
+    stored = client.store_blob(b"deleted by its owner", epochs=1)
+    advance_epoch(server)
+    client.forget_stored(stored.blob_id)  # e.g. Memory.forget deleted it
+    with pytest.raises(BlobNotFound):
+        client.read_blob(stored.blob_id, deadline=30.0)
+    assert client.stats.retries == 0 and client.stats.deadline_exhaustions == 0
+
+
 def test_restart_persistence(data_dir: Path) -> None:
     with RelayerServer(data_dir, fsync=False) as first, WalrusClient(first.url, [first.url]) as c:
         blob = c.store_blob(b"survives a restart", epochs=5)

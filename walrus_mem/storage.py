@@ -85,10 +85,10 @@ class Backend:
             response = admin.delete(f"/_mock/blobs/{quote(blob_id, safe='')}")
         except httpx.HTTPError as exc:
             return False, f"delete request failed: {type(exc).__name__}"
-        if response.status_code in (200, 204):
-            return True, "deleted"
-        if response.status_code == 404:
-            return True, "already gone"
+        if response.status_code in (200, 204, 404):
+            # Gone now: a later 404 for it is the truth, not a just-stored blob's cache lag.
+            self.client.forget_stored(blob_id)
+            return True, "already gone" if response.status_code == 404 else "deleted"
         return False, f"delete refused with HTTP {response.status_code}: {response.text[:200]}"
 
     def current_epoch(self) -> int | None:

@@ -342,6 +342,10 @@ class _Core:
             until = self._recent.get(blob_id)
         return until is not None and until > self.clock()
 
+    def forget_stored(self, blob_id: str) -> None:
+        with self._recent_lock:
+            self._recent.pop(blob_id, None)
+
     # -- request building --
 
     def _timeout(self, deadline: Deadline) -> float:
@@ -764,6 +768,15 @@ class WalrusClient:
         """Counters of requests, retries, failovers and faults seen."""
         return self._core.stats
 
+    def forget_stored(self, blob_id: str) -> None:
+        """Stop treating a 404 for ``blob_id`` as cache lag (it was deleted, say).
+
+        A blob this client stored in the last ``recent_store_ttl`` seconds is
+        retried on 404 until the read deadline; after the caller deleted it,
+        a 404 is the truth and reads fail at once with BlobNotFound.
+        """
+        self._core.forget_stored(blob_id)
+
     @property
     def publisher_url(self) -> str | None:
         return self._core.publisher_url
@@ -959,6 +972,15 @@ class AsyncWalrusClient:
     def stats(self) -> ClientStats:
         """Counters of requests, retries, failovers and faults seen."""
         return self._core.stats
+
+    def forget_stored(self, blob_id: str) -> None:
+        """Stop treating a 404 for ``blob_id`` as cache lag (it was deleted, say).
+
+        A blob this client stored in the last ``recent_store_ttl`` seconds is
+        retried on 404 until the read deadline; after the caller deleted it,
+        a 404 is the truth and reads fail at once with BlobNotFound.
+        """
+        self._core.forget_stored(blob_id)
 
     @property
     def publisher_url(self) -> str | None:
