@@ -86,8 +86,19 @@ from tests.helpers_memory import mem, mem_dir, mem_settings  # noqa: E402, F401
 
 @pytest.fixture(autouse=True)
 def isolated_config_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The CLI reads <user config dir>/walrus-mem/config.toml: keep the developer's out."""
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg-config"))
+    """Settings (so Memory()) and the CLI read <user config dir>/walrus-mem/config.toml
+    when nothing names another file: keep the developer's out. XDG_CONFIG_HOME covers
+    subprocesses (on Linux); patching default_config_path covers every platform
+    in-process (platformdirs ignores XDG on macOS and Windows)."""
+    config_home = tmp_path / "xdg-config"
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(config_home))
+
+    def temp_default_config_path() -> Path:
+        return config_home / "walrus-mem" / "config.toml"
+
+    # cli imports the name, so both bindings are patched.
+    for target in ("walrus_mem.config.default_config_path", "walrus_mem.cli.default_config_path"):
+        monkeypatch.setattr(target, temp_default_config_path)
 
 
 # Hypothesis: the same examples on every run and no per-example deadline, so a

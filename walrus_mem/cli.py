@@ -21,13 +21,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
-import platformdirs
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from . import __version__
-from .config import Settings
+from .config import (
+    CONFIG_ENV,
+    Settings,
+    default_config_path,
+    named_config_file,
+    resolve_config_file,
+)
 from .embeddings import Embedder
 from .errors import (
     ConfigError,
@@ -54,12 +59,6 @@ if TYPE_CHECKING:
 
 __all__ = ["cli", "main"]
 
-CONFIG_ENV = "WALRUS_MEM_CONFIG"
-
-
-def default_config_path() -> Path:
-    """Where ``init`` writes the starter config and the CLI looks for one."""
-    return Path(platformdirs.user_config_dir("walrus-mem", appauthor=False)) / "config.toml"
 
 
 # -- state shared by all commands ---------------------------------------------
@@ -89,11 +88,9 @@ class CliState:
 
     @property
     def config_path(self) -> Path | None:
-        """--config / WALRUS_MEM_CONFIG, else the default path if a file is there."""
-        if self.config_option is not None:
-            return self.config_option
-        default = default_config_path()
-        return default if default.is_file() else None
+        """The library's rule (config.resolve_config_file): --config / WALRUS_MEM_CONFIG
+        > WALRUS_MEM_CONFIG_FILE > the default path if something is there > none."""
+        return resolve_config_file(self.config_option)
 
     @property
     def settings(self) -> Settings:
@@ -349,7 +346,8 @@ def init(state: CliState, force: bool, store: str) -> None:
     """
     # The starter config holds no secret, so writing it first is harmless and
     # lets the settings below (key file location, data dir) come from it.
-    config_path = state.config_option or default_config_path()
+    # where every later command will look (a file that is there is kept)
+    config_path = state.config_option or named_config_file() or default_config_path()
     config_written = _write_starter_config(config_path, state.data_dir)
     settings = state.settings
     key_file = settings.resolved_key_file

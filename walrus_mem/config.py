@@ -4,6 +4,14 @@ Precedence for ordinary settings (first wins): arguments to ``Settings(...)``
 > environment variables > the TOML config file > defaults. Every string in the
 TOML file may hold ``${VAR}`` placeholders (see :mod:`walrus_mem.placeholders`).
 
+Which config file is read (:func:`resolve_config_file`, the same rule for the
+library and the CLI): the ``config_file`` argument (``None`` given explicitly
+means *no file*) > ``WALRUS_MEM_CONFIG`` > ``WALRUS_MEM_CONFIG_FILE`` > the file
+``walrus-mem init`` writes (:func:`default_config_path`) if it exists > none.
+Every construction applies it: ``Settings(...)``, ``Settings.load(...)`` and
+``Memory()`` alike, so a partly explicit ``Settings(data_dir=...)`` still takes
+the rest from the user's config, as it takes it from the environment.
+
 The master key is special (see :func:`walrus_mem.keys.resolve_master_seed`):
 explicit argument > ``master_key`` in the config file > ``WALRUS_MEM_MASTER_KEY``
 > OS keyring > key file. So ``master_key`` is *not* read from the environment
@@ -38,12 +46,19 @@ from pydantic_settings import (
     SettingsError,
 )
 
-from .errors import ConfigError, InvalidNamespace
+from .errors import ConfigError, InvalidNamespace, PlaceholderError
 from .keys import parse_ed25519_key, validate_namespace
 from .placeholders import resolve_placeholders
 from .ranking import DEFAULT_MIN_SCORE
 
-__all__ = ["DEFAULT_EMBEDDING_MODEL", "AgentConfig", "Settings", "load_config_file"]
+__all__ = [
+    "DEFAULT_EMBEDDING_MODEL",
+    "AgentConfig",
+    "Settings",
+    "default_config_path",
+    "load_config_file",
+    "resolve_config_file",
+]
 
 DEFAULT_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
 CONFIG_ENV = "WALRUS_MEM_CONFIG"
@@ -52,6 +67,45 @@ CONFIG_FILE_ENV = "WALRUS_MEM_CONFIG_FILE"  # the field's own env name; also hon
 
 def _default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir("walrus-mem", appauthor=False))
+
+
+def default_config_path() -> Path:
+    """Where ``walrus-mem init`` writes the starter config, read when nothing names
+    another file: ``<user config dir>/walrus-mem/config.toml`` (platformdirs), e.g.
+    ``~/.config/walrus-mem/config.toml`` on Linux."""
+    return Path(platformdirs.user_config_dir("walrus-mem", appauthor=False)) / "config.toml"
+
+
+def named_config_file() -> Path | None:
+    """The file ``WALRUS_MEM_CONFIG`` (else ``WALRUS_MEM_CONFIG_FILE``) names, if any."""
+    named = os.environ.get(CONFIG_ENV) or os.environ.get(CONFIG_FILE_ENV)
+    return Path(named) if named else None
+
+
+def _is_there(path: Path) -> bool:
+    """True unless nothing is at ``path``: a directory, a dangling link or an
+    unreadable file *is* there, and reading it raises a ConfigError that says why."""
+    try:
+        path.lstat()
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError:  # e.g. a parent directory we may not search
+        return True
+    return True
+
+
+def resolve_config_file(explicit: str | os.PathLike[str] | None = None) -> Path | None:
+    """The config file to read: ``explicit`` > ``WALRUS_MEM_CONFIG`` >
+    ``WALRUS_MEM_CONFIG_FILE`` > :func:`default_config_path` if something is there
+    > ``None`` (no file). A named file must exist (reading it fails otherwise);
+    only the default one is optional."""
+    if explicit is not None:
+        return Path(explicit)
+    named = named_config_file()
+    if named is not None:
+        return named
+    default = default_config_path()
+    return default if _is_there(default) else None
 
 
 class AgentConfig(BaseModel):
@@ -102,7 +156,10 @@ def load_config_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"config file {path} is not valid TOML: {exc}") from exc
     except RecursionError:  # tomllib recurses per nesting level ("a = [[[[...]]]]")
         raise ConfigError(f"config file {path} is not valid TOML: nested too deeply") from None
-    resolved: dict[str, Any] = resolve_placeholders(data)
+    try:
+        resolved: dict[str, Any] = resolve_placeholders(data)
+    except PlaceholderError as exc:  # say which file: it may be the implicit default one
+        raise PlaceholderError(f"{exc} (config file {path})", variable=exc.variable) from exc
     # Accept both a flat file and one with a [walrus_mem] table.
     if isinstance(resolved.get("walrus_mem"), dict):
         top = dict(resolved.pop("walrus_mem"))
@@ -145,7 +202,12 @@ class Settings(BaseSettings):
         Settings()                                   # env + config file + defaults
         Settings(data_dir="/tmp/mem")                # explicit values win
         Settings(config_file="walrus-mem.toml")      # or WALRUS_MEM_CONFIG
+        Settings(config_file=None)                   # no config file at all
         Settings.load(...)                           # same, errors as ConfigError
+
+    Without a ``config_file`` argument the file comes from
+    :func:`resolve_config_file` (env var, else the ``walrus-mem init`` file if
+    it exists), for ``Settings(...)`` as for ``Settings.load(...)``.
     """
 
     model_config = SettingsConfigDict(
@@ -221,6 +283,11 @@ class Settings(BaseSettings):
                 f"{'.'.join(str(p) for p in err['loc']) or 'settings'}: {err['msg']}"
                 for err in exc.errors(include_input=False, include_url=False, include_context=False)
             )
+            # Name the file that was read: it may be one nobody passed explicitly
+            # (the ``walrus-mem init`` default), so say which one to fix.
+            path = values["config_file"] if "config_file" in values else resolve_config_file()
+            if path is not None:
+                problem = f"{problem} (config file {path})"
         except SettingsError as exc:  # e.g. WALRUS_MEM_AGENTS that is not JSON
             m = re.search(r'field "(\w+)"', str(exc))
             where = f"environment variable WALRUS_MEM_{m.group(1).upper()}" if m else "a setting"
@@ -247,15 +314,16 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        # The config file path itself may come from an argument or the env.
+        # The config file path itself: an argument (explicit None = no file),
+        # else the env, else the default file if there is one.
         init_values = init_settings()
-        path = (
-            init_values.get("config_file")
-            or os.environ.get(CONFIG_ENV)
-            or os.environ.get(CONFIG_FILE_ENV)
-        )
+        if "config_file" in init_values:
+            given = init_values["config_file"]
+            path = Path(given) if given else None
+        else:
+            path = resolve_config_file()
         return (
             init_settings,
             _EnvWithoutSecrets(settings_cls),
-            _TomlSource(settings_cls, Path(path) if path else None),
+            _TomlSource(settings_cls, path),
         )

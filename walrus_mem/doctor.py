@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from .config import Settings
+from .config import Settings, resolve_config_file
 from .errors import (
     ConfigError,
     InsecureKeyFile,
@@ -92,9 +92,13 @@ def check_config(
 ) -> tuple[list[Check], Settings | None]:
     """Parse the config file, resolve its ``${VAR}``s, validate every setting.
 
-    Returns the checks and, when everything parsed, the Settings.
+    ``config_file=None`` checks the file Settings would read
+    (:func:`walrus_mem.config.resolve_config_file`: ``WALRUS_MEM_CONFIG``, else
+    the ``walrus-mem init`` file if there is one). Returns the checks and,
+    when everything parsed, the Settings.
     """
     checks: list[Check] = []
+    config_file = resolve_config_file(config_file)
     if config_file is None:
         checks.append(Check("config file", "ok", "none (defaults and WALRUS_MEM_* variables)"))
     else:
@@ -124,9 +128,7 @@ def check_config(
             f"all {len(names)} resolved ({', '.join(names)})" if names else "none used",
         ))
     try:
-        values: dict[str, Any] = {}
-        if config_file is not None:
-            values["config_file"] = config_file
+        values: dict[str, Any] = {"config_file": config_file}  # None: the file-less case checked
         if data_dir is not None:
             values["data_dir"] = data_dir
         settings = Settings.load(**values)
