@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     server_class = RelayerServer if args.in_process else RelayerProcess
     with tempfile.TemporaryDirectory(prefix="walrus-mem-ingest-") as tmp, \
             server_class(Path(tmp) / "walrus") as server:
-        settings = Settings(data_dir=Path(tmp) / "data", use_keyring=False,
+        settings = Settings(config_file=None, data_dir=Path(tmp) / "data", use_keyring=False,
                             publisher_url=server.url, aggregator_urls=server.url)
         timed = InterleavedEmbedder(inner)
         mem = Memory(settings, embedder=timed, master_key=MASTER)

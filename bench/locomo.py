@@ -491,7 +491,8 @@ def run_api(
     timings: dict[str, float] = {}
     latencies: list[float] = []
     with tempfile.TemporaryDirectory(prefix="walrus-locomo-") as tmp:
-        settings = Settings(data_dir=Path(tmp))  # type: ignore[call-arg]
+        settings = Settings(config_file=None, data_dir=Path(tmp), publisher_url=None,
+                            aggregator_urls=[])  # the embedded relayer, whatever the env says
         with memory_cls(settings, embedder=embedder, master_key=BENCH_MASTER_KEY) as mem:
             started = time.perf_counter()
             for conv in convs:

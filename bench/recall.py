@@ -153,7 +153,8 @@ def run_size(n: int, queries: int, model: Any, workdir: Path) -> dict[str, Any]:
     rng = np.random.default_rng(n)
     texts, vectors, centres = make_corpus(n, rng)
     embedder = LookupEmbedder()
-    settings = Settings(data_dir=workdir / f"n{n}", use_keyring=False)
+    settings = Settings(config_file=None, data_dir=workdir / f"n{n}", use_keyring=False,
+                        publisher_url=None, aggregator_urls=[])  # embedded relayer only
     mem = Memory(settings, embedder=embedder, master_key=MASTER)
     started = time.perf_counter()
     bulk_load(mem, texts, vectors)
