@@ -56,6 +56,14 @@ class AggregatorRoutes(FaultResponses):
             )
         return info
 
+    async def _open_blob(self, ctx: Ctx, blob_id: str) -> BlobInfo | Response:
+        """The prologue of every read once the request parsed: an injected fault (a
+        flaky daemon fails before it looks anything up), then the blob's availability."""
+        fault = await self._pre_fault(ctx)
+        if fault is not None:
+            return fault
+        return await self._available(blob_id)
+
     async def _serve_blob(self, request: Request, ctx: Ctx, blob_id: str) -> Response:
         try:
             strict, skip = parse_read_options(request.query_params.multi_items())
@@ -73,10 +81,7 @@ class AggregatorRoutes(FaultResponses):
                 byte_range = parse_range_header(range_header)
             except RangeHeaderError as exc:
                 return _range_error(f"invalid byte range parameters: {exc}")
-        fault = await self._pre_fault(ctx)
-        if fault is not None:
-            return fault
-        info = await self._available(blob_id)
+        info = await self._open_blob(ctx, blob_id)
         if isinstance(info, Response):
             return info
         try:
@@ -134,10 +139,7 @@ class AggregatorRoutes(FaultResponses):
             return _byte_range_error("length must be greater than 0")
         if start + length > 2**64 - 1:
             return _byte_range_error("start + length overflows")
-        fault = await self._pre_fault(ctx)
-        if fault is not None:
-            return fault
-        info = await self._available(blob_id)
+        info = await self._open_blob(ctx, blob_id)
         if isinstance(info, Response):
             return info
         if start + length > info.size:
@@ -156,10 +158,7 @@ class AggregatorRoutes(FaultResponses):
 
     async def _serve_patch(self, request: Request, ctx: Ctx, quilt_id: str,
                            lookup: Callable[[], PatchRecord | None]) -> Response:
-        fault = await self._pre_fault(ctx)
-        if fault is not None:
-            return fault
-        info = await self._available(quilt_id)
+        info = await self._open_blob(ctx, quilt_id)
         if isinstance(info, Response):
             return info
         patch = await run_in_threadpool(lookup)
@@ -204,10 +203,7 @@ class AggregatorRoutes(FaultResponses):
             quilt_id = path_blob_id(request.path_params["quilt_id"], "quilt_id")
         except PathError as exc:
             return bad_path(str(exc))
-        fault = await self._pre_fault(ctx)
-        if fault is not None:
-            return fault
-        info = await self._available(quilt_id)
+        info = await self._open_blob(ctx, quilt_id)
         if isinstance(info, Response):
             return info
         patches = await run_in_threadpool(self.store.list_patches, quilt_id)
@@ -222,10 +218,7 @@ class AggregatorRoutes(FaultResponses):
             blob_id = path_blob_id(request.path_params["blob_id"])
         except PathError as exc:
             return bad_path(str(exc))
-        fault = await self._pre_fault(ctx)
-        if fault is not None:
-            return fault
-        info = await self._available(blob_id)
+        info = await self._open_blob(ctx, blob_id)
         if isinstance(info, Response):
             return info
         try:
