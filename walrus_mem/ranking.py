@@ -269,7 +269,7 @@ class Fused:
 
 def _clip01_array(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """Elementwise :func:`_clip01` (NaN -> 0)."""
-    return np.where(x > 1.0, 1.0, np.where(x >= 0.0, x, 0.0))
+    return np.fmin(np.fmax(x, 0.0), 1.0)  # fmax/fmin drop NaN in favour of the bound
 
 
 def fuse_arrays(
