@@ -26,7 +26,9 @@ import hashlib
 import json
 import logging
 import os
+import sqlite3
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -269,6 +271,24 @@ class NamespaceIndex:
         return True
 
 
+def _batches(
+    conn: sqlite3.Connection, idx: NamespaceIndex
+) -> Iterator[tuple[list[int], npt.NDArray[np.float16], list[tuple[float, float, float | None]]]]:
+    """The namespace's keys, float16 vectors and ranking attributes, in key order by batch."""
+    last = 0
+    while True:
+        rows = conn.execute(
+            "SELECT key, vector, created_at, importance, expires_at FROM memories "
+            "WHERE namespace = ? AND key > ? ORDER BY key LIMIT ?",
+            (idx.namespace, last, _REBUILD_BATCH),
+        ).fetchall()
+        if not rows:
+            return
+        yield ([int(r[0]) for r in rows], vectors_from_blobs([r[1] for r in rows], idx.dim),
+               [(float(r[2]), float(r[3]), r[4]) for r in rows])
+        last = int(rows[-1][0])
+
+
 class IndexStore:
     """All namespace indexes of one data dir, loaded lazily and caught up on use."""
 
@@ -326,21 +346,8 @@ class IndexStore:
         idx.clear_rows()
         idx.reserve(self.catalog.count(idx.namespace))
         with self.catalog.snapshot() as conn:
-            last = 0
-            while True:
-                rows = conn.execute(
-                    "SELECT key, vector, created_at, importance, expires_at FROM memories "
-                    "WHERE namespace = ? AND key > ? ORDER BY key LIMIT ?",
-                    (idx.namespace, last, _REBUILD_BATCH),
-                ).fetchall()
-                if not rows:
-                    break
-                idx.set_rows(
-                    [int(r[0]) for r in rows],
-                    vectors_from_blobs([r[1] for r in rows], idx.dim),
-                    [(float(r[2]), float(r[3]), r[4]) for r in rows],
-                )
-                last = int(rows[-1][0])
+            for keys, vectors, attrs in _batches(conn, idx):
+                idx.set_rows(keys, vectors, attrs)
 
     def _rebuild(self, idx: NamespaceIndex) -> None:
         idx.index = _new_index(idx.dim)
@@ -353,20 +360,9 @@ class IndexStore:
             floor = conn.execute(
                 "SELECT value FROM meta WHERE key = ?", (f"changes_floor:{idx.namespace}",)
             ).fetchone()
-            last = 0
-            while True:
-                rows = conn.execute(
-                    "SELECT key, vector, created_at, importance, expires_at FROM memories "
-                    "WHERE namespace = ? AND key > ? ORDER BY key LIMIT ?",
-                    (idx.namespace, last, _REBUILD_BATCH),
-                ).fetchall()
-                if not rows:
-                    break
-                keys = [int(r[0]) for r in rows]
-                vectors = vectors_from_blobs([r[1] for r in rows], idx.dim)
+            for keys, vectors, attrs in _batches(conn, idx):
                 idx.index.add(np.asarray(keys, dtype=np.uint64), vectors)
-                idx.set_rows(keys, vectors, [(float(r[2]), float(r[3]), r[4]) for r in rows])
-                last = int(rows[-1][0])
+                idx.set_rows(keys, vectors, attrs)
         # The log may be pruned empty: the floor is then the newest applied change.
         idx.applied_seq = max(int(seq or 0), int(floor[0]) if floor else 0)
         idx.unsaved = max(len(idx.index), 1)

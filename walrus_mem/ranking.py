@@ -272,6 +272,9 @@ def _clip01_array(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     return np.fmin(np.fmax(x, 0.0), 1.0)  # fmax/fmin drop NaN in favour of the bound
 
 
+# Extreme parameters (a subnormal gate) overflow to inf and 0 * inf to NaN, which
+# the clamps turn into 0 or 1: no warning wanted for that.
+@np.errstate(all="ignore")
 def fuse_arrays(
     keys: npt.NDArray[np.int64],
     dense: npt.NDArray[np.float64],
@@ -289,21 +292,6 @@ def fuse_arrays(
     per-candidate Python loop cost several microseconds per candidate.
     :func:`fuse` is the same computation for :class:`Candidate` lists.
     """
-    # Extreme parameters (a subnormal gate) overflow to inf and 0 * inf to NaN,
-    # which the clamps turn into 0 or 1: no warning wanted for that.
-    with np.errstate(all="ignore"):
-        return _fuse_arrays(keys, dense, lexical, created_at, importance, params, now)
-
-
-def _fuse_arrays(
-    keys: npt.NDArray[np.int64],
-    dense: npt.NDArray[np.float64],
-    lexical: npt.NDArray[np.float64],
-    created_at: npt.NDArray[np.float64],
-    importance: npt.NDArray[np.float64],
-    params: FusionParams,
-    now: float,
-) -> Fused:
     has_lexical = ~np.isnan(lexical)
     positive = lexical[lexical > 0.0]  # NaN compares False
     best_lexical = float(positive.max()) if positive.size else 0.0
