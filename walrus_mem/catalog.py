@@ -38,7 +38,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import wraps
 from pathlib import Path
@@ -47,6 +47,7 @@ from typing import Any, Final, ParamSpec, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from .catalog_schema import MIGRATIONS, SCHEMA_VERSION
 from .errors import CatalogCorrupt, LocalStoreError
 from .ranking import FTS_TOKENIZE
 
@@ -74,116 +75,6 @@ MEMORY_COLUMNS: Final = (
     "expires_at, version, status, blob_id, quilt_patch_id, end_epoch"
 )
 
-MIGRATIONS: Final[tuple[str, ...]] = (
-    # 1: initial schema
-    """
-    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-    CREATE TABLE namespaces (
-        name TEXT PRIMARY KEY,
-        model_id TEXT,
-        dim INTEGER,
-        key_fingerprint TEXT,
-        created_at REAL NOT NULL,
-        manifest_blob_id TEXT,
-        manifest_seq INTEGER NOT NULL DEFAULT 0,
-        manifest_at REAL,
-        writes_since_manifest INTEGER NOT NULL DEFAULT 0
-    );
-    CREATE TABLE memories (
-        key INTEGER PRIMARY KEY AUTOINCREMENT,
-        id TEXT NOT NULL UNIQUE,
-        namespace TEXT NOT NULL REFERENCES namespaces(name),
-        text TEXT NOT NULL,
-        metadata TEXT NOT NULL DEFAULT '{}',
-        category TEXT,
-        importance REAL NOT NULL,
-        created_at REAL NOT NULL,
-        updated_at REAL NOT NULL,
-        expires_at REAL,
-        version INTEGER NOT NULL,
-        dedupe_hash TEXT NOT NULL,
-        status TEXT NOT NULL CHECK (status IN ('queued', 'published')),
-        blob_id TEXT,
-        quilt_patch_id TEXT,
-        object_id TEXT,
-        end_epoch INTEGER,
-        deletable INTEGER,
-        sealed BLOB,
-        vector BLOB NOT NULL,
-        UNIQUE (namespace, dedupe_hash)
-    );
-    CREATE INDEX memories_ns_key ON memories (namespace, key);
-    CREATE INDEX memories_ns_created ON memories (namespace, created_at);
-    CREATE INDEX memories_ns_end_epoch ON memories (namespace, end_epoch);
-    CREATE INDEX memories_blob ON memories (blob_id);
-    CREATE TABLE versions (
-        memory_id TEXT NOT NULL,
-        namespace TEXT NOT NULL,
-        version INTEGER NOT NULL,
-        event TEXT NOT NULL,
-        text TEXT,
-        metadata TEXT,
-        at REAL NOT NULL,
-        blob_id TEXT,
-        quilt_patch_id TEXT,
-        end_epoch INTEGER,
-        deletable INTEGER,
-        PRIMARY KEY (memory_id, version)
-    );
-    CREATE INDEX versions_blob ON versions (blob_id);
-    CREATE TABLE outbox (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        namespace TEXT NOT NULL,
-        kind TEXT NOT NULL CHECK (kind IN ('blob', 'quilt')),
-        created_at REAL NOT NULL,
-        attempts INTEGER NOT NULL DEFAULT 0,
-        last_error TEXT
-    );
-    CREATE TABLE outbox_items (
-        outbox_id INTEGER NOT NULL REFERENCES outbox(id) ON DELETE CASCADE,
-        memory_id TEXT NOT NULL,
-        version INTEGER NOT NULL,
-        PRIMARY KEY (outbox_id, memory_id)
-    );
-    CREATE INDEX outbox_items_memory ON outbox_items (memory_id);
-    CREATE TABLE changes (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
-        namespace TEXT NOT NULL,
-        key INTEGER NOT NULL
-    );
-    CREATE INDEX changes_ns_seq ON changes (namespace, seq);
-    CREATE TABLE manifests (
-        namespace TEXT NOT NULL,
-        seq INTEGER NOT NULL,
-        blob_id TEXT NOT NULL,
-        prev_blob_id TEXT,
-        entries INTEGER NOT NULL,
-        pages INTEGER NOT NULL,
-        at REAL NOT NULL,
-        end_epoch INTEGER,
-        PRIMARY KEY (namespace, seq)
-    );
-    CREATE TABLE manifest_pages (
-        namespace TEXT NOT NULL,
-        digest TEXT NOT NULL,
-        blob_id TEXT NOT NULL,
-        end_epoch INTEGER,
-        PRIMARY KEY (namespace, digest)
-    );
-    CREATE TABLE idempotency (
-        namespace TEXT NOT NULL,
-        key TEXT NOT NULL,
-        result TEXT NOT NULL,
-        at REAL NOT NULL,
-        PRIMARY KEY (namespace, key)
-    );
-    """,
-    # 2: manifest pages may be quilt patches
-    """
-    ALTER TABLE manifest_pages ADD COLUMN patch_id TEXT;
-    """,
-)
-SCHEMA_VERSION: Final = len(MIGRATIONS)
 
 
 def fts_table(namespace: str) -> str:
@@ -207,6 +98,12 @@ def vectors_from_blobs(blobs: Sequence[bytes], dim: int) -> npt.NDArray[np.float
     if len(joined) != 2 * dim * len(blobs) or any(len(b) != 2 * dim for b in blobs):
         raise LocalStoreError(f"catalog holds a vector that is not {dim} float16 values")
     return np.frombuffer(joined, dtype="<f2").reshape(len(blobs), dim)
+
+
+_MEMORY_DEFAULTS: Final[dict[str, Any]] = {
+    "blob_id": None, "quilt_patch_id": None, "end_epoch": None, "digest": None,
+    "status": "queued", "expires_at": None, "category": None,
+}
 
 
 def _translate(exc: sqlite3.Error, path: Path) -> Exception:
@@ -733,6 +630,380 @@ class Catalog:
                 (namespace,),
             )
         return int(row[0]) if row else 0
+
+
+    # -- write path (the SQL of Memory; callers hold write() around multi-step changes) --
+
+    @_guarded
+    def idempotency_result(self, namespace: str, key: str) -> str | None:
+        row = self.query_one(
+            "SELECT result FROM idempotency WHERE namespace = ? AND key = ?", (namespace, key)
+        )
+        return None if row is None else str(row[0])
+
+    def claim_idempotency(self, namespace: str, key: str, at: float) -> None:
+        """Reserve an idempotency key (sqlite3.IntegrityError if it was used before)."""
+        with self.write() as c:
+            c.execute(
+                "INSERT INTO idempotency (namespace, key, result, at) VALUES (?, ?, '{}', ?)",
+                (namespace, key, at),
+            )
+
+    @_guarded
+    def save_idempotency(self, namespace: str, key: str, result: str) -> None:
+        with self.write() as c:
+            c.execute(
+                "UPDATE idempotency SET result = ? WHERE namespace = ? AND key = ?",
+                (result, namespace, key),
+            )
+
+    @_guarded
+    def ids_by_dedupe_hash(self, namespace: str, hashes: Sequence[str]) -> dict[str, str]:
+        """dedupe hash -> memory id for the hashes held by live memories."""
+        rows = self.query(
+            "SELECT dedupe_hash, id FROM memories WHERE namespace = ? AND dedupe_hash IN "
+            "(SELECT value FROM json_each(?))",
+            (namespace, json.dumps(list(hashes))),
+        )
+        return {str(r[0]): str(r[1]) for r in rows}
+
+    @_guarded
+    def adopt_model(self, namespace: str, model_id: str, dim: int) -> None:
+        """Record the namespace's embedding model unless it already has one."""
+        with self.write() as c:
+            c.execute(
+                "UPDATE namespaces SET model_id = ?, dim = ? WHERE name = ? AND model_id IS NULL",
+                (model_id, dim, namespace),
+            )
+
+    @_guarded
+    def insert_memory(self, namespace: str, row: Mapping[str, Any], *, event: str,
+                      at: float) -> int | None:
+        """Insert a live memory (+ FTS, change log, history row); None if its text or id exists.
+
+        ``row`` holds the ``memories`` columns: id, text, metadata (JSON), category,
+        importance, created_at, updated_at, expires_at, version, dedupe_hash,
+        status, sealed, vector and optionally blob_id, quilt_patch_id,
+        end_epoch, digest.
+        """
+        values = {**_MEMORY_DEFAULTS, **row}
+        with self.write() as c:
+            cur = c.execute(
+                "INSERT INTO memories (id, namespace, text, metadata, category, importance, "
+                "created_at, updated_at, expires_at, version, dedupe_hash, status, blob_id, "
+                "quilt_patch_id, end_epoch, sealed, vector, digest) VALUES "
+                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (values["id"], namespace, values["text"], values["metadata"],
+                 values["category"], values["importance"], values["created_at"],
+                 values["updated_at"], values["expires_at"], values["version"],
+                 values["dedupe_hash"], values["status"], values["blob_id"],
+                 values["quilt_patch_id"], values["end_epoch"], values["sealed"],
+                 values["vector"], values["digest"]),
+            )
+            if cur.rowcount == 0:
+                return None
+            key = int(cur.lastrowid or 0)
+            self.fts_add(namespace, key, str(values["text"]))
+            c.execute("INSERT INTO changes (namespace, key) VALUES (?, ?)", (namespace, key))
+            c.execute(
+                "INSERT OR IGNORE INTO versions (memory_id, namespace, version, event, text, "
+                "metadata, at, blob_id, quilt_patch_id, end_epoch) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (values["id"], namespace, values["version"], event, values["text"],
+                 values["metadata"], at, values["blob_id"], values["quilt_patch_id"],
+                 values["end_epoch"]),
+            )
+            return key
+
+    @_guarded
+    def add_outbox_batch(self, namespace: str, members: Sequence[tuple[str, int]],
+                         at: float) -> int:
+        """Queue (memory id, version) pairs as one publish batch; return its id."""
+        kind = "blob" if len(members) == 1 else "quilt"
+        with self.write() as c:
+            for mid, _ in members:
+                c.execute("DELETE FROM outbox_items WHERE memory_id = ?", (mid,))
+            cur = c.execute(
+                "INSERT INTO outbox (namespace, kind, created_at) VALUES (?, ?, ?)",
+                (namespace, kind, at),
+            )
+            batch_id = int(cur.lastrowid or 0)
+            c.executemany(
+                "INSERT INTO outbox_items (outbox_id, memory_id, version) VALUES (?, ?, ?)",
+                [(batch_id, mid, version) for mid, version in members],
+            )
+            self._drop_empty_outbox(namespace)
+            return batch_id
+
+    def _drop_empty_outbox(self, namespace: str) -> None:
+        self.conn.execute(
+            "DELETE FROM outbox WHERE namespace = ? AND id NOT IN "
+            "(SELECT DISTINCT outbox_id FROM outbox_items)", (namespace,),
+        )
+
+    @_guarded
+    def outbox_batch(self, batch_id: int) -> sqlite3.Row | None:
+        return self.query_one("SELECT * FROM outbox WHERE id = ?", (batch_id,))
+
+    @_guarded
+    def delete_outbox_batch(self, batch_id: int) -> None:
+        with self.write() as c:
+            c.execute("DELETE FROM outbox WHERE id = ?", (batch_id,))
+
+    @_guarded
+    def outbox_failed(self, batch_id: int, message: str) -> None:
+        with self.write() as c:
+            c.execute(
+                "UPDATE outbox SET attempts = attempts + 1, last_error = ? WHERE id = ?",
+                (message[:500], batch_id),
+            )
+
+    @_guarded
+    def outbox_count(self, namespace: str) -> int:
+        row = self.query_one("SELECT count(*) FROM outbox WHERE namespace = ?", (namespace,))
+        return int(row[0]) if row else 0
+
+    @_guarded
+    def record_location(self, namespace: str, versions: Mapping[str, int],
+                        locations: Mapping[str, str | None], blob: Any,
+                        *, only_if_longer: Mapping[str, int | None] | None = None,
+                        batch_id: int | None = None) -> dict[str, int | None]:
+        """Record where memory versions now live (a store result ``blob``).
+
+        Marks them published, updates their history rows, drops them from the
+        outbox and counts them as manifest-worthy writes. With ``only_if_longer``
+        (memory id -> current end epoch) a memory whose current blob already
+        lasts longer keeps it. Returns memory id -> end epoch now in effect.
+        """
+        deletable = None if blob.deletable is None else int(blob.deletable)
+        result: dict[str, int | None] = {}
+        with self.write() as c:
+            for mid, patch in locations.items():
+                version = versions[mid]
+                if only_if_longer is not None:
+                    old_end = only_if_longer.get(mid)
+                    if old_end is not None and old_end >= blob.end_epoch:
+                        result[mid] = int(old_end)
+                        continue
+                c.execute(
+                    "UPDATE memories SET status = 'published', blob_id = ?, quilt_patch_id = ?, "
+                    "object_id = ?, end_epoch = ?, deletable = ? WHERE id = ? AND version = ?",
+                    (blob.blob_id, patch, blob.object_id, blob.end_epoch, deletable, mid,
+                     version),
+                )
+                c.execute(
+                    "UPDATE versions SET blob_id = ?, quilt_patch_id = ?, end_epoch = ?, "
+                    "deletable = ? WHERE memory_id = ? AND version = ? AND event != 'CONFLICT'",
+                    (blob.blob_id, patch, blob.end_epoch, deletable, mid, version),
+                )
+                c.execute("DELETE FROM outbox_items WHERE memory_id = ? AND version = ?",
+                          (mid, version))
+                result[mid] = blob.end_epoch
+            if batch_id is not None:
+                c.execute("DELETE FROM outbox WHERE id = ?", (batch_id,))
+            self._drop_empty_outbox(namespace)
+            self.bump_writes(namespace, len(locations))
+            self.note_epoch(blob.registered_epoch)
+        return result
+
+    @_guarded
+    def bump_writes(self, namespace: str, count: int) -> None:
+        """Count changes a future manifest must carry."""
+        with self.write() as c:
+            c.execute(
+                "UPDATE namespaces SET writes_since_manifest = writes_since_manifest + ? "
+                "WHERE name = ?", (count, namespace),
+            )
+
+    @_guarded
+    def replace_version(self, namespace: str, key: int, row: Mapping[str, Any], *,
+                        vector: bytes | None, event: str, at: float) -> None:
+        """Make ``row`` (text, metadata JSON, category, importance, updated_at,
+        expires_at, version, dedupe_hash, sealed, status and optionally blob_id,
+        quilt_patch_id, end_epoch, digest) the current version of memory ``key``."""
+        values = {**_MEMORY_DEFAULTS, **row}
+        with self.write() as c:
+            c.execute(
+                "UPDATE memories SET text = ?, metadata = ?, category = ?, importance = ?, "
+                "updated_at = ?, expires_at = ?, version = ?, dedupe_hash = ?, status = ?, "
+                "blob_id = ?, quilt_patch_id = ?, object_id = NULL, end_epoch = ?, "
+                "deletable = NULL, sealed = ?, digest = ? WHERE key = ?",
+                (values["text"], values["metadata"], values["category"], values["importance"],
+                 values["updated_at"], values["expires_at"], values["version"],
+                 values["dedupe_hash"], values["status"], values["blob_id"],
+                 values["quilt_patch_id"], values["end_epoch"], values["sealed"],
+                 values["digest"], key),
+            )
+            if vector is not None:
+                c.execute("UPDATE memories SET vector = ? WHERE key = ?", (vector, key))
+                self.fts_remove(namespace, key)
+                self.fts_add(namespace, key, str(values["text"]))
+            # Even without a new vector: the index keeps importance / expiry too.
+            c.execute("INSERT INTO changes (namespace, key) VALUES (?, ?)", (namespace, key))
+            mid = c.execute("SELECT id FROM memories WHERE key = ?", (key,)).fetchone()[0]
+            c.execute(
+                "INSERT OR REPLACE INTO versions (memory_id, namespace, version, event, text, "
+                "metadata, at, blob_id, quilt_patch_id, end_epoch) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (mid, namespace, values["version"], event, values["text"], values["metadata"],
+                 at, values["blob_id"], values["quilt_patch_id"], values["end_epoch"]),
+            )
+
+    @_guarded
+    def add_history(self, namespace: str, memory_id: str, version: int, event: str, at: float,
+                    *, text: str | None = None, metadata: str | None = None,
+                    blob_id: str | None = None, patch_id: str | None = None,
+                    end_epoch: int | None = None) -> None:
+        with self.write() as c:
+            c.execute(
+                "INSERT OR IGNORE INTO versions (memory_id, namespace, version, event, text, "
+                "metadata, at, blob_id, quilt_patch_id, end_epoch) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (memory_id, namespace, version, event, text, metadata, at, blob_id, patch_id,
+                 end_epoch),
+            )
+
+    @_guarded
+    def forget_memory(self, namespace: str, memory_id: str, at: float,
+                      version: int | None = None) -> dict[str, bool | None] | None:
+        """Delete a memory's row, FTS entry and queued publishes, blank its history's
+        text and add a DELETE tombstone (at ``version``, default current + 1).
+
+        Returns the blob ids its versions used (-> deletable flag), or None when
+        the memory is not live here (a tombstone is still written if
+        ``version`` is given, so a merge can record a forget it learned of).
+        """
+        with self.write() as c:
+            row = c.execute(
+                "SELECT key, version FROM memories WHERE id = ? AND namespace = ?",
+                (memory_id, namespace),
+            ).fetchone()
+            blobs: dict[str, bool | None] = {}
+            if row is not None:
+                key = int(row["key"])
+                for v in c.execute(
+                    "SELECT blob_id, deletable FROM versions WHERE memory_id = ? "
+                    "AND blob_id IS NOT NULL", (memory_id,),
+                ).fetchall():
+                    blobs[str(v[0])] = None if v[1] is None else bool(v[1])
+                c.execute("DELETE FROM memories WHERE key = ?", (key,))
+                self.fts_remove(namespace, key)
+                c.execute("INSERT INTO changes (namespace, key) VALUES (?, ?)", (namespace, key))
+                c.execute("DELETE FROM outbox_items WHERE memory_id = ?", (memory_id,))
+                self._drop_empty_outbox(namespace)
+            elif version is None:
+                return None
+            c.execute("UPDATE versions SET text = NULL, metadata = NULL WHERE memory_id = ?",
+                      (memory_id,))
+            if not self.is_tombstoned(namespace, memory_id):
+                tomb = version if version is not None else int(row["version"]) + 1
+                c.execute(
+                    "INSERT OR IGNORE INTO versions (memory_id, namespace, version, event, at) "
+                    "VALUES (?, ?, ?, 'DELETE', ?)", (memory_id, namespace, tomb, at),
+                )
+            return blobs if row is not None else None
+
+    @_guarded
+    def is_tombstoned(self, namespace: str, memory_id: str) -> bool:
+        return self.query_one(
+            "SELECT 1 FROM versions WHERE memory_id = ? AND namespace = ? AND event = 'DELETE'",
+            (memory_id, namespace),
+        ) is not None
+
+    @_guarded
+    def tombstones(self, namespace: str) -> dict[str, int]:
+        """Forgotten memory id -> the version of its DELETE tombstone."""
+        return {str(r[0]): int(r[1]) for r in self.query(
+            "SELECT memory_id, max(version) FROM versions WHERE namespace = ? "
+            "AND event = 'DELETE' GROUP BY memory_id", (namespace,))}
+
+    @_guarded
+    def live_versions_in_blob(self, blob_id: str) -> int:
+        """Live memories with any version stored in ``blob_id`` (a shared quilt)."""
+        row = self.query_one(
+            "SELECT count(*) FROM versions v JOIN memories m ON m.id = v.memory_id "
+            "WHERE v.blob_id = ?", (blob_id,),
+        )
+        return int(row[0]) if row else 0
+
+    @_guarded
+    def memory_ids(self, namespace: str, *, published_only: bool = False) -> list[str]:
+        """Live memory ids in key order."""
+        extra = " AND status = 'published'" if published_only else ""
+        return [str(r[0]) for r in self.query(
+            f"SELECT id FROM memories WHERE namespace = ?{extra} ORDER BY key", (namespace,))]
+
+    @_guarded
+    def sealed_of(self, namespace: str, memory_id: str) -> tuple[bytes, int] | None:
+        """(sealed bytes, version) of a memory's current version, if it has them."""
+        row = self.query_one(
+            "SELECT sealed, version FROM memories WHERE id = ? AND namespace = ? "
+            "AND sealed IS NOT NULL", (memory_id, namespace),
+        )
+        return None if row is None else (bytes(row[0]), int(row[1]))
+
+    @_guarded
+    def newest_first(self, namespace: str, cursor: tuple[float, int] | None,
+                     limit: int = 500) -> list[sqlite3.Row]:
+        """One page of memories, newest first, after ``cursor`` (created_at, key)."""
+        if cursor is None:
+            return self.query(
+                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE namespace = ? "
+                "ORDER BY created_at DESC, key DESC LIMIT ?", (namespace, limit))
+        return self.query(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE namespace = ? AND "
+            "(created_at < ? OR (created_at = ? AND key < ?)) "
+            "ORDER BY created_at DESC, key DESC LIMIT ?",
+            (namespace, cursor[0], cursor[0], cursor[1], limit))
+
+    @_guarded
+    def history_rows(self, namespace: str, memory_id: str) -> list[sqlite3.Row]:
+        return self.query(
+            "SELECT * FROM versions WHERE memory_id = ? AND namespace = ? "
+            "ORDER BY version, CASE event WHEN 'CONFLICT' THEN 0 ELSE 1 END, at",
+            (memory_id, namespace),
+        )
+
+    @_guarded
+    def expiring(self, namespace: str | None, limit_epoch: int) -> list[sqlite3.Row]:
+        """Memories whose blob ends at or before ``limit_epoch`` (all namespaces if None)."""
+        if namespace is None:
+            return self.query(
+                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE end_epoch IS NOT NULL "
+                "AND end_epoch <= ? ORDER BY end_epoch, key", (limit_epoch,))
+        return self.query(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE namespace = ? AND end_epoch IS NOT "
+            "NULL AND end_epoch <= ? ORDER BY end_epoch, key", (namespace, limit_epoch))
+
+    @_guarded
+    def texts_after(self, namespace: str, key: int, limit: int = 512) -> list[sqlite3.Row]:
+        """(key, text) of memories after ``key``, in key order (re-embedding)."""
+        return self.query(
+            "SELECT key, text FROM memories WHERE namespace = ? AND key > ? ORDER BY key "
+            "LIMIT ?", (namespace, key, limit))
+
+    @_guarded
+    def set_vectors(self, pairs: Sequence[tuple[bytes, int]]) -> None:
+        """(vector bytes, key) pairs."""
+        with self.write() as c:
+            c.executemany("UPDATE memories SET vector = ? WHERE key = ?", pairs)
+
+    @_guarded
+    def stats_counts(self, namespace: str) -> dict[str, int]:
+        row = self.query_one(
+            "SELECT count(*), coalesce(sum(status = 'published'), 0), "
+            "coalesce(sum(status = 'queued'), 0), coalesce(sum(length(CAST(text AS BLOB))), 0), "
+            "coalesce(sum(length(sealed)), 0) FROM memories WHERE namespace = ?", (namespace,))
+        assert row is not None
+        forgotten = self.query_one(
+            "SELECT count(DISTINCT memory_id) FROM versions WHERE namespace = ? "
+            "AND event = 'DELETE'", (namespace,))
+        return {
+            "memories": int(row[0]), "published": int(row[1]), "queued": int(row[2]),
+            "text_bytes": int(row[3]), "sealed_bytes": int(row[4]),
+            "forgotten": int(forgotten[0]) if forgotten else 0,
+            "outbox_batches": self.outbox_count(namespace),
+        }
 
 
 def _split_sql(script: str) -> list[str]:

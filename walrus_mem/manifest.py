@@ -35,6 +35,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+import nacl.encoding
+import nacl.hash
+
 from .errors import BlobMismatch, TamperedBlob
 
 __all__ = [
@@ -49,6 +52,7 @@ __all__ = [
     "parse_page",
     "parse_root",
     "root_record",
+    "sealed_digest",
 ]
 
 FORMAT: Final = 1
@@ -113,6 +117,11 @@ class Entry:
         if not 0 <= version < _INT64 or not (end_epoch is None or 0 <= end_epoch < _INT64):
             raise TamperedBlob("manifest entry has a number out of range")
         return cls(memory_id, version, blob_id, patch_id, end_epoch)
+
+
+def sealed_digest(sealed: bytes) -> str:
+    """BLAKE2b-256 of sealed bytes (hex): what head references and manifest entries bind."""
+    return nacl.hash.blake2b(sealed, digest_size=32, encoder=nacl.encoding.HexEncoder).decode()
 
 
 def entries_digest(entries: Sequence[Entry]) -> str:

@@ -30,9 +30,7 @@ import sqlite3
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -40,29 +38,25 @@ from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
-from filelock import FileLock, Timeout
 
 from . import manifest as mf
-from .catalog import MEMORY_COLUMNS, Catalog, vector_to_blob
+from .blobio import check_patches, read_checked, store_batches
+from .catalog import Catalog, vector_to_blob
 from .config import Settings
 from .embeddings import Embedder, embed_checked, make_embedder
 from .envelope import open_envelope, seal
 from .errors import (
-    EnvelopeError,
     InvalidInput,
-    InvalidResponse,
     KeyMaterialError,
-    LocalStoreError,
     MemoryNotFound,
     ModelMismatch,
     PublisherUnavailable,
     RateLimited,
     StorageError,
     WalrusMemError,
-    WrongNamespace,
 )
 from .filters import compile_filters
-from .index import IndexStore, index_file_stem
+from .index import IndexStore
 from .inputs import (
     MAX_METADATA_BYTES,
     new_memory_id,
@@ -93,6 +87,7 @@ from .models import (
     SyncReport,
     from_timestamp,
 )
+from .namespace_log import NamespaceLog, ProgressCallback
 from .ranking import (
     DEFAULT_MIN_SCORE,
     DEFAULT_PARAMS,
@@ -101,9 +96,9 @@ from .ranking import (
 from .recall import hybrid_recall
 from .rows import expired, loads_metadata, record_from_row, view_of_row
 from .storage import Backend, open_backend
-from .walrus import MAX_QUILT_PATCHES, WalrusClient
+from .walrus import WalrusClient
 
-__all__ = ["CATEGORY_IMPORTANCE", "DEFAULT_IMPORTANCE", "Memory"]
+__all__ = ["CATEGORY_IMPORTANCE", "DEFAULT_IMPORTANCE", "Memory", "ProgressCallback"]
 
 log = logging.getLogger(__name__)
 
@@ -118,18 +113,10 @@ CATEGORY_IMPORTANCE: Final = {
     "project": 0.75,
     "operational": 0.60,
 }
-QUILT_MAX_FACTS: Final = MAX_QUILT_PATCHES
-QUILT_MAX_BYTES: Final = 9 * 1024 * 1024  # public publishers cap requests at 10 MiB
 BREAKER_SECONDS: Final = 30.0
 MAX_K: Final = 1000
-MANIFEST_MAX_PLAINTEXT: Final = 8 * 1024 * 1024
-RESTORE_WORKERS: Final = 8
-RESTORE_CHUNK: Final = 256
 _QUERY_CACHE: Final = 256
-MANIFEST_LOCK_TIMEOUT: Final = 300.0
 _UNSET: Any = object()
-
-ProgressCallback = Callable[[int, int], object]
 
 
 @dataclass
@@ -166,64 +153,6 @@ def _fact_record(item_id: str, version: int, text: str, metadata: dict[str, Any]
         "updated_at": updated_at,
         "expires_at": expires_at,
     }
-
-
-def _read_checked(
-    client: WalrusClient,
-    check: Callable[[bytes], object],
-    *,
-    blob_id: str | None = None,
-    patch_id: str | None = None,
-    fail_fast: tuple[type[Exception], ...] = (),
-) -> bytes:
-    """Read a blob or quilt patch whose content must pass ``check``.
-
-    The first read is plain (one round trip in the common case); only if its
-    bytes fail ``check`` is the read repeated with ``check`` as the client's
-    verify callback, so the client fails over to the next aggregator (and
-    raises VerificationFailed if none serves good bytes). Errors in
-    ``fail_fast`` are raised at once: they cannot be an aggregator's fault.
-    """
-
-    def read(verify: Callable[[bytes], object] | None) -> bytes:
-        if patch_id is not None:
-            return client.read_quilt_patch(patch_id, verify=verify)
-        assert blob_id is not None
-        return client.read_blob(blob_id, verify=verify)
-
-    data = read(None)
-    try:
-        check(data)
-        return data
-    except fail_fast:
-        raise
-    except (EnvelopeError, InvalidInput) as exc:
-        log.warning("content of %s failed verification (%s); trying the aggregators again",
-                    patch_id or blob_id, type(exc).__name__)
-    return read(check)
-
-
-def _check_patches(patches: Mapping[str, str], identifiers: Sequence[str]) -> None:
-    """A quilt store answer must give a patch id for every identifier we sent."""
-    lost = [i for i in identifiers if not patches.get(i)]
-    if lost:
-        raise InvalidResponse(
-            f"quilt store answer lists no patch for {len(lost)} of {len(identifiers)} files"
-        )
-
-
-def _chunks(sizes: Sequence[int]) -> list[range]:
-    """Split item positions into quilt batches: ≤ 666 facts and ≤ 9 MiB each."""
-    out: list[range] = []
-    start, total = 0, 0
-    for i, size in enumerate(sizes):
-        if i > start and (i - start >= QUILT_MAX_FACTS or total + size > QUILT_MAX_BYTES):
-            out.append(range(start, i))
-            start, total = i, 0
-        total += size
-    if start < len(sizes):
-        out.append(range(start, len(sizes)))
-    return out
 
 
 class Memory:
@@ -276,7 +205,7 @@ class Memory:
         self._backend: Backend | None = None
         self._breaker_until = 0.0
         self._query_cache: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
-        self._manifest_locks: dict[str, tuple[threading.Lock, FileLock]] = {}
+        self._log = NamespaceLog(self, self._catalog, self._indexes, self._lock)
         self._closed = False
 
     # -- plumbing -----------------------------------------------------------------
@@ -378,6 +307,14 @@ class Memory:
                     )
                 self._keys[ns] = keys
             return keys
+
+    def check_model(self, namespace: str) -> None:
+        """Raise ModelMismatch if ``namespace`` was indexed with another embedding model."""
+        self._check_model(namespace)
+
+    def embed_texts(self, texts: builtins.list[str]) -> npt.NDArray[np.float32]:
+        """Embed with this Memory's embedder (batched, checked, one caller at a time)."""
+        return self._embed(texts)
 
     def _check_model(self, namespace: str, row: sqlite3.Row | None = None) -> None:
         row = row if row is not None else self._catalog.namespace(namespace)
@@ -534,12 +471,10 @@ class Memory:
         )
 
     def _replay(self, ns: str, key: str) -> RememberManyResult | None:
-        row = self._catalog.query_one(
-            "SELECT result FROM idempotency WHERE namespace = ? AND key = ?", (ns, key)
-        )
-        if row is None:
+        result = self._catalog.idempotency_result(ns, key)
+        if result is None:
             return None
-        saved = json.loads(row[0])
+        saved = json.loads(result)
         ids: list[str] = saved.get("ids", [])
         rows = self._catalog.memories_by_ids(ns, ids)
         records = [record_from_row(rows[i]) for i in ids if i in rows]
@@ -569,14 +504,7 @@ class Memory:
             item.dedupe_hash = keys.dedupe_hash(item.text)
         # Dedupe against the catalog and within the batch.
         hashes = list(dict.fromkeys(it.dedupe_hash for it in items))
-        existing = {
-            str(r["dedupe_hash"]): str(r["id"])
-            for r in self._catalog.query(
-                "SELECT dedupe_hash, id FROM memories WHERE namespace = ? AND dedupe_hash IN "
-                "(SELECT value FROM json_each(?))",
-                (ns, json.dumps(hashes)),
-            )
-        }
+        existing = self._catalog.ids_by_dedupe_hash(ns, hashes)
         new_items: list[_Item] = []
         first_of: dict[str, int] = {}
         for item in items:
@@ -598,64 +526,34 @@ class Memory:
         emb = self._embedder
         batch_ids: list[int] = []
         try:
-            with self._lock, self._catalog.write() as c:
+            with self._lock, self._catalog.write():
                 if idem_key is not None:
                     try:
-                        c.execute(
-                            "INSERT INTO idempotency (namespace, key, result, at) "
-                            "VALUES (?, ?, '{}', ?)",
-                            (ns, idem_key, now),
-                        )
+                        self._catalog.claim_idempotency(ns, idem_key, now)
                     except sqlite3.IntegrityError as exc:
                         raise _Replay from exc
                 if new_items:
-                    c.execute(
-                        "UPDATE namespaces SET model_id = ?, dim = ? "
-                        "WHERE name = ? AND model_id IS NULL",
-                        (emb.model_id, emb.dim, ns),
-                    )
+                    self._catalog.adopt_model(ns, emb.model_id, emb.dim)
                     self._check_model(ns)
                 inserted: list[int] = []  # positions in new_items
                 for pos, (mid, item) in enumerate(zip(ids, new_items, strict=True)):
-                    cur = c.execute(
-                        "INSERT INTO memories (id, namespace, text, metadata, category, "
-                        "importance, created_at, updated_at, expires_at, version, dedupe_hash, "
-                        "status, sealed, vector) "
-                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 1, ?, 'queued', ?, ?) "
-                        "ON CONFLICT (namespace, dedupe_hash) DO NOTHING",
-                        (mid, ns, item.text, json.dumps(item.metadata, sort_keys=True),
-                         item.category, item.importance, now, now, item.expires_at,
-                         item.dedupe_hash, sealed[pos], vector_to_blob(vectors[pos])),
-                    )
-                    if cur.rowcount == 0:  # another writer stored the same text meanwhile
-                        row = c.execute(
-                            "SELECT id FROM memories WHERE namespace = ? AND dedupe_hash = ?",
-                            (ns, item.dedupe_hash),
-                        ).fetchone()
-                        existing[item.dedupe_hash] = str(row[0])
+                    metadata = json.dumps(item.metadata, sort_keys=True)
+                    key = self._catalog.insert_memory(ns, {
+                        "id": mid, "text": item.text, "metadata": metadata,
+                        "category": item.category, "importance": item.importance,
+                        "created_at": now, "updated_at": now, "expires_at": item.expires_at,
+                        "version": 1, "dedupe_hash": item.dedupe_hash, "status": "queued",
+                        "sealed": sealed[pos], "vector": vector_to_blob(vectors[pos]),
+                        "digest": mf.sealed_digest(sealed[pos]),
+                    }, event="ADD", at=now)
+                    if key is None:  # another writer stored the same text meanwhile
+                        existing.update(self._catalog.ids_by_dedupe_hash(ns, [item.dedupe_hash]))
                         continue
-                    key = int(cur.lastrowid or 0)
-                    self._catalog.fts_add(ns, key, item.text)
-                    c.execute("INSERT INTO changes (namespace, key) VALUES (?, ?)", (ns, key))
-                    c.execute(
-                        "INSERT INTO versions (memory_id, namespace, version, event, text, "
-                        "metadata, at) VALUES (?, ?, 1, 'ADD', ?, ?, ?)",
-                        (mid, ns, item.text, json.dumps(item.metadata, sort_keys=True), now),
-                    )
                     existing[item.dedupe_hash] = mid
                     inserted.append(pos)
-                for span in _chunks([len(sealed[inserted[j]]) for j in range(len(inserted))]):
-                    kind = "blob" if len(span) == 1 else "quilt"
-                    cur = c.execute(
-                        "INSERT INTO outbox (namespace, kind, created_at) VALUES (?, ?, ?)",
-                        (ns, kind, now),
-                    )
-                    batch_id = int(cur.lastrowid or 0)
-                    batch_ids.append(batch_id)
-                    c.executemany(
-                        "INSERT INTO outbox_items (outbox_id, memory_id, version) VALUES (?, ?, 1)",
-                        [(batch_id, ids[inserted[j]]) for j in span],
-                    )
+                for span in store_batches([len(sealed[inserted[j]]) for j in range(len(inserted))]):
+                    batch_ids.append(self._catalog.add_outbox_batch(
+                        ns, [(ids[inserted[j]], 1) for j in span], now))
                 order: list[str] = []
                 dedup_count = 0
                 inserted_ids = {ids[p] for p in inserted}
@@ -665,12 +563,9 @@ class Memory:
                     if mid not in inserted_ids or first_of.get(item.dedupe_hash) != item.index:
                         dedup_count += 1
                 if idem_key is not None:
-                    c.execute(
-                        "UPDATE idempotency SET result = ? WHERE namespace = ? AND key = ?",
-                        (json.dumps({"ids": order, "stored": len(inserted),
-                                     "deduplicated": dedup_count, "failed": failed}),
-                         ns, idem_key),
-                    )
+                    self._catalog.save_idempotency(ns, idem_key, json.dumps(
+                        {"ids": order, "stored": len(inserted), "deduplicated": dedup_count,
+                         "failed": failed}))
         except _Replay:
             replay = self._replay(ns, idem_key or "")
             assert replay is not None
@@ -715,13 +610,12 @@ class Memory:
     def _publish_batch(self, batch_id: int) -> tuple[int, str | None]:
         """Publish one outbox batch; return (facts published, error message or None)."""
         with self._lock:
-            batch = self._catalog.query_one("SELECT * FROM outbox WHERE id = ?", (batch_id,))
+            batch = self._catalog.outbox_batch(batch_id)
             if batch is None:
                 return 0, None  # already published (another thread/process)
             payload = self._catalog.outbox_payload(batch_id)
             if not payload:
-                with self._catalog.write() as c:
-                    c.execute("DELETE FROM outbox WHERE id = ?", (batch_id,))
+                self._catalog.delete_outbox_batch(batch_id)
                 return 0, None
         ns = str(batch["namespace"])
         try:
@@ -735,41 +629,19 @@ class Memory:
                 files = {str(r["memory_id"]): bytes(r["sealed"]) for r in payload}
                 quilt = client.store_quilt(files, deadline=deadline)
                 blob = quilt.blob
-                _check_patches(quilt.patches, list(files))
+                check_patches(quilt.patches, list(files))
                 locations = {mid: quilt.patches.get(mid) for mid in files}
         except StorageError as exc:
             self._trip_breaker(exc)
             message = f"{type(exc).__name__}: {exc}"
             log.info("publish of outbox batch %d deferred: %s", batch_id, message)
-            with self._lock, self._catalog.write() as c:
-                c.execute(
-                    "UPDATE outbox SET attempts = attempts + 1, last_error = ? WHERE id = ?",
-                    (message[:500], batch_id),
-                )
+            with self._lock:
+                self._catalog.outbox_failed(batch_id, message)
             return 0, message
         self._breaker_until = 0.0
         versions = {str(r["memory_id"]): int(r["version"]) for r in payload}
-        with self._lock, self._catalog.write() as c:
-            for mid, patch in locations.items():
-                args = (blob.blob_id, patch, blob.object_id, blob.end_epoch,
-                        None if blob.deletable is None else int(blob.deletable))
-                c.execute(
-                    "UPDATE memories SET status = 'published', blob_id = ?, quilt_patch_id = ?, "
-                    "object_id = ?, end_epoch = ?, deletable = ? WHERE id = ? AND version = ?",
-                    (*args, mid, versions[mid]),
-                )
-                c.execute(
-                    "UPDATE versions SET blob_id = ?, quilt_patch_id = ?, end_epoch = ?, "
-                    "deletable = ? WHERE memory_id = ? AND version = ?",
-                    (args[0], args[1], args[3], args[4], mid, versions[mid]),
-                )
-            c.execute("DELETE FROM outbox WHERE id = ?", (batch_id,))
-            c.execute(
-                "UPDATE namespaces SET writes_since_manifest = writes_since_manifest + ? "
-                "WHERE name = ?",
-                (len(locations), ns),
-            )
-            self._catalog.note_epoch(blob.registered_epoch)
+        with self._lock:
+            self._catalog.record_location(ns, versions, locations, blob, batch_id=batch_id)
         return len(locations), None
 
     def _flush(self, namespace: str | None) -> tuple[int, list[str]]:
@@ -870,7 +742,7 @@ class Memory:
             ):
                 raise InvalidInput("blob content differs from the local catalog")
 
-        _read_checked(self._get_backend().client, check, blob_id=record.blob_id,
+        read_checked(self._get_backend().client, check, blob_id=record.blob_id,
                       patch_id=record.quilt_patch_id)
 
     def list(
@@ -894,19 +766,7 @@ class Memory:
         skipped = 0
         cursor: tuple[float, int] | None = None
         while len(out) < limit:
-            if cursor is None:
-                rows = self._catalog.query(
-                    f"SELECT {MEMORY_COLUMNS} FROM memories WHERE namespace = ? "
-                    "ORDER BY created_at DESC, key DESC LIMIT 500",
-                    (ns,),
-                )
-            else:
-                rows = self._catalog.query(
-                    f"SELECT {MEMORY_COLUMNS} FROM memories WHERE namespace = ? AND "
-                    "(created_at < ? OR (created_at = ? AND key < ?)) "
-                    "ORDER BY created_at DESC, key DESC LIMIT 500",
-                    (ns, cursor[0], cursor[0], cursor[1]),
-                )
+            rows = self._catalog.newest_first(ns, cursor)
             if not rows:
                 break
             for row in rows:
@@ -935,10 +795,7 @@ class Memory:
         self._check_open()
         ns = self._ns(namespace)
         mid = validate_memory_id(memory_id)
-        rows = self._catalog.query(
-            "SELECT * FROM versions WHERE memory_id = ? AND namespace = ? ORDER BY version",
-            (mid, ns),
-        )
+        rows = self._catalog.history_rows(ns, mid)
         if not rows:
             raise MemoryNotFound(f"no memory {mid} in namespace {ns!r}")
         entries = []
@@ -1015,50 +872,23 @@ class Memory:
                          float(row["created_at"]), now, item.expires_at),
             max_plaintext=self._max_plaintext(),
         )
-        with self._lock, self._catalog.write() as c:
-            current = c.execute(
-                "SELECT key, version FROM memories WHERE id = ? AND namespace = ?", (mid, ns)
-            ).fetchone()
+        with self._lock, self._catalog.write():
+            current = self._catalog.memory(ns, mid)
             if current is None:
                 raise MemoryNotFound(f"no memory {mid} in namespace {ns!r}")
             if int(current["version"]) != version - 1:
                 raise InvalidInput(f"memory {mid} was updated concurrently; retry")
-            clash = c.execute(
-                "SELECT id FROM memories WHERE namespace = ? AND dedupe_hash = ? AND id != ?",
-                (ns, item.dedupe_hash, mid),
-            ).fetchone()
-            if clash is not None:
-                raise InvalidInput(f"memory {clash[0]} already holds that text")
-            key = int(current["key"])
-            c.execute(
-                "UPDATE memories SET text = ?, metadata = ?, category = ?, importance = ?, "
-                "updated_at = ?, expires_at = ?, version = ?, dedupe_hash = ?, status = 'queued', "
-                "blob_id = NULL, quilt_patch_id = NULL, object_id = NULL, end_epoch = NULL, "
-                "deletable = NULL, sealed = ? WHERE key = ?",
-                (item.text, json.dumps(item.metadata, sort_keys=True), item.category,
-                 item.importance, now, item.expires_at, version, item.dedupe_hash, sealed, key),
-            )
-            if vector is not None:
-                c.execute("UPDATE memories SET vector = ? WHERE key = ?",
-                          (vector_to_blob(vector), key))
-                self._catalog.fts_remove(ns, key)
-                self._catalog.fts_add(ns, key, item.text)
-            # Even without a new vector: the index keeps importance / expiry too.
-            c.execute("INSERT INTO changes (namespace, key) VALUES (?, ?)", (ns, key))
-            c.execute(
-                "INSERT INTO versions (memory_id, namespace, version, event, text, metadata, at) "
-                "VALUES (?, ?, ?, 'UPDATE', ?, ?, ?)",
-                (mid, ns, version, item.text, json.dumps(item.metadata, sort_keys=True), now),
-            )
-            c.execute("DELETE FROM outbox_items WHERE memory_id = ?", (mid,))
-            cur = c.execute(
-                "INSERT INTO outbox (namespace, kind, created_at) VALUES (?, 'blob', ?)", (ns, now)
-            )
-            batch_id = int(cur.lastrowid or 0)
-            c.execute(
-                "INSERT INTO outbox_items (outbox_id, memory_id, version) VALUES (?, ?, ?)",
-                (batch_id, mid, version),
-            )
+            clash = self._catalog.ids_by_dedupe_hash(ns, [item.dedupe_hash]).get(item.dedupe_hash)
+            if clash is not None and clash != mid:
+                raise InvalidInput(f"memory {clash} already holds that text")
+            self._catalog.replace_version(ns, int(current["key"]), {
+                "text": item.text, "metadata": json.dumps(item.metadata, sort_keys=True),
+                "category": item.category, "importance": item.importance, "updated_at": now,
+                "expires_at": item.expires_at, "version": version,
+                "dedupe_hash": item.dedupe_hash, "status": "queued", "sealed": sealed,
+                "digest": mf.sealed_digest(sealed),
+            }, vector=None if vector is None else vector_to_blob(vector), event="UPDATE", at=now)
+            batch_id = self._catalog.add_outbox_batch(ns, [(mid, version)], now)
         with self._lock:
             self._indexes.refresh(ns)
         if not self._breaker_open():
@@ -1087,9 +917,7 @@ class Memory:
         ns = self._ns(namespace)
         if confirm is not True:
             raise InvalidInput("forget_all needs confirm=True")
-        ids = [str(r[0]) for r in self._catalog.query(
-            "SELECT id FROM memories WHERE namespace = ? ORDER BY key", (ns,))]
-        return self._forget(ns, ids)
+        return self._forget(ns, self._catalog.memory_ids(ns))
 
     def _forget(self, ns: str, ids: builtins.list[str]) -> ForgetReport:
         now = time.time()
@@ -1097,42 +925,14 @@ class Memory:
         blob_refs: dict[str, bool | None] = {}
         for start in range(0, len(ids), 500):
             chunk = ids[start : start + 500]
-            with self._lock, self._catalog.write() as c:
+            with self._lock, self._catalog.write():
                 for mid in chunk:
-                    row = c.execute(
-                        "SELECT key, version FROM memories WHERE id = ? AND namespace = ?",
-                        (mid, ns),
-                    ).fetchone()
-                    if row is None:
+                    blobs = self._catalog.forget_memory(ns, mid, now)
+                    if blobs is None:
                         continue
-                    key = int(row["key"])
-                    for v in c.execute(
-                        "SELECT blob_id, deletable FROM versions WHERE memory_id = ? "
-                        "AND blob_id IS NOT NULL", (mid,),
-                    ).fetchall():
-                        blob_refs[str(v[0])] = None if v[1] is None else bool(v[1])
-                    c.execute("DELETE FROM memories WHERE key = ?", (key,))
-                    self._catalog.fts_remove(ns, key)
-                    c.execute("INSERT INTO changes (namespace, key) VALUES (?, ?)", (ns, key))
-                    c.execute("DELETE FROM outbox_items WHERE memory_id = ?", (mid,))
-                    c.execute(
-                        "UPDATE versions SET text = NULL, metadata = NULL WHERE memory_id = ?",
-                        (mid,),
-                    )
-                    c.execute(
-                        "INSERT INTO versions (memory_id, namespace, version, event, at) "
-                        "VALUES (?, ?, ?, 'DELETE', ?)",
-                        (mid, ns, int(row["version"]) + 1, now),
-                    )
+                    blob_refs.update(blobs)
                     forgotten.append(mid)
-                c.execute(
-                    "DELETE FROM outbox WHERE namespace = ? AND id NOT IN "
-                    "(SELECT DISTINCT outbox_id FROM outbox_items)", (ns,),
-                )
-                c.execute(
-                    "UPDATE namespaces SET writes_since_manifest = writes_since_manifest + ? "
-                    "WHERE name = ?", (len(chunk), ns),
-                )
+                self._catalog.bump_writes(ns, len(chunk))
             with self._lock:
                 self._indexes.refresh(ns)
         with self._lock:
@@ -1159,13 +959,10 @@ class Memory:
         deleted: list[str] = []
         kept: dict[str, str] = {}
         for blob_id, deletable in blobs.items():
-            live = self._catalog.query_one(
-                "SELECT count(*) FROM versions v JOIN memories m ON m.id = v.memory_id "
-                "WHERE v.blob_id = ?", (blob_id,),
-            )
-            if live is not None and int(live[0]) > 0:
+            live = self._catalog.live_versions_in_blob(blob_id)
+            if live > 0:
                 kept[blob_id] = (
-                    f"quilt still holds {int(live[0])} other live memory version(s); "
+                    f"quilt still holds {live} other live memory version(s); "
                     "a single quilt patch cannot be deleted"
                 )
                 continue
@@ -1196,9 +993,7 @@ class Memory:
             info = self._catalog.namespace(name)
             if info is None:
                 continue
-            pending = self._catalog.query_one(
-                "SELECT count(*) FROM outbox WHERE namespace = ?", (name,))
-            if pending is not None and int(pending[0]) > 0:
+            if self._catalog.outbox_count(name) > 0:
                 continue  # a manifest now would miss the queued facts
             count = self._catalog.count(name)
             if info["manifest_blob_id"] is None:
@@ -1226,163 +1021,18 @@ class Memory:
             return
         if self._breaker_open():
             return
-        pending = self._catalog.query_one("SELECT count(*) FROM outbox WHERE namespace = ?", (ns,))
-        if pending is not None and int(pending[0]) > 0:
+        if self._catalog.outbox_count(ns) > 0:
             return
         try:
-            with self._manifest_turn(ns, wait=False) as ours:
+            with self._log.turn(ns, wait=False) as ours:
                 if ours:  # else another thread or process is publishing one right now
-                    self._publish_manifest_now(ns)
+                    self._log.publish_now(ns)
         except StorageError as exc:
             log.info("periodic manifest for %r deferred: %s", ns, exc)
 
-    @contextmanager
-    def _manifest_turn(self, ns: str, *, wait: bool) -> Iterator[bool]:
-        """Hold the namespace's manifest lock (this process's threads and other processes).
-
-        Yields False, holding nothing, when ``wait`` is False and it is taken.
-        """
-        with self._lock:
-            locks = self._manifest_locks.get(ns)
-            if locks is None:
-                path = self.data_dir / "locks" / f"manifest-{index_file_stem(ns)}.lock"
-                path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-                locks = self._manifest_locks[ns] = (threading.Lock(), FileLock(str(path)))
-        thread_lock, file_lock = locks
-        busy = LocalStoreError(
-            f"another process has been publishing a manifest of {ns!r} for over "
-            f"{MANIFEST_LOCK_TIMEOUT:.0f} s"
-        )
-        if not (thread_lock.acquire(timeout=MANIFEST_LOCK_TIMEOUT) if wait
-                else thread_lock.acquire(blocking=False)):
-            if wait:
-                raise busy
-            yield False
-            return
-        try:
-            try:
-                file_lock.acquire(timeout=MANIFEST_LOCK_TIMEOUT if wait else 0)
-            except Timeout:
-                if wait:
-                    raise busy from None
-                yield False
-                return
-            try:
-                yield True
-            finally:
-                file_lock.release()
-        finally:
-            thread_lock.release()
-
     def _publish_manifest(self, ns: str) -> str:
-        """Seal and publish a complete manifest of ``ns``; return its root blob id.
-
-        One manifest of a namespace at a time, across threads and processes:
-        snapshot, stores and the recorded pointer of one manifest all happen
-        before the next one takes its snapshot. Otherwise the slower of two
-        overlapping publications would record an older snapshot as the latest
-        (and restore reads only the latest).
-        """
-        with self._manifest_turn(ns, wait=True):
-            return self._publish_manifest_now(ns)
-
-    def _publish_manifest_now(self, ns: str) -> str:
-        keys = self.keys_for(ns)
-        client = self._get_backend().client
-        with self._lock, self._catalog.snapshot() as c:
-            info = c.execute("SELECT * FROM namespaces WHERE name = ?", (ns,)).fetchone()
-            rows = c.execute(
-                "SELECT id, version, blob_id, quilt_patch_id, end_epoch FROM memories "
-                "WHERE namespace = ? AND status = 'published' ORDER BY key", (ns,),
-            ).fetchall()
-            known = {
-                str(r[0]): (str(r[1]), r[2], r[3]) for r in c.execute(
-                    "SELECT digest, blob_id, patch_id, end_epoch FROM manifest_pages "
-                    "WHERE namespace = ?", (ns,),
-                ).fetchall()
-            }
-            epoch_row = c.execute("SELECT value FROM meta WHERE key = 'current_epoch'").fetchone()
-        writes_seen = int(info["writes_since_manifest"])
-        current_epoch = int(epoch_row[0]) if epoch_row else None
-        entries = [mf.Entry(str(r[0]), int(r[1]), str(r[2]), r[3], r[4]) for r in rows]
-        deadline = self.settings.publish_deadline
-        inline: list[mf.Entry] | None = entries
-        layout: list[tuple[str, int]] = []  # (digest, entry count) in page order
-        placed: dict[str, tuple[str, str | None, int | None]] = {}  # digest -> location
-        to_store: list[tuple[str, bytes]] = []
-        if len(entries) > mf.INLINE_MAX:
-            changed: list[tuple[list[mf.Entry], dict[str, Any], str]] = []
-            for chunk in mf.chunk_entries(entries):
-                record, digest = mf.page_record(chunk)
-                reuse = known.get(digest)
-                if reuse is not None and (
-                    reuse[2] is None or current_epoch is None or reuse[2] > current_epoch + 1
-                ):
-                    placed[digest] = reuse  # unchanged and not about to expire: reuse it
-                    layout.append((digest, len(chunk)))
-                else:
-                    changed.append((chunk, record, digest))
-            # Changed entries ride inline in the root (one store call) up to about
-            # 1 MiB of root; more become pages, stored together as one quilt.
-            if sum(len(chunk) for chunk, _, _ in changed) <= mf.CHANGED_INLINE_MAX:
-                inline = [entry for chunk, _, _ in changed for entry in chunk]
-            else:
-                inline = None
-                for chunk, record, digest in changed:
-                    layout.append((digest, len(chunk)))
-                    if digest not in placed:
-                        sealed_page = seal(keys, record, max_plaintext=MANIFEST_MAX_PLAINTEXT)
-                        to_store.append((digest, sealed_page))
-                        placed[digest] = ("", None, None)
-        # New pages travel together: one quilt (or one blob), not one blob per page.
-        new_pages: list[tuple[str, str, str | None, int | None]] = []
-        for span in _chunks([len(data) for _, data in to_store]):
-            part = [to_store[i] for i in span]
-            if len(part) == 1:
-                stored = client.store_blob(part[0][1], deadline=deadline)
-                found: dict[str, str | None] = {part[0][0]: None}
-            else:
-                quilt = client.store_quilt(dict(part), deadline=deadline)
-                _check_patches(quilt.patches, [d for d, _ in part])
-                stored = quilt.blob
-                found = {d: quilt.patches.get(d) for d, _ in part}
-            for digest, patch in found.items():
-                placed[digest] = (stored.blob_id, patch, stored.end_epoch)
-                new_pages.append((digest, stored.blob_id, patch, stored.end_epoch))
-        pages = [(placed[d][0], placed[d][1], d, n) for d, n in layout]
-        seq = int(info["manifest_seq"]) + 1
-        now = time.time()
-        root = mf.root_record(
-            manifest_id=f"manifest-{new_memory_id()}", seq=seq, created_at=now,
-            prev=info["manifest_blob_id"], model_id=info["model_id"], dim=info["dim"],
-            count=len(entries), entries=inline, pages=pages,
-        )
-        stored = client.store_blob(
-            seal(keys, root, max_plaintext=MANIFEST_MAX_PLAINTEXT), deadline=deadline
-        )
-        with self._lock, self._catalog.write() as c:
-            c.executemany(
-                "INSERT INTO manifest_pages (namespace, digest, blob_id, patch_id, end_epoch) "
-                "VALUES (?, ?, ?, ?, ?) ON CONFLICT (namespace, digest) DO UPDATE SET "
-                "blob_id = excluded.blob_id, patch_id = excluded.patch_id, "
-                "end_epoch = excluded.end_epoch",
-                [(ns, d, b, p, e) for d, b, p, e in new_pages],
-            )
-            c.execute(
-                "INSERT OR REPLACE INTO manifests (namespace, seq, blob_id, prev_blob_id, entries, "
-                "pages, at, end_epoch) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (ns, seq, stored.blob_id, info["manifest_blob_id"], len(entries), len(pages), now,
-                 stored.end_epoch),
-            )
-            c.execute(
-                "UPDATE namespaces SET manifest_blob_id = ?, manifest_seq = ?, manifest_at = ?, "
-                "writes_since_manifest = max(writes_since_manifest - ?, 0) WHERE name = ?",
-                (stored.blob_id, seq, now, writes_seen, ns),
-            )
-            self._catalog.note_epoch(stored.registered_epoch)
-        log.info("published manifest %d of %r (%d entries, %d pages)", seq, ns, len(entries),
-                 len(pages))
-        return stored.blob_id
+        """Publish a manifest of ``ns`` now (see :meth:`NamespaceLog.publish`); its head."""
+        return self._log.publish(ns)
 
     def restore(
         self,
@@ -1399,136 +1049,7 @@ class Memory:
         total)`` is called as facts are processed.
         """
         self._check_open()
-        ns = self._ns(namespace)
-        keys = self.keys_for(ns)
-        self._check_model(ns)
-        if manifest_blob_id is None:
-            info = self._catalog.namespace(ns)
-            manifest_blob_id = None if info is None else info["manifest_blob_id"]
-            if manifest_blob_id is None:
-                raise InvalidInput(
-                    f"no manifest recorded here for namespace {ns!r}: pass manifest_blob_id "
-                    "(Memory.stats().manifest_blob_id / `walrus-mem stats` where it was written)"
-                )
-        client = self._get_backend().client
-
-        def opener(expected_id: str | None, kind: str) -> Callable[[bytes], None]:
-            def check(data: bytes) -> None:
-                open_envelope(keys, data, expected_id=expected_id, expected_kind=kind)
-            return check
-
-        # A wrong key or namespace shows as WrongNamespace on the root: no failover helps.
-        raw = _read_checked(client, opener(None, "manifest"), blob_id=manifest_blob_id,
-                            fail_fast=(WrongNamespace,))
-        root = mf.parse_root(open_envelope(keys, raw, expected_kind="manifest"))
-        entries = list(root.entries or [])
-        for blob_id, patch_id, digest, _ in root.pages:
-            page_raw = _read_checked(client, opener(f"page-{digest}", "manifest-page"),
-                                     blob_id=blob_id, patch_id=patch_id)
-            entries.extend(mf.parse_page(
-                open_envelope(keys, page_raw, expected_id=f"page-{digest}",
-                              expected_kind="manifest-page"), digest))
-        total = len(entries)
-        present = {str(r[0]) for r in self._catalog.query(
-            "SELECT id FROM memories WHERE namespace = ?", (ns,))}
-        tombstoned = {str(r[0]) for r in self._catalog.query(
-            "SELECT memory_id FROM versions WHERE namespace = ? AND event = 'DELETE'", (ns,))}
-        todo = [e for e in entries if e.memory_id not in present and e.memory_id not in tombstoned]
-        skipped = total - len(todo)
-        done = skipped
-        restored = 0
-        failed: list[tuple[str, str]] = []
-        if progress is not None:
-            progress(done, total)
-
-        def fetch(entry: mf.Entry) -> tuple[mf.Entry, bytes, dict[str, Any]]:
-            def check(data: bytes) -> None:
-                record = open_envelope(keys, data, expected_id=entry.memory_id,
-                                       expected_kind="fact")
-                if record.get("version") != entry.version:
-                    raise InvalidInput(f"blob holds version {record.get('version')}, "
-                                       f"manifest says {entry.version}")
-
-            data = _read_checked(client, check, blob_id=entry.blob_id, patch_id=entry.patch_id)
-            record = open_envelope(keys, data, expected_id=entry.memory_id, expected_kind="fact")
-            return entry, data, record
-
-        with ThreadPoolExecutor(max_workers=RESTORE_WORKERS) as pool:
-            for start in range(0, len(todo), RESTORE_CHUNK):
-                chunk = todo[start : start + RESTORE_CHUNK]
-                fetched: list[tuple[mf.Entry, bytes, dict[str, Any]]] = []
-                futures = [(e, pool.submit(fetch, e)) for e in chunk]
-                for entry, future in futures:
-                    try:
-                        fetched.append(future.result())
-                    except (WalrusMemError, ValueError) as exc:
-                        failed.append((entry.memory_id, f"{type(exc).__name__}: {exc}"))
-                restored += self._insert_restored(ns, keys, fetched)
-                done += len(chunk)
-                if progress is not None:
-                    progress(done, total)
-        with self._lock, self._catalog.write() as c:
-            c.execute(
-                "UPDATE namespaces SET manifest_blob_id = coalesce(manifest_blob_id, ?), "
-                "manifest_seq = max(manifest_seq, ?) WHERE name = ?",
-                (manifest_blob_id, root.seq, ns),
-            )
-        with self._lock:
-            self._indexes.save_all()
-        return RestoreReport(namespace=ns, manifest_blob_id=manifest_blob_id, total=total,
-                             restored=restored, skipped=total - restored - len(failed),
-                             failed=failed)
-
-    def _insert_restored(
-        self,
-        ns: str,
-        keys: NamespaceKeys,
-        fetched: builtins.list[tuple[mf.Entry, bytes, dict[str, Any]]],
-    ) -> int:
-        if not fetched:
-            return 0
-        texts = [str(rec.get("text", "")) for _, _, rec in fetched]
-        vectors = self._embed(texts)
-        emb = self._embedder
-        now = time.time()
-        count = 0
-        with self._lock, self._catalog.write() as c:
-            c.execute(
-                "UPDATE namespaces SET model_id = ?, dim = ? WHERE name = ? AND model_id IS NULL",
-                (emb.model_id, emb.dim, ns),
-            )
-            for (entry, data, rec), text, vector in zip(fetched, texts, vectors, strict=True):
-                metadata = rec.get("metadata") if isinstance(rec.get("metadata"), dict) else {}
-                cur = c.execute(
-                    "INSERT INTO memories (id, namespace, text, metadata, category, importance, "
-                    "created_at, updated_at, expires_at, version, dedupe_hash, status, blob_id, "
-                    "quilt_patch_id, end_epoch, sealed, vector) VALUES "
-                    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'published', ?, ?, ?, ?, ?) "
-                    "ON CONFLICT DO NOTHING",
-                    (entry.memory_id, ns, text, json.dumps(metadata, sort_keys=True),
-                     rec.get("category"), float(rec.get("importance") or DEFAULT_IMPORTANCE),
-                     float(rec.get("created_at") or now), float(rec.get("updated_at") or now),
-                     rec.get("expires_at"), entry.version, keys.dedupe_hash(text),
-                     entry.blob_id, entry.patch_id, entry.end_epoch, data,
-                     vector_to_blob(vector)),
-                )
-                if cur.rowcount == 0:
-                    continue
-                key = int(cur.lastrowid or 0)
-                self._catalog.fts_add(ns, key, text)
-                c.execute("INSERT INTO changes (namespace, key) VALUES (?, ?)", (ns, key))
-                c.execute(
-                    "INSERT OR IGNORE INTO versions (memory_id, namespace, version, event, text, "
-                    "metadata, at, blob_id, quilt_patch_id, end_epoch) "
-                    "VALUES (?, ?, ?, 'RESTORE', ?, ?, ?, ?, ?, ?)",
-                    (entry.memory_id, ns, entry.version, text,
-                     json.dumps(metadata, sort_keys=True), now, entry.blob_id, entry.patch_id,
-                     entry.end_epoch),
-                )
-                count += 1
-        with self._lock:
-            self._indexes.refresh(ns)
-        return count
+        return self._log.restore(self._ns(namespace), manifest_blob_id, progress)
 
     # -- expiry ------------------------------------------------------------------------
 
@@ -1557,14 +1078,7 @@ class Memory:
         if current is None:
             return []
         limit = current + within_epochs
-        if namespace is None:
-            rows = self._catalog.query(
-                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE end_epoch IS NOT NULL "
-                "AND end_epoch <= ? ORDER BY end_epoch, key", (limit,))
-        else:
-            rows = self._catalog.query(
-                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE namespace = ? AND end_epoch IS NOT "
-                "NULL AND end_epoch <= ? ORDER BY end_epoch, key", (self._ns(namespace), limit))
+        rows = self._catalog.expiring(None if namespace is None else self._ns(namespace), limit)
         return [record_from_row(r) for r in rows]
 
     def extend(
@@ -1588,9 +1102,7 @@ class Memory:
                                    or not 1 <= epochs <= 53):
             raise InvalidInput("epochs must be an integer between 1 and 53")
         if memory_ids is None:
-            ids = [str(r[0]) for r in self._catalog.query(
-                "SELECT id FROM memories WHERE namespace = ? AND status = 'published' "
-                "ORDER BY key", (ns,))]
+            ids = self._catalog.memory_ids(ns, published_only=True)
         else:
             if isinstance(memory_ids, str):
                 memory_ids = [memory_ids]
@@ -1598,11 +1110,11 @@ class Memory:
         rows = self._catalog.memories_by_ids(ns, ids)
         failed = [(m, "MemoryNotFound: not in this namespace") for m in ids if m not in rows]
         payload = [
-            (m, r) for m in ids if (r := self._sealed_row(ns, m)) is not None and m in rows
+            (m, r) for m in ids if (r := self._catalog.sealed_of(ns, m)) is not None and m in rows
         ]
         extended: dict[str, int | None] = {}
         client = self._get_backend().client
-        for span in _chunks([len(s) for _, (s, _) in payload]):
+        for span in store_batches([len(s) for _, (s, _) in payload]):
             part = [payload[i] for i in span]
             try:
                 if len(part) == 1:
@@ -1612,55 +1124,22 @@ class Memory:
                 else:
                     quilt = client.store_quilt({m: s for m, (s, _) in part}, epochs=epochs,
                                                deadline=self.settings.publish_deadline)
-                    _check_patches(quilt.patches, [m for m, _ in part])
+                    check_patches(quilt.patches, [m for m, _ in part])
                     blob = quilt.blob
                     locations = {m: quilt.patches.get(m) for m, _ in part}
             except StorageError as exc:
                 failed.extend((m, f"{type(exc).__name__}: {exc}") for m, _ in part)
                 continue
-            with self._lock, self._catalog.write() as c:
-                for mid, (_, version) in part:
-                    old_end = rows[mid]["end_epoch"]
-                    if old_end is not None and old_end >= blob.end_epoch:
-                        extended[mid] = int(old_end)  # the current blob already lasts longer
-                        continue
-                    c.execute(
-                        "UPDATE memories SET blob_id = ?, quilt_patch_id = ?, object_id = ?, "
-                        "end_epoch = ?, deletable = ?, status = 'published' "
-                        "WHERE id = ? AND version = ?",
-                        (blob.blob_id, locations[mid], blob.object_id, blob.end_epoch,
-                         None if blob.deletable is None else int(blob.deletable), mid, version),
-                    )
-                    c.execute(
-                        "UPDATE versions SET blob_id = ?, quilt_patch_id = ?, end_epoch = ? "
-                        "WHERE memory_id = ? AND version = ?",
-                        (blob.blob_id, locations[mid], blob.end_epoch, mid, version),
-                    )
-                    c.execute("DELETE FROM outbox_items WHERE memory_id = ? AND version = ?",
-                              (mid, version))
-                    extended[mid] = blob.end_epoch
-                c.execute(
-                    "DELETE FROM outbox WHERE namespace = ? AND id NOT IN "
-                    "(SELECT DISTINCT outbox_id FROM outbox_items)", (ns,),
-                )
-                c.execute(
-                    "UPDATE namespaces SET writes_since_manifest = writes_since_manifest + ? "
-                    "WHERE name = ?", (len(part), ns),
-                )
-                self._catalog.note_epoch(blob.registered_epoch)
+            with self._lock:
+                extended.update(self._catalog.record_location(
+                    ns, {mid: version for mid, (_, version) in part}, locations, blob,
+                    only_if_longer={mid: rows[mid]["end_epoch"] for mid, _ in part}))
         if extended:
             try:
                 self._publish_manifest(ns)
             except StorageError as exc:
                 log.info("manifest after extend deferred: %s", exc)
         return ExtendReport(extended=extended, failed=failed)
-
-    def _sealed_row(self, ns: str, mid: str) -> tuple[bytes, int] | None:
-        row = self._catalog.query_one(
-            "SELECT sealed, version FROM memories WHERE id = ? AND namespace = ? "
-            "AND sealed IS NOT NULL", (mid, ns),
-        )
-        return None if row is None else (bytes(row[0]), int(row[1]))
 
     # -- maintenance -------------------------------------------------------------------
 
@@ -1676,18 +1155,13 @@ class Memory:
         done = 0
         last = 0
         while True:
-            rows = self._catalog.query(
-                "SELECT key, text FROM memories WHERE namespace = ? AND key > ? ORDER BY key "
-                "LIMIT 512", (ns, last))
+            rows = self._catalog.texts_after(ns, last)
             if not rows:
                 break
             vectors = self._embed([str(r["text"]) for r in rows])
-            with self._lock, self._catalog.write() as c:
-                c.executemany(
-                    "UPDATE memories SET vector = ? WHERE key = ?",
-                    [(vector_to_blob(v), int(r["key"]))
-                     for r, v in zip(rows, vectors, strict=True)],
-                )
+            with self._lock:
+                self._catalog.set_vectors([(vector_to_blob(v), int(r["key"]))
+                                           for r, v in zip(rows, vectors, strict=True)])
             done += len(rows)
             last = int(rows[-1]["key"])
         with self._lock:
@@ -1716,15 +1190,7 @@ class Memory:
         """Counts, sizes, model and latest manifest of a namespace (local, no network)."""
         self._check_open()
         ns = self._ns(namespace)
-        row = self._catalog.query_one(
-            "SELECT count(*), coalesce(sum(status = 'published'), 0), "
-            "coalesce(sum(status = 'queued'), 0), coalesce(sum(length(CAST(text AS BLOB))), 0), "
-            "coalesce(sum(length(sealed)), 0) FROM memories WHERE namespace = ?", (ns,))
-        assert row is not None
-        forgotten = self._catalog.query_one(
-            "SELECT count(*) FROM versions WHERE namespace = ? AND event = 'DELETE'", (ns,))
-        batches = self._catalog.query_one(
-            "SELECT count(*) FROM outbox WHERE namespace = ?", (ns,))
+        counts = self._catalog.stats_counts(ns)
         info = self._catalog.namespace(ns)
         index_path = self._indexes.path_for(ns)
         loaded = self._indexes.loaded(ns)
@@ -1733,13 +1199,13 @@ class Memory:
         )
         return MemoryStats(
             namespace=ns,
-            memories=int(row[0]),
-            published=int(row[1]),
-            queued=int(row[2]),
-            forgotten=int(forgotten[0]) if forgotten else 0,
-            text_bytes=int(row[3]),
-            sealed_bytes=int(row[4]),
-            index_vectors=len(loaded) if loaded is not None else int(row[0]),
+            memories=counts["memories"],
+            published=counts["published"],
+            queued=counts["queued"],
+            forgotten=counts["forgotten"],
+            text_bytes=counts["text_bytes"],
+            sealed_bytes=counts["sealed_bytes"],
+            index_vectors=len(loaded) if loaded is not None else counts["memories"],
             index_path=index_path,
             index_bytes=index_path.stat().st_size if index_path.exists() else 0,
             catalog_path=self._catalog.path,
@@ -1750,7 +1216,7 @@ class Memory:
             manifest_blob_id=None if info is None else info["manifest_blob_id"],
             manifest_seq=0 if info is None else int(info["manifest_seq"]),
             manifest_at=None if info is None else from_timestamp(info["manifest_at"]),
-            outbox_batches=int(batches[0]) if batches else 0,
+            outbox_batches=counts["outbox_batches"],
             current_epoch=self._catalog.current_epoch(),
             embedded=self.settings.embedded and self._injected_walrus is None,
             data_dir=self.data_dir,

@@ -1,0 +1,148 @@
+"""The catalog's schema: one migration per version, applied in order (see catalog.py)."""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION"]
+
+MIGRATIONS: Final[tuple[str, ...]] = (
+    # 1: initial schema
+    """
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+    CREATE TABLE namespaces (
+        name TEXT PRIMARY KEY,
+        model_id TEXT,
+        dim INTEGER,
+        key_fingerprint TEXT,
+        created_at REAL NOT NULL,
+        manifest_blob_id TEXT,
+        manifest_seq INTEGER NOT NULL DEFAULT 0,
+        manifest_at REAL,
+        writes_since_manifest INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE TABLE memories (
+        key INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        namespace TEXT NOT NULL REFERENCES namespaces(name),
+        text TEXT NOT NULL,
+        metadata TEXT NOT NULL DEFAULT '{}',
+        category TEXT,
+        importance REAL NOT NULL,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        expires_at REAL,
+        version INTEGER NOT NULL,
+        dedupe_hash TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('queued', 'published')),
+        blob_id TEXT,
+        quilt_patch_id TEXT,
+        object_id TEXT,
+        end_epoch INTEGER,
+        deletable INTEGER,
+        sealed BLOB,
+        vector BLOB NOT NULL,
+        UNIQUE (namespace, dedupe_hash)
+    );
+    CREATE INDEX memories_ns_key ON memories (namespace, key);
+    CREATE INDEX memories_ns_created ON memories (namespace, created_at);
+    CREATE INDEX memories_ns_end_epoch ON memories (namespace, end_epoch);
+    CREATE INDEX memories_blob ON memories (blob_id);
+    CREATE TABLE versions (
+        memory_id TEXT NOT NULL,
+        namespace TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        event TEXT NOT NULL,
+        text TEXT,
+        metadata TEXT,
+        at REAL NOT NULL,
+        blob_id TEXT,
+        quilt_patch_id TEXT,
+        end_epoch INTEGER,
+        deletable INTEGER,
+        PRIMARY KEY (memory_id, version)
+    );
+    CREATE INDEX versions_blob ON versions (blob_id);
+    CREATE TABLE outbox (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        namespace TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('blob', 'quilt')),
+        created_at REAL NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        last_error TEXT
+    );
+    CREATE TABLE outbox_items (
+        outbox_id INTEGER NOT NULL REFERENCES outbox(id) ON DELETE CASCADE,
+        memory_id TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        PRIMARY KEY (outbox_id, memory_id)
+    );
+    CREATE INDEX outbox_items_memory ON outbox_items (memory_id);
+    CREATE TABLE changes (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        namespace TEXT NOT NULL,
+        key INTEGER NOT NULL
+    );
+    CREATE INDEX changes_ns_seq ON changes (namespace, seq);
+    CREATE TABLE manifests (
+        namespace TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        blob_id TEXT NOT NULL,
+        prev_blob_id TEXT,
+        entries INTEGER NOT NULL,
+        pages INTEGER NOT NULL,
+        at REAL NOT NULL,
+        end_epoch INTEGER,
+        PRIMARY KEY (namespace, seq)
+    );
+    CREATE TABLE manifest_pages (
+        namespace TEXT NOT NULL,
+        digest TEXT NOT NULL,
+        blob_id TEXT NOT NULL,
+        end_epoch INTEGER,
+        PRIMARY KEY (namespace, digest)
+    );
+    CREATE TABLE idempotency (
+        namespace TEXT NOT NULL,
+        key TEXT NOT NULL,
+        result TEXT NOT NULL,
+        at REAL NOT NULL,
+        PRIMARY KEY (namespace, key)
+    );
+    """,
+    # 2: manifest pages may be quilt patches
+    """
+    ALTER TABLE manifest_pages ADD COLUMN patch_id TEXT;
+    """,
+    # 3: the namespace log (docs/sync.md): merged heads, unfinished restores, fact
+    # digests, head references, and history rows that share a version (a merge
+    # keeps the losing version of a conflict next to the winner)
+    """
+    ALTER TABLE namespaces ADD COLUMN log_heads TEXT;
+    ALTER TABLE namespaces ADD COLUMN restoring TEXT;
+    ALTER TABLE memories ADD COLUMN digest TEXT;
+    ALTER TABLE manifests ADD COLUMN head TEXT;
+    ALTER TABLE manifests ADD COLUMN parents TEXT;
+    CREATE TABLE versions_v3 (
+        memory_id TEXT NOT NULL,
+        namespace TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        event TEXT NOT NULL,
+        text TEXT,
+        metadata TEXT,
+        at REAL NOT NULL,
+        blob_id TEXT,
+        quilt_patch_id TEXT,
+        end_epoch INTEGER,
+        deletable INTEGER,
+        PRIMARY KEY (memory_id, version, event)
+    );
+    INSERT INTO versions_v3 SELECT memory_id, namespace, version, event, text, metadata, at,
+        blob_id, quilt_patch_id, end_epoch, deletable FROM versions;
+    DROP TABLE versions;
+    ALTER TABLE versions_v3 RENAME TO versions;
+    CREATE INDEX versions_blob ON versions (blob_id);
+    CREATE INDEX versions_ns_event ON versions (namespace, event);
+    """,
+)
+SCHEMA_VERSION: Final = len(MIGRATIONS)
