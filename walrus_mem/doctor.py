@@ -235,7 +235,8 @@ def check_embedding_model(
             from .embeddings import make_embedder
 
             embedder: Any = make_embedder(
-                settings.embedding_model, batch_size=settings.embedding_batch_size
+                settings.embedding_model, batch_size=settings.embedding_batch_size,
+                threads=settings.embedding_threads, backend=settings.embedding_backend,
             )
         else:
             embedder = make(settings)

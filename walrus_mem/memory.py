@@ -190,7 +190,8 @@ class Memory:
         if embedder is not None and not isinstance(embedder, Embedder):
             raise InvalidInput("embedder must have model_id, dim and embed(texts)")
         self._embedder: Embedder = embedder if embedder is not None else make_embedder(
-            self.settings.embedding_model, batch_size=self.settings.embedding_batch_size
+            self.settings.embedding_model, batch_size=self.settings.embedding_batch_size,
+            threads=self.settings.embedding_threads, backend=self.settings.embedding_backend,
         )
         self.data_dir = Path(self.settings.data_dir).expanduser()
         self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
