@@ -111,6 +111,13 @@ async def test_in_process_server(tmp_path, master_hex):
             assert len(listed.tools) == len(TOOL_NAMES)
             got = payload(await client.call_tool("memory_list", {}))
             assert got["result"]["namespace"] == "writer" and got["result"]["count"] == 1
+            # default-deny: a namespace named by the model is refused, never honoured
+            for args in ({"namespace": "default"}, {"namespace": "other"}):
+                refused = payload(await client.call_tool("memory_list", args))
+                assert refused["error"]["type"] == "NamespaceDenied"
+            refused = payload(await client.call_tool(
+                "memory_delete_all", {"confirm": True, "namespace": "default"}))
+            assert refused["error"]["type"] == "NamespaceDenied"
     finally:
         mem.close()
 

@@ -273,3 +273,24 @@ def test_langchain_bind_tools_keeps_memory_around_the_bound_model(memory, hooks)
     tools, messages = seen[0]
     assert tools == ["memory_search"]
     assert "User is allergic to peanuts." in messages[-1].content
+
+
+def test_memory_tools_are_bound_to_the_wrapper_session(memory, hooks, fake_chat):
+    """Default-deny through the middleware: the model cannot pick another namespace."""
+    client = wrap_openai(openai.OpenAI(api_key="test", base_url=BASE), hooks=hooks,
+                         session_key=RESEARCHER)
+    tools = client.memory_tools()
+    assert tools.namespace == "research"
+    listed = tools.call("memory_list", {})
+    assert listed["ok"] and listed["result"]["count"] == 1
+    for args in ({"namespace": "coder"}, {"namespace": "default"}):
+        refused = tools.call("memory_list", args)
+        assert refused["error"]["type"] == "NamespaceDenied"
+    refused = tools.call("memory_delete_all", {"confirm": True, "namespace": "coder"})
+    assert refused["error"]["type"] == "NamespaceDenied"
+    inner, _ = fake_chat
+    chat = with_memory(inner, hooks=hooks, session_key=CODER)
+    assert chat.memory_tools().namespace == "coder"
+    assert chat.memory_tools().call("memory_list", {"namespace": "research"})["error"][
+        "type"] == "NamespaceDenied"
+    assert len(memory.list("research")) == 1

@@ -13,6 +13,7 @@ from walrus_mem.tools import (
     TOOL_NAMES,
     TOOL_SPECS,
     WRITE_TOOLS,
+    bind_tools,
     call_tool,
     tool_specs,
 )
@@ -178,17 +179,49 @@ def test_every_tool_works_through_call_tool(memory):
     assert wiped["forgotten"] == 2 and memory.list("research") == []
 
 
-def test_without_session_the_namespace_argument_or_default_is_used(memory):
-    ok(call_tool(memory, "memory_store", {"facts": ["User likes chess."], "namespace": "games"}))
+def test_without_session_the_default_namespace_is_bound_and_others_refused(memory):
+    """Default-deny: with no session key a model-supplied namespace is never honoured."""
     ok(call_tool(memory, "memory_store", {"facts": ["User likes jazz."]}))
-    assert [r.text for r in memory.list("games")] == ["User likes chess."]
-    assert [r.text for r in memory.list("default")] == ["User likes jazz."]
-    err(call_tool(memory, "memory_list", {"namespace": "Bad NS"}), "InvalidNamespace")
+    ok(call_tool(memory, "memory_store", {"facts": ["User likes chess."],
+                                          "namespace": "default"}))
+    memory.remember("Coder's deploy target is staging-3.", namespace="coder")
+    for name, args in [
+        ("memory_store", {"facts": ["User likes chess."], "namespace": "games"}),
+        ("memory_search", {"query": "deploy target", "namespace": "coder"}),
+        ("memory_list", {"namespace": "coder"}),
+        ("memory_delete_all", {"confirm": True, "namespace": "coder"}),
+        ("memory_list", {"namespace": "Bad NS"}),
+    ]:
+        message = err(call_tool(memory, name, args), "NamespaceDenied")
+        assert "'default'" in message
+    assert memory.list("games") == []
+    assert [r.text for r in memory.list("coder")] == ["Coder's deploy target is staging-3."]
+    assert sorted(r.text for r in memory.list("default")) == ["User likes chess.",
+                                                              "User likes jazz."]
+
+
+def test_explicit_host_binding(memory):
+    """The host (not the model) may bind the tools to a namespace when building them."""
+    ok(call_tool(memory, "memory_store", {"facts": ["User likes go."]}, namespace="games"))
+    assert [r.text for r in memory.list("games")] == ["User likes go."]
+    err(call_tool(memory, "memory_list", {"namespace": "default"}, namespace="games"),
+        "NamespaceDenied")
+    # a session key and a different explicit binding contradict each other
+    err(call_tool(memory, "memory_list", {}, session_key=RESEARCHER, namespace="games",
+                  config=agents_config()), "NamespaceDenied")
+    tools = bind_tools(memory, namespace="games")
+    assert tools.namespace == "games" and len(tools.specs) == len(TOOL_SPECS)
+    assert ok(tools.call("memory_list", {}))["count"] == 1
+    err(tools.call("memory_delete_all", '{"confirm": true, "namespace": "default"}'),
+        "NamespaceDenied")
+    sub = bind_tools(memory, session_key=SUBAGENT, config=agents_config())
+    assert sub.read_only and sub.namespace == "research"
+    assert {s["function"]["name"] for s in sub.specs} == READ_TOOLS
 
 
 def test_session_namespace_is_enforced(memory):
     message = err(call_tool(memory, "memory_list", {"namespace": "coder"},
-                            session_key=RESEARCHER, config=agents_config()), "InvalidInput")
+                            session_key=RESEARCHER, config=agents_config()), "NamespaceDenied")
     assert "research" in message
     ok(call_tool(memory, "memory_list", {"namespace": "research"}, session_key=RESEARCHER,
                  config=agents_config()))

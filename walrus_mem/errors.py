@@ -10,7 +10,8 @@ these with ``raise ... from exc``. Messages never contain key material.
     WalrusMemError
     ├── ConfigError (ValueError)
     │   ├── PlaceholderError            unset / empty / malformed ${VAR}
-    │   └── InvalidNamespace
+    │   ├── InvalidNamespace
+    │   └── UnknownAgent               an agent name no config or namespace knows
     ├── KeyMaterialError (ValueError)
     │   ├── MalformedKey               wrong length / encoding
     │   ├── KeyNotFound                no source produced a key
@@ -25,6 +26,7 @@ these with ``raise ... from exc``. Messages never contain key material.
     │   └── BlobMismatch               valid blob, but not the expected memory
     ├── PayloadTooLarge (ValueError)   plaintext or body over a limit
     ├── InvalidInput (ValueError)      empty text, bad filter, bad argument
+    │   └── InvalidSessionKey          a session key with no one-to-one namespace
     ├── MemoryNotFound (LookupError)   unknown memory id
     ├── StorageError                   anything on the Walrus wire
     │   ├── PublisherError
@@ -47,6 +49,7 @@ these with ``raise ... from exc``. Messages never contain key material.
     │   └── CatalogCorrupt             unreadable / inconsistent SQLite catalog
     ├── EmbeddingError                 model cannot be loaded / produced bad vectors
     ├── ReadOnlySession (PermissionError)  subagent tried to write
+    ├── NamespaceDenied (PermissionError)  a call named a namespace it is not bound to
     └── UnsafeContent (ValueError)     content refused by safety filters
 """
 
@@ -72,6 +75,7 @@ __all__ = [
     "InvalidInput",
     "InvalidNamespace",
     "InvalidResponse",
+    "InvalidSessionKey",
     "KeyExists",
     "KeyMaterialError",
     "KeyNotFound",
@@ -80,6 +84,7 @@ __all__ = [
     "MalformedKey",
     "MemoryNotFound",
     "ModelMismatch",
+    "NamespaceDenied",
     "PayloadTooLarge",
     "PlaceholderError",
     "PublisherError",
@@ -89,6 +94,7 @@ __all__ = [
     "StorageError",
     "StoreFailed",
     "TamperedBlob",
+    "UnknownAgent",
     "UnsafeContent",
     "UnsupportedVersion",
     "VerificationFailed",
@@ -121,6 +127,17 @@ class PlaceholderError(ConfigError):
 
 class InvalidNamespace(ConfigError):
     """A namespace name breaks the rule: 1-64 chars of [a-z0-9_-], first a letter or digit."""
+
+
+class UnknownAgent(ConfigError):
+    """An agent name that is neither configured nor an existing namespace.
+
+    ``known`` lists the names that would have been accepted.
+    """
+
+    def __init__(self, message: str, known: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.known = known
 
 
 # -- keys --------------------------------------------------------------------
@@ -199,6 +216,14 @@ class UnsafeContent(WalrusMemError, ValueError):
 
 class ReadOnlySession(WalrusMemError, PermissionError):
     """A read-only (subagent) session attempted a write."""
+
+
+class NamespaceDenied(WalrusMemError, PermissionError):
+    """A tool call named a namespace other than the one its host bound it to."""
+
+
+class InvalidSessionKey(InvalidInput):
+    """A session key whose agent name cannot be mapped one-to-one to a namespace."""
 
 
 # -- storage (Walrus wire) ---------------------------------------------------

@@ -18,6 +18,12 @@ LangChain (``langchain`` extra)::
     chat.invoke([HumanMessage("...")])            # or await chat.ainvoke(...)
 
 Call ``.hooks.close()`` (or ``flush()``) at shutdown so queued captures finish.
+
+To give the model the memory tools too, use ``client.memory_tools()`` (or
+``chat.memory_tools()``): a :class:`~walrus_mem.tools.BoundTools` bound to the
+wrapper's session, so a tool call naming any other namespace is refused with
+``NamespaceDenied`` (the per-call ``walrus_session_key`` is a host argument,
+stripped before the request, never something the model can set).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from typing import Any
 
 from .extract import normalize_messages
 from .hooks import MemoryHooks, RecallContext
+from .tools import BoundTools
 
 __all__ = [
     "OpenAIWithMemory",
@@ -249,6 +256,11 @@ class OpenAIWithMemory:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._client, name)
 
+    def memory_tools(self, session_key: str | None = None) -> BoundTools:
+        """The memory tools bound to this wrapper's session (or ``session_key``)."""
+        key = session_key if session_key is not None else self.session_key
+        return BoundTools(self.hooks.memory, session_key=key, config=self.hooks.directory)
+
     def close(self) -> None:
         """Drain the capture queue (if these hooks are ours); the client stays open."""
         if self._owns_hooks:
@@ -343,6 +355,11 @@ def memory_chat_model_class() -> Any:
             reply = await self.model.ainvoke(inject(messages, ctx), stop=stop, **kwargs)
             self._capture(messages, reply, key)
             return ChatResult(generations=[ChatGeneration(message=reply)])
+
+        def memory_tools(self, session_key: str | None = None) -> BoundTools:
+            """The memory tools bound to this model's session (or ``session_key``)."""
+            key = session_key if session_key is not None else self.session_key
+            return BoundTools(self.hooks.memory, session_key=key, config=self.hooks.directory)
 
         def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
             """Bind tools on the wrapped model; memory stays around it."""

@@ -17,6 +17,13 @@ detector are left out. ``memory_store`` screens every fact (injection dropped,
 credentials redacted) and redacts credentials in metadata values too. With a
 ``session_key``, the session's namespace is enforced and subagent sessions
 cannot write (``ReadOnlySession``).
+
+Namespaces are default-deny: a call acts only on the namespace its host bound
+it to -- the ``session_key``'s namespace, else an explicit ``namespace=``
+binding, else the configured default namespace. A ``namespace`` argument
+supplied by the model that differs from that binding is refused with
+:class:`~walrus_mem.errors.NamespaceDenied`; it is never honoured, so an
+injected instruction cannot reach another agent's memories.
 """
 
 from __future__ import annotations
@@ -30,8 +37,15 @@ from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .errors import InvalidInput, ReadOnlySession, UnsafeContent, WalrusMemError
+from .errors import (
+    InvalidInput,
+    NamespaceDenied,
+    ReadOnlySession,
+    UnsafeContent,
+    WalrusMemError,
+)
 from .extract import CATEGORIES, Category
+from .keys import validate_namespace
 from .safety import (
     MemoryItem,
     detect_injection,
@@ -48,7 +62,9 @@ __all__ = [
     "TOOL_SPECS",
     "WRITE_TOOLS",
     "INPUT_MODELS",
+    "BoundTools",
     "ToolResult",
+    "bind_tools",
     "call_tool",
     "tool_specs",
 ]
@@ -154,8 +170,8 @@ class HistoryInput(_Input):
 
 _NAMESPACE: Final = {
     "type": "string",
-    "description": "Memory namespace. Omit it or pass the namespace named in the system "
-                   "context; other namespaces are refused.",
+    "description": "Memory namespace. Omit it: the host binds these tools to one namespace "
+                   "(named in the system context) and refuses every other.",
 }
 _ID: Final = {"type": "string", "pattern": _ID_PATTERN, "description": "Memory id (32 hex)."}
 _CATEGORY: Final = {"type": "string", "enum": list(CATEGORIES)}
@@ -329,20 +345,21 @@ def _block(items: list[MemoryItem], namespace: str) -> str:
 
 
 class _Context:
-    def __init__(self, memory: Any, directory: AgentDirectory, session: SessionInfo | None):
+    def __init__(self, memory: Any, directory: AgentDirectory, session: SessionInfo | None,
+                 bound: str) -> None:
         self.memory = memory
         self.directory = directory
         self.session = session
+        self.bound = bound
 
     def namespace(self, requested: str | None) -> str:
-        if self.session is not None:
-            if requested and requested != self.session.namespace:
-                raise InvalidInput(
-                    f"namespace {escape_for_prompt(requested)[:64]!r} is not this session's "
-                    f"namespace {self.session.namespace!r}"
-                )
-            return self.session.namespace
-        return requested or self.directory.default_namespace
+        """The bound namespace; a different one named by the model is refused."""
+        if requested is not None and requested != self.bound:
+            raise NamespaceDenied(
+                f"namespace {escape_for_prompt(requested)[:64]!r} refused: these memory tools "
+                f"are bound to namespace {self.bound!r}; omit the namespace argument"
+            )
+        return self.bound
 
     def writable(self, action: str) -> None:
         if self.session is not None:
@@ -561,6 +578,24 @@ def _validation_message(exc: ValidationError) -> str:
     return "; ".join(parts)[:1000]
 
 
+def _binding(directory: AgentDirectory, session_key: str | None,
+             namespace: str | None) -> tuple[SessionInfo | None, str]:
+    """The session (if any) and the one namespace a call may act on."""
+    if namespace is not None:
+        namespace = validate_namespace(namespace)
+    if session_key is not None:
+        session = directory.resolve(session_key)
+        if namespace is not None and namespace != session.namespace:
+            raise NamespaceDenied(
+                f"the explicit binding {namespace!r} differs from the session's namespace "
+                f"{session.namespace!r}"
+            )
+        return session, session.namespace
+    if namespace is not None:
+        return None, namespace
+    return None, directory.main_options()[0]
+
+
 def call_tool(
     memory: Any,
     name: str,
@@ -568,11 +603,15 @@ def call_tool(
     *,
     session_key: str | None = None,
     config: Any = None,
+    namespace: str | None = None,
 ) -> ToolResult:
     """Run one memory tool; always returns a JSON-serialisable dict, never raises.
 
     ``arguments`` may be a dict or the JSON string a model produced.
     ``config`` is resolved like :class:`~walrus_mem.hooks.MemoryHooks`'s.
+    The call is bound to ``session_key``'s namespace, else to ``namespace``
+    (an explicit host binding), else to the configured default namespace;
+    passing both a session key and a different ``namespace`` is refused.
     """
     spec = _TOOLS.get(name)
     if spec is None:
@@ -600,15 +639,49 @@ def call_tool(
         return _error(name, "InvalidArguments", "arguments are nested too deeply")
     try:
         directory = AgentDirectory.from_config(config, memory=memory)
-        session = directory.resolve(session_key) if session_key is not None else None
-        result = handler(_Context(memory, directory, session), args)
+        session, bound = _binding(directory, session_key, namespace)
+        result = handler(_Context(memory, directory, session, bound), args)
         json.dumps(result)  # fail here, not in the host, if something is not serialisable
         return {"ok": True, "tool": name, "result": result}
     except ReadOnlySession as exc:
         log.info("walrus_mem: %s refused for a read-only session", name)
         return _error(name, "ReadOnlySession", str(exc))
+    except NamespaceDenied as exc:
+        log.warning("walrus_mem: %s refused: it named a namespace it is not bound to", name)
+        return _error(name, "NamespaceDenied", str(exc))
     except WalrusMemError as exc:
         return _error(name, type(exc).__name__, str(exc))
     except Exception as exc:
         log.warning("walrus_mem: tool %s failed (%s: %s)", name, type(exc).__name__, exc)
         return _error(name, "InternalError", f"{type(exc).__name__}: {exc}")
+
+
+class BoundTools:
+    """The memory tools bound once to one namespace (the host's binding).
+
+    ``tools = bind_tools(memory, session_key="agent:coder:1")`` then
+    ``tools.specs`` for the model and ``tools.call(name, arguments)`` for each
+    tool call. The binding is resolved when the tools are built, so an
+    unmappable session key fails here and not on the first call.
+    """
+
+    def __init__(self, memory: Any, *, session_key: str | None = None,
+                 namespace: str | None = None, config: Any = None) -> None:
+        self.memory = memory
+        self.directory = AgentDirectory.from_config(config, memory=memory)
+        self.session, self.namespace = _binding(self.directory, session_key, namespace)
+        self.session_key = session_key
+        self.read_only = bool(self.session and self.session.read_only)
+        self.specs = tool_specs(read_only=self.read_only)
+
+    def call(self, name: str, arguments: Mapping[str, Any] | str | None = None) -> ToolResult:
+        """:func:`call_tool` under this binding; never raises."""
+        return call_tool(self.memory, name, arguments, session_key=self.session_key,
+                         namespace=None if self.session_key is not None else self.namespace,
+                         config=self.directory)
+
+
+def bind_tools(memory: Any, *, session_key: str | None = None, namespace: str | None = None,
+               config: Any = None) -> BoundTools:
+    """Build :class:`BoundTools` (see there)."""
+    return BoundTools(memory, session_key=session_key, namespace=namespace, config=config)
