@@ -148,3 +148,35 @@ def test_click_command_for_the_cli(monkeypatch, tmp_path):
     assert calls == [(settings, "coder", True)]
     result = CliRunner().invoke(mcp_server.mcp_command, [])
     assert result.exit_code == 0 and calls[-1] == (None, None, False)
+
+
+def test_unknown_agent_is_an_error_listing_the_known_ones(tmp_path, master_hex):
+    from walrus_mem.errors import InvalidSessionKey, UnknownAgent
+    from walrus_mem.mcp_server import mcp_command
+
+    from .helpers_agents import agents_config
+
+    mem = make_memory(tmp_path, master_hex)
+    try:
+        mem.remember("User prefers dark mode.", namespace="writer")
+        with pytest.raises(UnknownAgent) as exc:
+            build_server(mem, agent="reseacher", config=agents_config())  # typo
+        assert "reseacher" in str(exc.value)
+        assert set(exc.value.known) >= {"researcher", "writer"}
+        assert "researcher" in str(exc.value) and "writer" in str(exc.value)
+        with pytest.raises((UnknownAgent, InvalidSessionKey)):
+            build_server(mem, agent="Researcher", config=agents_config())  # no case folding
+        assert mem.namespaces().count("reseacher") == 0  # nothing was created
+        build_server(mem, agent="researcher", config=agents_config())  # configured: fine
+        build_server(mem, agent="writer")  # an existing namespace: fine
+    finally:
+        mem.close()
+    from click.testing import CliRunner
+
+    settings = Settings(data_dir=tmp_path / "cli", master_key="11" * 32, use_keyring=False,
+                        embedding_model="test-hash", config_file=None)
+    from types import SimpleNamespace
+
+    result = CliRunner().invoke(mcp_command, ["--agent", "nobody"],
+                                obj=SimpleNamespace(settings=settings))
+    assert result.exit_code == 1 and "unknown agent 'nobody'" in result.output

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from walrus_mem.config import AgentConfig, Settings
-from walrus_mem.errors import ConfigError, ReadOnlySession
+from walrus_mem.errors import ConfigError, InvalidSessionKey, ReadOnlySession
 from walrus_mem.sessions import (
     AgentDirectory,
     SessionInfo,
@@ -48,13 +48,23 @@ def test_sanitize_agent_name(raw, clean):
         ("main", "main", "default", False),
         (f"agent:researcher:{UUID}", "agent", "researcher", False),
         ("agent:researcher", "agent", "researcher", False),
-        (f"agent:Research Bot!:{UUID}", "agent", "research-bot", False),
         (f"agent:main:{UUID}", "main", "default", False),
-        (f"agent:!!!:{UUID}", "unknown", "default", False),
         (f"agent::{UUID}", "unknown", "default", False),
         (f"agent:researcher:subagent:{UUID}", "subagent", "researcher", True),
         (f"agent:researcher:sub:{UUID}", "subagent", "researcher", True),
         (f"agent:researcher:SubAgent:{UUID}", "subagent", "researcher", True),
+        (f"agent:coder:sub-agent:{UUID}", "subagent", "coder", True),
+        ("agent:coder:sub-agent:1", "subagent", "coder", True),
+        ("agent:coder:sub_agent_2", "subagent", "coder", True),
+        ("agent:coder:subagents:7", "subagent", "coder", True),
+        ("agent:coder:child-agent:7", "subagent", "coder", True),
+        ("agent:coder:subtask:7", "subagent", "coder", True),
+        ("agent:coder:spawned:7", "subagent", "coder", True),
+        ("agent:coder:delegate:7", "subagent", "coder", True),
+        ("agent:coder:worker-agent:7", "subagent", "coder", True),
+        ("agent:coder:mem_capture:7", "subagent", "coder", True),
+        ("agent:coder:read-only:7", "subagent", "coder", True),
+        ("agent:coder:sub.agent#3", "subagent", "coder", True),
         (f"subagent:researcher:{UUID}", "subagent", "researcher", True),
         (f"subagent:main:{UUID}", "subagent", "default", True),
         (f"subagent:{UUID}", "subagent", "default", True),
@@ -63,6 +73,8 @@ def test_sanitize_agent_name(raw, clean):
         ("weird key with spaces", "unknown", "default", False),
         ("agentish:researcher:x", "unknown", "default", False),
         (f"agent:substation:{UUID}", "agent", "substation", False),  # 'sub' only as a segment
+        (f"agent:childcare-planner:{UUID}", "agent", "childcare-planner", False),
+        ("agent:subway:1", "agent", "subway", False),
     ],
 )
 def test_resolve_without_config(key, kind, namespace, read_only):
@@ -70,6 +82,48 @@ def test_resolve_without_config(key, kind, namespace, read_only):
     assert (info.kind, info.namespace, info.read_only) == (kind, namespace, read_only)
     assert info.key == key
     assert is_subagent_session(key) is read_only
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "agent:Researcher:1", "agent:RESEARCHER:1", "agent:Résearcher:1", f"agent:!!!:{UUID}",
+        "agent:Research Bot!:1", "agent:re$earch:1", "agent:" + "a" * 65 + ":1",
+        "subagent:Researcher:1", "agent:Main:1", "agent:x\nignore all:1",
+    ],
+)
+def test_unmappable_agent_names_are_refused_not_folded(key):
+    """Injective: no two agent names share a namespace, so folding is refused."""
+    with pytest.raises(InvalidSessionKey) as exc:
+        resolve_session(key)
+    assert "\n" not in str(exc.value)
+
+
+def test_agent_name_cannot_claim_a_configured_namespace():
+    directory = AgentDirectory({"researcher": AgentConfig(namespace="research"),
+                                "main": AgentConfig(namespace="home")})
+    assert directory.resolve("agent:researcher:1").namespace == "research"
+    with pytest.raises(InvalidSessionKey, match="researcher"):
+        directory.resolve("agent:research:1")
+    assert directory.resolve("agent:home:1").namespace == "home"  # the main namespace itself
+    with pytest.raises(ConfigError, match="both map"):
+        AgentDirectory({"a": AgentConfig(namespace="x"), "b": AgentConfig(namespace="x")})
+    with pytest.raises(ConfigError, match="explicit namespace"):
+        AgentDirectory({"Coder Bot": AgentConfig()})
+
+
+def test_read_only_patterns_are_configurable(tmp_path):
+    custom = AgentDirectory(read_only_patterns=[r"helper-\d+"])
+    assert custom.resolve("agent:coder:helper-3").read_only
+    assert not custom.resolve("agent:coder:subagent:1").read_only  # replaced, not added
+    nothing = AgentDirectory(read_only_patterns=[])
+    assert not nothing.resolve("agent:coder:sub:1").read_only
+    settings = Settings(data_dir=tmp_path, read_only_session_patterns=["viewer"])
+    assert AgentDirectory.from_config(settings).resolve("agent:coder:VIEWER").read_only
+    with pytest.raises(ValueError, match="read_only_session_patterns"):
+        Settings(data_dir=tmp_path, read_only_session_patterns=["(unclosed"])
+    with pytest.raises(ConfigError):
+        AgentDirectory(read_only_patterns=["(unclosed"])
 
 
 def test_parse_session_key_returns_raw_agent():
@@ -80,7 +134,7 @@ def test_parse_session_key_returns_raw_agent():
 def agents():
     return {
         "researcher": AgentConfig(namespace="research", max_recall_results=3),
-        "Coder Bot": AgentConfig(auto_capture=False),
+        "Coder Bot": AgentConfig(namespace="coder-bot", auto_capture=False),
         "main": AgentConfig(namespace="home", min_prompt_length=20),
     }
 
@@ -90,9 +144,11 @@ def test_config_namespaces_and_options():
     info = directory.resolve(f"agent:researcher:{UUID}")
     assert info.namespace == "research" and info.options.max_recall_results == 3
     assert info.agent == "researcher"
-    # looked up by sanitised name; namespace defaults to the sanitised name
-    coder = directory.resolve(f"agent:coder-bot:{UUID}")
-    assert coder.namespace == "coder-bot" and coder.options.auto_capture is False
+    # looked up by exact name only: another spelling is refused, not folded
+    with pytest.raises(InvalidSessionKey):
+        directory.resolve(f"agent:coder-bot:{UUID}")
+    with pytest.raises(InvalidSessionKey):
+        directory.resolve(f"agent:coder bot:{UUID}")
     exact = directory.resolve(f"agent:Coder Bot:{UUID}")
     assert exact.namespace == "coder-bot" and exact.options.auto_capture is False
     # unknown agents get their own namespace and default options

@@ -238,6 +238,26 @@ class Settings(BaseSettings):
     min_score: float = Field(default=0.0, ge=0.0)
     manifest_every: int = Field(default=200, ge=1)
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
+    # Session-key segments (regexes, full match, case-insensitive) that make a session
+    # read-only; None = walrus_mem.sessions.DEFAULT_READ_ONLY_PATTERNS.
+    read_only_session_patterns: Annotated[list[str] | None, NoDecode] = None
+
+    @field_validator("read_only_session_patterns", mode="before")
+    @classmethod
+    def _split_patterns(cls, v: Any) -> Any:
+        if isinstance(v, str):
+            return [p.strip() for p in v.split(",") if p.strip()]
+        return v
+
+    @field_validator("read_only_session_patterns")
+    @classmethod
+    def _compile_patterns(cls, v: list[str] | None) -> list[str] | None:
+        for pattern in v or ():
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"read_only_session_patterns: {pattern[:80]!r}: {exc}") from None
+        return v
 
     @field_validator("aggregator_urls", mode="before")
     @classmethod

@@ -23,8 +23,17 @@ messages, strips recalled-memory blocks (any nonce) and code, filters with
 (injection dropped, secrets redacted) and stores them with
 ``remember_many(idempotency_key=...)`` keyed by (session, turn), so a repeated
 ``agent_end`` for the same turn stores nothing twice. Subagent sessions are
-refused. No hook ever raises into the host: errors are logged and counted in
-:attr:`MemoryHooks.stats`.
+refused.
+
+**Failure policy** (``on_error``): with ``"log"`` (default) a hook never raises
+into the host; every failure is logged and counted in :attr:`MemoryHooks.stats`
+and reported in ``RecallContext.error`` / the capture outcome. A missing or
+unusable key (:class:`~walrus_mem.errors.KeyMaterialError`) or an unmappable
+session key is logged at ERROR level and counted in ``key_errors`` /
+``session_errors``: never silent. With ``"raise"`` the error propagates from
+:meth:`before_prompt_build` and :meth:`agent_end`; a background capture that
+failed is re-raised by the next :meth:`agent_end`, :meth:`flush` or
+:meth:`close`.
 """
 
 from __future__ import annotations
@@ -42,6 +51,7 @@ from typing import Any, Final, Literal
 import nacl.hash
 from nacl.encoding import HexEncoder
 
+from .errors import InvalidSessionKey, KeyMaterialError
 from .extract import (
     ChatMessage,
     Extractor,
@@ -84,6 +94,12 @@ _BOOTSTRAP: Final = re.compile(
 )
 _FENCED_CODE: Final = re.compile(r"(?ms)^\s*(```|~~~).*?(?:^\s*\1\s*$|\Z)")
 _MAX_QUERY_CHARS: Final = 2000
+
+
+_UNAVAILABLE: Final = (
+    "Long-term memory is unavailable for this session (its session key could not be mapped "
+    "to a memory namespace). Do not call the memory tools."
+)
 
 
 def is_bootstrap_prompt(prompt: str) -> bool:
@@ -224,6 +240,8 @@ class HookStats:
     captures_skipped: int = 0
     captures_dropped: int = 0
     capture_errors: int = 0
+    key_errors: int = 0
+    session_errors: int = 0
     read_only_refused: int = 0
     facts_extracted: int = 0
     facts_stored: int = 0
@@ -263,6 +281,9 @@ class MemoryHooks:
         extractor: fact extractor (default :class:`HeuristicExtractor`).
         secret_policy: ``"redact"`` (default) or ``"drop"`` for facts holding
             credentials (see :func:`~walrus_mem.safety.screen_fact`).
+        on_error: ``"log"`` (default: never raise into the host, log and
+            count; key and session errors at ERROR level) or ``"raise"``
+            (see the module docstring).
         queue_size: capacity of the capture queue.
         when_full: ``"drop"`` (default: count and drop the capture at once)
             or ``"block"`` (wait up to ``block_timeout`` seconds, then drop).
@@ -276,6 +297,7 @@ class MemoryHooks:
         *,
         extractor: Extractor | None = None,
         secret_policy: SecretPolicy = "redact",
+        on_error: Literal["raise", "log"] = "log",
         queue_size: int = 64,
         when_full: Literal["drop", "block"] = "drop",
         block_timeout: float = 0.5,
@@ -287,6 +309,10 @@ class MemoryHooks:
             raise ValueError("queue_size must be >= 1")
         if when_full not in ("drop", "block"):
             raise ValueError("when_full must be 'drop' or 'block'")
+        if on_error not in ("raise", "log"):
+            raise ValueError("on_error must be 'raise' or 'log'")
+        self.on_error = on_error
+        self._failures: list[BaseException] = []
         self.memory = memory
         self.directory = AgentDirectory.from_config(config, memory=memory)
         self.extractor: Extractor = extractor or HeuristicExtractor()
@@ -319,6 +345,27 @@ class MemoryHooks:
         """Resolve a session key (see :mod:`walrus_mem.sessions`)."""
         return self.directory.resolve(session_key)
 
+    def _failed(self, where: str, namespace: str | None, exc: BaseException) -> str:
+        """Log and count one failure (never silent); return its short description."""
+        what = f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, KeyMaterialError):
+            self._count(key_errors=1)
+            log.error("walrus_mem: %s in namespace %r has no usable key, memory is OFF for "
+                      "it (%s)", where, namespace, what)
+        elif isinstance(exc, InvalidSessionKey):
+            self._count(session_errors=1)
+            log.error("walrus_mem: %s refused an unmappable session key (%s)", where, what)
+        else:
+            log.warning("walrus_mem: %s failed in namespace %r (%s)", where, namespace, what)
+        return what
+
+    def _raise_pending(self) -> None:
+        """Under ``on_error="raise"``: re-raise a failed background capture once."""
+        if self.on_error == "raise" and self._failures:
+            with self._stats_lock:
+                failures, self._failures = self._failures, []
+            raise failures[0]
+
     # -- auto-recall -------------------------------------------------------------
 
     def before_prompt_build(
@@ -328,14 +375,16 @@ class MemoryHooks:
 
         ``prompt`` is the user's message (a string, or message content parts).
         """
+        self._raise_pending()
         try:
             session = self.session(session_key)
-        except Exception as exc:  # a broken config must not break the host
-            log.warning("walrus_mem: cannot resolve session (%s: %s)", type(exc).__name__, exc)
+        except Exception as exc:  # a broken config or session key
+            if self.on_error == "raise":
+                raise
             self._count(recall_errors=1)
+            what = self._failed("auto-recall", None, exc)
             session = AgentDirectory().resolve(None)
-            return RecallContext("", namespace_instruction(session), session.namespace,
-                                 session, error=f"{type(exc).__name__}: {exc}")
+            return RecallContext("", _UNAVAILABLE, session.namespace, session, error=what)
         system = namespace_instruction(session)
 
         def skip(reason: str) -> RecallContext:
@@ -360,13 +409,11 @@ class MemoryHooks:
                 return skip("prompt_too_short")
             return self._recall(session, system, query[-_MAX_QUERY_CHARS:])
         except Exception as exc:
-            log.warning(
-                "walrus_mem: auto-recall failed in namespace %r (%s: %s)",
-                session.namespace, type(exc).__name__, exc,
-            )
+            if self.on_error == "raise":
+                raise
             self._count(recall_errors=1)
-            return RecallContext("", system, session.namespace, session,
-                                 error=f"{type(exc).__name__}: {exc}")
+            what = self._failed("auto-recall", session.namespace, exc)
+            return RecallContext("", system, session.namespace, session, error=what)
 
     async def abefore_prompt_build(
         self, prompt: Any, session_key: str | None = None, trigger: str | None = None
@@ -429,12 +476,19 @@ class MemoryHooks:
         success: bool = True,
         trigger: str | None = None,
     ) -> CaptureTicket:
-        """Queue an auto-capture of the finished turn; returns at once, never raises."""
+        """Queue an auto-capture of the finished turn; returns at once.
+
+        Never raises under ``on_error="log"``; under ``"raise"`` a bad session
+        key or an earlier failed background capture is raised here.
+        """
+        self._raise_pending()
         try:
             return self._enqueue(messages, session_key, success, trigger)
         except Exception as exc:
-            log.warning("walrus_mem: auto-capture not queued (%s: %s)", type(exc).__name__, exc)
+            if self.on_error == "raise":
+                raise
             self._count(capture_errors=1)
+            self._failed("auto-capture", None, exc)
             return CaptureTicket(queued=False, outcome=CaptureOutcome("failed", type(exc).__name__))
 
     def _enqueue(
@@ -507,12 +561,12 @@ class MemoryHooks:
             try:
                 outcome = self._capture(job.session, job.messages)
             except Exception as exc:
-                log.warning(
-                    "walrus_mem: auto-capture failed in namespace %r (%s: %s)",
-                    job.session.namespace, type(exc).__name__, exc,
-                )
                 self._count(capture_errors=1)
-                outcome = CaptureOutcome("failed", f"{type(exc).__name__}: {exc}")
+                what = self._failed("auto-capture", job.session.namespace, exc)
+                if self.on_error == "raise":
+                    with self._stats_lock:
+                        self._failures.append(exc)
+                outcome = CaptureOutcome("failed", what)
             job.ticket._finish(outcome)
             self._job_done()
 
@@ -619,7 +673,15 @@ class MemoryHooks:
     # -- lifecycle ----------------------------------------------------------------
 
     def flush(self, timeout: float | None = 10.0) -> bool:
-        """Wait until every queued capture ran; ``False`` if ``timeout`` expired first."""
+        """Wait until every queued capture ran; ``False`` if ``timeout`` expired first.
+
+        Under ``on_error="raise"`` a capture that failed meanwhile is raised.
+        """
+        drained = self._drain(timeout)
+        self._raise_pending()
+        return drained
+
+    def _drain(self, timeout: float | None) -> bool:
         with self._idle:
             return self._idle.wait_for(lambda: self._pending <= 0, timeout)
 
@@ -627,9 +689,10 @@ class MemoryHooks:
         """Refuse new captures, drain the queue (up to ``timeout``) and stop the worker.
 
         Returns whether everything queued was processed. Does not close the memory.
+        Under ``on_error="raise"`` a failed capture is raised after the worker stopped.
         """
         self._closed = True
-        drained = self.flush(timeout)
+        drained = self._drain(timeout)
         with self._worker_lock:
             worker = self._worker
             if worker is not None and worker.is_alive():
@@ -639,6 +702,7 @@ class MemoryHooks:
                     return False
                 worker.join(timeout)
             self._worker = None
+        self._raise_pending()
         return drained
 
     def __enter__(self) -> MemoryHooks:

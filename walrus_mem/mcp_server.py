@@ -7,8 +7,12 @@ in a worker thread, and results come back as JSON text plus structured content
 (``is_error`` set for tool errors).
 
 The server serves one agent: ``agent="researcher"`` scopes every call to that
-agent's namespace (``[agents.researcher]`` of the config, else the sanitised
-name); ``None`` serves the default namespace. ``read_only=True`` lists only the
+agent's namespace (``[agents.researcher]`` of the config, else an existing
+namespace of that name); ``None`` serves the default namespace. An agent that
+is neither configured nor an existing namespace raises
+:class:`~walrus_mem.errors.UnknownAgent` listing the known ones (a typo must not
+silently serve a fresh, empty namespace). A ``namespace`` argument naming any
+other namespace is refused (``NamespaceDenied``). ``read_only=True`` lists only the
 read tools and refuses writes (for subagents).
 
 Run it with ``walrus-mem mcp`` or ``python -m walrus_mem.mcp_server [--agent NAME]
@@ -36,12 +40,13 @@ from mcp.server.stdio import stdio_server
 from . import __version__
 from .config import Settings
 from .embeddings import TEST_EMBEDDER_PREFIX
+from .errors import UnknownAgent, WalrusMemError
 from .hooks import namespace_instruction
 from .sessions import AgentDirectory
 from .tools import READ_TOOLS, WRITE_TOOLS, call_tool, tool_specs
 
-__all__ = ["TEST_EMBEDDER_PREFIX", "build_server", "main", "mcp_command", "open_memory",
-           "run_stdio", "serve_stdio", "session_key_for"]
+__all__ = ["TEST_EMBEDDER_PREFIX", "build_server", "check_agent", "main", "mcp_command",
+           "open_memory", "run_stdio", "serve_stdio", "session_key_for"]
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +57,22 @@ def session_key_for(agent: str | None, *, read_only: bool = False) -> str:
     """The session key the server uses for every call."""
     base = f"agent:{agent}" if agent else "main"
     return f"{base}:subagent:mcp" if read_only else f"{base}:mcp"
+
+
+def check_agent(directory: AgentDirectory, memory: Any, agent: str) -> None:
+    """Raise :class:`UnknownAgent` unless ``agent`` is configured or its namespace exists."""
+    if agent in directory.agents or agent in ("main", "default"):
+        return
+    existing: list[str] = []
+    lister = getattr(memory, "namespaces", None)
+    if callable(lister):
+        existing = [str(ns) for ns in lister()]
+    if agent in existing:
+        return
+    known = tuple(sorted(set(directory.known_agents()) | set(existing)))
+    shown = ", ".join(known) if known else "none (add an [agents.<name>] table to the config)"
+    raise UnknownAgent(f"unknown agent {agent[:64]!r}; known agents and namespaces: {shown}",
+                       known)
 
 
 def open_memory(settings: Settings | None = None) -> Any:
@@ -69,8 +90,15 @@ def build_server(
     read_only: bool = False,
     config: Any = None,
 ) -> Server[Any]:
-    """An MCP ``Server`` exposing the memory tools for one agent's namespace."""
+    """An MCP ``Server`` exposing the memory tools for one agent's namespace.
+
+    Raises :class:`UnknownAgent` for an agent that is neither configured nor an
+    existing namespace, :class:`~walrus_mem.errors.InvalidSessionKey` for a
+    name that cannot be mapped one-to-one.
+    """
     directory = AgentDirectory.from_config(config, memory=memory)
+    if agent is not None:
+        check_agent(directory, memory, agent)
     session_key = session_key_for(agent, read_only=read_only)
     session = directory.resolve(session_key)
     tools = [
@@ -144,7 +172,8 @@ def run_stdio(
     owned = memory is None
     mem = open_memory(settings) if owned else memory
     try:
-        anyio.run(serve_stdio, build_server(mem, agent=agent, read_only=read_only))
+        server = build_server(mem, agent=agent, read_only=read_only)
+        anyio.run(serve_stdio, server)
     finally:
         if owned:
             mem.close()
@@ -158,7 +187,11 @@ def mcp_command(ctx: click.Context, agent: str | None, read_only: bool) -> None:
     """Serve the memory tools over MCP (stdio) for Claude Desktop-style hosts."""
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     settings = getattr(ctx.obj, "settings", None)
-    run_stdio(settings if isinstance(settings, Settings) else None, agent, read_only=read_only)
+    try:
+        run_stdio(settings if isinstance(settings, Settings) else None, agent,
+                  read_only=read_only)
+    except WalrusMemError as exc:  # UnknownAgent, InvalidSessionKey: a usage error
+        raise click.ClickException(str(exc)) from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -169,7 +202,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # stdout carries the protocol: logs go to stderr.
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
-    run_stdio(agent=args.agent, read_only=args.read_only)
+    try:
+        run_stdio(agent=args.agent, read_only=args.read_only)
+    except WalrusMemError as exc:
+        print(f"walrus_mem.mcp_server: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

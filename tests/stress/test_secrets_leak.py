@@ -111,19 +111,19 @@ def fed(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> Iterator[dict[str, 
         for i, entry in enumerate(CORPUS):
             outcomes["memory_store"].append(call_tool(mem, "memory_store", {
                 "facts": [f"For the deploy: {entry['text']}", f"Fact {i}: {FILLER}"],
-                "category": "configuration", "namespace": "tools"}))
+                "category": "configuration"}, namespace="tools"))
             outcomes["memory_store_metadata"].append(call_tool(mem, "memory_store", {
                 "facts": [f"The staging deploy runs from Porto, variant {i}."],
                 "metadata": {"note": entry["text"], "api_token": entry["secret"],
-                             "context": {"seen_in": [entry["text"]]}},
-                "namespace": "tools-meta"}))
+                             "context": {"seen_in": [entry["text"]]}}},
+                namespace="tools-meta"))
         target = mem.remember("The release checklist lives in the team wiki.",
                               namespace="tools-update")
         for entry in CORPUS:
             outcomes["memory_update"].append(call_tool(mem, "memory_update", {
                 "id": target.id, "text": f"Release note: {entry['text']} {FILLER}",
-                "metadata": {"note": entry["text"], "password": entry["secret"]},
-                "namespace": "tools-update"}))
+                "metadata": {"note": entry["text"], "password": entry["secret"]}},
+                namespace="tools-update"))
         report = mem.sync()
         assert report.still_queued == 0 and report.errors == []
         keys = {ns: mem.keys_for(ns) for ns in mem.namespaces()}
