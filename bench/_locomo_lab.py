@@ -21,7 +21,7 @@ import itertools
 import re
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -72,14 +72,7 @@ OUT_OF_DOMAIN = [
 ]
 
 
-@dataclass(frozen=True)
-class QSignals:
-    sample_id: str
-    category: int
-    evidence: tuple[str, ...]
-    dia_ids: tuple[str, ...]
-    cos: locomo.FloatArray
-    lex: dict[int, float]
+QSignals = locomo.QuestionSignals
 
 
 def build(
@@ -88,79 +81,36 @@ def build(
     tokenize: str = ranking.FTS_TOKENIZE,
     query: Callable[[str], str | None] = ranking.fts_query,
 ) -> list[QSignals]:
-    convs = locomo.load_locomo(path)
-    embedder = locomo.CachedEmbedder()
-    store = locomo.StandaloneStore(tokenize)
-    for conv in convs:
-        docs = [t.document(captions) for t in conv.turns]
-        store.add(conv.sample_id, docs, embedder.embed(docs))
-    out: list[QSignals] = []
-    for conv in convs:
-        dia = tuple(t.dia_id for t in conv.turns)
-        qvecs = embedder.embed([q.text for q in conv.questions])
-        for q, qvec in zip(conv.questions, qvecs, strict=True):
-            cos, lex = store.signals(conv.sample_id, q.text, qvec, query)
-            out.append(QSignals(conv.sample_id, q.category, q.evidence, dia, cos, lex))
-    embedder.save()
-    return out
+    return locomo.question_signals(locomo.load_locomo(path), locomo.CachedEmbedder(), captions,
+                                   tokenize, query)
 
 
 def evaluate(
     sigs: list[QSignals], params: ranking.FusionParams, pool: int | None = None
 ) -> dict[str, dict[str, float]]:
-    outcomes = [
-        locomo.Outcome(
-            s.sample_id,
-            s.category,
-            tuple(s.dia_ids[i] for i, _ in locomo.hybrid_rank(s.cos, s.lex, 20, params, pool=pool)),
-            s.evidence,
-        )
-        for s in sigs
-    ]
-    return locomo.summarize(outcomes)
+    return locomo.summarize(locomo.rank_all(sigs, params, pool=pool))
 
 
 def leave_one_out(
     sigs: list[QSignals], grid: list[ranking.FusionParams], metric: str = "R@5"
 ) -> tuple[dict[str, dict[str, float]], list[tuple[str, ranking.FusionParams, dict[str, float]]]]:
     """Per held-out conversation: params picked on the others, scored on it; plus pooled."""
-    convs = sorted({s.sample_id for s in sigs})
-    per_conv = {
-        c: [evaluate([s for s in sigs if s.sample_id == c], p) for p in grid] for c in convs
-    }
-    picks: list[tuple[str, ranking.FusionParams, dict[str, float]]] = []
-    held_outcomes: list[QSignals] = []
-    chosen: dict[str, ranking.FusionParams] = {}
-    for held in convs:
-        train = [c for c in convs if c != held]
-        best = max(
-            range(len(grid)),
-            key=lambda j: np.mean([per_conv[c][j]["1-4"][metric] for c in train]),
-        )
-        chosen[held] = grid[best]
-        picks.append((held, grid[best], per_conv[held][best]["1-4"]))
-        held_outcomes += [s for s in sigs if s.sample_id == held]
-    # pooled held-out figure: every question scored with the params chosen without it
-    pooled: dict[str, list[locomo.Outcome]] = {}
-    rows: list[locomo.Outcome] = []
-    for s in held_outcomes:
-        hits = locomo.hybrid_rank(s.cos, s.lex, 20, chosen[s.sample_id])
-        rows.append(
-            locomo.Outcome(
-                s.sample_id, s.category, tuple(s.dia_ids[i] for i, _ in hits), s.evidence
-            )
-        )
-    pooled["loo"] = rows
-    return locomo.summarize(rows), picks
+    loco = locomo.leave_one_out([locomo.rank_all(sigs, p) for p in grid], int(metric[2:]))
+    picks = []
+    for held, j in loco.picks.items():
+        rows = [o for o in loco.outcomes if o.sample_id == held]
+        picks.append((held, grid[j], locomo.summarize(rows)["1-4"]))
+    return locomo.summarize(loco.outcomes), picks
 
 
 def min_score_check(path: Path, params: ranking.FusionParams) -> None:
     convs = locomo.load_locomo(path)
     embedder = locomo.CachedEmbedder()
     store = locomo.StandaloneStore()
+    docs = {conv.sample_id: conv.documents() for conv in convs}
     for conv in convs:
-        docs = [t.document() for t in conv.turns]
-        store.add(conv.sample_id, docs, embedder.embed(docs))
+        texts = [d.text for d in docs[conv.sample_id]]
+        store.add(conv.sample_id, texts, embedder.embed(texts))
     evidence_scores: list[float] = []
     off_top1: list[float] = []
     on_top1: list[float] = []
@@ -168,17 +118,18 @@ def min_score_check(path: Path, params: ranking.FusionParams) -> None:
     ood_vecs = embedder.embed(OUT_OF_DOMAIN)
     for conv in convs:
         for text, vec in zip(OUT_OF_DOMAIN, ood_vecs, strict=True):
-            ood_top1.append(store.recall(conv.sample_id, text, vec, 1, params)[0][1].score)
+            ood_top1.append(store.recall(conv.sample_id, text, vec, 1, params)[0][1])
         others = [o for o in convs if o is not conv]
         qvecs = embedder.embed([q.text for q in conv.questions])
         for q, qvec in zip(conv.questions, qvecs, strict=True):
             if q.category == 5:
                 continue
             hits = store.recall(conv.sample_id, q.text, qvec, 20, params)
-            on_top1.append(hits[0][1].score)
-            evidence_scores += [s.score for i, s in hits if conv.turns[i].dia_id in q.evidence]
+            on_top1.append(hits[0][1])
+            evidence_scores += [sc for i, sc in hits
+                               if set(docs[conv.sample_id][i].dia_ids) & set(q.evidence)]
             for other in others:
-                off_top1.append(store.recall(other.sample_id, q.text, qvec, 1, params)[0][1].score)
+                off_top1.append(store.recall(other.sample_id, q.text, qvec, 1, params)[0][1])
     pct = [10, 25, 50, 75, 90]
     print("score percentiles", pct)
     print("  evidence hits in top 20  ", np.percentile(evidence_scores, pct).round(3))
@@ -286,7 +237,7 @@ def _order_eval(sigs: list[QSignals], score: Callable[[QSignals], np.ndarray]) -
     for s in sigs:
         sc = score(s)
         order = np.lexsort((np.arange(len(sc)), -sc))[:20]
-        rows.append(locomo.Outcome(s.sample_id, s.category, tuple(s.dia_ids[i] for i in order),
+        rows.append(locomo.Outcome(s.sample_id, s.category, tuple(s.hit_ids[i] for i in order),
                                    s.evidence))
     return locomo.summarize(rows)["1-4"]["R@5"]
 
@@ -366,7 +317,7 @@ def recency_check(path: Path) -> None:
     convs = {c.sample_id: c for c in locomo.load_locomo(path)}
     sigs = build(path)
     stamps = {
-        sid: [locomo.session_timestamp(t.date_time) or 0.0 for t in c.turns]
+        sid: [locomo.session_timestamp(d.turns[0].date_time) or 0.0 for d in c.documents()]
         for sid, c in convs.items()
     }
     print(f"{'recency_weight, half-life':<32}" + "".join(f"{'R@' + str(k):>7}" for k in locomo.KS)
@@ -380,8 +331,7 @@ def recency_check(path: Path) -> None:
             created = stamps[s.sample_id]
             now = max(created) + 86400.0
             hits = locomo.hybrid_rank(s.cos, s.lex, 20, params, now=now, created_at=created)
-            rows.append(locomo.Outcome(s.sample_id, s.category,
-                                       tuple(s.dia_ids[i] for i, _ in hits), s.evidence))
+            rows.append(s.outcome(i for i, _ in hits))
         t = locomo.summarize(rows)
         print(f"{f'{weight:g}, {half_life:g} days':<32}"
               + "".join(f"{t['1-4'][f'R@{k}']:7.3f}" for k in locomo.KS)

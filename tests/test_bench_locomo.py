@@ -6,6 +6,7 @@ Uses a small synthetic LoCoMo-format file and the fake embedder (no model).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -66,9 +67,14 @@ DATA = [
         "Cy",
         "Di",
         {1: [turn("Cy", "D1:1", "My tortoise escaped the garden."),
-             turn("Di", "D1:2", "Oh no, did you find it?")]},
+             turn("Di", "D1:2", "Oh no, did you find it?"),
+             turn("Cy", "D1:3", "See you!")],
+         2: [turn("Di", "D2:1", "We found the tortoise under the porch."),
+             turn("Cy", "D2:2", "See  you!")]},  # the same text again (whitespace aside)
         [{"question": "What escaped?", "answer": "tortoise", "evidence": ["D1:1"],
-          "category": 4}],
+          "category": 4},
+         {"question": "Where was the tortoise found?", "answer": "under the porch",
+          "evidence": ["D2:1", "D2:2"], "category": 1}],
     ),
 ]
 
@@ -107,6 +113,12 @@ def test_evidence_recall_is_locomos() -> None:
     assert locomo.evidence_recall(["a"], [], 1) == 1.0  # no evidence counts as found
 
 
+def test_a_hit_standing_for_several_turns_counts_for_each() -> None:
+    hits = [("a", "b"), "c", ("d",)]
+    assert locomo.evidence_recall(hits, ["b", "d"], 3) == 1.0
+    assert locomo.evidence_recall(hits, ["b", "d"], 1) == 0.5  # k counts hits, not ids
+
+
 def test_summarize_groups_categories() -> None:
     outcomes = [
         locomo.Outcome("c", 1, ("a",), ("a",)),
@@ -114,11 +126,11 @@ def test_summarize_groups_categories() -> None:
         locomo.Outcome("c", 5, ("a",), ("a",)),
     ]
     table = locomo.summarize(outcomes, ks=(1,))
-    assert table["1-4"] == {"n": 2.0, "R@1": 0.5}
-    assert table["5"] == {"n": 1.0, "R@1": 1.0}
+    assert table["1-4"] == {"n": 2.0, "R@1": 0.5, "se@1": pytest.approx(0.5)}
+    assert table["5"] == {"n": 1.0, "R@1": 1.0, "se@1": 0.0}
     assert table["all"]["R@1"] == pytest.approx(2 / 3)
     assert "2" not in table and "3" not in table
-    assert "1-4" in locomo.format_table("t", table, ks=(1,))
+    assert "0.500±0.500" in locomo.format_table("t", table, ks=(1,))
 
 
 def test_standalone_backend_end_to_end(data_file: Path) -> None:
@@ -126,27 +138,134 @@ def test_standalone_backend_end_to_end(data_file: Path) -> None:
     results = locomo.run_standalone(convs, HashEmbedder(dim=64))
     assert set(results) == {"bm25", "dense", "hybrid"}
     hybrid = [o.retrieved for o in results["hybrid"]]  # questions in file order
-    assert hybrid[0][0] == "D1:1"
+    assert hybrid[0][0] == ("D1:1",)
     # The answer shares no word with the question and follows the turn that asked it.
     # With the fake embedder its own cosine is 0, so the context gate gives it nothing
     # (LoCoMo turns carry the speaker's name, which keeps real answers above the gate);
     # with the gate off it inherits from the question and ranks right after it.
-    assert hybrid[1][0] == "D2:1" and "D2:2" not in results["bm25"][1].retrieved
+    assert hybrid[1][0] == ("D2:1",) and ("D2:2",) not in results["bm25"][1].retrieved
     ungated = replace(ranking.DEFAULT_PARAMS, context_gate=0.0)
     ctx = locomo.run_standalone(convs, HashEmbedder(dim=64), params=ungated)
-    assert ctx["hybrid"][1].retrieved[:2] == ("D2:1", "D2:2")
+    assert ctx["hybrid"][1].retrieved[:2] == (("D2:1",), ("D2:2",))
     # namespaces are separate: conv-2's question only sees conv-2's turns
-    assert set(hybrid[5]) == {"D1:1", "D1:2"} and hybrid[5][0] == "D1:1"
+    assert {i for hit in hybrid[5] for i in hit} == {"D1:1", "D1:2", "D1:3", "D2:1", "D2:2"}
+    assert hybrid[5][0] == ("D1:1",)
 
 
 def test_api_backend_end_to_end(data_file: Path) -> None:
     convs = locomo.load_locomo(data_file)
     results, timings = locomo.run_api(convs, HashEmbedder(dim=64))
     assert {o.sample_id for o in results["hybrid"]} == {"conv-1", "conv-2"}
-    assert len(results["hybrid"]) == 6
+    assert len(results["hybrid"]) == 7
     standalone = locomo.run_standalone(convs, HashEmbedder(dim=64))
     for name in ("bm25", "hybrid"):
         api = locomo.summarize(results[name])["1-4"]
         ref = locomo.summarize(standalone[name])["1-4"]
         assert api == pytest.approx(ref), name
     assert timings["recall_p50_ms"] > 0
+
+
+def test_repeated_text_is_one_document_carrying_every_turn(data_file: Path) -> None:
+    conv2 = locomo.load_locomo(data_file)[1]
+    docs = conv2.documents()
+    assert [d.dia_ids for d in docs] == [("D1:1",), ("D1:2",), ("D1:3", "D2:2"), ("D2:1",)]
+    see_you = docs[2]
+    assert see_you.text == "Cy: See you!"  # the first occurrence's text
+    assert see_you.metadata() == {"dia_id": "D1:3", "dia_ids": ["D1:3", "D2:2"], "session": 1,
+                                  "date_time": "1:00 pm on 1 May, 2023"}
+
+
+def test_the_library_keeps_the_first_write_of_a_repeated_text(tmp_path: Path) -> None:
+    """The rule the bench works around: one memory per distinct text, first metadata wins."""
+    from walrus_mem.config import Settings
+
+    settings = Settings(config_file=None, data_dir=tmp_path, publisher_url=None,
+                        aggregator_urls=[])
+    memory_cls = locomo._memory_class()
+    with memory_cls(settings, embedder=HashEmbedder(dim=64),
+                    master_key=locomo.BENCH_MASTER_KEY) as mem:
+        result = mem.remember_many([{"text": "Cy: See you!", "metadata": {"dia_id": "D1:3"}},
+                                    {"text": "Cy: See  you!", "metadata": {"dia_id": "D2:2"}}],
+                                   namespace="conv-2")
+        assert (result.stored, result.deduplicated) == (1, 1)
+        assert [r.metadata for r in result.records] == [{"dia_id": "D1:3"}] * 2
+
+
+def _every_turn_is_findable(convs: list[locomo.Conversation]) -> None:
+    """Recall each turn's own text through the API: a top hit carries the turn's dia_id.
+
+    The fake embedder and FTS5 both see a text as a bag of words, so a turn whose
+    words are exactly another's ("Nate: Bye Joanna!" / "Joanna: Bye Nate!") ties
+    with it; the tie goes to the earlier memory and the turn comes second.
+    """
+    queries = [
+        locomo.Conversation(
+            c.sample_id, c.turns,
+            tuple(locomo.Question(t.document(), (t.dia_id,), 4) for t in c.turns),
+        )
+        for c in convs
+    ]
+    results, _ = locomo.run_api(queries, HashEmbedder(dim=384), k=5, methods=("hybrid",))
+    assert len(results["hybrid"]) == sum(len(c.turns) for c in convs)
+    words = {(c.sample_id, t.dia_id): sorted(re.findall(r"\w+", t.document().lower()))
+             for c in convs for t in c.turns}
+    for o in results["hybrid"]:
+        turn = o.evidence[0]
+        assert any(turn in hit for hit in o.retrieved[:2]), (o.sample_id, turn)
+        if turn not in o.retrieved[0]:
+            assert words[o.sample_id, turn] == words[o.sample_id, o.retrieved[0][0]]
+
+
+def test_every_turn_is_findable_by_its_dia_id(data_file: Path) -> None:
+    convs = locomo.load_locomo(data_file)
+    _every_turn_is_findable(convs)
+    results, _ = locomo.run_api(convs, HashEmbedder(dim=64))
+    porch = results["hybrid"][-1]  # evidence D2:1 and the repeated "See you!" (D2:2)
+    assert locomo.evidence_recall(porch.retrieved, porch.evidence, 20) == 1.0
+
+
+LOCOMO_DEV = Path("/work/shared/data/locomo-dev.json")
+
+
+@pytest.mark.skipif(not LOCOMO_DEV.exists(), reason="LoCoMo dev file not available")
+def test_every_dev_file_turn_is_findable_by_its_dia_id() -> None:
+    _every_turn_is_findable(locomo.load_locomo(LOCOMO_DEV))
+
+
+def test_leave_one_out_picks_on_the_other_conversations() -> None:
+    def outcomes(hits: dict[str, str]) -> list[locomo.Outcome]:
+        return [locomo.Outcome(conv, 4, (hit,), ("e",)) for conv, hit in hits.items()]
+
+    # point 0 is right on conv a only, point 1 on b and c. Held out a: point 1 wins on
+    # b and c. Held out b (or c): the points tie on the other two, the first is kept.
+    # Each held-out conversation gets the point that is wrong on it: LOCO 0, pooled 2/3.
+    grid = [outcomes({"a": "e", "b": "x", "c": "x"}), outcomes({"a": "x", "b": "e", "c": "e"})]
+    loco = locomo.leave_one_out(grid)
+    assert loco.picks == {"a": 1, "b": 0, "c": 0}
+    assert [o.retrieved for o in loco.outcomes] == [("x",)] * 3
+    assert locomo.leave_one_out(grid[:1]).outcomes == grid[0]
+    gain, se = locomo.paired_gain(grid[0], grid[1])
+    assert gain == pytest.approx(1 / 3) and se > 0
+
+
+def test_cache_is_written_as_it_fills(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "cache.npz"
+    fake = HashEmbedder(dim=384)
+    calls: list[int] = []
+
+    def encode(self: locomo.CachedEmbedder, texts: list[str]) -> Any:
+        calls.append(len(texts))
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # the run stops half way
+        return fake.embed(texts)
+
+    monkeypatch.setattr(locomo.CachedEmbedder, "_encode", encode)
+    texts = [f"turn number {i}" for i in range(25)]
+    with pytest.raises(KeyboardInterrupt):
+        locomo.CachedEmbedder(path, chunk=10).embed(texts)
+    again = locomo.CachedEmbedder(path, chunk=10)
+    assert len(again._cache) == 20  # the two chunks done before the stop
+    calls.clear()
+    vecs = again.embed(texts)
+    assert calls == [5]  # only the texts the stopped run never embedded
+    assert vecs == pytest.approx(fake.embed(texts))
