@@ -49,6 +49,7 @@ import numpy.typing as npt
 
 from .catalog_schema import MIGRATIONS, SCHEMA_VERSION
 from .errors import CatalogCorrupt, LocalStoreError
+from .expiry import record_seen
 from .ranking import FTS_TOKENIZE
 
 __all__ = [
@@ -377,11 +378,15 @@ class Catalog:
         return None if value is None else int(value)
 
     @_guarded
-    def note_epoch(self, epoch: int | None) -> None:
-        """Remember the highest current epoch seen in a store response."""
+    def note_epoch(self, epoch: int | None, *, at: float | None = None) -> None:
+        """Remember the highest current epoch seen in a store response, and when it was seen.
+
+        The sightings feed :class:`walrus_mem.expiry.EpochClock`.
+        """
         if epoch is None:
             return
         with self.write() as c:
+            record_seen(c, int(epoch), time.time() if at is None else at)
             c.execute(
                 "INSERT INTO meta (key, value) VALUES ('current_epoch', ?) "
                 "ON CONFLICT (key) DO UPDATE SET value = "

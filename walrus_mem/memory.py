@@ -45,6 +45,7 @@ from .catalog import Catalog, vector_to_blob
 from .config import Settings
 from .embeddings import Embedder, embed_checked, make_embedder
 from .envelope import open_envelope, seal
+from .expiry import EpochClock
 from .errors import (
     InvalidInput,
     KeyMaterialError,
@@ -1054,13 +1055,19 @@ class Memory:
 
     # -- expiry ------------------------------------------------------------------------
 
+    @property
+    def epoch_clock(self) -> EpochClock:
+        """The epoch clock learned from store responses (see :mod:`walrus_mem.expiry`)."""
+        return EpochClock(self._catalog, epoch_seconds=self.settings.epoch_seconds)
+
     def current_epoch(self) -> int | None:
-        """The latest known Walrus epoch (from store responses, or the mock's clock)."""
+        """The current Walrus epoch: the mock's clock if it has one, else the epoch clock."""
         self._check_open()
         backend_epoch = self._get_backend().current_epoch()
         if backend_epoch is not None:
             self._catalog.note_epoch(backend_epoch)
-        return self._catalog.current_epoch()
+            return self._catalog.current_epoch()
+        return self.epoch_clock.current()
 
     def expiring(
         self, within_epochs: int = 1, *, namespace: str | None = None
@@ -1218,7 +1225,7 @@ class Memory:
             manifest_seq=0 if info is None else int(info["manifest_seq"]),
             manifest_at=None if info is None else from_timestamp(info["manifest_at"]),
             outbox_batches=counts["outbox_batches"],
-            current_epoch=self._catalog.current_epoch(),
+            current_epoch=self.epoch_clock.current(),
             embedded=self.settings.embedded and self._injected_walrus is None,
             data_dir=self.data_dir,
         )

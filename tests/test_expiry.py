@@ -1,0 +1,110 @@
+"""The epoch clock learned from store responses, and expiry against a relayer without admin routes."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from relayer_mock.server import RelayerServer
+from tests.helpers_memory import MASTER_HEX, make_settings
+from walrus_mem import Memory
+from walrus_mem.catalog import Catalog
+from walrus_mem.expiry import META_KEY, EpochClock, learn_epoch_seconds
+from walrus_mem.testing import HashEmbedder
+
+
+@pytest.fixture
+def catalog(tmp_path: Path):
+    cat = Catalog(tmp_path / "catalog.sqlite3")
+    try:
+        yield cat
+    finally:
+        cat.close()
+
+
+def test_clock_knows_nothing_before_a_store(catalog: Catalog) -> None:
+    clock = EpochClock(catalog, epoch_seconds=10)
+    assert clock.current() is None
+    assert not clock.expired(3)
+    assert clock.reading().source == "configured"
+
+
+def test_configured_length_extrapolates_from_the_first_sighting(catalog: Catalog) -> None:
+    clock = EpochClock(catalog, epoch_seconds=10)
+    clock.observe(5, at=1000.0)
+    clock.observe(5, at=1007.0)  # a later sighting of the same epoch does not move the anchor
+    assert clock.current(now=1009.9) == 5
+    assert clock.current(now=1010.0) == 6
+    assert clock.current(now=1035.0) == 8
+    reading = clock.reading(now=1035.0)
+    assert reading.starts_at(8) == 1030.0 and reading.newest_seen == 5
+    assert clock.expired(8, current=8) and not clock.expired(9, current=8)
+    assert clock.ends_within(9, 1, current=8) and not clock.ends_within(10, 1, current=8)
+
+
+def test_a_fresh_store_answer_re_anchors_a_clock_that_ran_ahead(catalog: Catalog) -> None:
+    clock = EpochClock(catalog, epoch_seconds=10)  # the real epochs are longer than configured
+    clock.observe(5, at=0.0)
+    assert clock.current(now=35.0) == 8
+    clock.observe(6, at=35.0)  # the network says 6, not 8
+    assert clock.current(now=35.0) == 6
+    assert clock.current(now=44.0) == 6
+
+
+def test_length_is_learned_from_sightings(catalog: Catalog) -> None:
+    clock = EpochClock(catalog)
+    clock.observe(3, at=100.0)
+    assert clock.current(now=10_000.0) == 3  # one epoch seen: no length, no extrapolation
+    assert clock.reading().source == "unknown"
+    clock.observe(5, at=300.0)
+    assert clock.reading().epoch_seconds == pytest.approx(100.0)
+    assert clock.reading().source == "learned"
+    assert clock.current(now=450.0) == 6
+    # An epoch seen over 150 s lasts at least that long, whatever the span says.
+    assert learn_epoch_seconds({3: [0.0, 20.0], 5: [90.0, 240.0]}) == 150.0  # span: 45
+
+
+def test_unreadable_clock_state_counts_as_nothing_seen(catalog: Catalog) -> None:
+    catalog.set_meta(META_KEY, "{not json")
+    clock = EpochClock(catalog, epoch_seconds=5)
+    assert clock.current(now=0.0) is None
+    clock.observe(2, at=0.0)  # and it recovers on the next store answer
+    assert clock.current(now=11.0) == 4
+
+
+def test_split_names_the_expired_entries(catalog: Catalog) -> None:
+    clock = EpochClock(catalog, epoch_seconds=10)
+    clock.observe(7, at=time.time())
+    live, gone = clock.split([("m1", "b1", None, 7), ("m2", "b2", "p2", 8), ("m3", "b3", None, None)])
+    assert [r[0] for r in live] == ["m2", "m3"]
+    assert [(g.memory_id, g.blob_id, g.end_epoch) for g in gone] == [("m1", "b1", 7)]
+
+
+def _epoch(server: RelayerServer) -> int:
+    return int(server.relayer.store.current_epoch())
+
+
+def test_expiring_counts_without_the_mock_admin_routes(tmp_path: Path) -> None:
+    """Real Walrus has no epoch route: the clock must move with wall time, not only with stores."""
+    with RelayerServer(tmp_path / "walrus", admin=False, epoch_duration=1.0) as srv:
+        assert httpx.get(f"{srv.url}/_mock/epoch").status_code == 404
+        settings = make_settings(tmp_path / "d", publisher_url=srv.url, aggregator_urls=srv.url,
+                                 epochs=1, epoch_seconds=1.0, manifest_every=10_000)
+        with Memory(settings, embedder=HashEmbedder(64), master_key=MASTER_HEX) as mem:
+            short = mem.remember_many([f"short-lived fact {i}" for i in range(40)]).records
+            keeper = mem.remember("the long-lived fact")
+            assert mem.extend([keeper.id], epochs=30).extended[keeper.id] >= _epoch(srv) + 29
+            last_end = max(int(r.end_epoch or 0) for r in mem.list(limit=100)
+                           if r.id != keeper.id)
+            deadline = time.monotonic() + 30
+            while _epoch(srv) < last_end + 1:  # the clock lags the network by at most one epoch
+                assert time.monotonic() < deadline, "relayer clock did not move"
+                time.sleep(0.1)
+            expiring = mem.expiring(0)
+            assert {r.id for r in expiring} == {r.id for r in short}
+            assert mem.stats().current_epoch is not None
+            assert mem.stats().current_epoch >= last_end
+            assert keeper.id in {r.id for r in mem.expiring(40)}
