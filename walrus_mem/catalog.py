@@ -113,7 +113,8 @@ def _translate(exc: sqlite3.Error, path: Path) -> Exception:
     if primary in _CORRUPT_CODES:
         return CatalogCorrupt(
             f"catalog {path} is not a usable SQLite database ({exc}); it was left untouched. "
-            "Move it aside and run `walrus-mem restore` to rebuild from Walrus"
+            "Run `walrus-mem repair`: it moves the file aside and rebuilds the catalog from "
+            "the newest manifest (head) of each namespace this data dir remembers"
         )
     if primary in _BUSY_CODES:
         return LocalStoreError(f"catalog {path} is locked by another process ({exc})")

@@ -1247,6 +1247,50 @@ def doctor(state: CliState, no_model: bool) -> None:
         sys.exit(1)
 
 
+@cli.command()
+@click.option("--manifest", "manifest_blob_id", metavar="BLOB_ID",
+              help="Head to rebuild the namespace from if the catalog is unusable and this "
+                   "data dir remembers none.")
+@pass_state
+def repair(state: CliState, manifest_blob_id: str | None) -> None:
+    """Fix what doctor finds: rebuild the index, re-enqueue lost outbox rows, replace
+    damaged sealed copies, and rebuild an unusable catalog from Walrus.
+
+    Every namespace unless -n is given. Exit code 1 when something is left unrepaired.
+    """
+    from .repair import repair_data_dir
+
+    settings = state.settings
+    with _progress(state, "restoring", None) as advance:
+        rebuild, reports = repair_data_dir(
+            settings, embedder=embedder_override(settings), namespace=state.namespace_option,
+            manifest_blob_id=manifest_blob_id,
+            progress=lambda done, total: advance(done=done, total=total))
+    left = sum(len(r.unrepaired) for r in reports)
+    if rebuild is not None:
+        left += len(rebuild.missing_heads) + sum(len(r.failed) for r in rebuild.restored.values())
+    if state.as_json:
+        state.emit_json({"ok": left == 0,
+                         "catalog": None if rebuild is None else _dump(rebuild),
+                         "namespaces": [_dump(r) for r in reports]})
+    else:
+        if rebuild is not None:
+            state.out.print(f"Catalog unusable ({escape(rebuild.problems[0])}); moved aside to "
+                            f"{rebuild.moved_to}.")
+            for ns, report in rebuild.restored.items():
+                state.out.print(f"  {ns}: restored {report.restored} of {report.total} from "
+                                f"{report.manifest_blob_id}")
+            for ns in rebuild.missing_heads:
+                state.out.print(f"  {ns}: no head known here; run `walrus-mem -n {ns} repair "
+                                "--manifest BLOB_ID` with the id `walrus-mem sync` printed")
+        for report in reports:
+            state.out.print(f"{report.namespace}: {report.summary()}")
+            for mid, why in report.unrepaired[:20]:
+                state.out.print(f"  {mid}: NOT REPAIRED {escape(why)}")
+    if left:
+        sys.exit(1)
+
+
 # -- tools: demo (relayer and mcp are LAZY_COMMANDS) ----------------------------
 
 

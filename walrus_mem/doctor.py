@@ -46,6 +46,7 @@ __all__ = [
     "Check",
     "check_config",
     "check_embedding_model",
+    "check_integrity",
     "check_keys",
     "check_local_store",
     "check_storage",
@@ -320,8 +321,9 @@ def check_local_store(settings: Settings, *, embedder: Any = None) -> list[Check
         mem = Memory(settings, embedder=embedder)
     except WalrusMemError as exc:
         return [Check("local store", "fail", str(exc),
-                      "move the data dir aside and `walrus-mem restore` from your manifest")]
+                      "walrus-mem repair (moves the catalog aside and restores from Walrus)")]
     with mem:
+        checks += check_integrity(mem)
         namespaces = mem.namespaces()
         if not namespaces:
             checks.append(Check("local store", "ok", f"catalog {catalog} is empty"))
@@ -349,6 +351,109 @@ def check_local_store(settings: Settings, *, embedder: Any = None) -> list[Check
                 checks.append(Check(name, "ok", f"{st.memories} memories, {index}, "
                                                 f"manifest {manifest}"))
     return checks
+
+
+# -- integrity: catalog, index, outbox, sealed copies, expiry, head ----------------------
+
+
+def check_integrity(mem: Any) -> list[Check]:
+    """SQLite's integrity check, then per namespace what ``walrus-mem repair`` can fix."""
+    from .integrity import catalog_problems
+
+    problems = catalog_problems(mem._catalog)
+    checks = [Check("catalog integrity", "fail" if problems else "ok",
+                    "; ".join(problems[:3]) if problems else "SQLite integrity_check: ok",
+                    "walrus-mem repair (moves the catalog aside and restores from Walrus)"
+                    if problems else "")]
+    for ns in mem.namespaces():
+        checks += _namespace_integrity(mem, ns)
+    return checks
+
+
+def _namespace_integrity(mem: Any, ns: str) -> list[Check]:
+    from .integrity import check_index_file, damaged_sealed, queued_without_outbox
+
+    checks: list[Check] = []
+    fix = f"walrus-mem -n {ns} repair"
+    info = mem._catalog.namespace(ns)
+    if info is not None and info["model_id"] is not None:
+        health = check_index_file(mem._catalog, mem._indexes.directory, ns,
+                                  str(info["model_id"]), int(info["dim"]))
+        checks.append(Check(f"index {ns}", "ok" if health.ok else "fail", health.describe(),
+                            "" if health.ok else fix))
+    lost = queued_without_outbox(mem._catalog, ns)
+    if lost:
+        checks.append(Check(f"outbox {ns}", "warn",
+                            f"{len(lost)} queued memories have no outbox row (e.g. {lost[0]})",
+                            f"{fix} (or walrus-mem -n {ns} sync, which re-enqueues them)"))
+    else:
+        checks.append(Check(f"outbox {ns}", "ok",
+                            f"{mem._catalog.queued_count(ns)} queued, every one enqueued"))
+    try:
+        damaged = damaged_sealed(mem._catalog, mem.keys_for(ns), ns)
+    except WalrusMemError as exc:
+        checks.append(Check(f"sealed copies {ns}", "warn", f"not checked: {exc}",
+                            "configure this namespace's key"))
+    else:
+        checks.append(Check(
+            f"sealed copies {ns}", "fail" if damaged else "ok",
+            f"{len(damaged)} fail verification (e.g. {damaged[0][0]}: {damaged[0][1]})"
+            if damaged else "every sealed copy opens as its memory version",
+            fix if damaged else ""))
+    checks.append(_expiry_check(mem, ns))
+    checks.append(_head_check(mem, ns))
+    return checks
+
+
+def _when(ts: float | None) -> str:
+    return "" if ts is None else time.strftime(" (~%Y-%m-%d %H:%M UTC)", time.gmtime(ts))
+
+
+def _expiry_check(mem: Any, ns: str) -> Check:
+    """What expires when, by the epoch clock learned from store answers."""
+    reading = mem.epoch_clock.reading()
+    margin = mem.settings.renew_margin_epochs
+    rows = mem._catalog.query(
+        "SELECT end_epoch, count(*) FROM memories WHERE namespace = ? AND status = 'published' "
+        "AND end_epoch IS NOT NULL GROUP BY end_epoch ORDER BY end_epoch", (ns,))
+    name = f"expiry {ns}"
+    if reading.current is None:
+        return Check(name, "ok", "no store answer seen yet: the epoch is unknown")
+    length = ("unknown (set epoch_seconds)" if reading.epoch_seconds is None
+              else f"{reading.epoch_seconds:g} s ({reading.source})")
+    clock = f"current epoch ~{reading.current}, epoch length {length}"
+    past = sum(int(n) for end, n in rows if int(end) <= reading.current)
+    soon = sum(int(n) for end, n in rows if reading.current < int(end) <= reading.current + margin)
+    upcoming = [f"{n} end at epoch {end}{_when(reading.starts_at(int(end)))}"
+                for end, n in rows if int(end) > reading.current][:3]
+    detail = "; ".join([clock, *(upcoming or ["nothing published"])])
+    if past:
+        return Check(name, "fail", f"{past} memories are past their end epoch; {detail}",
+                     f"walrus-mem -n {ns} sync (re-publishes them from the local sealed copies)")
+    if soon:
+        return Check(name, "warn", f"{soon} memories end within {margin} epoch(s); {detail}",
+                     f"walrus-mem -n {ns} sync (or walrus-mem -n {ns} extend --expiring {margin})")
+    return Check(name, "ok", detail)
+
+
+def _head_check(mem: Any, ns: str) -> Check:
+    """The newest manifest this data dir published or restored opens from Walrus."""
+    from .envelope import open_envelope
+
+    info = mem._catalog.namespace(ns)
+    head = None if info is None else info["manifest_blob_id"]
+    name = f"head {ns}"
+    if head is None:
+        return Check(name, "ok", "no manifest yet")
+    try:
+        keys = mem.keys_for(ns)
+        mem.walrus.read_blob(str(head), verify=lambda raw: open_envelope(
+            keys, raw, expected_kind="manifest"))
+    except WalrusMemError as exc:
+        return Check(name, "fail", f"newest manifest {head} is not readable: "
+                                   f"{type(exc).__name__}: {exc}",
+                     f"walrus-mem -n {ns} sync (publishes a new manifest)")
+    return Check(name, "ok", f"newest manifest {head} (seq {info['manifest_seq']}) opens")
 
 
 # -- all together -----------------------------------------------------------------------

@@ -289,6 +289,25 @@ def _batches(
         last = int(rows[-1][0])
 
 
+def _keys_agree(idx: NamespaceIndex, sample: int = 16) -> bool:
+    """The graph holds exactly the catalog's keys, and a sample of them the catalog's vectors.
+
+    A file with an intact header but damaged content must not survive the
+    open: a graph key the catalog does not know would surface in a recall.
+    """
+    if not idx.slots:
+        return len(idx.index) == 0
+    keys = np.fromiter(idx.slots, np.uint64, len(idx.slots))
+    if not bool(np.asarray(idx.index.contains(keys), dtype=bool).all()):
+        return False
+    chosen = keys[:: max(1, len(keys) // sample)][:sample]
+    stored = np.asarray(idx.index.get(chosen), dtype=np.float32).reshape(len(chosen), idx.dim)
+    ours = idx.vectors[idx.slots_of(chosen.tolist())].astype(np.float32)
+    dots = np.einsum("ij,ij->i", stored, ours)
+    a, b = np.linalg.norm(stored, axis=1), np.linalg.norm(ours, axis=1)
+    return bool(np.all((dots >= 0.99 * a * b) & ((a > 0) == (b > 0))))
+
+
 class IndexStore:
     """All namespace indexes of one data dir, loaded lazily and caught up on use."""
 
@@ -335,7 +354,7 @@ class IndexStore:
                 log.warning("index %s is older than the change log; rebuilding", idx.path.name)
             else:
                 self._catch_up(idx)
-                if len(idx) == self.catalog.count(namespace):
+                if len(idx) == self.catalog.count(namespace) and _keys_agree(idx):
                     return idx
                 log.warning("index %s disagrees with the catalog; rebuilding", idx.path.name)
         self._rebuild(idx)

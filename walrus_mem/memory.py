@@ -46,6 +46,7 @@ from .config import Settings
 from .embeddings import Embedder, embed_checked, make_embedder
 from .envelope import open_envelope, seal
 from .expiry import EpochClock
+from .integrity import split_damaged, split_sound
 from .errors import (
     InvalidInput,
     KeyMaterialError,
@@ -95,6 +96,7 @@ from .ranking import (
     FusionParams,
 )
 from .recall import hybrid_recall
+from .repair import requeue_lost
 from .rows import expired, loads_metadata, record_from_row, view_of_row
 from .storage import Backend, open_backend
 from .walrus import WalrusClient
@@ -620,6 +622,9 @@ class Memory:
                 self._catalog.delete_outbox_batch(batch_id)
                 return 0, None
         ns = str(batch["namespace"])
+        payload, damaged = self._sound_outbox(ns, batch_id, payload)
+        if not payload:
+            return 0, damaged
         try:
             client = self._get_backend().client
             deadline = self.settings.publish_deadline
@@ -642,9 +647,27 @@ class Memory:
             return 0, message
         self._breaker_until = 0.0
         versions = {str(r["memory_id"]): int(r["version"]) for r in payload}
+        with self._lock:  # damaged members stay in the batch, queued, for repair
+            self._catalog.record_location(ns, versions, locations, blob,
+                                          batch_id=None if damaged else batch_id)
+        return len(locations), damaged
+
+    def _sound_outbox(
+        self, ns: str, batch_id: int, payload: builtins.list[sqlite3.Row]
+    ) -> tuple[builtins.list[sqlite3.Row], str | None]:
+        """The batch members whose sealed bytes verify; damaged ones stay queued (repair)."""
+        try:
+            good, damaged = split_damaged(self.keys_for(ns), payload)
+        except KeyMaterialError as exc:
+            good, damaged = [], [("*", f"cannot verify sealed bytes: {exc}")]
+        if not damaged:
+            return good, None
+        message = (f"{len(damaged)} sealed copies fail verification, not published "
+                   f"(run `walrus-mem repair`): {damaged[0][0]}: {damaged[0][1]}")
+        log.warning("outbox batch %d: %s", batch_id, message)
         with self._lock:
-            self._catalog.record_location(ns, versions, locations, blob, batch_id=batch_id)
-        return len(locations), None
+            self._catalog.outbox_failed(batch_id, message)
+        return good, message
 
     def _flush(self, namespace: str | None) -> tuple[int, list[str]]:
         published, errors = 0, []
@@ -988,6 +1011,7 @@ class Memory:
         """
         self._check_open()
         ns = None if namespace is None else self._ns(namespace)
+        requeue_lost(self._catalog, ns)  # queued memories whose outbox row was lost
         published, errors = self._flush(ns)
         manifests: dict[str, str] = {}
         names = [ns] if ns is not None else self._catalog.namespaces()
@@ -1120,6 +1144,8 @@ class Memory:
         payload = [
             (m, r) for m in ids if (r := self._catalog.sealed_of(ns, m)) is not None and m in rows
         ]
+        payload, damaged = split_sound(self.keys_for(ns), payload, rows)  # never push damage
+        failed.extend(damaged)
         extended: dict[str, int | None] = {}
         client = self._get_backend().client
         for span in store_batches([len(s) for _, (s, _) in payload]):

@@ -1,0 +1,202 @@
+"""Never push damage, integrity checks, and repair: lost outbox rows, damaged sealed copies,
+a corrupt index with an intact header, an unusable catalog; doctor/repair through the CLI."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from usearch.index import Index
+
+from tests.helpers_cli import TEST_MASTER_HEX, invoke, invoke_json
+from tests.helpers_memory import MASTER_HEX, make_settings, mock_admin, store_count
+from walrus_mem import Memory
+from walrus_mem.errors import CatalogCorrupt
+from walrus_mem.integrity import check_index_file, damaged_sealed, queued_without_outbox
+from walrus_mem.repair import repair_namespace
+from walrus_mem.testing import HashEmbedder
+
+WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
+
+
+def _sql(mem: Memory, statement: str, params: tuple[object, ...] = ()) -> None:
+    """Damage the catalog from outside, as another tool or a bad disk would."""
+    with sqlite3.connect(mem.catalog_path) as conn:
+        conn.execute(statement, params)
+
+
+def _flip_bit(mem: Memory, memory_id: str) -> None:
+    with sqlite3.connect(mem.catalog_path) as conn:
+        sealed = bytearray(conn.execute("SELECT sealed FROM memories WHERE id = ?",
+                                        (memory_id,)).fetchone()[0])
+        sealed[len(sealed) // 2] ^= 0x10
+        conn.execute("UPDATE memories SET sealed = ? WHERE id = ?", (bytes(sealed), memory_id))
+
+
+def _hold_publishing(mem: Memory) -> None:
+    mem._breaker_until = time.monotonic() + 3600  # as after a publisher outage
+
+
+def test_sync_re_enqueues_queued_memories_whose_outbox_rows_were_lost(mem: Memory) -> None:
+    first = mem.remember("a fact published at once")
+    _hold_publishing(mem)
+    queued = mem.remember_many([f"queued fact number {i}" for i in range(30)]).records
+    assert {r.status for r in queued} == {"queued"}
+    _sql(mem, "DELETE FROM outbox_items")
+    _sql(mem, "DELETE FROM outbox")
+    assert len(queued_without_outbox(mem._catalog, "default")) == 30
+    mem._breaker_until = 0.0
+    report = mem.sync()
+    assert report.published == 30 and report.still_queued == 0 and not report.errors
+    assert queued_without_outbox(mem._catalog) == []
+    head = mem.stats().manifest_blob_id
+    assert mem.stats().published == 31
+    listed = mem.restore("default", head)  # the manifest now lists every memory
+    assert listed.total == 31 and listed.skipped == 31 and not listed.failed
+    assert first.id in {r.id for r in mem.list(limit=100)}
+
+
+def test_extend_never_replaces_a_good_remote_copy_with_damaged_bytes(mem: Memory) -> None:
+    rec = mem.remember("a fact whose local sealed copy rots")
+    _flip_bit(mem, rec.id)
+    admin = mock_admin(mem)
+    stores = store_count(admin)
+    report = mem.extend([rec.id], epochs=3)
+    assert report.extended == {}
+    assert report.failed[0][0] == rec.id and "damaged" in report.failed[0][1]
+    assert store_count(admin) == stores  # nothing went to Walrus
+    assert mem.get(rec.id).blob_id == rec.blob_id
+    assert mem.get(rec.id, verify=True).text == rec.text  # the good copy is still there
+    assert [m for m, _ in damaged_sealed(mem._catalog, mem.keys_for(), "default")] == [rec.id]
+
+    fixed = repair_namespace(mem)
+    assert fixed.refetched == [rec.id] and fixed.resealed == [] and not fixed.unrepaired
+    assert damaged_sealed(mem._catalog, mem.keys_for(), "default") == []
+    again = mem.extend([rec.id], epochs=3)
+    assert rec.id in again.extended and not again.failed
+
+
+def test_outbox_replay_does_not_publish_a_damaged_copy(mem: Memory) -> None:
+    _hold_publishing(mem)
+    good, bad = mem.remember_many(["a queued fact that is fine",
+                                   "a queued fact whose sealed copy rots"]).records
+    _flip_bit(mem, bad.id)
+    mem._breaker_until = 0.0
+    admin = mock_admin(mem)
+    report = mem.sync()
+    assert report.published == 1 and report.still_queued == 1
+    assert any("fail verification" in e for e in report.errors)
+    assert mem.get(good.id).status == "published" and mem.get(bad.id).status == "queued"
+    assert report.manifests == {}  # a manifest now would omit the queued one
+
+    fixed = repair_namespace(mem)
+    assert fixed.resealed == [bad.id]  # queued: only the catalog row has it, sealed again
+    stores = store_count(admin)
+    report = mem.sync()
+    assert report.published == 1 and report.still_queued == 0 and store_count(admin) > stores
+    assert mem.get(bad.id, verify=True).text == bad.text
+
+
+def _corrupt_index_keys(index_file: Path, dim: int, old_key: int, new_key: int) -> None:
+    """Rewrite the index file with one key renamed: a valid header and count, wrong content."""
+    old = Index(ndim=dim, metric="cos", dtype="f16")
+    old.load(str(index_file))
+    keys = np.asarray(old.keys, dtype=np.uint64)
+    vectors = np.stack([np.asarray(old.get(int(k)), dtype=np.float32) for k in keys])
+    keys[keys == old_key] = new_key
+    new = Index(ndim=dim, metric="cos", dtype="f16")
+    new.add(keys, vectors)
+    new.save(str(index_file))
+
+
+def test_corrupt_index_with_intact_header_never_breaks_recall(mem_settings) -> None:
+    with Memory(mem_settings, embedder=HashEmbedder(), master_key=MASTER_HEX) as mem:
+        records = [mem.remember(f"fact {i} about {WORDS[i]} and {WORDS[i + 1]}")
+                   for i in range(9)]
+        mem.recall("alpha")
+        index_dir = mem._indexes.directory
+        path = mem._indexes.path_for("default")
+    with Memory(mem_settings, embedder=HashEmbedder(), master_key=MASTER_HEX) as mem:
+        key = int(mem._catalog.query("SELECT key FROM memories ORDER BY key")[2][0])
+        _corrupt_index_keys(path, 64, key, 1000)
+        health = check_index_file(mem._catalog, index_dir, "default", "test-hash-embedder-64", 64)
+        assert not health.ok and health.missing == 1 and health.extra == 1
+        assert health.index_count == 9
+        ids = {r.id for r in records}
+        for word in WORDS[:10]:
+            hits = mem.recall(word, k=9, min_score=0)  # used to raise KeyError: 1000
+            assert {h.id for h in hits} <= ids
+        assert len(mem.recall("fact", k=9, min_score=0)) == 9
+        healed = check_index_file(mem._catalog, index_dir, "default", "test-hash-embedder-64", 64)
+    assert healed.ok and healed.index_count == 9  # the open rebuilt and saved the file
+
+
+def test_catalog_corrupt_points_to_repair(mem_dir: Path) -> None:
+    mem_dir.mkdir(parents=True)
+    (mem_dir / "catalog.sqlite3").write_bytes(b"this is not a database" * 100)
+    with pytest.raises(CatalogCorrupt, match="walrus-mem repair"):
+        Memory(make_settings(mem_dir), embedder=HashEmbedder(), master_key=MASTER_HEX)
+
+
+def _by_name(data) -> dict[str, dict[str, str]]:
+    return {c["name"]: c for c in data["checks"]}
+
+
+def test_doctor_and_repair_end_to_end_through_the_cli(tmp_path: Path, monkeypatch) -> None:
+    data_dir = tmp_path / "data"
+    monkeypatch.setenv("WALRUS_MEM_MASTER_KEY", TEST_MASTER_HEX)
+    monkeypatch.setenv("WALRUS_MEM_EMBEDDING_MODEL", "test-hash")
+    monkeypatch.setenv("WALRUS_MEM_DATA_DIR", str(data_dir))
+    for i in range(9):
+        invoke(["remember", f"cli fact {i} about {WORDS[i]} and {WORDS[i + 1]}"])
+    invoke(["recall", "alpha"])  # writes the index file
+    head = invoke_json(["sync"])["manifests"]["default"]
+    assert invoke_json(["doctor", "--no-model"])["ok"] is True
+
+    catalog = data_dir / "catalog.sqlite3"
+    with sqlite3.connect(catalog) as conn:
+        rows = conn.execute("SELECT key, id, sealed FROM memories ORDER BY key").fetchall()
+        sealed = bytearray(rows[0][2])
+        sealed[100] ^= 0x01
+        conn.execute("UPDATE memories SET sealed = ? WHERE key = ?", (bytes(sealed), rows[0][0]))
+        # A memory left queued whose outbox row was lost (crash between two writes).
+        conn.execute("UPDATE memories SET status = 'queued', blob_id = NULL WHERE key = ?",
+                     (rows[1][0],))
+    index_file = next((data_dir / "index").glob("*.usearch"))
+    _corrupt_index_keys(index_file, 64, int(rows[4][0]), 4242)
+
+    data = invoke_json(["doctor", "--no-model"], expect=1)
+    checks = _by_name(data)
+    assert checks["catalog integrity"]["status"] == "ok"
+    assert checks["index default"]["status"] == "fail"
+    assert "1 keys missing, 1 unknown keys" in checks["index default"]["detail"]
+    assert checks["sealed copies default"]["status"] == "fail"
+    assert rows[0][1] in checks["sealed copies default"]["detail"]
+    assert checks["outbox default"]["status"] == "warn"
+    assert checks["head default"]["status"] == "ok"
+    assert "repair" in checks["index default"]["fix"]
+
+    out = invoke_json(["repair"])
+    assert out["ok"] is True and out["catalog"] is None
+    report = out["namespaces"][0]
+    assert report["index_rebuilt"] is True
+    assert report["requeued"] == [rows[1][1]]
+    assert report["refetched"] == [rows[0][1]]
+    assert invoke_json(["sync"])["still_queued"] == 0
+    assert invoke_json(["doctor", "--no-model"])["ok"] is True
+
+    # An unusable catalog: repair moves it aside and rebuilds it from the head.
+    catalog.write_bytes(b"garbage, not SQLite " * 200)
+    for suffix in ("-wal", "-shm"):
+        Path(str(catalog) + suffix).unlink(missing_ok=True)
+    failed = invoke(["recall", "alpha"], expect=1)
+    assert "walrus-mem repair" in failed.stderr
+    out = invoke_json(["repair", "--manifest", head])
+    assert out["ok"] is True and out["catalog"]["restored"]["default"]["restored"] == 9
+    assert list(data_dir.glob("catalog.sqlite3.corrupt-*"))
+    hits = invoke_json(["recall", "alpha", "--min-score", "0"])
+    assert hits
+    assert invoke_json(["doctor", "--no-model"])["ok"] is True

@@ -1,0 +1,267 @@
+"""Integrity checks of one data dir: what ``doctor`` reports and ``repair`` fixes.
+
+Each check reads; none writes. They look at:
+
+* the catalog file (SQLite's ``PRAGMA integrity_check``);
+* a namespace's index file on disk against the catalog: count, keys, and a
+  sample of lookups (the stored vector of a key and a search for it);
+* the outbox against memory statuses: a ``queued`` memory must have an outbox
+  row, or nothing would ever publish it;
+* the sealed bytes kept for re-publishing: each must open under the
+  namespace key as the memory's current version with the catalog's text, so
+  that nothing damaged is ever stored on Walrus (see :func:`sealed_problem`).
+
+**Usage**::
+
+    problems = catalog_problems(catalog)            # [] when SQLite finds nothing
+    health = check_index_file(catalog, index_dir, "default", model_id, dim)
+    lost = queued_without_outbox(catalog, "default")
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+
+from .catalog import Catalog, vectors_from_blobs
+from .envelope import open_envelope
+from .errors import EnvelopeError, LocalStoreError
+from .index import NamespaceIndex
+from .keys import NamespaceKeys
+
+__all__ = [
+    "IndexHealth",
+    "catalog_problems",
+    "check_index_file",
+    "damaged_sealed",
+    "queued_without_outbox",
+    "sealed_problem",
+    "split_damaged",
+    "split_sound",
+]
+
+log = logging.getLogger(__name__)
+
+SAMPLE: Final = 32  # index lookups checked per namespace
+_SIMILAR: Final = 0.99  # float16 copies of one vector agree far better than this
+
+
+def sealed_problem(
+    keys: NamespaceKeys,
+    sealed: bytes,
+    memory_id: str,
+    version: int,
+    text: str | None = None,
+) -> str | None:
+    """Why ``sealed`` must not be published for this memory version, or None if it is sound.
+
+    Sound means: it opens under the namespace key (signature and AEAD, so a
+    single flipped bit fails), holds this memory id as a fact of this version,
+    and, when ``text`` is given, that exact text.
+    """
+    try:
+        record = open_envelope(keys, sealed, expected_id=memory_id, expected_kind="fact")
+    except EnvelopeError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    if record.get("version") != version:
+        return f"sealed bytes hold version {record.get('version')}, the catalog {version}"
+    if text is not None and record.get("text") != text:
+        return "sealed bytes hold another text than the catalog"
+    return None
+
+
+def split_damaged(
+    keys: NamespaceKeys, rows: Iterable[Any]
+) -> tuple[list[Any], list[tuple[str, str]]]:
+    """Outbox payload rows (memory_id, version, sealed) -> (sound rows, [(id, reason)])."""
+    good: list[Any] = []
+    bad: list[tuple[str, str]] = []
+    for row in rows:
+        mid, version, sealed = str(row[0]), int(row[1]), row[2]
+        problem = sealed_problem(keys, bytes(sealed), mid, version)
+        if problem is None:
+            good.append(row)
+        else:
+            bad.append((mid, problem))
+    return good, bad
+
+
+def split_sound(
+    keys: NamespaceKeys,
+    payload: Sequence[tuple[str, tuple[bytes, int]]],
+    rows: Mapping[str, Any],
+) -> tuple[list[tuple[str, tuple[bytes, int]]], list[tuple[str, str]]]:
+    """extend's payload [(memory_id, (sealed, version))] -> (sound, [(id, why not re-published)]).
+
+    ``rows`` maps memory id -> catalog row (its ``text`` must be what is sealed).
+    """
+    good: list[tuple[str, tuple[bytes, int]]] = []
+    bad: list[tuple[str, str]] = []
+    for mid, (sealed, version) in payload:
+        problem = sealed_problem(keys, sealed, mid, version, str(rows[mid]["text"]))
+        if problem is None:
+            good.append((mid, (sealed, version)))
+        else:
+            bad.append((mid, f"not re-published, the local sealed copy is damaged ({problem}); "
+                             "the copy on Walrus is kept: run `walrus-mem repair`"))
+    return good, bad
+
+
+def damaged_sealed(catalog: Catalog, keys: NamespaceKeys, namespace: str) -> list[tuple[str, str]]:
+    """Every memory of ``namespace`` whose sealed copy is unsound: [(memory_id, reason)]."""
+    bad: list[tuple[str, str]] = []
+    last = 0
+    while True:
+        rows = catalog.query(
+            "SELECT key, id, version, text, sealed FROM memories WHERE namespace = ? AND key > ? "
+            "ORDER BY key LIMIT 500", (namespace, last))
+        if not rows:
+            return bad
+        for r in rows:
+            if r["sealed"] is None:
+                problem: str | None = "no sealed copy kept"
+            else:
+                problem = sealed_problem(keys, bytes(r["sealed"]), str(r["id"]),
+                                         int(r["version"]), str(r["text"]))
+            if problem is not None:
+                bad.append((str(r["id"]), problem))
+        last = int(rows[-1]["key"])
+
+
+def catalog_problems(catalog: Catalog, limit: int = 20) -> list[str]:
+    """What ``PRAGMA integrity_check`` finds (empty list: the file is sound)."""
+    try:
+        rows = catalog.query(f"PRAGMA integrity_check({int(limit)})")
+    except LocalStoreError as exc:
+        return [str(exc)]
+    found = [str(r[0]) for r in rows]
+    return [] if found == ["ok"] else found
+
+
+def queued_without_outbox(catalog: Catalog, namespace: str | None = None) -> list[str]:
+    """Ids of ``queued`` memories no outbox batch holds (nothing would ever publish them)."""
+    sql = (
+        "SELECT m.id FROM memories m WHERE m.status = 'queued' {ns} AND NOT EXISTS ("
+        "SELECT 1 FROM outbox_items i JOIN outbox o ON o.id = i.outbox_id "
+        "WHERE i.memory_id = m.id AND i.version = m.version AND o.namespace = m.namespace) "
+        "ORDER BY m.key"
+    )
+    if namespace is None:
+        rows = catalog.query(sql.format(ns=""))
+    else:
+        rows = catalog.query(sql.format(ns="AND m.namespace = ?"), (namespace,))
+    return [str(r[0]) for r in rows]
+
+
+@dataclass
+class IndexHealth:
+    """A namespace's index file compared with the catalog."""
+
+    namespace: str
+    path: Path
+    catalog_count: int
+    index_count: int | None = None  # None: no usable file (rebuilt on the next recall)
+    missing: int = 0  # catalog keys the file lacks
+    extra: int = 0  # keys in the file that no memory has
+    sampled: int = 0
+    bad_lookups: int = 0  # sampled keys whose stored vector or search disagrees
+    pending: int = 0  # changes the file has not applied yet (replayed on open)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.index_count is None or not (self.missing or self.extra or self.bad_lookups)
+
+    def describe(self) -> str:
+        if self.index_count is None:
+            return "; ".join(self.notes) or "no index file (built from the catalog on first recall)"
+        parts = [f"{self.index_count} vectors in the file, {self.catalog_count} memories"]
+        if self.pending:
+            parts.append(f"{self.pending} recent changes replayed on open")
+        if self.missing or self.extra:
+            parts.append(f"{self.missing} keys missing, {self.extra} unknown keys")
+        parts.append(f"{self.sampled - self.bad_lookups}/{self.sampled} sampled lookups agree")
+        return ", ".join(parts)
+
+
+def _sample(keys: Sequence[int], size: int) -> list[int]:
+    if len(keys) <= size:
+        return list(keys)
+    step = len(keys) / size
+    return [keys[int(i * step)] for i in range(size)]
+
+
+def check_index_file(
+    catalog: Catalog,
+    directory: Path,
+    namespace: str,
+    model_id: str,
+    dim: int,
+    *,
+    sample: int = SAMPLE,
+) -> IndexHealth:
+    """Load the namespace's index file as it is on disk and compare it with the catalog.
+
+    Changes logged after the file was saved are left out of the comparison
+    (opening the index replays them). A file older than the pruned change log,
+    or built with another model, is reported as rebuilt-on-open, not broken.
+    """
+    idx = NamespaceIndex(namespace, directory, model_id, dim)
+    health = IndexHealth(namespace, idx.path, catalog.count(namespace))
+    if not idx.path.exists():
+        health.notes.append("no index file (built from the catalog on first recall)")
+        return health
+    if not idx.load():
+        health.notes.append("index file unreadable or for another model: rebuilt on next recall")
+        return health
+    if idx.applied_seq < catalog.changes_floor(namespace):
+        health.notes.append("index file older than the change log: rebuilt on next recall")
+        return health
+    pending, _ = catalog.changes_since(namespace, idx.applied_seq)
+    pending_set = set(pending)
+    health.pending = len(pending_set)
+    health.index_count = len(idx.index)
+    in_file = {int(k) for k in np.asarray(idx.index.keys, dtype=np.uint64).tolist()}
+    catalog_keys = [int(r[0]) for r in catalog.query(
+        "SELECT key FROM memories WHERE namespace = ? ORDER BY key", (namespace,))]
+    settled = [k for k in catalog_keys if k not in pending_set]
+    settled_set = set(settled)
+    health.missing = sum(1 for k in settled if k not in in_file)
+    health.extra = sum(1 for k in in_file if k not in settled_set and k not in pending_set)
+    chosen = [k for k in _sample(settled, sample) if k in in_file]
+    if chosen:
+        rows = catalog.query(
+            "SELECT key, vector FROM memories WHERE namespace = ? AND key IN "
+            f"({','.join('?' * len(chosen))}) ORDER BY key", (namespace, *chosen))
+        vectors = vectors_from_blobs([r[1] for r in rows], dim).astype(np.float32)
+        for r, vector in zip(rows, vectors, strict=True):
+            key = int(r[0])
+            health.sampled += 1
+            if not _lookup_agrees(idx, key, vector):
+                health.bad_lookups += 1
+    return health
+
+
+def _cosine(a: np.ndarray[Any, Any], b: np.ndarray[Any, Any]) -> float:
+    na, nb = float(np.linalg.norm(a)), float(np.linalg.norm(b))
+    return 0.0 if na == 0 or nb == 0 else float(a @ b) / (na * nb)
+
+
+def _lookup_agrees(idx: NamespaceIndex, key: int, vector: np.ndarray[Any, Any]) -> bool:
+    """The file's vector for ``key`` is the catalog's, and a search for it finds it."""
+    try:
+        stored = idx.index.get(np.uint64(key))
+    except (KeyError, ValueError, IndexError, sqlite3.Error):
+        return False
+    if stored is None:
+        return False
+    if _cosine(np.asarray(stored, dtype=np.float32).reshape(-1), vector) < _SIMILAR:
+        return False
+    keys, sims = idx.search(vector, 5)
+    return any(k == key or s >= _SIMILAR for k, s in zip(keys, sims, strict=True))

@@ -1,0 +1,278 @@
+"""``walrus-mem repair``: fix what :mod:`walrus_mem.integrity` finds, loudly and locally.
+
+Per namespace, in this order:
+
+1. ``queued`` memories that no outbox batch holds are enqueued again (``sync``
+   does this too, on every call), so they get published;
+2. sealed copies that fail verification are replaced: by the verified copy on
+   Walrus for a published memory (the exact original bytes), else sealed
+   again from the catalog row (same id, version and text);
+3. an index file that disagrees with the catalog (keys, count, sampled
+   lookups) is rebuilt from the vectors stored in the catalog.
+
+A catalog SQLite cannot open is not repaired in place: it is moved aside
+(never deleted) and the namespaces are restored from Walrus
+(:func:`move_catalog_aside`, then ``Memory.restore``).
+
+**Usage**::
+
+    with Memory() as mem:
+        report = repair_namespace(mem, "default")
+        print(report.summary())
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from pydantic import BaseModel, Field
+
+from .catalog import Catalog
+from .envelope import seal
+from .manifest import sealed_digest
+from .errors import CatalogCorrupt, InvalidInput, StorageError, WalrusMemError
+from .models import RestoreReport
+from .integrity import catalog_problems, check_index_file, damaged_sealed, sealed_problem
+
+if TYPE_CHECKING:
+    from .config import Settings
+    from .embeddings import Embedder
+    from .memory import Memory, ProgressCallback
+
+__all__ = [
+    "CatalogRebuild",
+    "RepairReport",
+    "move_catalog_aside",
+    "repair_data_dir",
+    "repair_namespace",
+    "requeue_lost",
+]
+
+log = logging.getLogger(__name__)
+
+_BATCH_FACTS: Final = 666  # Walrus quilt limit
+_BATCH_BYTES: Final = 9 * 1024 * 1024  # public publishers cap requests at 10 MiB
+
+
+class RepairReport(BaseModel):
+    """What ``repair`` did to one namespace, and what it could not fix."""
+
+    namespace: str
+    catalog_problems: list[str] = Field(default_factory=list)
+    requeued: list[str] = Field(default_factory=list)
+    refetched: list[str] = Field(default_factory=list)  # sealed copy replaced from Walrus
+    resealed: list[str] = Field(default_factory=list)  # sealed again from the catalog row
+    index_rebuilt: bool = False
+    index_detail: str = ""
+    unrepaired: list[tuple[str, str]] = Field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.requeued or self.refetched or self.resealed or self.index_rebuilt)
+
+    def summary(self) -> str:
+        parts = [
+            f"{len(self.requeued)} re-enqueued",
+            f"{len(self.refetched) + len(self.resealed)} sealed copies replaced",
+            "index rebuilt" if self.index_rebuilt else "index sound",
+        ]
+        if self.unrepaired:
+            parts.append(f"{len(self.unrepaired)} not repaired")
+        if self.catalog_problems:
+            parts.append(f"SQLite integrity check: {len(self.catalog_problems)} problem(s)")
+        return ", ".join(parts)
+
+
+def requeue_lost(catalog: Catalog, namespace: str | None = None) -> list[str]:
+    """Enqueue ``queued`` memories no outbox batch holds; return their ids.
+
+    Batches follow the publish limits (≤ 666 facts and ≤ 9 MiB each). One
+    transaction, so two processes repairing at once cannot enqueue twice.
+    """
+    done: list[str] = []
+    with catalog.write() as c:
+        sql = (
+            "SELECT m.namespace, m.id, m.version, length(m.sealed) FROM memories m "
+            "WHERE m.status = 'queued' {ns} AND NOT EXISTS (SELECT 1 FROM outbox_items i "
+            "JOIN outbox o ON o.id = i.outbox_id WHERE i.memory_id = m.id "
+            "AND i.version = m.version AND o.namespace = m.namespace) ORDER BY m.namespace, m.key"
+        )
+        if namespace is None:
+            rows = c.execute(sql.format(ns="")).fetchall()
+        else:
+            rows = c.execute(sql.format(ns="AND m.namespace = ?"), (namespace,)).fetchall()
+        groups: list[list[Any]] = []
+        size = 0
+        for row in rows:
+            last = groups[-1] if groups else None
+            if (last is None or last[0][0] != row[0] or len(last) >= _BATCH_FACTS
+                    or size + int(row[3] or 0) > _BATCH_BYTES):
+                groups.append([])
+                size = 0
+            groups[-1].append(row)
+            size += int(row[3] or 0)
+        now = time.time()
+        for group in groups:
+            c.execute("DELETE FROM outbox_items WHERE memory_id IN (SELECT value FROM json_each(?))",
+                      (json.dumps([str(r[1]) for r in group]),))
+            cur = c.execute(
+                "INSERT INTO outbox (namespace, kind, created_at, last_error) VALUES (?, ?, ?, ?)",
+                (group[0][0], "blob" if len(group) == 1 else "quilt", now,
+                 "re-enqueued: the outbox row was lost"),
+            )
+            batch = int(cur.lastrowid or 0)
+            c.executemany(
+                "INSERT INTO outbox_items (outbox_id, memory_id, version) VALUES (?, ?, ?)",
+                [(batch, str(r[1]), int(r[2])) for r in group],
+            )
+            done.extend(str(r[1]) for r in group)
+        c.execute("DELETE FROM outbox WHERE NOT EXISTS "
+                  "(SELECT 1 FROM outbox_items i WHERE i.outbox_id = outbox.id)")
+    if done:
+        log.warning("re-enqueued %d queued memories whose outbox rows were lost", len(done))
+    return done
+
+
+def _replace_sealed(mem: Memory, ns: str, report: RepairReport) -> None:
+    catalog = mem._catalog
+    keys = mem.keys_for(ns)
+    for mid, problem in damaged_sealed(catalog, keys, ns):
+        row = catalog.query_one(
+            "SELECT * FROM memories WHERE id = ? AND namespace = ?", (mid, ns))
+        if row is None:
+            continue
+        version = int(row["version"])
+        data: bytes | None = None
+        if row["status"] == "published" and row["blob_id"] is not None:
+            def check(raw: bytes, mid: str = mid, version: int = version) -> None:
+                why = sealed_problem(keys, raw, mid, version)
+                if why is not None:
+                    raise InvalidInput(why)
+
+            try:
+                client = mem.walrus
+                if row["quilt_patch_id"] is not None:
+                    data = client.read_quilt_patch(str(row["quilt_patch_id"]), verify=check)
+                else:
+                    data = client.read_blob(str(row["blob_id"]), verify=check)
+                if sealed_problem(keys, data, mid, version, str(row["text"])) is not None:
+                    report.unrepaired.append((mid, "the copy on Walrus holds another text than "
+                                                   "the catalog; left as it is"))
+                    continue
+                report.refetched.append(mid)
+            except (StorageError, InvalidInput) as exc:
+                log.info("no verified copy of %s on Walrus (%s); sealing it again", mid, exc)
+                data = None
+        if data is None:
+            from .memory import _fact_record  # the one definition of a fact's plaintext
+
+            record = _fact_record(
+                mid, version, str(row["text"]), json.loads(row["metadata"] or "{}"),
+                row["category"], float(row["importance"]), float(row["created_at"]),
+                float(row["updated_at"]), row["expires_at"])
+            data = seal(keys, record, max_plaintext=mem._max_plaintext())
+            report.resealed.append(mid)
+        log.warning("memory %s: damaged sealed copy replaced (%s)", mid, problem)
+        # New bytes of a published memory are a new blob: queue it, sync publishes it.
+        requeue = mid in report.resealed and row["status"] == "published"
+        with catalog.write() as c:
+            c.execute("UPDATE memories SET sealed = ?, digest = ?, status = CASE WHEN ? THEN "
+                      "'queued' ELSE status END WHERE id = ? AND version = ?",
+                      (data, sealed_digest(data), requeue, mid, version))
+
+
+def repair_namespace(mem: Memory, namespace: str | None = None) -> RepairReport:
+    """Repair one namespace of an open Memory (see the module doc); local writes only,
+    plus reads from Walrus for damaged sealed copies of published memories."""
+    ns = mem._ns(namespace)
+    report = RepairReport(namespace=ns, catalog_problems=catalog_problems(mem._catalog))
+    try:
+        _replace_sealed(mem, ns, report)
+    except WalrusMemError as exc:  # e.g. no key for this namespace here
+        report.unrepaired.append(("*", f"sealed copies not checked: {type(exc).__name__}: {exc}"))
+    report.requeued = requeue_lost(mem._catalog, ns)
+    info = mem._catalog.namespace(ns)
+    if info is not None and info["model_id"] is not None:
+        model_id, dim = str(info["model_id"]), int(info["dim"])
+        health = check_index_file(mem._catalog, mem._indexes.directory, ns, model_id, dim)
+        report.index_detail = health.describe()
+        if not health.ok:
+            with mem._lock:
+                mem._indexes.rebuild(ns, model_id, dim)
+            report.index_rebuilt = True
+    return report
+
+
+def move_catalog_aside(data_dir: Path) -> Path:
+    """Rename an unusable catalog (and its WAL files) out of the way; return the new path."""
+    path = data_dir / "catalog.sqlite3"
+    aside = data_dir / f"catalog.sqlite3.corrupt-{time.strftime('%Y%m%dT%H%M%S')}"
+    for suffix in ("", "-wal", "-shm"):
+        source = Path(str(path) + suffix)
+        if source.exists():
+            source.rename(Path(str(aside) + suffix))
+    log.warning("moved the unusable catalog aside to %s", aside)
+    return aside
+
+
+class CatalogRebuild(BaseModel):
+    """A catalog that could not be used, moved aside, and what was restored in its place."""
+
+    moved_to: Path
+    problems: list[str] = Field(default_factory=list)
+    restored: dict[str, RestoreReport] = Field(default_factory=dict)
+    missing_heads: list[str] = Field(default_factory=list)  # namespaces with no head to use
+
+
+def remembered_heads(data_dir: Path) -> dict[str, str]:
+    """Newest head per namespace this data dir remembers outside the catalog (none yet)."""
+    return {}
+
+
+def repair_data_dir(
+    settings: Settings,
+    *,
+    embedder: Embedder | None = None,
+    namespace: str | None = None,
+    manifest_blob_id: str | None = None,
+    progress: ProgressCallback | None = None,
+) -> tuple[CatalogRebuild | None, list[RepairReport]]:
+    """Repair a data dir: an unusable catalog is rebuilt from Walrus, then each namespace.
+
+    ``namespace`` limits the per-namespace repair to one; ``manifest_blob_id``
+    is the head to rebuild that namespace from when the catalog is unusable
+    and this data dir remembers none.
+    """
+    from .memory import Memory
+
+    data_dir = Path(settings.data_dir).expanduser()
+    rebuild: CatalogRebuild | None = None
+    problems: list[str] = []
+    try:
+        mem = Memory(settings, embedder=embedder)
+        problems = catalog_problems(mem._catalog)
+    except CatalogCorrupt as exc:
+        problems = [str(exc)]
+        mem = None
+    if problems:
+        if mem is not None:
+            mem.close()
+        rebuild = CatalogRebuild(moved_to=move_catalog_aside(data_dir), problems=problems)
+        mem = Memory(settings, embedder=embedder)
+    assert mem is not None
+    with mem:
+        if rebuild is not None:
+            heads = remembered_heads(data_dir)
+            if manifest_blob_id is not None:
+                heads[mem._ns(namespace)] = manifest_blob_id
+            for ns, head in sorted(heads.items()):
+                rebuild.restored[ns] = mem.restore(ns, head, progress=progress)
+            if not heads:
+                rebuild.missing_heads.append(mem._ns(namespace))
+        names = [mem._ns(namespace)] if namespace is not None else mem.namespaces()
+        reports = [repair_namespace(mem, ns) for ns in names if ns in mem.namespaces()]
+    return rebuild, reports
