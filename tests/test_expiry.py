@@ -1,4 +1,4 @@
-"""The epoch clock learned from store responses, and expiry against a relayer without admin routes."""
+"""The epoch clock learned from store responses; expiry on a relayer without admin routes."""
 
 from __future__ import annotations
 
@@ -78,7 +78,8 @@ def test_unreadable_clock_state_counts_as_nothing_seen(catalog: Catalog) -> None
 def test_split_names_the_expired_entries(catalog: Catalog) -> None:
     clock = EpochClock(catalog, epoch_seconds=10)
     clock.observe(7, at=time.time())
-    live, gone = clock.split([("m1", "b1", None, 7), ("m2", "b2", "p2", 8), ("m3", "b3", None, None)])
+    live, gone = clock.split([("m1", "b1", None, 7), ("m2", "b2", "p2", 8),
+                              ("m3", "b3", None, None)])
     assert [r[0] for r in live] == ["m2", "m3"]
     assert [(g.memory_id, g.blob_id, g.end_epoch) for g in gone] == [("m1", "b1", 7)]
 

@@ -1277,9 +1277,9 @@ def repair(state: CliState, manifest_blob_id: str | None) -> None:
         if rebuild is not None:
             state.out.print(f"Catalog unusable ({escape(rebuild.problems[0])}); moved aside to "
                             f"{rebuild.moved_to}.")
-            for ns, report in rebuild.restored.items():
-                state.out.print(f"  {ns}: restored {report.restored} of {report.total} from "
-                                f"{report.manifest_blob_id}")
+            for ns, restored in rebuild.restored.items():
+                state.out.print(f"  {ns}: restored {restored.restored} of {restored.total} "
+                                f"from {restored.manifest_blob_id}")
             for ns in rebuild.missing_heads:
                 state.out.print(f"  {ns}: no head known here; run `walrus-mem -n {ns} repair "
                                 "--manifest BLOB_ID` with the id `walrus-mem sync` printed")

@@ -239,7 +239,8 @@ class Settings(BaseSettings):
     manifest_every: int = Field(default=200, ge=1)
     # Walrus epoch length for the expiry clock (mainnet 1209600, testnet 86400); None: learned
     epoch_seconds: float | None = Field(default=None, gt=0)
-    renew_margin_epochs: int = Field(default=1, ge=0, le=52)  # sync re-publishes blobs ending this soon
+    # sync re-publishes memories whose blobs end within this many epochs
+    renew_margin_epochs: int = Field(default=1, ge=0, le=52)
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
     # Session-key segments (regexes, full match, case-insensitive) that make a session
     # read-only; None = walrus_mem.sessions.DEFAULT_READ_ONLY_PATTERNS.

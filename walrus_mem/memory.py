@@ -45,8 +45,6 @@ from .catalog import Catalog, vector_to_blob
 from .config import Settings
 from .embeddings import Embedder, embed_checked, make_embedder
 from .envelope import open_envelope, seal
-from .expiry import EpochClock
-from .integrity import split_damaged, split_sound
 from .errors import (
     InvalidInput,
     KeyMaterialError,
@@ -57,6 +55,7 @@ from .errors import (
     StorageError,
     WalrusMemError,
 )
+from .expiry import EpochClock
 from .filters import compile_filters
 from .index import IndexStore
 from .inputs import (
@@ -70,6 +69,7 @@ from .inputs import (
     validate_memory_id,
     validate_metadata,
 )
+from .integrity import split_damaged, split_sound
 from .keys import (
     MasterSeed,
     NamespaceKeys,

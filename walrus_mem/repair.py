@@ -33,10 +33,10 @@ from pydantic import BaseModel, Field
 
 from .catalog import Catalog
 from .envelope import seal
-from .manifest import sealed_digest
 from .errors import CatalogCorrupt, InvalidInput, StorageError, WalrusMemError
-from .models import RestoreReport
 from .integrity import catalog_problems, check_index_file, damaged_sealed, sealed_problem
+from .manifest import sealed_digest
+from .models import RestoreReport
 
 if TYPE_CHECKING:
     from .config import Settings
@@ -117,7 +117,8 @@ def requeue_lost(catalog: Catalog, namespace: str | None = None) -> list[str]:
             size += int(row[3] or 0)
         now = time.time()
         for group in groups:
-            c.execute("DELETE FROM outbox_items WHERE memory_id IN (SELECT value FROM json_each(?))",
+            c.execute("DELETE FROM outbox_items WHERE memory_id IN "
+                      "(SELECT value FROM json_each(?))",
                       (json.dumps([str(r[1]) for r in group]),))
             cur = c.execute(
                 "INSERT INTO outbox (namespace, kind, created_at, last_error) VALUES (?, ?, ?, ?)",
