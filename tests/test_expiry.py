@@ -109,3 +109,39 @@ def test_expiring_counts_without_the_mock_admin_routes(tmp_path: Path) -> None:
             assert mem.stats().current_epoch is not None
             assert mem.stats().current_epoch >= last_end
             assert keeper.id in {r.id for r in mem.expiring(40)}
+
+
+def test_sync_renews_expired_blobs_so_no_manifest_lists_them(tmp_path: Path) -> None:
+    """The issue's run: 40 of 41 blobs expired, sync published a manifest listing them and a
+    restore from it got 1 of 41. Now sync re-publishes them first (verified sealed bytes)."""
+    with RelayerServer(tmp_path / "walrus", admin=False, epoch_duration=1.0) as srv:
+        def settings(data_dir: Path, epochs: int):
+            return make_settings(data_dir, publisher_url=srv.url, aggregator_urls=srv.url,
+                                 epochs=epochs, epoch_seconds=1.0, manifest_every=10_000)
+
+        with Memory(settings(tmp_path / "a", 1), embedder=HashEmbedder(64),
+                    master_key=MASTER_HEX) as mem:
+            short = mem.remember_many([f"short-lived fact {i}" for i in range(40)]).records
+            keeper = mem.remember("the long-lived fact")
+            mem.extend([keeper.id], epochs=30)
+            first_head = mem.sync().manifests.get("default") or mem.stats().manifest_blob_id
+            last_end = max(int(r.end_epoch or 0) for r in mem.list(limit=100)
+                           if r.id != keeper.id)
+        deadline = time.monotonic() + 30
+        while _epoch(srv) < last_end + 1:
+            assert time.monotonic() < deadline, "relayer clock did not move"
+            time.sleep(0.1)
+        gone = httpx.get(f"{srv.url}/v1/blobs/{short[0].blob_id}")
+        assert gone.status_code == 404  # expired on the network
+        with Memory(settings(tmp_path / "a", 5), embedder=HashEmbedder(64),
+                    master_key=MASTER_HEX) as mem:
+            report = mem.sync()
+            assert report.renewed == 40 and not report.errors
+            head = report.manifests["default"]
+            assert head != first_head
+            now = _epoch(srv)
+            assert all(int(r.end_epoch or 0) > now for r in mem.list(limit=100))
+        with Memory(settings(tmp_path / "fresh", 5), embedder=HashEmbedder(64),
+                    master_key=MASTER_HEX) as fresh:
+            restored = fresh.restore("default", head)
+            assert restored.total == 41 and restored.restored == 41 and not restored.failed

@@ -35,7 +35,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -54,6 +54,7 @@ META_KEY: Final = "epoch_clock"
 _KEEP_EPOCHS: Final = 64  # sightings kept (oldest dropped): enough to learn the length
 
 Source = Literal["configured", "learned", "unknown"]
+R = TypeVar("R", bound=Any)  # a catalog row or mapping
 
 
 class ExpiredEntry(BaseModel):
@@ -188,6 +189,23 @@ class EpochClock:
         now_epoch = self.current() if current is None else current
         return end_epoch is not None and now_epoch is not None \
             and end_epoch <= now_epoch + margin
+
+    def drop_expired(self, rows: Iterable[R]) -> tuple[list[R], list[ExpiredEntry]]:
+        """Manifest rows (mappings with id, blob_id, quilt_patch_id, end_epoch) split into
+        the ones a manifest may list and the ones past their end epoch."""
+        current = self.current()
+        kept: list[R] = []
+        gone: list[ExpiredEntry] = []
+        for row in rows:
+            end = row["end_epoch"]
+            if self.expired(end, current=current):
+                gone.append(ExpiredEntry(
+                    memory_id=str(row["id"]), blob_id=str(row["blob_id"]),
+                    patch_id=row["quilt_patch_id"], end_epoch=end,
+                    reason=f"end epoch {end} <= current epoch {current}"))
+            else:
+                kept.append(row)
+        return kept, gone
 
     def split(
         self, entries: Iterable[tuple[str, str, str | None, int | None]]

@@ -96,6 +96,7 @@ from .ranking import (
     FusionParams,
 )
 from .recall import hybrid_recall
+from .renewal import renew_due
 from .repair import requeue_lost
 from .rows import expired, loads_metadata, record_from_row, view_of_row
 from .storage import Backend, open_backend
@@ -1013,14 +1014,17 @@ class Memory:
         ns = None if namespace is None else self._ns(namespace)
         requeue_lost(self._catalog, ns)  # queued memories whose outbox row was lost
         published, errors = self._flush(ns)
+        renewed = 0
         manifests: dict[str, str] = {}
         names = [ns] if ns is not None else self._catalog.namespaces()
         for name in names:
-            info = self._catalog.namespace(name)
-            if info is None:
+            if self._catalog.namespace(name) is None:
                 continue
             if self._catalog.outbox_count(name) > 0:
                 continue  # a manifest now would miss the queued facts
+            renewed += renew_due(self, name, errors)  # blobs ending within the margin
+            info = self._catalog.namespace(name)
+            assert info is not None
             count = self._catalog.count(name)
             if info["manifest_blob_id"] is None:
                 due = count > 0  # no point in a first manifest that lists nothing
@@ -1039,6 +1043,7 @@ class Memory:
             still_queued=self._catalog.queued_count(ns),
             errors=errors,
             manifests=manifests,
+            renewed=renewed,
         )
 
     def _maybe_manifest(self, ns: str) -> None:
@@ -1139,6 +1144,16 @@ class Memory:
             if isinstance(memory_ids, str):
                 memory_ids = [memory_ids]
             ids = [validate_memory_id(m) for m in memory_ids]
+        report = self._republish(ns, ids, epochs)
+        if report.extended:
+            try:
+                self._publish_manifest(ns)
+            except StorageError as exc:
+                log.info("manifest after extend deferred: %s", exc)
+        return report
+
+    def _republish(self, ns: str, ids: Sequence[str], epochs: int | None) -> ExtendReport:
+        """Store the verified sealed bytes of ``ids`` again (extend and sync's renewal)."""
         rows = self._catalog.memories_by_ids(ns, ids)
         failed = [(m, "MemoryNotFound: not in this namespace") for m in ids if m not in rows]
         payload = [
@@ -1168,11 +1183,6 @@ class Memory:
                 extended.update(self._catalog.record_location(
                     ns, {mid: version for mid, (_, version) in part}, locations, blob,
                     only_if_longer={mid: rows[mid]["end_epoch"] for mid, _ in part}))
-        if extended:
-            try:
-                self._publish_manifest(ns)
-            except StorageError as exc:
-                log.info("manifest after extend deferred: %s", exc)
         return ExtendReport(extended=extended, failed=failed)
 
     # -- maintenance -------------------------------------------------------------------

@@ -222,6 +222,7 @@ class SyncReport(BaseModel):
     still_queued: int = 0
     errors: list[str] = Field(default_factory=list)
     manifests: dict[str, str] = Field(default_factory=dict)
+    renewed: int = 0  # memories re-published because their blobs were about to end
 
 
 class RestoreReport(BaseModel):
