@@ -196,9 +196,15 @@ class Store:
         self._clock = clock
         self._local = threading.local()
         self._closed = False
-        self.blobs_dir.mkdir(parents=True, exist_ok=True)
-        self.tmp_dir.mkdir(parents=True, exist_ok=True)
+        # Owner only (0700 dirs, 0600 files): the embedded relayer lives in a data dir.
+        self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.blobs_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.tmp_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._init_schema(initial_epoch)
+        for suffix in ("", "-wal", "-shm"):
+            db_file = self.db_path.with_name(self.db_path.name + suffix)
+            if db_file.exists():
+                os.chmod(db_file, 0o600)
         if epoch_duration is not _UNSET and epoch_duration is not None:
             self.set_epoch_duration(epoch_duration)
 
@@ -356,7 +362,7 @@ class Store:
         return self.tmp_dir / f"{uuid.uuid4().hex}.part"
 
     def _write_file(self, path: Path, data: bytes) -> None:
-        with open(path, "wb") as handle:
+        with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as handle:
             handle.write(data)
             handle.flush()
             if self.fsync:
@@ -382,13 +388,14 @@ class Store:
         final = self.blob_path(staged.blob_id)
         if final.exists():
             return
-        final.parent.mkdir(parents=True, exist_ok=True)
+        final.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         if staged.tmp_path is None or not staged.tmp_path.exists():
             if staged.data is None:
                 raise RuntimeError("staged blob lost its bytes")
             tmp = self.new_tmp_path()
             self._write_file(tmp, staged.data)
             staged.tmp_path = tmp
+        os.chmod(staged.tmp_path, 0o600)  # quilts are staged by the publisher's own writer
         os.replace(staged.tmp_path, final)
         staged.tmp_path = None
         if self.fsync:

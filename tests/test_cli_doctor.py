@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from walrus_mem.config import Settings
+from walrus_mem.config import Settings, default_key_file
 from walrus_mem.doctor import check_embedding_model, check_storage, run_checks
 from walrus_mem.testing import HashEmbedder
 
@@ -46,9 +46,16 @@ def test_unset_placeholder_is_named(tmp_path, monkeypatch):
     cfg = tmp_path / "c.toml"
     cfg.write_text('publisher_url = "http://${SET_ONE}"\nmaster_key = "${DOCTOR_UNSET_VAR}"\n')
     data = invoke_json(["--config", str(cfg), "doctor", "--no-model"], expect=1)
+    # master_key is resolved only when needed: a warning here, a failed key check below
     check = by_name(data["checks"])["${VAR} placeholders"]
-    assert check["status"] == "fail"
+    assert check["status"] == "warn"
     assert "DOCTOR_UNSET_VAR" in check["detail"] and "SET_ONE" not in check["detail"]
+    key = by_name(data["checks"])["master key"]
+    assert key["status"] == "fail" and "DOCTOR_UNSET_VAR" in key["detail"]
+    cfg.write_text('publisher_url = "http://${DOCTOR_UNSET_URL}"\n')
+    data = invoke_json(["--config", str(cfg), "doctor", "--no-model"], expect=1)
+    check = by_name(data["checks"])["${VAR} placeholders"]
+    assert check["status"] == "fail" and "DOCTOR_UNSET_URL" in check["detail"]
 
 
 def test_bad_toml_and_bad_setting(tmp_path):
@@ -63,7 +70,7 @@ def test_bad_toml_and_bad_setting(tmp_path):
 
 def test_insecure_key_file_says_chmod(clean_environ):
     invoke(["init", "--store", "file"])
-    key_file = clean_environ / "keys" / "master.key"
+    key_file = default_key_file()
     os.chmod(key_file, 0o644)
     data = invoke_json(["doctor", "--no-model"], expect=1)
     check = by_name(data["checks"])["key file"]

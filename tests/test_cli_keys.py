@@ -11,6 +11,7 @@ import nacl.signing
 import pytest
 from keyring.backends import fail
 
+from walrus_mem.config import default_key_file
 from walrus_mem.keys import MasterSeed, NamespaceKeys
 
 from .helpers_cli import TEST_MASTER_HEX, assert_no_secret, invoke, invoke_json
@@ -37,7 +38,7 @@ def test_init_stores_in_keyring_and_prints_only_fingerprints(memory_keyring, con
 def test_init_falls_back_to_key_file_without_keyring(clean_environ, config_home):
     keyring.set_keyring(fail.Keyring())
     result = invoke(["init"])
-    key_file = clean_environ / "keys" / "master.key"
+    key_file = default_key_file()
     assert key_file.is_file()
     assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
     assert stat.S_IMODE(key_file.parent.stat().st_mode) == 0o700
@@ -68,7 +69,7 @@ def test_init_json_and_refusal_without_force(memory_keyring):
 
 def test_init_refuses_existing_key_file(clean_environ):
     invoke(["init", "--store", "file"])
-    key_file = clean_environ / "keys" / "master.key"
+    key_file = default_key_file()
     before = key_file.read_text()
     res = invoke(["init", "--store", "file"], expect=1)
     assert "KeyExists" in res.stderr

@@ -7,8 +7,14 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from walrus_mem.config import AgentConfig, Settings, load_config_file
-from walrus_mem.errors import ConfigError, PlaceholderError
+from walrus_mem.config import (
+    AgentConfig,
+    Settings,
+    default_config_path,
+    default_key_file,
+    load_config_file,
+)
+from walrus_mem.errors import ConfigError, MalformedKey, PlaceholderError
 from walrus_mem.keys import MASTER_KEY_ENV
 
 from .helpers_keys import seed_bytes
@@ -31,7 +37,9 @@ def test_defaults(clean_environ):
     assert s.data_dir == clean_environ  # conftest points WALRUS_MEM_DATA_DIR here
     assert s.epochs == 5 and s.max_fact_bytes == 64 * 1024 and s.default_namespace == "default"
     assert s.master_key is None and s.config_file is None and s.agents == {}
-    assert s.embedded and s.resolved_key_file == clean_environ / "keys" / "master.key"
+    # the master key lives with the user's config, not in a data dir (conftest: XDG temp dir)
+    assert s.embedded and s.resolved_key_file == default_key_file()
+    assert s.resolved_key_file.parent.parent == default_config_path().parent
 
 
 def test_env_prefix(monkeypatch):
@@ -123,7 +131,10 @@ def test_master_key_from_config_placeholder(toml, monkeypatch):
     hex_key = seed_bytes(2).hex()
     monkeypatch.setenv("WM_TEST_MASTER", hex_key)
     s = Settings.load(config_file=toml('master_key = "${WM_TEST_MASTER}"\n'))
-    assert isinstance(s.master_key, SecretStr) and s.master_key.get_secret_value() == hex_key
+    # kept as written; resolved only by a process that needs the master seed
+    assert isinstance(s.master_key, SecretStr)
+    assert s.master_key.get_secret_value() == "${WM_TEST_MASTER}"
+    assert s.master_key_value() == hex_key
     assert hex_key not in repr(s) and hex_key not in str(s.model_dump())
 
 
@@ -216,10 +227,12 @@ def test_config_error_never_echoes_secret_values(toml, monkeypatch):
     bad_key = "Zm9vYmFyYmF6cXV4" + SECRET  # not a valid key, but secret-looking
     monkeypatch.setenv("WM_TEST_BAD_KEY", bad_key)
     path = toml('[agents.bot]\nkey = "${WM_TEST_BAD_KEY}"\n')
-    with pytest.raises(ConfigError) as info:
-        Settings.load(config_file=path)
+    settings = Settings.load(config_file=path)  # the key is resolved when the agent opens
+    with pytest.raises(MalformedKey) as info:
+        settings.agent("bot").agent_seed("bot")
     msg = str(info.value)
-    assert "agents.bot.key" in msg and SECRET not in msg and "Zm9vYmFy" not in msg
+    assert "agent key" in msg and SECRET not in msg and "Zm9vYmFy" not in msg
+    assert info.value.__cause__ is None
     for value in ([SECRET], {"a": SECRET}, 3.5):
         with pytest.raises(ConfigError) as info:
             Settings.load(publisher_token=value)

@@ -80,8 +80,10 @@ async def test_stdio_server_with_sdk_client(tmp_path, master_hex):
         }))
         assert injected["error"]["type"] == "UnsafeContent"
 
-    # the data really is in the researcher's namespace of that data dir
-    mem = open_memory(Settings(data_dir=tmp_path / "data", embedding_model="test-hash"))
+    # the data really is in the researcher's namespace of that data dir (reading it
+    # needs that namespace's key: the local access check)
+    mem = open_memory(Settings(data_dir=tmp_path / "data", embedding_model="test-hash",
+                               master_key=master_hex))
     try:
         assert sorted(r.text for r in mem.list("research")) == [
             "User is allergic to peanuts.", "User lives in Oslo."

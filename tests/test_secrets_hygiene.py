@@ -298,12 +298,15 @@ def test_config_errors(scan, tmp_path, monkeypatch, agent_seed):
     monkeypatch.setenv("WM_AGENT_KEY", bad_agent_key)
     cfg = tmp_path / "c.toml"
     cfg.write_text('[agents.bot]\nkey = "${WM_AGENT_KEY}"\n')
-    scan.raises("agent key", lambda: Settings.load(config_file=cfg))
+    # resolved (and parsed) when the agent is opened, not when the file is loaded
+    scan.raises("agent key", lambda: Settings.load(config_file=cfg).agent("bot").agent_seed("bot"))
     monkeypatch.setenv("WALRUS_MEM_AGENTS", '{"bot": {"key": "' + agent_seed.hex())
     scan.raises("env json", lambda: Settings.load())
     monkeypatch.delenv("WALRUS_MEM_AGENTS")
     monkeypatch.setenv("WM_SECRET", agent_seed.hex())
     cfg.write_text('publisher_token = "${WM_SECRET}"\nmaster_key = "${WM_UNSET}"\n')
+    scan.raises("placeholder", lambda: Settings.load(config_file=cfg).master_key_value())
+    cfg.write_text('publisher_token = "${WM_SECRET}"\nepochs = "${WM_UNSET}"\n')
     scan.raises("placeholder", lambda: Settings.load(config_file=cfg))
     cfg.write_text(f'publisher_token = "{agent_seed.hex()}"\nepochs = 0\n')
     scan.raises("validation", lambda: Settings.load(config_file=cfg))

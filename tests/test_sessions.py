@@ -214,5 +214,7 @@ def test_agent_key_from_toml_placeholder(tmp_path, monkeypatch):
     assert info.namespace == "research" and info.options.max_recall_results == 4
     assert info.options.key is not None and "11" * 32 not in repr(info)
     monkeypatch.delenv("RESEARCHER_KEY")
+    # the variable is read only when that agent's key is needed (one agent, one secret)
+    settings = Settings(config_file=cfg, data_dir=tmp_path)
     with pytest.raises(ConfigError, match="RESEARCHER_KEY"):
-        Settings(config_file=cfg, data_dir=tmp_path)
+        settings.agent("researcher").agent_seed("researcher")

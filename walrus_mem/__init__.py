@@ -11,6 +11,7 @@ from .async_memory import AsyncMemory
 from .config import AgentConfig, Settings
 from .embeddings import Embedder, SentenceTransformerEmbedder
 from .errors import (
+    AccessDenied,
     AggregatorError,
     AggregatorUnavailable,
     AuthenticationFailed,
@@ -23,6 +24,7 @@ from .errors import (
     EmbeddingError,
     EnvelopeError,
     ForbiddenBlob,
+    GrantError,
     IndexCorrupt,
     InsecureKeyFile,
     InsufficientConfirmations,
@@ -74,6 +76,7 @@ from .models import (
 __version__ = "0.1.0"
 
 __all__ = [
+    "AccessDenied",
     "AgentConfig",
     "AggregatorError",
     "AggregatorUnavailable",
@@ -91,6 +94,7 @@ __all__ = [
     "ExtendReport",
     "ForbiddenBlob",
     "ForgetReport",
+    "GrantError",
     "HistoryEntry",
     "IndexCorrupt",
     "InsecureKeyFile",

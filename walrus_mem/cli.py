@@ -40,6 +40,7 @@ from .errors import (
     KeyExists,
     KeyNotFound,
     KeyringUnavailable,
+    PlaceholderError,
     WalrusMemError,
 )
 from .keys import (
@@ -49,10 +50,10 @@ from .keys import (
     generate_master_seed,
     keyring_load,
     keyring_store,
-    parse_ed25519_key,
     resolve_master_seed,
     write_key_file,
 )
+from .keystore import key_file_in_use
 
 if TYPE_CHECKING:
     from .memory import Memory
@@ -83,6 +84,7 @@ class CliState:
         self.verbose = verbose
         self.out = make_console()
         self.err = make_console(stderr=True)
+        self.agent_option: str | None = None
         self._settings: Settings | None = None
         self._memory: Memory | None = None
 
@@ -100,6 +102,15 @@ class CliState:
 
     @property
     def namespace(self) -> str:
+        if self.agent_option is not None:  # an unknown name lists the known ones
+            agent = self.settings.agent(self.agent_option)
+            ns = agent.namespace or self.agent_option
+            if self.namespace_option not in (None, ns):
+                raise click.UsageError(
+                    f"--agent {self.agent_option} works in namespace {ns}, not "
+                    f"{self.namespace_option}; give one of -n / --agent"
+                )
+            return ns
         return self.namespace_option or self.settings.default_namespace
 
     @property
@@ -228,6 +239,8 @@ pass_state = click.make_pass_decorator(CliState)
     help="Data directory (catalog, index, embedded relayer) [env WALRUS_MEM_DATA_DIR].",
 )
 @click.option("-n", "--namespace", help="Namespace to work in [default: the configured default].")
+@click.option("-a", "--agent", help="Act as this configured agent ([agents.<name>]): its namespace "
+              "and key; only its ${VAR}s are resolved.")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")
 @click.option("-v", "--verbose", count=True, help="Log more (-vv for debug); show tracebacks.")
 @click.version_option(__version__, prog_name="walrus-mem")
@@ -237,6 +250,7 @@ def cli(
     config: Path | None,
     data_dir: Path | None,
     namespace: str | None,
+    agent: str | None,
     as_json: bool,
     verbose: int,
 ) -> None:
@@ -254,16 +268,16 @@ def cli(
     ctx.obj = CliState(
         config=config, data_dir=data_dir, namespace=namespace, as_json=as_json, verbose=verbose
     )
+    ctx.obj.agent_option = agent
 
 
 # -- keys ----------------------------------------------------------------------
 
 
 def _resolve_master(settings: Settings) -> tuple[MasterSeed, str]:
-    config_value = settings.master_key.get_secret_value() if settings.master_key else None
     return resolve_master_seed(
-        config_value=config_value,
-        key_file=settings.resolved_key_file,
+        config_value=settings.master_key_value(),
+        key_file=key_file_in_use(settings),
         use_keyring=settings.use_keyring,
     )
 
@@ -278,7 +292,14 @@ def _namespace_keys(settings: Settings, master: MasterSeed | None) -> list[dict[
     for name, agent in sorted(settings.agents.items()):
         ns = agent.namespace or name
         if agent.key is not None:
-            seed = parse_ed25519_key(agent.key.get_secret_value())
+            try:
+                seed = agent.agent_seed(name)
+            except PlaceholderError as exc:  # another agent's variable: not needed here
+                rows.append({"agent": name, "namespace": ns, "mode": "independent",
+                             "fingerprint": None, "verify_key": None,
+                             "note": f"key not available in this process: {exc}"})
+                continue
+            assert seed is not None
             rows.append(_key_row(name, NamespaceKeys.from_agent_key(seed, ns)))
         elif master is not None:
             rows.append(_key_row(name, NamespaceKeys.derive(master, ns)))
@@ -350,7 +371,7 @@ def init(state: CliState, force: bool, store: str) -> None:
     config_path = state.config_option or named_config_file() or default_config_path()
     config_written = _write_starter_config(config_path, state.data_dir)
     settings = state.settings
-    key_file = settings.resolved_key_file
+    key_file = key_file_in_use(settings)
     _refuse_existing_key(settings, force=force)
 
     seed = generate_master_seed()
@@ -417,7 +438,7 @@ def init(state: CliState, force: bool, store: str) -> None:
 def _refuse_existing_key(settings: Settings, *, force: bool) -> None:
     if force:
         return
-    key_file = settings.resolved_key_file
+    key_file = key_file_in_use(settings)
     if key_file.exists():
         raise KeyExists(f"a key file already exists at {key_file}; pass --force to replace it")
     if settings.use_keyring:
@@ -511,6 +532,162 @@ def keys_export_public(state: CliState) -> None:
         {k: row.get(k) for k in ("namespace", "agent", "mode", "fingerprint", "verify_key")}
         for row in rows
     ]})
+
+
+def _agent_secret(settings: Settings, name: str) -> tuple[bytes, NamespaceKeys]:
+    agent = settings.agent(name)
+    seed = agent.agent_seed(name)
+    if seed is None:
+        raise InvalidInput(
+            f"agent {name} has no key of its own: its namespace key is derived from the master "
+            "key, so back up the master key (walrus-mem keys export)"
+        )
+    return seed, NamespaceKeys.from_agent_key(seed, agent.namespace or name)
+
+
+@keys.command("export")
+@click.option("--agent", "agent_name", metavar="NAME",
+              help="Export this agent's own key instead of the master key.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@pass_state
+def keys_export(state: CliState, agent_name: str | None, yes: bool) -> None:
+    """Print the master key (or an agent's key) for backup: 24 BIP39 words and hex.
+
+    The secret goes to stdout only, after a confirmation on stderr; it is never
+    logged. Write the words down offline; `walrus-mem keys import` reads them back.
+    """
+    from .keystore import to_mnemonic
+
+    name = agent_name or state.agent_option
+    if name is not None:
+        secret, ns_keys = _agent_secret(state.settings, name)
+        what, fingerprint = f"the key of agent {name}", ns_keys.fingerprint
+    else:
+        master, _ = _resolve_master(state.settings)
+        secret, what, fingerprint = master.secret_bytes(), "the master key", master.fingerprint
+    if not yes:
+        click.confirm(
+            f"Print {what} (fingerprint {fingerprint}) on stdout? Whoever sees it can read "
+            "every memory it protects", abort=True, err=True,
+        )
+    words = to_mnemonic(secret)
+    if state.as_json:
+        state.emit_json({"key": "agent" if name else "master", "agent": name,
+                         "fingerprint": fingerprint, "mnemonic": words, "hex": secret.hex()})
+        return
+    click.echo(words)
+    click.echo(secret.hex())
+
+
+@keys.command("import")
+@click.option("--store", type=click.Choice(["auto", "keyring", "file"]), default="auto",
+              show_default=True, help="Where to keep the imported master key.")
+@click.option("--agent", "agent_name", metavar="NAME",
+              help="Import an agent's key: print the line that sets its variable.")
+@pass_state
+def keys_import(state: CliState, store: str, agent_name: str | None) -> None:
+    """Read a key backup from stdin (24 BIP39 words or 64 hex) and install it.
+
+    The master key goes to the keyring or a 0600 key file, like `init`. A
+    different key already there is never replaced (KeyExists); the same key
+    again is a no-op. With --agent, the key is printed as NAME_KEY=<hex> on
+    stdout (set that variable in the agent's environment).
+    """
+    from .keystore import agent_env_var, parse_backup
+
+    text = sys.stdin.read(4096)
+    secret = parse_backup(text)
+    if agent_name is not None:
+        ns = state.settings.agents.get(agent_name)
+        ns_keys = NamespaceKeys.from_agent_key(secret, (ns.namespace if ns else None)
+                                               or _namespace_or_default(agent_name))
+        var = agent_env_var(agent_name)
+        state.note(f"agent {escape(agent_name)} key fingerprint {ns_keys.fingerprint}; set "
+                   f"{var} in its environment and key = \"${{{var}}}\" in its config table")
+        click.echo(f"{var}={secret.hex()}")
+        return
+    seed = MasterSeed(secret)
+    where = _store_master(state.settings, seed, store)
+    if state.as_json:
+        state.emit_json({"stored_in": where, "fingerprint": seed.fingerprint})
+    else:
+        state.out.print(f"Master key (fingerprint {seed.fingerprint}) {where}.")
+
+
+def _namespace_or_default(name: str) -> str:
+    from .keys import validate_namespace
+
+    return validate_namespace(name)
+
+
+def _store_master(settings: Settings, seed: MasterSeed, store: str) -> str:
+    """Install ``seed`` as the master key unless a different one is there; say where."""
+    key_file = key_file_in_use(settings)
+    existing: list[tuple[str, MasterSeed]] = []
+    if key_file.exists():
+        from .keys import load_key_file
+
+        existing.append((f"in the key file {key_file}", load_key_file(key_file)))
+    if settings.use_keyring:
+        try:
+            in_keyring = keyring_load()
+        except KeyringUnavailable:
+            in_keyring = None
+        if in_keyring is not None:
+            existing.append(("in the OS keyring", in_keyring))
+    for where, other in existing:
+        if other != seed:
+            raise KeyExists(
+                f"a different master key (fingerprint {other.fingerprint}) is already stored "
+                f"{where}; refusing to replace it (memories sealed with it would become "
+                "unreadable). Export it first, then remove it yourself if you really mean to"
+            )
+    if existing:
+        return f"is already stored {existing[0][0]}"
+    if store != "file" and settings.use_keyring:
+        try:
+            keyring_store(seed)
+            return "stored in the OS keyring"
+        except KeyringUnavailable:
+            if store == "keyring":
+                raise
+    write_key_file(key_file, seed)
+    return f"written to the key file {key_file} (mode 0600)"
+
+
+@keys.command("new-agent")
+@click.argument("name")
+@click.option("--namespace", "agent_ns", help="The agent's namespace [default: NAME].")
+@pass_state
+def keys_new_agent(state: CliState, name: str, agent_ns: str | None) -> None:
+    """Create an independent key for agent NAME; print the variable line to set.
+
+    stdout gets exactly `NAME_KEY=<hex>` (the secret: put it in the agent's
+    environment or secret store); stderr gets the config table to add and the
+    public key, which others use to share memories with this agent.
+    """
+    from .keys import validate_namespace
+    from .keystore import agent_env_var, new_agent_key
+
+    ns = validate_namespace(agent_ns or name)
+    seed = new_agent_key()
+    ns_keys = NamespaceKeys.from_agent_key(seed, ns)
+    var = agent_env_var(name)
+    table = f"[agents.{name}]" if re.fullmatch(r"[A-Za-z0-9_-]+", name) else \
+        f"[agents.{json.dumps(name)}]"
+    if state.as_json:
+        state.emit_json({"agent": name, "namespace": ns, "env_var": var, "key": seed.hex(),
+                         "fingerprint": ns_keys.fingerprint,
+                         "verify_key": ns_keys.verify_key.hex()})
+        return
+    click.echo(f"{var}={seed.hex()}")
+    ns_line = "" if ns == name else f'namespace = "{ns}"\n'
+    state.note(escape(
+        f"Add to the config:\n\n{table}\n{ns_line}key = \"${{{var}}}\"\n\n"
+        f"public key (share it; memories are shared to it): {ns_keys.verify_key.hex()}\n"
+        f"fingerprint: {ns_keys.fingerprint}. Back the key up now (walrus-mem keys export "
+        f"--agent {name}): nothing else can open this agent's memories."
+    ))
 
 
 # -- parsing helpers ---------------------------------------------------------------

@@ -47,8 +47,13 @@ from pydantic_settings import (
 )
 
 from .errors import ConfigError, InvalidNamespace, PlaceholderError
-from .keys import parse_ed25519_key, validate_namespace
-from .placeholders import resolve_placeholders
+from .keys import NAMESPACE_RULE, parse_ed25519_key, validate_namespace
+from .placeholders import (
+    check_placeholders,
+    placeholder_names,
+    resolve_placeholders,
+    resolve_string,
+)
 from .ranking import DEFAULT_MIN_SCORE
 
 __all__ = [
@@ -56,6 +61,8 @@ __all__ = [
     "AgentConfig",
     "Settings",
     "default_config_path",
+    "default_key_file",
+    "expand_path",
     "load_config_file",
     "resolve_config_file",
 ]
@@ -67,6 +74,40 @@ CONFIG_FILE_ENV = "WALRUS_MEM_CONFIG_FILE"  # the field's own env name; also hon
 
 def _default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir("walrus-mem", appauthor=False))
+
+
+def default_key_file() -> Path:
+    """Where the master key file lives unless ``key_file`` / ``WALRUS_MEM_KEY_FILE``
+    says otherwise: ``<user config dir>/walrus-mem/keys/master.key`` (platformdirs),
+    e.g. ``~/.config/walrus-mem/keys/master.key`` on Linux: with the user's other
+    secrets, not in a data dir that may be shared, synced or deleted as a cache."""
+    return default_config_path().parent / "keys" / "master.key"
+
+
+def expand_path(value: Any) -> Any:
+    """``~`` and ``$VAR`` / ``${VAR}`` expanded in a configured path (unknown variables
+    stay as written), so a path means the same file from every working directory."""
+    if isinstance(value, str | os.PathLike):
+        return Path(os.path.expanduser(os.path.expandvars(os.fspath(value))))
+    return value
+
+
+# Secret values resolved only when used: a process needs the ${VAR}s of what it opens.
+_DEFERRED = re.compile(r"(?:walrus_mem\.)?(?:master_key|agents\.[^.]+\.key)")
+
+
+def is_deferred(path: str) -> bool:
+    return _DEFERRED.fullmatch(path) is not None
+
+
+def resolve_secret(template: SecretStr | None, where: str) -> str | None:
+    """The value of a secret setting kept as written (``${VAR}`` unresolved until now).
+
+    A PlaceholderError names the variable and ``where``, never a value.
+    """
+    if template is None:
+        return None
+    return resolve_string(template.get_secret_value(), where=where)
 
 
 def default_config_path() -> Path:
@@ -115,7 +156,9 @@ class AgentConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
 
     namespace: str | None = None  # defaults to the agent's name
-    key: SecretStr | None = None  # independent Ed25519 key (hex/base64); None = derived
+    # independent Ed25519 key (hex/base64), None = derived. Kept as written: a
+    # ${VAR} in it is resolved only when this agent's key is needed (agent_seed).
+    key: SecretStr | None = None
     auto_recall: bool = True
     auto_capture: bool = True
     max_recall_results: int = Field(default=5, ge=1, le=100)
@@ -136,8 +179,23 @@ class AgentConfig(BaseModel):
     @classmethod
     def _key(cls, v: SecretStr | None) -> SecretStr | None:
         if v is not None:
-            parse_ed25519_key(v.get_secret_value())  # MalformedKey names no key bytes
+            text = v.get_secret_value()
+            if "${" in text:
+                check_placeholders(text, where="key")  # syntax now, value when used
+            else:
+                parse_ed25519_key(text)  # MalformedKey names no key bytes
         return v
+
+    def agent_seed(self, name: str = "agent") -> bytes | None:
+        """This agent's independent Ed25519 seed, ``None`` for a derived agent.
+
+        ``${VAR}`` placeholders in ``key`` are resolved here, not when the config
+        is loaded: another agent's process never needs this agent's variable.
+        """
+        text = resolve_secret(self.key, f"agents.{name}.key")
+        if text is None:
+            return None
+        return parse_ed25519_key(text)
 
 
 def load_config_file(path: Path) -> dict[str, Any]:
@@ -157,7 +215,7 @@ def load_config_file(path: Path) -> dict[str, Any]:
     except RecursionError:  # tomllib recurses per nesting level ("a = [[[[...]]]]")
         raise ConfigError(f"config file {path} is not valid TOML: nested too deeply") from None
     try:
-        resolved: dict[str, Any] = resolve_placeholders(data)
+        resolved: dict[str, Any] = resolve_placeholders(data, defer=is_deferred)
     except PlaceholderError as exc:  # say which file: it may be the implicit default one
         raise PlaceholderError(f"{exc} (config file {path})", variable=exc.variable) from exc
     # Accept both a flat file and one with a [walrus_mem] table.
@@ -166,6 +224,65 @@ def load_config_file(path: Path) -> dict[str, Any]:
         top.update(resolved)
         resolved = top
     return resolved
+
+
+def _http_url(url: str) -> str:
+    # The message never shows the URL: it may come from a ${VAR} holding a secret.
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError("must be an http(s) URL such as https://host[:port][/path]")
+    return url.strip().rstrip("/")
+
+
+def _dotted(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(p) for p in loc)
+
+
+def placeholder_paths(path: Path | str | None) -> dict[str, list[str]]:
+    """Dotted paths of the config file's values that hold ``${VAR}`` placeholders."""
+    found: dict[str, list[str]] = {}
+    if path is None:
+        return found
+    try:
+        data = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return found
+
+    def walk(node: Any, at: tuple[Any, ...]) -> None:
+        if isinstance(node, str):
+            names = placeholder_names(node)
+            if names:
+                key = at[1:] if at[:1] == ("walrus_mem",) else at
+                found[_dotted(key)] = names
+        elif isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, (*at, k))
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                walk(v, (*at, i))
+
+    walk(data, ())
+    return found
+
+
+_PLAIN_REASON = {"value_error": "invalid value", "assertion_error": "invalid value"}
+
+
+def _field_problem(err: Any, from_vars: dict[str, list[str]]) -> str:
+    """One field's problem; for a value set from a ``${VAR}``, a fixed wording that names
+    the variable and never depends on its value (a validator's message may quote it)."""
+    where = _dotted(err["loc"]) or "settings"
+    for dotted, names in from_vars.items():
+        # the value itself, something inside it, or a list/table that holds it
+        if where == dotted or where.startswith(dotted + ".") or dotted.startswith(where + "."):
+            reason = _PLAIN_REASON.get(err["type"], err["msg"])
+            if where.endswith("namespace"):
+                reason = f"not a valid namespace ({NAMESPACE_RULE})"
+            variables = ", ".join(f"${{{n}}}" for n in names)
+            return f"{where}: {reason} (the value comes from {variables} and is not shown)"
+    return f"{where}: {err['msg']}"
 
 
 class _TomlSource(PydanticBaseSettingsSource):
@@ -219,8 +336,8 @@ class Settings(BaseSettings):
     publisher_url: str | None = None
     aggregator_urls: Annotated[list[str], NoDecode] = Field(default_factory=list)
     publisher_token: SecretStr | None = None
-    master_key: SecretStr | None = None
-    key_file: Path | None = None  # default: <data_dir>/keys/master.key
+    master_key: SecretStr | None = None  # kept as written; see master_key_value()
+    key_file: Path | None = None  # default: default_key_file()
     use_keyring: bool = True
     default_namespace: str = "default"
     epochs: int = Field(default=5, ge=1, le=53)
@@ -270,15 +387,52 @@ class Settings(BaseSettings):
             return [u.strip() for u in v.split(",") if u.strip()]
         return v
 
+    @field_validator("aggregator_urls")
+    @classmethod
+    def _check_urls(cls, v: list[str]) -> list[str]:
+        return [_http_url(u) for u in v]
+
     @field_validator("publisher_url")
     @classmethod
     def _strip_url(cls, v: str | None) -> str | None:
-        return v.strip().rstrip("/") or None if v else None
+        return _http_url(v) or None if v and v.strip() else None
+
+    @field_validator("data_dir", "key_file", mode="before")
+    @classmethod
+    def _expand(cls, v: Any) -> Any:
+        return expand_path(v)
+
+    @field_validator("master_key")
+    @classmethod
+    def _master_key(cls, v: SecretStr | None) -> SecretStr | None:
+        if v is not None:
+            check_placeholders(v.get_secret_value(), where="master_key")
+        return v
 
     @field_validator("default_namespace")
     @classmethod
     def _ns(cls, v: str) -> str:
         return validate_namespace(v)
+
+    def master_key_value(self) -> str | None:
+        """``master_key`` with its ``${VAR}`` resolved now (only a process that needs
+        the master seed needs that variable); ``None`` when not configured."""
+        return resolve_secret(self.master_key, "master_key")
+
+    def agent(self, name: str) -> AgentConfig:
+        """The ``[agents.<name>]`` table; an unknown name is a ConfigError listing the known."""
+        found = self.agents.get(name)
+        if found is None:
+            known = ", ".join(sorted(self.agents)) or "none configured"
+            raise ConfigError(f"unknown agent {name[:80]!r}; known agents: {known}")
+        return found
+
+    def agent_for_namespace(self, namespace: str) -> tuple[str, AgentConfig] | None:
+        """The configured agent whose namespace is ``namespace``, if any
+        (an agent with its own key first)."""
+        matches = [(n, a) for n, a in self.agents.items() if (a.namespace or n) == namespace]
+        matches.sort(key=lambda pair: pair[1].key is None)
+        return matches[0] if matches else None
 
     @model_validator(mode="after")
     def _agent_names(self) -> Self:
@@ -306,13 +460,14 @@ class Settings(BaseSettings):
         try:
             return cls(**values)
         except ValidationError as exc:
-            problem = "; ".join(
-                f"{'.'.join(str(p) for p in err['loc']) or 'settings'}: {err['msg']}"
-                for err in exc.errors(include_input=False, include_url=False, include_context=False)
-            )
             # Name the file that was read: it may be one nobody passed explicitly
             # (the ``walrus-mem init`` default), so say which one to fix.
             path = values["config_file"] if "config_file" in values else resolve_config_file()
+            from_vars = placeholder_paths(path)
+            problem = "; ".join(
+                _field_problem(err, from_vars)
+                for err in exc.errors(include_input=False, include_url=False, include_context=False)
+            )
             if path is not None:
                 problem = f"{problem} (config file {path})"
         except SettingsError as exc:  # e.g. WALRUS_MEM_AGENTS that is not JSON
@@ -325,7 +480,14 @@ class Settings(BaseSettings):
 
     @property
     def resolved_key_file(self) -> Path:
-        return self.key_file or (self.data_dir / "keys" / "master.key")
+        """The configured key file, else :func:`default_key_file` (see
+        :func:`walrus_mem.keystore.key_file_in_use` for the legacy location)."""
+        return self.key_file or default_key_file()
+
+    @property
+    def legacy_key_file(self) -> Path:
+        """Where versions before the move kept the master key: in the data dir."""
+        return self.data_dir / "keys" / "master.key"
 
     @property
     def embedded(self) -> bool:

@@ -24,12 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from .config import Settings, resolve_config_file
+from .config import Settings, is_deferred, placeholder_paths, resolve_config_file
 from .errors import (
     ConfigError,
     InsecureKeyFile,
     KeyMaterialError,
     KeyringUnavailable,
+    PlaceholderError,
     WalrusMemError,
 )
 from .keys import (
@@ -38,9 +39,9 @@ from .keys import (
     NamespaceKeys,
     keyring_load,
     load_key_file,
-    parse_ed25519_key,
     resolve_master_seed,
 )
+from .keystore import key_file_in_use
 
 __all__ = [
     "Check",
@@ -116,7 +117,14 @@ def check_config(
             return checks, None
         checks.append(Check("config file", "ok", f"{config_file} is valid TOML"))
         names = sorted(set(_placeholder_names(raw)))
-        missing = [n for n in names if not os.environ.get(n)]
+        # Secrets (master_key, agents.*.key) are resolved only by a process that uses
+        # them: an unset one is a warning here, and the key checks below say more.
+        lazy = {n for path, found in placeholder_paths(config_file).items()
+                if is_deferred(path) for n in found}
+        eager = {n for path, found in placeholder_paths(config_file).items()
+                 if not is_deferred(path) for n in found}
+        missing = [n for n in names if not os.environ.get(n) and (n in eager or n not in lazy)]
+        later = [n for n in names if not os.environ.get(n) and n not in missing]
         if missing:
             checks.append(Check(
                 "${VAR} placeholders", "fail",
@@ -124,10 +132,17 @@ def check_config(
                 f"export {missing[0]}=... before running, or remove the placeholder",
             ))
             return checks, None
-        checks.append(Check(
-            "${VAR} placeholders", "ok",
-            f"all {len(names)} resolved ({', '.join(names)})" if names else "none used",
-        ))
+        if later:
+            checks.append(Check(
+                "${VAR} placeholders", "warn",
+                f"unset: {', '.join(later)}: keys, resolved only by a process that opens "
+                "them", "fine for a process that serves another agent; else export them",
+            ))
+        else:
+            checks.append(Check(
+                "${VAR} placeholders", "ok",
+                f"all {len(names)} resolved ({', '.join(names)})" if names else "none used",
+            ))
     try:
         values: dict[str, Any] = {"config_file": config_file}  # None: the file-less case checked
         if data_dir is not None:
@@ -148,8 +163,16 @@ def check_keys(settings: Settings) -> list[Check]:
     """Which key sources hold a key, which one wins, and whether key files are safe."""
     checks: list[Check] = []
     found: list[str] = []
-    if settings.master_key is not None and settings.master_key.get_secret_value():
-        found.append("config")
+    config_value: str | None = None
+    if settings.master_key is not None:
+        try:
+            config_value = settings.master_key_value()
+        except PlaceholderError as exc:
+            checks.append(Check("master key", "fail", str(exc),
+                                "set the variable, or remove master_key from the config"))
+            return checks
+        if config_value:
+            found.append("config")
     if os.environ.get(MASTER_KEY_ENV):
         found.append("env")
     if settings.use_keyring:
@@ -164,14 +187,14 @@ def check_keys(settings: Settings) -> list[Check]:
         else:
             if in_keyring:
                 found.append("keyring")
-    key_file = settings.resolved_key_file
+    key_file = key_file_in_use(settings)
     if key_file.exists():
         found.append("key_file")
         checks.append(_check_key_file(key_file))
     master: MasterSeed | None = None
     try:
         master, source = resolve_master_seed(
-            config_value=settings.master_key,
+            config_value=config_value,
             key_file=key_file,
             use_keyring=settings.use_keyring,
         )
@@ -197,7 +220,12 @@ def check_keys(settings: Settings) -> list[Check]:
                                 "" if master else "set up a master key (walrus-mem init)"))
             continue
         try:
-            seed = parse_ed25519_key(agent.key.get_secret_value())
+            seed = agent.agent_seed(name)
+            assert seed is not None
+        except PlaceholderError as exc:
+            checks.append(Check(f"agent {name}", "warn", str(exc),
+                                "fine if this process does not serve that agent; else set it"))
+            continue
         except KeyMaterialError as exc:
             checks.append(Check(f"agent {name}", "fail", str(exc),
                                 "give a 32-byte Ed25519 seed or 64-byte secret key, hex/base64"))

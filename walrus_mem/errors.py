@@ -16,8 +16,10 @@ these with ``raise ... from exc``. Messages never contain key material.
     │   ├── MalformedKey               wrong length / encoding
     │   ├── KeyNotFound                no source produced a key
     │   ├── KeyringUnavailable         no usable keyring backend
-    │   ├── InsecureKeyFile            group/other can read the key file
-    │   └── KeyExists                  refusing to overwrite a key
+    │   ├── InsecureKeyFile            group/other can read the key file, or another user owns it
+    │   ├── KeyExists                  refusing to overwrite a key
+    │   ├── AccessDenied (PermissionError)  configured key is not the namespace's key
+    │   └── GrantError                 a grant this key cannot open / not a grant
     ├── EnvelopeError
     │   ├── InvalidEnvelope            not a walrus_mem envelope / truncated / malformed record
     │   ├── UnsupportedVersion         unknown version or suite
@@ -56,6 +58,7 @@ these with ``raise ... from exc``. Messages never contain key material.
 from __future__ import annotations
 
 __all__ = [
+    "AccessDenied",
     "AggregatorError",
     "AggregatorUnavailable",
     "AuthenticationFailed",
@@ -68,6 +71,7 @@ __all__ = [
     "EmbeddingError",
     "EnvelopeError",
     "ForbiddenBlob",
+    "GrantError",
     "IndexCorrupt",
     "InsecureKeyFile",
     "InsufficientConfirmations",
@@ -165,6 +169,18 @@ class InsecureKeyFile(KeyMaterialError):
 
 class KeyExists(KeyMaterialError):
     """Refusing to overwrite an existing key without force."""
+
+
+class AccessDenied(KeyMaterialError, PermissionError):
+    """The configured key is not the key this namespace was created with: no plaintext.
+
+    Local access control between agents of one trusting OS user; separate OS
+    users or separate 0700 data dirs are the isolation boundary.
+    """
+
+
+class GrantError(KeyMaterialError):
+    """A grant cannot be opened by this namespace's key, or is not a valid grant."""
 
 
 # -- envelope ----------------------------------------------------------------

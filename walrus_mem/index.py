@@ -240,7 +240,7 @@ class NamespaceIndex:
         """Write the index atomically unless a newer state is already on disk."""
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         try:
-            with FileLock(str(self.lock_path), timeout=LOCK_TIMEOUT):
+            with FileLock(str(self.lock_path), timeout=LOCK_TIMEOUT, mode=0o600):
                 meta = self.read_meta()
                 if (
                     meta is not None
@@ -252,6 +252,7 @@ class NamespaceIndex:
                     return False  # another process saved a newer state
                 tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
                 self.index.save(str(tmp))
+                os.chmod(tmp, 0o600)  # vectors say something about the texts: owner only
                 os.replace(tmp, self.path)
                 new_meta = {
                     "format": META_FORMAT,
@@ -262,6 +263,7 @@ class NamespaceIndex:
                 }
                 tmp_meta = self.meta_path.with_name(self.meta_path.name + f".{os.getpid()}.tmp")
                 tmp_meta.write_text(json.dumps(new_meta, sort_keys=True), encoding="utf-8")
+                os.chmod(tmp_meta, 0o600)
                 os.replace(tmp_meta, self.meta_path)
         except Timeout as exc:
             raise LocalStoreError(
@@ -391,7 +393,7 @@ class IndexStore:
         floor = self.catalog.changes_floor(idx.namespace)
         if idx.applied_seq < floor:
             # Another process saved and pruned the log past us: its file is newer.
-            with FileLock(str(idx.lock_path), timeout=LOCK_TIMEOUT):
+            with FileLock(str(idx.lock_path), timeout=LOCK_TIMEOUT, mode=0o600):
                 reloaded = idx.load()
             if not reloaded or idx.applied_seq < floor:
                 self._rebuild(idx)

@@ -405,7 +405,8 @@ def write_key_file(path: Path, seed: MasterSeed, *, force: bool = False) -> Path
 
 
 def load_key_file(path: Path) -> MasterSeed:
-    """Read a master seed key file, refusing files that group or others can access.
+    """Read a master seed key file, refusing (like ssh) files that group or others
+    can access and files another user owns.
 
     The file holds 64 hex characters (surrounding whitespace allowed).
     """
@@ -420,6 +421,11 @@ def load_key_file(path: Path) -> MasterSeed:
         st = os.fstat(fd)  # check the file we opened, not whatever the path names now
         if not stat.S_ISREG(st.st_mode):
             raise KeyNotFound(f"key file {path} is not a regular file")
+        if os.name == "posix" and st.st_uid != os.geteuid():
+            raise InsecureKeyFile(
+                f"key file {path} is owned by uid {st.st_uid}, not by the current user "
+                f"(uid {os.geteuid()}); refusing to use it (as ssh does)"
+            )
         if os.name == "posix" and st.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
             raise InsecureKeyFile(
                 f"key file {path} is accessible by group or others "

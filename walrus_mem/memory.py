@@ -40,12 +40,14 @@ import numpy as np
 import numpy.typing as npt
 
 from . import manifest as mf
+from .access import check_access
 from .blobio import check_patches, read_checked, store_batches
 from .catalog import Catalog, vector_to_blob
 from .config import Settings
 from .embeddings import Embedder, embed_checked, make_embedder
 from .envelope import open_envelope, seal
 from .errors import (
+    ConfigError,
     InvalidInput,
     KeyMaterialError,
     MemoryNotFound,
@@ -73,10 +75,10 @@ from .integrity import split_damaged, split_sound
 from .keys import (
     MasterSeed,
     NamespaceKeys,
-    parse_ed25519_key,
     resolve_master_seed,
     validate_namespace,
 )
+from .keystore import key_file_in_use
 from .models import (
     ExtendReport,
     ForgetReport,
@@ -203,8 +205,10 @@ class Memory:
         self._embed_lock = threading.Lock()
         self._catalog = Catalog(self.data_dir / "catalog.sqlite3")
         self._indexes = IndexStore(self.data_dir / "index", self._catalog)
-        self._master_key_arg = master_key
-        self._master: MasterSeed | None = None
+        # Parsed now, so no raw key string is kept (MasterSeed shows only a fingerprint).
+        self._master: MasterSeed | None = (
+            None if master_key is None else resolve_master_seed(master_key)[0]
+        )
         self._keys: dict[str, NamespaceKeys] = {}
         self._injected_walrus = walrus
         self._backend: Backend | None = None
@@ -275,11 +279,9 @@ class Memory:
 
     def _master_seed(self) -> MasterSeed:
         if self._master is None:
-            config_value = self.settings.master_key
             seed, source = resolve_master_seed(
-                self._master_key_arg,
-                config_value=config_value.get_secret_value() if config_value else None,
-                key_file=self.settings.resolved_key_file,
+                config_value=self.settings.master_key_value(),
+                key_file=key_file_in_use(self.settings),
                 use_keyring=self.settings.use_keyring,
             )
             log.debug("master key from %s (fingerprint %s)", source, seed.fingerprint)
@@ -287,16 +289,18 @@ class Memory:
         return self._master
 
     def _derive(self, namespace: str) -> NamespaceKeys:
-        for name, agent in self.settings.agents.items():
-            if (agent.namespace or name) == namespace and agent.key is not None:
-                seed = parse_ed25519_key(agent.key.get_secret_value())
-                return NamespaceKeys.from_agent_key(seed, namespace)
+        # Only this namespace's agent ${VAR} is resolved: other agents' are never read.
+        found = self.settings.agent_for_namespace(namespace)
+        if found is not None and found[1].key is not None:
+            seed = found[1].agent_seed(found[0])
+            assert seed is not None
+            return NamespaceKeys.from_agent_key(seed, namespace)
         return NamespaceKeys.derive(self._master_seed(), namespace)
 
     def keys_for(self, namespace: str | None = None) -> NamespaceKeys:
         """The namespace's keys (resolved lazily, cached); registers the namespace.
 
-        Raises :class:`KeyMaterialError` if the namespace was created under a
+        Raises :class:`AccessDenied` if the namespace was created under a
         different key than the one configured now.
         """
         ns = self._ns(namespace)
@@ -305,13 +309,30 @@ class Memory:
             if keys is None:
                 keys = self._derive(ns)
                 row = self._catalog.ensure_namespace(ns, keys.fingerprint)
-                if row["key_fingerprint"] != keys.fingerprint:
-                    raise KeyMaterialError(
-                        f"namespace {ns!r} was created with key {row['key_fingerprint']}, but the "
-                        f"configured key is {keys.fingerprint}; use the original master/agent key"
-                    )
+                check_access(ns, row["key_fingerprint"], keys)
                 self._keys[ns] = keys
             return keys
+
+    def _authorize(self, namespace: str) -> None:
+        """Local access check of every read: the configured key must be the one the
+        namespace was created with (else :class:`AccessDenied`, no plaintext). A
+        namespace this data dir does not know holds nothing to read: no check."""
+        with self._lock:
+            if namespace in self._keys:
+                return
+            row = self._catalog.namespace(namespace)
+            if row is None or row["key_fingerprint"] is None:
+                return
+            keys = self._derive(namespace)
+            check_access(namespace, row["key_fingerprint"], keys)
+            self._keys[namespace] = keys
+
+    def _readable(self, namespace: str) -> bool:
+        try:
+            self._authorize(namespace)
+        except (KeyMaterialError, ConfigError):
+            return False
+        return True
 
     def check_model(self, namespace: str) -> None:
         """Raise ModelMismatch if ``namespace`` was indexed with another embedding model."""
@@ -713,6 +734,7 @@ class Memory:
             raise InvalidInput("min_score must be a number")
         else:
             cutoff = float(min_score)
+        self._authorize(ns)
         info = self._catalog.namespace(ns)
         if info is None or info["model_id"] is None:
             return RecallResult()
@@ -743,6 +765,7 @@ class Memory:
         self._check_open()
         ns = self._ns(namespace)
         mid = validate_memory_id(memory_id)
+        self._authorize(ns)
         row = self._catalog.memory(ns, mid)
         if row is None:
             raise MemoryNotFound(f"no memory {mid} in namespace {ns!r}")
@@ -787,6 +810,7 @@ class Memory:
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise InvalidInput(f"{name} must be an integer >= {low}")
         predicate = compile_filters(filters)
+        self._authorize(ns)
         now = time.time()
         out: list[MemoryRecord] = []
         skipped = 0
@@ -821,6 +845,7 @@ class Memory:
         self._check_open()
         ns = self._ns(namespace)
         mid = validate_memory_id(memory_id)
+        self._authorize(ns)
         rows = self._catalog.history_rows(ns, mid)
         if not rows:
             raise MemoryNotFound(f"no memory {mid} in namespace {ns!r}")
@@ -933,6 +958,7 @@ class Memory:
         self._check_open()
         ns = self._ns(namespace)
         mid = validate_memory_id(memory_id)
+        self._authorize(ns)
         if self._catalog.memory(ns, mid) is None:
             raise MemoryNotFound(f"no memory {mid} in namespace {ns!r}")
         return self._forget(ns, [mid])
@@ -943,6 +969,7 @@ class Memory:
         ns = self._ns(namespace)
         if confirm is not True:
             raise InvalidInput("forget_all needs confirm=True")
+        self._authorize(ns)
         return self._forget(ns, self._catalog.memory_ids(ns))
 
     def _forget(self, ns: str, ids: builtins.list[str]) -> ForgetReport:
@@ -1115,7 +1142,14 @@ class Memory:
         if current is None:
             return []
         limit = current + within_epochs
-        rows = self._catalog.expiring(None if namespace is None else self._ns(namespace), limit)
+        if namespace is None:  # every namespace: only those whose key this process holds
+            rows = self._catalog.expiring(None, limit)
+            readable = {ns: self._readable(ns) for ns in {str(r["namespace"]) for r in rows}}
+            rows = [r for r in rows if readable[str(r["namespace"])]]
+        else:
+            ns = self._ns(namespace)
+            self._authorize(ns)
+            rows = self._catalog.expiring(ns, limit)
         return [record_from_row(r) for r in rows]
 
     def extend(

@@ -91,7 +91,8 @@ class NamespaceLog:
             if locks is None:
                 path = self.host.data_dir / "locks" / f"manifest-{index_file_stem(ns)}.lock"
                 path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-                locks = self._manifest_locks[ns] = (threading.Lock(), FileLock(str(path)))
+                locks = self._manifest_locks[ns] = (threading.Lock(),
+                                                    FileLock(str(path), mode=0o600))
         thread_lock, file_lock = locks
         busy = LocalStoreError(
             f"another process has been publishing a manifest of {ns!r} for over "

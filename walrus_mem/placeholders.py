@@ -17,12 +17,17 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
 
 from .errors import PlaceholderError
 
-__all__ = ["resolve_placeholders", "resolve_string"]
+__all__ = [
+    "check_placeholders",
+    "placeholder_names",
+    "resolve_placeholders",
+    "resolve_string",
+]
 
 _NAME: Final = r"[A-Za-z_][A-Za-z0-9_]*"
 # Alternatives in order: escape, well-formed placeholder, anything else after "${".
@@ -63,21 +68,66 @@ def resolve_string(value: str, environ: Mapping[str, str] | None = None, *, wher
     return "".join(out)
 
 
+def placeholder_names(value: str) -> list[str]:
+    """The variable names ``value`` references (escapes and malformed ones excluded)."""
+    return [m.group(1) for m in _TOKEN.finditer(value) if m.group(1) is not None]
+
+
+def check_placeholders(value: str, *, where: str = "") -> str:
+    """Check the placeholder syntax of ``value`` without reading any variable.
+
+    For values resolved later (secrets resolved only when used): a malformed
+    placeholder is still reported when the file is loaded. Returns ``value``.
+    """
+    resolve_string(value, _AnyValue(), where=where)
+    return value
+
+
+class _AnyValue(Mapping[str, str]):
+    """An environment in which every variable is set (to a dummy)."""
+
+    def __getitem__(self, key: str) -> str:
+        return "x"
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+    def get(self, key: str, default: Any = None) -> str:
+        return "x"
+
+
 def resolve_placeholders(
-    tree: Any, environ: Mapping[str, str] | None = None, *, path: str = ""
+    tree: Any,
+    environ: Mapping[str, str] | None = None,
+    *,
+    path: str = "",
+    defer: Callable[[str], bool] | None = None,
 ) -> Any:
     """Return a copy of ``tree`` with ``${VAR}`` resolved in every string value.
 
     Mappings and lists/tuples are walked (tuples come back as lists); keys are
-    not resolved; other values are returned unchanged.
+    not resolved; other values are returned unchanged. A string whose dotted
+    path ``defer`` accepts is left as it is (only its syntax is checked): it is
+    resolved when used, so a process needs only the variables of what it opens.
     """
     if isinstance(tree, str):
-        return resolve_string(tree, environ, where=path or "config")
+        where = path or "config"
+        if defer is not None and defer(path):
+            return check_placeholders(tree, where=where)
+        return resolve_string(tree, environ, where=where)
     if isinstance(tree, Mapping):
         return {
-            k: resolve_placeholders(v, environ, path=f"{path}.{k}" if path else str(k))
+            k: resolve_placeholders(
+                v, environ, path=f"{path}.{k}" if path else str(k), defer=defer
+            )
             for k, v in tree.items()
         }
     if isinstance(tree, list | tuple):
-        return [resolve_placeholders(v, environ, path=f"{path}[{i}]") for i, v in enumerate(tree)]
+        return [
+            resolve_placeholders(v, environ, path=f"{path}[{i}]", defer=defer)
+            for i, v in enumerate(tree)
+        ]
     return tree
