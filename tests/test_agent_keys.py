@@ -22,6 +22,7 @@ from walrus_mem.errors import (
     KeyExists,
     MalformedKey,
     PlaceholderError,
+    UnknownAgent,
 )
 from walrus_mem.hooks import MemoryHooks
 from walrus_mem.keys import MasterSeed, load_key_file, write_key_file
@@ -81,8 +82,9 @@ def test_each_agent_process_needs_only_its_own_variable(two_agents, monkeypatch)
 
 def test_unknown_agent_lists_the_known_ones(two_agents, monkeypatch):
     monkeypatch.setenv("BETA_KEY", B_KEY)
-    with pytest.raises(ConfigError, match=r"unknown agent 'gamma'; known agents: alpha, beta"):
+    with pytest.raises(UnknownAgent, match=r"unknown agent 'gamma'; known agents: alpha, b") as e:
         Settings.load().agent("gamma")
+    assert e.value.known == ("alpha", "beta")
     res = invoke(["--agent", "gamma", "list"], expect=1)
     assert "known agents: alpha, beta" in res.stderr
     res = invoke(["--agent", "beta", "-n", "alpha", "list"], expect=2)
@@ -131,7 +133,7 @@ def test_every_api_read_path_refuses_another_key(owned):
         for name, args in (("memory_search", {"query": "launch code", "min_score": 0}),
                            ("memory_list", {}), ("memory_get", {"id": mid}),
                            ("memory_history", {"id": mid})):
-            out = call_tool(other, name, {**args, "namespace": "alpha"})
+            out = call_tool(other, name, args, namespace="alpha")  # host-bound namespace
             assert not out["ok"] and out["error"]["type"] == "AccessDenied", out
             assert "tangerine" not in json.dumps(out)
         hooks = MemoryHooks(other, {"alpha": {"namespace": "alpha"}})

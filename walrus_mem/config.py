@@ -46,7 +46,7 @@ from pydantic_settings import (
     SettingsError,
 )
 
-from .errors import ConfigError, InvalidNamespace, PlaceholderError
+from .errors import ConfigError, InvalidNamespace, PlaceholderError, UnknownAgent
 from .keys import NAMESPACE_RULE, parse_ed25519_key, validate_namespace
 from .placeholders import (
     check_placeholders,
@@ -420,11 +420,13 @@ class Settings(BaseSettings):
         return resolve_secret(self.master_key, "master_key")
 
     def agent(self, name: str) -> AgentConfig:
-        """The ``[agents.<name>]`` table; an unknown name is a ConfigError listing the known."""
+        """The ``[agents.<name>]`` table; an unknown name is :class:`UnknownAgent` listing
+        the known ones."""
         found = self.agents.get(name)
         if found is None:
-            known = ", ".join(sorted(self.agents)) or "none configured"
-            raise ConfigError(f"unknown agent {name[:80]!r}; known agents: {known}")
+            known = tuple(sorted(self.agents))
+            raise UnknownAgent(f"unknown agent {name[:80]!r}; known agents: "
+                               f"{', '.join(known) or 'none configured'}", known)
         return found
 
     def agent_for_namespace(self, namespace: str) -> tuple[str, AgentConfig] | None:
