@@ -64,6 +64,7 @@ from .safety import (
     approx_tokens,
     detect_injection,
     escape_for_prompt,
+    redact_secrets,
     render_memory_block,
     render_memory_item,
     screen_fact,
@@ -623,7 +624,12 @@ class MemoryHooks:
             if not decision:
                 reasons[decision.reason] += 1
                 continue
-            keep.append(message)
+            # Redact the whole message before extraction: splitting it into facts
+            # could separate a secret from the context that identifies it.
+            text, found = redact_secrets(message.text)
+            if found:
+                reasons["message_secrets_redacted"] += 1
+            keep.append(ChatMessage(message.role, text))
         if not keep:
             self._mark_seen(key, prints)
             self._count(captures_skipped=1)

@@ -34,6 +34,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
+from .secret_checks import normalised_view, validated_spans
+
 __all__ = [
     "BLOCK_TAG",
     "ITEM_TAG",
@@ -707,7 +709,7 @@ _SECRET_PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = tuple(
         ),
         (
             "password",
-            r"\b(?:password|passwd|passphrase|pwd|pw|passcode|pin(?:\s+code)?|wi-?fi\s+password)"
+            r"\b(?:password|passwd|passphrase|pwd|pw|passcode|wi-?fi\s+password)"
             r"(?:\s+(?:for|to|of|on)\s+[\w.@ -]{1,40}?)?\s*(?:is|was|=|:|->|will\s+be|are)\s*"
             rf"(?:now\s+|set\s+to\s+)?[\"'`]?{_NOT_A_PASSWORD}(?P<secret>{_SECRET_TAIL})",
             re.IGNORECASE,
@@ -746,9 +748,12 @@ def _looks_random(value: str) -> bool:
 
 
 def _secret_spans(text: str) -> list[SecretFinding]:
-    found: list[tuple[int, int, int, str]] = []  # start, end, order, kind
+    # Match on the normalised view (NFKC, invisibles dropped, spaced-out runs
+    # joined) and map each span back to the original characters.
+    view, index = normalised_view(text)
+    raw: list[tuple[int, int, int, str]] = []  # start, end (in view), order, kind
     for order, (kind, pattern) in enumerate(_SECRET_PATTERNS):
-        for match in pattern.finditer(text):
+        for match in pattern.finditer(view):
             group = "secret" if "secret" in pattern.groupindex else 0
             start, end = match.span(group)
             if start < 0 or end <= start:
@@ -758,7 +763,11 @@ def _secret_spans(text: str) -> list[SecretFinding]:
                 continue
             if value.startswith("[REDACTED:"):
                 continue
-            found.append((start, end, order, kind))
+            raw.append((start, end, order, kind))
+    base = len(_SECRET_PATTERNS)
+    raw.extend((start, end, base, kind) for start, end, kind in validated_spans(view)
+               if end > start and not view[start:end].startswith("[REDACTED:"))
+    found = [(index[start], index[end - 1] + 1, order, kind) for start, end, order, kind in raw]
     # Keep the widest match where spans overlap; earlier patterns win ties.
     found.sort(key=lambda f: (f[0], -(f[1] - f[0]), f[2]))
     kept: list[SecretFinding] = []
@@ -910,6 +919,9 @@ _UNINFORMATIVE: Final = frozenset(
     "access private value code user users".split()
 )
 _PLACEHOLDER: Final = re.compile(r"\[REDACTED:[a-z0-9_]+\]")
+_PLACEHOLDER_KIND: Final = re.compile(r"\[REDACTED:([a-z0-9_]+)\]")
+# Kinds that are the whole point of their sentence: the fact is dropped, not redacted.
+_DROP_WHOLE: Final = frozenset({"password", "pin", "bip39_seed_phrase", "env_secret"})
 
 
 @dataclass(frozen=True)
@@ -947,12 +959,14 @@ def screen_fact(text: str, *, secret_policy: SecretPolicy = "redact") -> FactScr
     if injection:
         return FactScreen(None, injection=injection, reason="injection")
     redacted, findings = redact_secrets(stripped)
-    kinds = tuple(dict.fromkeys(f.kind for f in findings))
-    if not findings:
+    # Placeholders already in the text (redacted upstream, e.g. before extraction).
+    kinds = tuple(dict.fromkeys([*(f.kind for f in findings),
+                                 *(m.group(1) for m in _PLACEHOLDER_KIND.finditer(stripped))]))
+    if not kinds:
         return FactScreen(stripped)
     if secret_policy != "redact":
         return FactScreen(None, kinds, reason="secret")
-    if "password" in kinds:
+    if _DROP_WHOLE.intersection(kinds):
         # A stated password is the whole point of its sentence: nothing to keep.
         return FactScreen(None, kinds, reason="nothing_left")
     rest = [
