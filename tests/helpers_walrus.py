@@ -15,6 +15,7 @@ BLOB_ID = "M4hsZGQ1oCktdzegB6HnI6Mi28S2nqOPHxK-W7_4BUk"
 QUILT_ID = "6XUOE-Q5-nAXHRifN6n9nomVDtHZQbGuAkW3PjlBuKo"
 PATCH_A = "6XUOE-Q5-nAXHRifN6n9nomVDtHZQbGuAkW3PjlBuKoBAQDQAA"
 PATCH_B = "6XUOE-Q5-nAXHRifN6n9nomVDtHZQbGuAkW3PjlBuKoB0AB7Ag"
+DATA17 = b"seventeen bytes!!"  # the size the spec's newlyCreated example reports
 PUBLISHER = "http://publisher.test"
 AGGREGATORS = ["http://agg1.test", "http://agg2.test", "http://agg3.test"]
 
@@ -26,6 +27,13 @@ NEWLY_CREATED_TEXT = (
     '"resourceOperation":{"registerFromScratch":{"encodedLength":66034000,"epochsAhead":1}},"cost":132300}}'
 )
 NEWLY_CREATED: dict[str, Any] = json.loads(NEWLY_CREATED_TEXT)
+
+
+def newly_created(size: int) -> dict[str, Any]:
+    """The spec's newlyCreated answer for a blob of ``size`` bytes (the client checks it)."""
+    answer: dict[str, Any] = json.loads(NEWLY_CREATED_TEXT)
+    answer["newlyCreated"]["blobObject"]["size"] = size
+    return answer
 
 ALREADY_CERTIFIED_EVENT: dict[str, Any] = {
     "alreadyCertified": {

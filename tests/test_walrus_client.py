@@ -24,6 +24,7 @@ from tests.helpers_walrus import (
     ALREADY_CERTIFIED_OBJECT,
     BLOB_ID,
     BLOB_NOT_FOUND,
+    DATA17,
     MARKED_INVALID,
     NEWLY_CREATED,
     NEWLY_CREATED_TEXT,
@@ -39,6 +40,7 @@ from tests.helpers_walrus import (
     FakeClock,
     MaxRandom,
     envelope,
+    newly_created,
 )
 from walrus_mem.errors import (
     AggregatorUnavailable,
@@ -139,7 +141,7 @@ def test_newly_created_null_certified_epoch_and_shared_object(mock, client) -> N
     body["newlyCreated"]["blobObject"]["certifiedEpoch"] = None
     body["newlyCreated"]["sharedBlobObject"] = "0x" + "12" * 32
     mock.put(PUT_BLOBS).mock(return_value=ok(body))
-    result = client.store_blob(b"x")
+    result = client.store_blob(DATA17)
     assert result.certified_epoch is None
     assert result.shared_object_id == "0x" + "12" * 32
 
@@ -154,14 +156,14 @@ def test_every_resource_operation(mock, client, op: str, inner: dict[str, int]) 
     body = json.loads(NEWLY_CREATED_TEXT)
     body["newlyCreated"]["resourceOperation"] = {op: inner}
     mock.put(PUT_BLOBS).mock(return_value=ok(body))
-    result = client.store_blob(b"x")
+    result = client.store_blob(DATA17)
     assert result.resource_operation == op
     assert result.encoded_length == 66034000
 
 
 def test_already_certified_with_event(mock, client) -> None:
     mock.put(PUT_BLOBS).mock(return_value=ok(ALREADY_CERTIFIED_EVENT))
-    result = client.store_blob(b"x")
+    result = client.store_blob(DATA17)
     assert result.newly_created is False
     assert result.object_id is None
     assert result.blob_id == BLOB_ID
@@ -174,7 +176,7 @@ def test_already_certified_with_event(mock, client) -> None:
 
 def test_already_certified_with_object(mock, client) -> None:
     mock.put(PUT_BLOBS).mock(return_value=ok(ALREADY_CERTIFIED_OBJECT))
-    result = client.store_blob(b"x")
+    result = client.store_blob(DATA17)
     assert result.newly_created is False
     assert result.object_id == OBJECT_ID
     assert result.tx_digest is None
@@ -183,14 +185,14 @@ def test_already_certified_with_object(mock, client) -> None:
 def test_marked_invalid_is_store_failed_and_not_retried(mock, client) -> None:
     route = mock.put(PUT_BLOBS).mock(return_value=ok(MARKED_INVALID))
     with pytest.raises(StoreFailed) as info:
-        client.store_blob(b"x")
+        client.store_blob(DATA17)
     assert route.call_count == 1
     assert info.value.reason == "MARKED_INVALID"
 
 
 def test_200_with_error_variant_is_retried_then_succeeds(mock, client, clock) -> None:
     route = mock.put(PUT_BLOBS).mock(side_effect=[ok(STORE_ERROR_200), ok(NEWLY_CREATED)])
-    result = client.store_blob(b"x")
+    result = client.store_blob(DATA17)
     assert result.blob_id == BLOB_ID
     assert route.call_count == 2
     assert client.stats.retry_reasons["store_error"] == 1
@@ -200,7 +202,7 @@ def test_200_with_error_variant_is_retried_then_succeeds(mock, client, clock) ->
 def test_200_with_error_variant_gives_store_failed_at_deadline(mock, client, clock) -> None:
     mock.put(PUT_BLOBS).mock(return_value=ok(STORE_ERROR_200))
     with pytest.raises(StoreFailed) as info:
-        client.store_blob(b"x", deadline=3.0)
+        client.store_blob(DATA17, deadline=3.0)
     assert "register" in str(info.value) and "insufficient WAL" in str(info.value)
     assert info.value.reason == "register"
     assert clock.now - 1000.0 <= 3.0
@@ -212,7 +214,7 @@ def test_status_envelope_in_200_is_not_the_store_error_variant(mock, client) -> 
     route = mock.put(PUT_BLOBS).mock(return_value=ok(
         envelope("INVALID_ARGUMENT", 400, "MALFORMED_REQUEST")))
     with pytest.raises(BadRequest) as info:
-        client.store_blob(b"x")
+        client.store_blob(DATA17)
     assert route.call_count == 1
     assert info.value.status_code == 400 and info.value.reason == "MALFORMED_REQUEST"
 
@@ -314,7 +316,7 @@ def test_patch_list_in_camel_case_is_invalid(mock, client) -> None:
 def test_unparseable_store_bodies_are_invalid_response(mock, client, body: bytes) -> None:
     mock.put(PUT_BLOBS).mock(return_value=httpx.Response(200, content=body))
     with pytest.raises(InvalidResponse) as info:
-        client.store_blob(b"x", deadline=1.0)
+        client.store_blob(DATA17, deadline=1.0)
     assert client.stats.faults["invalid_response"] >= 2  # retried: storing again is safe
     assert not isinstance(info.value.__cause__, AssertionError)
 
@@ -361,7 +363,7 @@ def test_publisher_4xx_is_final(mock, client, clock, form, status, reason, statu
     route = mock.put(PUT_BLOBS).mock(
         return_value=error_response(status, form, reason, status_name))
     with pytest.raises(exc_type) as info:
-        client.store_blob(b"x")
+        client.store_blob(DATA17)
     assert route.call_count == 1, "a 4xx that cannot succeed must not be retried"
     assert clock.sleeps == []
     err = info.value
@@ -377,8 +379,11 @@ def test_publisher_4xx_is_final(mock, client, clock, form, status, reason, statu
 
 FINAL_AGGREGATOR = [
     (400, "INVALID_CONSISTENCY_CHECK", "INVALID_ARGUMENT", BadRequest),
-    (403, "BLOB_TOO_LARGE", "SIZE_EXCEEDED", BodyTooLarge),
     (416, "INVALID_BYTE_RANGE", "RANGE_NOT_SATISFIABLE", BadRequest),
+]
+# What one operator decides (its --max-blob-size, its blocklist): another may serve the blob.
+PER_OPERATOR = [
+    (403, "BLOB_TOO_LARGE", "SIZE_EXCEEDED", BodyTooLarge),
     (451, "FORBIDDEN_BLOB", "UNAVAILABLE_FOR_LEGAL_REASONS", ForbiddenBlob),
 ]
 
@@ -387,14 +392,36 @@ FINAL_AGGREGATOR = [
 @pytest.mark.parametrize("status, reason, status_name, exc_type", FINAL_AGGREGATOR)
 def test_aggregator_4xx_is_final_without_failover(mock, client, clock, form, status, reason,
                                                   status_name, exc_type) -> None:
-    if status == 403 and form != "json":
-        exc_type = BadRequest  # only the envelope says it is about size
     first = mock.get(blob_url(AGGREGATORS[0])).mock(
         return_value=error_response(status, form, reason, status_name))
     second = mock.get(blob_url(AGGREGATORS[1])).mock(return_value=httpx.Response(200))
     with pytest.raises(exc_type) as info:
         client.read_blob(BLOB_ID)
     assert first.call_count == 1 and second.call_count == 0
+    assert info.value.status_code == status
+    assert clock.sleeps == []
+
+
+@pytest.mark.parametrize("status, reason, status_name, exc_type", PER_OPERATOR)
+def test_per_operator_refusal_fails_over(mock, client, clock, status, reason, status_name,
+                                         exc_type) -> None:
+    first = mock.get(blob_url(AGGREGATORS[0])).mock(
+        return_value=error_response(status, "json", reason, status_name))
+    second = mock.get(blob_url(AGGREGATORS[1])).mock(return_value=httpx.Response(200,
+                                                                                 content=b"ok"))
+    assert client.read_blob(BLOB_ID) == b"ok"
+    assert first.call_count == 1 and second.call_count == 1
+    assert clock.sleeps == []
+
+
+@pytest.mark.parametrize("status, reason, status_name, exc_type", PER_OPERATOR)
+def test_per_operator_refusal_everywhere_is_final(mock, client, clock, status, reason,
+                                                  status_name, exc_type) -> None:
+    routes = [mock.get(blob_url(a)).mock(return_value=error_response(
+        status, "json", reason, status_name)) for a in AGGREGATORS]
+    with pytest.raises(exc_type) as info:
+        client.read_blob(BLOB_ID)
+    assert [r.call_count for r in routes] == [1, 1, 1]  # each asked once, no backoff
     assert info.value.status_code == status
     assert clock.sleeps == []
 
@@ -438,7 +465,7 @@ def test_publisher_retryable_errors_until_deadline(mock, clock, form, status, re
     route = mock.put(PUT_BLOBS).mock(
         return_value=error_response(status, form, reason, status_name))
     with make(clock, publish_deadline=5.0) as client, pytest.raises(exc_type) as info:
-        client.store_blob(b"x")
+        client.store_blob(DATA17)
     assert route.call_count >= 3
     assert route.call_count == len(clock.sleeps) + 1
     assert clock.now - 1000.0 <= 5.0, "never sleeps past the deadline"
@@ -457,7 +484,7 @@ def test_retryable_then_success(mock, client, clock) -> None:
         httpx.Response(504, json=envelope("DEADLINE_EXCEEDED", 504, "INSUFFICIENT_CONFIRMATIONS")),
         ok(NEWLY_CREATED),
     ])
-    assert client.store_blob(b"x").blob_id == BLOB_ID
+    assert client.store_blob(DATA17).blob_id == BLOB_ID
     assert route.call_count == 5
     assert client.stats.retries == 4
     assert dict(client.stats.faults) == {"http_503": 1, "http_500": 1, "http_502": 1,
@@ -473,7 +500,7 @@ def test_auth_failures_are_not_retried(mock, clock, reason, status, status_name)
     route = mock.put(PUT_BLOBS).mock(return_value=httpx.Response(status, json=envelope(
         status_name, status, reason, domain="auth.publisher.walrus.space")))
     with make(clock, token="jwt") as client, pytest.raises(AuthenticationFailed) as info:
-        client.store_blob(b"x")
+        client.store_blob(DATA17)
     assert route.call_count == 1
     assert info.value.reason == reason
 
@@ -485,7 +512,7 @@ def test_backoff_is_exponential_full_jitter(mock, clock) -> None:
     policy = RetryPolicy(base_delay=0.1, max_delay=1.0)
     mock.put(PUT_BLOBS).mock(side_effect=[httpx.Response(503)] * 6 + [ok(NEWLY_CREATED)])
     with make(clock, rng=MaxRandom(), retry=policy) as client:
-        client.store_blob(b"x")
+        client.store_blob(DATA17)
     assert clock.sleeps == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.0, 1.0])
 
 
@@ -493,7 +520,7 @@ def test_jitter_stays_under_the_ceiling(mock, clock) -> None:
     policy = RetryPolicy(base_delay=0.1, max_delay=1.0)
     mock.put(PUT_BLOBS).mock(side_effect=[httpx.Response(503)] * 8 + [ok(NEWLY_CREATED)])
     with make(clock, rng=random.Random(1), retry=policy, publish_deadline=60) as client:
-        client.store_blob(b"x")
+        client.store_blob(DATA17)
     ceilings = [min(1.0, 0.1 * 2**n) for n in range(8)]
     assert all(0 <= s <= c for s, c in zip(clock.sleeps, ceilings, strict=True))
     assert len(set(clock.sleeps)) == 8  # jittered, not constant
@@ -505,7 +532,7 @@ def test_retry_after_seconds_is_honoured(mock, client, clock) -> None:
                        "again later", headers={"Retry-After": "3"}),
         ok(NEWLY_CREATED),
     ])
-    client.store_blob(b"x")
+    client.store_blob(DATA17)
     assert route.call_count == 2
     assert clock.sleeps[0] == pytest.approx(3.0)
     assert client.stats.retry_reasons["http_429"] == 1
@@ -519,7 +546,7 @@ def test_retry_after_http_date_is_honoured(mock, client, clock, monkeypatch) -> 
     when = email.utils.formatdate(now + 4, usegmt=True)
     mock.put(PUT_BLOBS).mock(side_effect=[
         httpx.Response(503, headers={"Retry-After": when}), ok(NEWLY_CREATED)])
-    client.store_blob(b"x")
+    client.store_blob(DATA17)
     assert clock.sleeps == [pytest.approx(4.0)]
 
 
@@ -527,7 +554,7 @@ def test_retry_after_past_the_deadline_fails_now(mock, clock) -> None:
     route = mock.put(PUT_BLOBS).mock(return_value=httpx.Response(
         429, text="slow down", headers={"Retry-After": "120"}))
     with make(clock, publish_deadline=10) as client, pytest.raises(RateLimited) as info:
-        client.store_blob(b"x")
+        client.store_blob(DATA17)
     assert route.call_count == 1
     assert clock.sleeps == []
     assert info.value.retry_after == 120
@@ -540,7 +567,7 @@ def test_rate_limited_at_deadline_keeps_retry_after(mock, clock) -> None:
         429, json=envelope("RESOURCE_EXHAUSTED", 429, "RESOURCE_EXHAUSTED"),
         headers={"Retry-After": "1"}))
     with make(clock, publish_deadline=4) as client, pytest.raises(RateLimited) as info:
-        client.store_blob(b"x")
+        client.store_blob(DATA17)
     assert info.value.retry_after == 1.0
     assert info.value.reason == "RESOURCE_EXHAUSTED"
     assert all(s >= 1.0 for s in clock.sleeps)
@@ -549,7 +576,7 @@ def test_rate_limited_at_deadline_keeps_retry_after(mock, clock) -> None:
 def test_per_call_deadline_overrides_default(mock, clock) -> None:
     mock.put(PUT_BLOBS).mock(return_value=httpx.Response(503))
     with make(clock, publish_deadline=100) as client, pytest.raises(PublisherUnavailable):
-        client.store_blob(b"x", deadline=2.0)
+        client.store_blob(DATA17, deadline=2.0)
     assert clock.now - 1000.0 <= 2.0
 
 
@@ -564,7 +591,7 @@ def test_request_timeout_is_clipped_to_the_deadline(mock, clock) -> None:
     mock.put(PUT_BLOBS).mock(side_effect=handler)
     with make(clock, timeout=10, publish_deadline=4, rng=MaxRandom(),
               retry=RetryPolicy(base_delay=0.1)) as client, pytest.raises(PublisherUnavailable):
-        client.store_blob(b"x")
+        client.store_blob(DATA17)
     assert seen[0] == 4.0
     assert all(t <= 4.0 for t in seen) and seen[-1] < 4.0
 
@@ -578,7 +605,7 @@ def test_request_timeout_is_clipped_to_the_deadline(mock, clock) -> None:
 ])
 def test_transport_errors_are_retried(mock, client, exc) -> None:
     route = mock.put(PUT_BLOBS).mock(side_effect=[exc, exc, ok(NEWLY_CREATED)])
-    assert client.store_blob(b"x").blob_id == BLOB_ID
+    assert client.store_blob(DATA17).blob_id == BLOB_ID
     assert route.call_count == 3
     assert client.stats.retry_reasons[f"transport_{exc.__name__}"] == 2
 
@@ -586,7 +613,7 @@ def test_transport_errors_are_retried(mock, client, exc) -> None:
 def test_refused_connection_fails_fast(mock, clock) -> None:
     route = mock.put(PUT_BLOBS).mock(side_effect=httpx.ConnectError("refused"))
     with make(clock, publish_deadline=30) as client, pytest.raises(PublisherUnavailable) as info:
-        client.store_blob(b"x")
+        client.store_blob(DATA17)
     assert route.call_count == 3
     assert sum(clock.sleeps) < 0.5
     assert isinstance(info.value.__cause__, httpx.ConnectError)
@@ -599,7 +626,7 @@ def test_truncated_store_body_is_retried(mock, client) -> None:
         httpx.Response(200, content=full[:50], headers={"content-length": str(len(full))}),
         ok(NEWLY_CREATED),
     ])
-    assert client.store_blob(b"x").blob_id == BLOB_ID
+    assert client.store_blob(DATA17).blob_id == BLOB_ID
     assert route.call_count == 2
     assert client.stats.faults["truncated"] == 1
 
@@ -607,8 +634,8 @@ def test_truncated_store_body_is_retried(mock, client) -> None:
 def test_store_result_safe_to_repeat(mock, client) -> None:
     """Storing the same bytes twice: second answer alreadyCertified, same blob id."""
     mock.put(PUT_BLOBS).mock(side_effect=[ok(NEWLY_CREATED), ok(ALREADY_CERTIFIED_EVENT)])
-    first = client.store_blob(b"same")
-    second = client.store_blob(b"same")
+    first = client.store_blob(DATA17)
+    second = client.store_blob(DATA17)
     assert first.blob_id == second.blob_id and second.newly_created is False
 
 
@@ -619,20 +646,20 @@ def test_store_request_parameters(mock, clock) -> None:
     route = mock.put(PUT_BLOBS).mock(return_value=ok(NEWLY_CREATED))
     owner = "0x" + "cd" * 32
     with make(clock, epochs=5, send_object_to=owner) as client:
-        client.store_blob(b"payload")
-        client.store_blob(b"payload", epochs=53, permanent=True)
+        client.store_blob(DATA17)
+        client.store_blob(DATA17, epochs=53, permanent=True)
     first, second = (c.request for c in route.calls)
     assert dict(first.url.params) == {"epochs": "5", "deletable": "true", "send_object_to": owner}
     assert dict(second.url.params) == {"epochs": "53", "permanent": "true",
                                        "send_object_to": owner}
-    assert first.content == b"payload"
+    assert first.content == DATA17
 
 
 @pytest.mark.parametrize("epochs", [0, 54, -1, True, 2.5])
 def test_bad_epochs_rejected_locally(mock, client, epochs) -> None:
     route = mock.put(PUT_BLOBS)
     with pytest.raises(InvalidInput):
-        client.store_blob(b"x", epochs=epochs)
+        client.store_blob(DATA17, epochs=epochs)
     assert route.call_count == 0
 
 
@@ -643,7 +670,7 @@ def test_publisher_limit_is_checked_locally(mock, client) -> None:
     assert isinstance(info.value, PayloadTooLarge) and isinstance(info.value, StorageError)
     assert info.value.status_code is None
     assert route.call_count == 0
-    mock.put(PUT_BLOBS).mock(return_value=ok(NEWLY_CREATED))
+    mock.put(PUT_BLOBS).mock(return_value=ok(newly_created(MAX_BLOB_BODY)))
     client.store_blob(b"\0" * MAX_BLOB_BODY)  # exactly at the limit is fine
 
 
@@ -657,7 +684,7 @@ def test_token_goes_to_the_publisher_only(mock, clock, caplog) -> None:
               for u in [PUBLISHER, *AGGREGATORS]]
     secret = "eyJhbGciOiJIUzI1NiJ9.super-secret-token"
     with make(clock, token=secret) as client:
-        client.store_blob(b"x")
+        client.store_blob(DATA17)
         assert client.read_blob(BLOB_ID) == b"d"
         client.status()
         assert secret not in repr(client) and "token=***" in repr(client)
@@ -674,7 +701,7 @@ def test_token_goes_to_the_publisher_only(mock, clock, caplog) -> None:
 def test_no_publisher_configured(clock) -> None:
     with make(clock, publisher=None) as client, pytest.raises(PublisherUnavailable,
                                                               match="no publisher"):
-        client.store_blob(b"x")
+        client.store_blob(DATA17)
 
 
 @pytest.mark.parametrize("kwargs", [
@@ -826,7 +853,7 @@ def test_404_right_after_store_is_retried(mock, clock) -> None:
         httpx.Response(404, json=BLOB_NOT_FOUND), httpx.Response(404),
         httpx.Response(200, content=b"late")])
     with make(clock, aggregators=AGGREGATORS[:1]) as client:
-        client.store_blob(b"late")
+        client.store_blob(DATA17)
         assert client.read_blob(BLOB_ID) == b"late"
         assert client.stats.retry_reasons["not_found_after_store"] == 2
         # a minute later the same 404 is believed at once
@@ -842,7 +869,7 @@ def test_404_right_after_store_gives_not_found_at_deadline(mock, clock) -> None:
     mock.put(PUT_BLOBS).mock(return_value=ok(NEWLY_CREATED))
     mock.get(blob_url(AGGREGATORS[0])).mock(return_value=httpx.Response(404, json=BLOB_NOT_FOUND))
     with make(clock, aggregators=AGGREGATORS[:1], read_deadline=2) as client:
-        client.store_blob(b"x")
+        client.store_blob(DATA17)
         with pytest.raises(BlobNotFound):
             client.read_blob(BLOB_ID)
 
@@ -906,20 +933,21 @@ def test_status(mock, client) -> None:
 def test_one_http_client_is_reused(mock, client) -> None:
     mock.put(PUT_BLOBS).mock(return_value=ok(NEWLY_CREATED))
     http = client._http
-    client.store_blob(b"a")
-    client.store_blob(b"b")
+    client.store_blob(DATA17)
+    client.store_blob(DATA17)
     assert client._http is http
 
 
 def test_stats_snapshot_is_plain(mock, client) -> None:
     mock.put(PUT_BLOBS).mock(side_effect=[httpx.Response(503), ok(NEWLY_CREATED)])
-    client.store_blob(b"x")
+    client.store_blob(DATA17)
     snap = client.stats.snapshot()
     assert json.loads(json.dumps(snap)) == snap
     assert snap["requests"] == 2 and snap["retries"] == 1 and snap["faults"] == {"http_503": 1}
 
 
 def test_every_error_is_a_walrus_mem_error(mock, client) -> None:
-    mock.get(blob_url(AGGREGATORS[0])).mock(return_value=httpx.Response(451, text="blocked"))
+    for aggregator in AGGREGATORS:
+        mock.get(blob_url(aggregator)).mock(return_value=httpx.Response(451, text="blocked"))
     with pytest.raises(WalrusMemError):
         client.read_blob(BLOB_ID)

@@ -14,6 +14,7 @@ from tests.helpers_walrus import (
     AGGREGATORS,
     BLOB_ID,
     BLOB_NOT_FOUND,
+    DATA17,
     NEWLY_CREATED,
     PATCH_A,
     PATCH_LIST,
@@ -69,7 +70,7 @@ def make(clock: FakeClock, aggregators: list[str] | None = None, **kw: Any) -> A
 async def test_same_public_api_as_sync() -> None:
     public = {n for n in dir(WalrusClient) if not n.startswith("_")}
     assert public - {"close"} <= {n for n in dir(AsyncWalrusClient) if not n.startswith("_")}
-    for name in public - {"stats", "publisher_url", "aggregator_urls"}:
+    for name in public - {"stats", "publisher_url", "publisher_urls", "aggregator_urls"}:
         sync_params = list(inspect.signature(getattr(WalrusClient, name)).parameters)
         async_params = list(inspect.signature(getattr(AsyncWalrusClient, name)).parameters)
         assert sync_params == async_params, name
@@ -82,7 +83,7 @@ async def test_store_retries_then_succeeds(mock, clock) -> None:
         httpx.Response(503), httpx.ReadError("reset"), httpx.Response(200, json=STORE_ERROR_200),
         httpx.Response(200, json=NEWLY_CREATED)])
     async with make(clock, token="secret") as client:
-        result = await client.store_blob(b"x")
+        result = await client.store_blob(DATA17)
     assert result.blob_id == BLOB_ID and result.cost == 132300
     assert route.call_count == 4 and len(clock.sleeps) == 3
     assert route.calls.last.request.headers["authorization"] == "Bearer secret"
@@ -94,20 +95,20 @@ async def test_store_errors_map_the_same(mock, clock) -> None:
         504, json=envelope("DEADLINE_EXCEEDED", 504, "INSUFFICIENT_CONFIRMATIONS")))
     async with make(clock, publish_deadline=3) as client:
         with pytest.raises(InsufficientConfirmations):
-            await client.store_blob(b"x")
+            await client.store_blob(DATA17)
         assert clock.now - 1000 <= 3
         route.return_value = httpx.Response(400, text="Failed to deserialize query string: x")
         calls = route.call_count
         with pytest.raises(BadRequest):
-            await client.store_blob(b"x")
+            await client.store_blob(DATA17)
         assert route.call_count == calls + 1
         route.return_value = httpx.Response(429, text="busy", headers={"Retry-After": "99"})
         with pytest.raises(RateLimited) as info:
-            await client.store_blob(b"x")
+            await client.store_blob(DATA17)
         assert info.value.retry_after == 99
         route.side_effect = httpx.ConnectError
         with pytest.raises(PublisherUnavailable):
-            await client.store_blob(b"x")
+            await client.store_blob(DATA17)
 
 
 async def test_quilt_and_patches(mock, clock) -> None:

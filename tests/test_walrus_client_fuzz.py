@@ -17,6 +17,7 @@ from tests.helpers_walrus import (
     ALREADY_CERTIFIED_EVENT,
     ALREADY_CERTIFIED_OBJECT,
     BLOB_ID,
+    DATA17,
     MARKED_INVALID,
     NEWLY_CREATED,
     PATCH_LIST,
@@ -172,7 +173,7 @@ def test_client_end_to_end_raises_only_typed_errors(fuzz_client, status, hdrs, b
     except (ValueError, TypeError):  # httpx refuses e.g. non-latin-1 header values
         return
     calls = [
-        lambda: client.store_blob(b"x"),
+        lambda: client.store_blob(DATA17),
         lambda: client.store_quilt({"walrus.jpg": b"a", "another_walrus.jpg": b"b"}),
         lambda: client.read_blob(BLOB_ID, verify=lambda d: d.startswith(b"{")),
         lambda: client.read_byte_range(BLOB_ID, 0, 3),

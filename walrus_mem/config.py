@@ -336,6 +336,16 @@ class Settings(BaseSettings):
     publisher_url: str | None = None
     aggregator_urls: Annotated[list[str], NoDecode] = Field(default_factory=list)
     publisher_token: SecretStr | None = None
+    # Walrus roles and credentials (docs/walrus.md): extra publishers tried after
+    # publisher_url; a command printing one fresh token per request (JWT publishers
+    # accept each token once); whether the publisher URLs also serve reads (a
+    # `walrus daemon`; a `walrus publisher` does not).
+    publisher_urls: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    publisher_token_command: str | None = None
+    publisher_serves_reads: bool = False
+    # read each publish back before trusting it: none / sample (one fact per stored
+    # blob or quilt) / all (docs/walrus.md#verified-publishes)
+    verify_publish: Literal["none", "sample", "all"] = "sample"
     master_key: SecretStr | None = None  # kept as written; see master_key_value()
     key_file: Path | None = None  # default: default_key_file()
     use_keyring: bool = True
@@ -380,7 +390,7 @@ class Settings(BaseSettings):
                 raise ValueError(f"read_only_session_patterns: {pattern[:80]!r}: {exc}") from None
         return v
 
-    @field_validator("aggregator_urls", mode="before")
+    @field_validator("aggregator_urls", "publisher_urls", mode="before")
     @classmethod
     def _split_urls(cls, v: Any) -> Any:
         if isinstance(v, str):
@@ -494,7 +504,14 @@ class Settings(BaseSettings):
     @property
     def embedded(self) -> bool:
         """True when no Walrus endpoint is configured: use the in-process relayer_mock."""
-        return not self.publisher_url and not self.aggregator_urls
+        return not self.publisher_url and not self.aggregator_urls and not self.publisher_urls
+
+    @property
+    def all_publisher_urls(self) -> list[str]:
+        """``publisher_url`` then ``publisher_urls``, without repeats."""
+        urls = ([self.publisher_url] if self.publisher_url else []) + [
+            u.strip().rstrip("/") for u in self.publisher_urls]
+        return list(dict.fromkeys(u for u in urls if u))
 
     @classmethod
     def settings_customise_sources(

@@ -92,6 +92,7 @@ from .models import (
     from_timestamp,
 )
 from .namespace_log import NamespaceLog, ProgressCallback
+from .publish_check import verify_published
 from .ranking import (
     DEFAULT_MIN_SCORE,
     DEFAULT_PARAMS,
@@ -650,16 +651,19 @@ class Memory:
         try:
             client = self._get_backend().client
             deadline = self.settings.publish_deadline
+            files = {str(r["memory_id"]): bytes(r["sealed"]) for r in payload}
             if len(payload) == 1:
                 stored = client.store_blob(bytes(payload[0]["sealed"]), deadline=deadline)
                 blob = stored
                 locations: dict[str, str | None] = {str(payload[0]["memory_id"]): None}
             else:
-                files = {str(r["memory_id"]): bytes(r["sealed"]) for r in payload}
                 quilt = client.store_quilt(files, deadline=deadline)
                 blob = quilt.blob
                 check_patches(quilt.patches, list(files))
                 locations = {mid: quilt.patches.get(mid) for mid in files}
+            # a failed read-back keeps the batch queued (walrus_mem/publish_check.py)
+            verify_published(client, self.settings.verify_publish,
+                             blob if len(payload) == 1 else quilt, files, deadline=deadline)
         except StorageError as exc:
             self._trip_breaker(exc)
             message = f"{type(exc).__name__}: {exc}"

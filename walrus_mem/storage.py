@@ -123,6 +123,7 @@ def open_backend(settings: Settings, walrus: WalrusClient | None = None) -> Back
     if walrus is not None:
         return Backend(walrus, owns_client=False)
     token = settings.publisher_token
+    command = settings.publisher_token_command
     common: dict[str, Any] = {
         "timeout": settings.request_timeout,
         "publish_deadline": settings.publish_deadline,
@@ -139,8 +140,12 @@ def open_backend(settings: Settings, walrus: WalrusClient | None = None) -> Back
         client = WalrusClient(base, [base], transport=relayer.transport, **common)
         admin = httpx.Client(base_url=base, transport=relayer.transport, timeout=_ADMIN_TIMEOUT)
         return Backend(client, embedded=relayer, admin=admin)
-    aggregators = list(settings.aggregator_urls) or (
-        [settings.publisher_url] if settings.publisher_url else []
-    )
-    client = WalrusClient(settings.publisher_url, aggregators, token=token, **common)
+    publishers = settings.all_publisher_urls
+    # A `walrus publisher` serves no read routes: read from a publisher URL only
+    # when the user says it is a daemon serving both roles.
+    aggregators = list(settings.aggregator_urls)
+    if settings.publisher_serves_reads:
+        aggregators += [u for u in publishers if u not in aggregators]
+    client = WalrusClient(publishers, aggregators, token=token,
+                          token_command=command or None, **common)
     return Backend(client)

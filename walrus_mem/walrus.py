@@ -21,6 +21,7 @@ off and go round again until the deadline. A 4xx that cannot succeed
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import random
@@ -38,10 +39,14 @@ import anyio
 import httpx
 from pydantic import SecretStr
 
+from .credentials import TokenProvider, token_provider
+from .endpoints import EndpointHealth
 from .errors import (
     AggregatorUnavailable,
+    AuthenticationFailed,
     BlobNotFound,
     BodyTooLarge,
+    ForbiddenBlob,
     InvalidInput,
     InvalidResponse,
     PublisherUnavailable,
@@ -85,8 +90,12 @@ MAX_QUILT_BODY: Final = 100 * 1024 * 1024  # --max-quilt-body-size
 MAX_QUILT_PATCHES: Final = 666  # QuiltV1 with 1000 shards
 MAX_EPOCHS: Final = 53
 MAX_TAG_BYTES: Final = 64 * 1024
+STORE_ANSWER_CAP: Final = 64 * 1024  # a blob store answer is ~1 KiB
+READ_SLACK: Final = 4 * 1024  # allowed over an expected read size (padding, framing)
+_JSON_CAP: Final = 64 * 1024  # /status, error bodies of known-size reads
 RECENT_STORE_TTL: Final = 60.0
 _STATUS_TIMEOUT: Final = 5.0
+_QUILT_500_LIMIT: Final = 3  # 500s from one aggregator on a quilt route before it is final
 _USER_AGENT: Final = "walrus-mem"
 _RESERVED_FIELD: Final = "_metadata"
 
@@ -160,6 +169,8 @@ class _Send:
     data: dict[str, str] | None = None
     files: list[tuple[str, tuple[str, bytes, str]]] | None = None
     follow_redirects: bool = False
+    budget: float = 30.0  # wall-clock seconds for the whole exchange, body included
+    max_body: int = MAX_BLOB_BODY  # bytes of response body read before giving up
 
 
 @dataclass(frozen=True)
@@ -167,7 +178,15 @@ class _Sleep:
     seconds: float
 
 
-_Outcome = httpx.Response | httpx.RequestError | None
+class _Bounded(Exception):
+    """A response cut off by the client: over its size cap, or past the call's deadline."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+_Outcome = httpx.Response | httpx.RequestError | _Bounded | None
 _Op = Generator[_Send | _Sleep, _Outcome, T]
 
 
@@ -184,6 +203,49 @@ def _transport_failure(exc: httpx.RequestError, side: Side, url: str) -> Failure
     fatal = isinstance(exc, httpx.UnsupportedProtocol | httpx.TooManyRedirects)
     connect = isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
     return Failure(f"transport_{name}", error_type(message), not fatal, connect=connect, cause=exc)
+
+
+def _bounded_failure(cut: _Bounded, side: Side, send: _Send) -> Failure:
+    """A body over its cap or a call past its deadline: retryable elsewhere, typed here."""
+    where = f"{side} {_origin(send.url)}"
+    if cut.kind == "too_large":
+        return Failure("response_too_large", InvalidResponse(
+            f"{where} sent more than {send.max_body:,} bytes: {cut}",
+            reason="RESPONSE_TOO_LARGE"), True)
+    error_type: type[StorageError] = (
+        PublisherUnavailable if side == "publisher" else AggregatorUnavailable
+    )
+    return Failure("deadline", error_type(f"{where}: {cut}", reason="DEADLINE_EXCEEDED"), True)
+
+
+def _unhealthy(failure: Failure) -> bool:
+    """Failures another endpoint may not have: bench this one for a while."""
+    kind = failure.kind
+    return (
+        kind.startswith(("transport_", "http_5"))
+        or kind in ("http_429", "http_408", "deadline", "response_too_large", "truncated",
+                    "invalid_response", "store_mismatch", "verification")
+    ) and not isinstance(failure.error, AuthenticationFailed)
+
+
+def _agrees_blob(result: StoreResult, body: bytes) -> StoreResult | Failure:
+    """A store answer must describe the bytes that were sent."""
+    if result.size is not None and result.size != len(body):
+        return Failure("store_mismatch", InvalidResponse(
+            f"publisher reports a blob of {result.size:,} bytes for {len(body):,} sent",
+            reason="STORE_MISMATCH"), True)
+    return result
+
+
+def _agrees_quilt(result: QuiltStoreResult) -> QuiltStoreResult | Failure:
+    """Each patch id starts with its quilt's blob id (Walrus's QuiltPatchId layout)."""
+    quilt_id = result.quilt_id
+    for identifier, patch_id in result.patches.items():
+        if not patch_id.startswith(quilt_id) or len(patch_id) != 50:
+            return Failure("store_mismatch", InvalidResponse(
+                f"publisher answered patch id {patch_id[:60]!r} for {identifier[:40]!r}, "
+                f"which is not a patch of quilt {quilt_id}", reason="STORE_MISMATCH"), True)
+    return result
 
 
 def _origin(url: str) -> str:
@@ -240,11 +302,13 @@ def _check_address(value: str | None) -> str | None:
     if (
         not isinstance(value, str)
         or not value.startswith("0x")
-        or not 3 <= len(value) <= 66
+        or len(value) != 66
         or any(c not in "0123456789abcdefABCDEF" for c in value[2:])
     ):
-        raise InvalidInput("send_object_to must be a Sui address (0x + up to 64 hex digits)")
-    return value
+        raise InvalidInput(
+            "send_object_to must be a full 32-byte Sui address (0x + 64 hex digits)"
+        )
+    return value.lower()
 
 
 def _check_identifier(identifier: object) -> str:
@@ -280,10 +344,11 @@ class _Core:
 
     def __init__(
         self,
-        publisher_url: str | None,
+        publisher_url: str | Sequence[str] | None,
         aggregator_urls: Sequence[str],
         *,
-        token: str | SecretStr | None,
+        token: str | SecretStr | Callable[[], object] | None,
+        token_command: str | Sequence[str] | None,
         timeout: float,
         publish_deadline: float,
         read_deadline: float,
@@ -296,16 +361,25 @@ class _Core:
         max_blob_size: int,
         recent_store_ttl: float,
     ) -> None:
-        self.publisher_url = (
-            None if publisher_url is None else _check_url(publisher_url, "publisher_url")
-        )
+        if publisher_url is None:
+            publishers: tuple[str, ...] = ()
+        elif isinstance(publisher_url, str):
+            publishers = (_check_url(publisher_url, "publisher_url"),)
+        else:
+            publishers = tuple(_check_url(u, "publisher URL") for u in publisher_url)
+        self.publisher_urls = tuple(dict.fromkeys(publishers))
+        self.publisher_url = self.publisher_urls[0] if self.publisher_urls else None
         if isinstance(aggregator_urls, str):
             raise InvalidInput("aggregator_urls must be a sequence of URLs, not one string")
-        self.aggregator_urls = tuple(_check_url(u, "aggregator URL") for u in aggregator_urls)
-        if not isinstance(token, str | SecretStr | None):
-            raise InvalidInput("token must be a string or SecretStr")
-        secret = SecretStr(token) if isinstance(token, str) else token
-        self._token = secret if secret is not None and secret.get_secret_value() else None
+        self.aggregator_urls = tuple(
+            dict.fromkeys(_check_url(u, "aggregator URL") for u in aggregator_urls)
+        )
+        self._tokens: TokenProvider = token_provider(token, token_command)
+        self._has_token = token_command is not None or callable(token) or bool(
+            token.get_secret_value() if isinstance(token, SecretStr) else token
+        )
+        self.publisher_health = EndpointHealth(clock)
+        self.aggregator_health = EndpointHealth(clock)
         self.timeout = _check_deadline(timeout, 10.0)
         self.publish_deadline = _check_deadline(publish_deadline, 10.0)
         self.read_deadline = _check_deadline(read_deadline, 30.0)
@@ -322,9 +396,9 @@ class _Core:
         self._recent_lock = threading.Lock()
 
     def describe(self, name: str) -> str:
-        token = ", token=**********" if self._token is not None else ""
+        token = ", token=**********" if self._has_token else ""
         return (
-            f"{name}(publisher={self.publisher_url!r}, "
+            f"{name}(publishers={list(self.publisher_urls)!r}, "
             f"aggregators={list(self.aggregator_urls)!r}{token})"
         )
 
@@ -352,9 +426,11 @@ class _Core:
         return max(0.001, min(self.timeout, deadline.remaining()))
 
     def _publisher_headers(self) -> dict[str, str] | None:
-        if self._token is None:
+        """Fresh per request (retries included): JWT publishers accept a token once."""
+        token = self._tokens()
+        if token is None:
             return None
-        return {"Authorization": f"Bearer {self._token.get_secret_value()}"}
+        return {"Authorization": f"Bearer {token.get_secret_value()}"}
 
     def _store_params(self, epochs: int | None, permanent: bool | None) -> dict[str, str]:
         params = {"epochs": str(_check_epochs(self.epochs if epochs is None else epochs))}
@@ -368,12 +444,11 @@ class _Core:
             params["send_object_to"] = self.send_object_to
         return params
 
-    def _require_publisher(self) -> str:
-        if self.publisher_url is None:
+    def _require_publisher(self) -> None:
+        if not self.publisher_urls:
             raise PublisherUnavailable(
                 "no publisher configured (Mainnet has no public publisher; run your own)"
             )
-        return self.publisher_url
 
     # -- operations --
 
@@ -386,17 +461,18 @@ class _Core:
                 f"blob of {len(body):,} bytes is over the publisher limit of "
                 f"{self.max_blob_size:,} bytes; batch small facts into a quilt, split large ones"
             )
-        url = self._require_publisher() + "/v1/blobs"
+        self._require_publisher()
         params = self._store_params(epochs, permanent)
-        headers = self._publisher_headers()
         seconds = _check_deadline(deadline, self.publish_deadline)
 
-        def make(timeout: float) -> _Send:
-            return _Send("PUT", url, "publisher", timeout, params=params, headers=headers,
-                         content=body)
+        def make(base: str, timeout: float, budget: float) -> _Send:
+            return _Send("PUT", base + "/v1/blobs", "publisher", timeout, params=params,
+                         headers=self._publisher_headers(), content=body, budget=budget,
+                         max_body=STORE_ANSWER_CAP)
 
         def interpret(response: httpx.Response) -> StoreResult | Failure:
-            return store_outcome(response.status_code, _headers(response), response.content)
+            outcome = store_outcome(response.status_code, _headers(response), response.content)
+            return outcome if isinstance(outcome, Failure) else _agrees_blob(outcome, body)
 
         result = yield from self._publish(make, interpret, seconds)
         self.remember(result.blob_id)
@@ -424,21 +500,24 @@ class _Core:
                 f"quilt of {total:,} bytes is over the {MAX_QUILT_BODY:,}-byte limit"
             )
         form = self._quilt_metadata(metadata, {name for name, _ in parts})
-        url = self._require_publisher() + "/v1/quilts"
+        self._require_publisher()
         params = self._store_params(epochs, permanent)
-        headers = self._publisher_headers()
         seconds = _check_deadline(deadline, self.publish_deadline)
         multipart = [(name, (name, blob, "application/octet-stream")) for name, blob in parts]
         identifiers = [name for name, _ in parts]
+        # The answer names each identifier (JSON-escaped: up to 6 bytes per byte) and a patch id.
+        cap = STORE_ANSWER_CAP + sum(6 * len(n.encode()) + 256 for n in identifiers)
 
-        def make(timeout: float) -> _Send:
-            return _Send("PUT", url, "publisher", timeout, params=params, headers=headers,
-                         data=form, files=multipart)
+        def make(base: str, timeout: float, budget: float) -> _Send:
+            return _Send("PUT", base + "/v1/quilts", "publisher", timeout, params=params,
+                         headers=self._publisher_headers(), data=form, files=multipart,
+                         budget=budget, max_body=cap)
 
         def interpret(response: httpx.Response) -> QuiltStoreResult | Failure:
-            return quilt_store_outcome(
+            outcome = quilt_store_outcome(
                 response.status_code, _headers(response), response.content, identifiers
             )
+            return outcome if isinstance(outcome, Failure) else _agrees_quilt(outcome)
 
         result = yield from self._publish(make, interpret, seconds)
         self.remember(result.quilt_id)
@@ -466,35 +545,63 @@ class _Core:
 
     def _publish(
         self,
-        make: Callable[[float], _Send],
+        make: Callable[[str, float, float], _Send],
         interpret: Callable[[httpx.Response], T | Failure],
         seconds: float,
     ) -> _Op[T]:
-        """Send to the publisher until success, a final error, or the deadline."""
+        """Send to the publishers (healthy first) until success, a final error, or the deadline.
+
+        A retryable failure moves on to the next publisher at once; after every
+        publisher failed in a round, back off and go round again. A publisher
+        that refused the connection ``max_connect_failures`` times in a row, or
+        answered like something that is not a publisher, is dropped for this call.
+        """
         deadline = Deadline(seconds, self.clock)
-        attempt = 0
-        connect_failures = 0
+        active = self.publisher_health.order(self.publisher_urls)
+        connect_failures = dict.fromkeys(active, 0)
+        round_no = 0
         while True:
-            send = make(self._timeout(deadline))
-            outcome = yield send
-            result = self._interpret(outcome, send, interpret)
-            if not isinstance(result, Failure):
-                return result
-            self.stats._fault(result.kind)
-            if not result.retryable:
-                raise result.error from result.cause
-            connect_failures = connect_failures + 1 if result.connect else 0
-            if connect_failures >= self.policy.max_connect_failures:
-                result.error.add_note(f"gave up after {connect_failures} refused connections")
-                raise result.error from result.cause
-            delay = self.policy.delay(attempt, self.rng, result.retry_after)
+            last: Failure | None = None
+            for index, base in enumerate(list(active)):
+                if index > 0:
+                    if deadline.remaining() < self.policy.min_request_time:
+                        assert last is not None
+                        self._exhausted(last.error, round_no + 1, deadline)
+                        raise last.error from last.cause
+                    self.stats._add("failovers")
+                send = make(base, self._timeout(deadline), deadline.remaining())
+                outcome = yield send
+                result = self._interpret(outcome, send, interpret)
+                if not isinstance(result, Failure):
+                    self.publisher_health.succeeded(base)
+                    return result
+                self.stats._fault(result.kind)
+                if _unhealthy(result):
+                    self.publisher_health.failed(base)
+                last = result
+                if not result.retryable:
+                    if result.kind == "http_404" and len(active) > 1:
+                        active.remove(base)  # not a publisher: try the others
+                        continue
+                    raise result.error from result.cause
+                connect_failures[base] = connect_failures[base] + 1 if result.connect else 0
+                if connect_failures[base] >= self.policy.max_connect_failures:
+                    active.remove(base)
+            assert last is not None
+            if not active:
+                last.error.add_note(
+                    f"gave up after {self.policy.max_connect_failures} refused connections"
+                    if last.connect else "no publisher left to try"
+                )
+                raise last.error from last.cause
+            delay = self.policy.delay(round_no, self.rng, last.retry_after)
             if not deadline.allows(delay, self.policy.min_request_time):
-                self._exhausted(result.error, attempt + 1, deadline)
-                raise result.error from result.cause
-            self.stats._retry(result.kind)
-            logger.debug("publisher retry %d in %.3f s after %s", attempt + 1, delay, result.kind)
+                self._exhausted(last.error, round_no + 1, deadline)
+                raise last.error from last.cause
+            self.stats._retry(last.kind)
+            logger.debug("publisher retry %d in %.3f s after %s", round_no + 1, delay, last.kind)
             yield _Sleep(delay)
-            attempt += 1
+            round_no += 1
 
     def _exhausted(self, error: StorageError, attempts: int, deadline: Deadline) -> None:
         self.stats._add("deadline_exhaustions")
@@ -512,6 +619,8 @@ class _Core:
         side: Side = send.side or "aggregator"
         if isinstance(outcome, httpx.RequestError):
             return _transport_failure(outcome, side, send.url)
+        if isinstance(outcome, _Bounded):
+            return _bounded_failure(outcome, side, send)
         if not isinstance(outcome, httpx.Response):  # pragma: no cover - driver bug
             raise TypeError("driver must answer a send with a response or an httpx error")
         result = interpret(outcome)
@@ -526,14 +635,39 @@ class _Core:
         deadline: float | None,
         expected_length: int | None = None,
         params: dict[str, str] | None = None,
+        max_size: int | None = None,
+        quilt_route: bool = False,
     ) -> _Op[bytes]:
         """GET ``path`` from the aggregators until bytes arrive that verify."""
+        cap = _read_cap(max_size if max_size is not None else expected_length,
+                        self.max_blob_size)
 
         def interpret(response: httpx.Response) -> bytes | Failure:
             return read_outcome(response.status_code, _headers(response), response.content,
                                 expected_length=expected_length)
 
-        return self._aggregate(path, key, interpret, verify, deadline, params)
+        return self._aggregate(path, key, interpret, verify, deadline, params, cap, quilt_route)
+
+    def read_back_op(
+        self, data: object, blob_id: str | None, patch_id: str | None, deadline: float | None
+    ) -> _Op[None]:
+        """Read a stored blob/patch back and require byte equality (by SHA-256)."""
+        expected = _as_bytes(data, "read-back data")
+        if (blob_id is None) == (patch_id is None):
+            raise InvalidInput("read_back needs exactly one of blob_id and patch_id")
+        digest = hashlib.sha256(expected).digest()
+
+        def same(body: bytes) -> bool:
+            return len(body) == len(expected) and hashlib.sha256(body).digest() == digest
+
+        if patch_id is not None:
+            path = f"/v1/blobs/by-quilt-patch-id/{validate_patch_id(patch_id)}"
+            yield from self.read_op(path, key=patch_id[:43], verify=same, deadline=deadline,
+                                    max_size=len(expected), quilt_route=True)
+        else:
+            assert blob_id is not None
+            yield from self.read_op(_read_path_blob(blob_id), key=blob_id, verify=same,
+                                    deadline=deadline, max_size=len(expected))
 
     def list_patches_op(self, quilt_id: str, deadline: float | None) -> _Op[list[QuiltPatch]]:
         quilt_id = validate_blob_id(quilt_id, "quilt id")
@@ -548,7 +682,7 @@ class _Core:
                 return Failure("invalid_response", exc, True, cause=exc.__cause__)
 
         return self._aggregate(f"/v1/quilts/{quilt_id}/patches", quilt_id, interpret, None,
-                               deadline, None)
+                               deadline, None, self.max_blob_size, True)
 
     def _aggregate(
         self,
@@ -558,15 +692,28 @@ class _Core:
         verify: Callable[[T], object] | None,
         deadline_s: float | None,
         params: dict[str, str] | None,
+        cap: int,
+        quilt_route: bool = False,
     ) -> _Op[T]:
-        """Round-robin over the aggregators in order, rounds separated by backoff."""
+        """Try the aggregators (healthy first); rounds separated by backoff.
+
+        An answer that only says something about *this* aggregator (403
+        BLOB_TOO_LARGE, 451, 404, and 500 on a quilt route, which real Walrus
+        gives for a non-quilt blob) moves on to the next one; such an aggregator
+        is not asked again in this call.
+        """
         if not self.aggregator_urls:
-            raise AggregatorUnavailable("no aggregator configured")
+            raise AggregatorUnavailable(
+                "no aggregator configured (set aggregator_urls; publisher URLs serve reads "
+                "only with publisher_serves_reads)"
+            )
         deadline = Deadline(_check_deadline(deadline_s, self.read_deadline), self.clock)
-        active = list(self.aggregator_urls)
+        active = self.aggregator_health.order(self.aggregator_urls)
         connect_failures = dict.fromkeys(active, 0)
         last: Failure | None = None
         last_verify: Failure | None = None
+        finals: list[Failure] = []
+        quilt_500: Counter[str] = Counter()
         round_no = 0
         while True:
             not_found: Failure | None = None
@@ -578,12 +725,14 @@ class _Core:
                     if deadline.remaining() < self.policy.min_request_time:
                         raise self._read_exhausted(last, last_verify, round_no, deadline)
                 send = _Send("GET", base + path, "aggregator", self._timeout(deadline),
-                             params=params, follow_redirects=True)
+                             params=params, follow_redirects=True,
+                             budget=deadline.remaining(), max_body=cap)
                 outcome = yield send
                 result = self._interpret(outcome, send, interpret)
                 if not isinstance(result, Failure) and verify is not None:
                     result = self._verify(result, verify, base)
                 if not isinstance(result, Failure):
+                    self.aggregator_health.succeeded(base)
                     if round_no or index:
                         logger.debug("read %s served by %s after %d round(s)", key, base, round_no)
                     return result
@@ -591,9 +740,25 @@ class _Core:
                     result = Failure("not_found_after_store", result.error, True,
                                      cause=result.cause)
                 self.stats._fault(result.kind)
+                if quilt_route and result.kind == "http_500":
+                    quilt_500[base] += 1
+                    if quilt_500[base] >= _QUILT_500_LIMIT:
+                        result.error.add_note(
+                            f"{_QUILT_500_LIMIT} answers of 500 to a quilt route: real Walrus "
+                            "answers so for a blob that is not a quilt"
+                        )
+                        finals.append(result)
+                        active.remove(base)
+                        continue
+                if _unhealthy(result):
+                    self.aggregator_health.failed(base)
                 if not result.retryable:
                     if isinstance(result.error, BlobNotFound):
                         not_found = result  # ask the others before believing it
+                        continue
+                    if isinstance(result.error, ForbiddenBlob | BodyTooLarge):
+                        finals.append(result)  # this operator's limit or blocklist
+                        active.remove(base)
                         continue
                     raise result.error from result.cause
                 if result.kind == "verification":
@@ -607,6 +772,13 @@ class _Core:
             if not_found is not None:
                 raise not_found.error from not_found.cause
             if not active:
+                if finals and (last is None or not last.connect):
+                    chosen = finals[0]
+                    if len(self.aggregator_urls) > 1:
+                        chosen.error.add_note(
+                            f"none of the {len(self.aggregator_urls)} aggregators served it"
+                        )
+                    raise chosen.error from chosen.cause
                 assert last is not None
                 last.error.add_note("every aggregator refused the connection")
                 raise self._read_exhausted(last, last_verify, round_no, deadline, note=False)
@@ -656,16 +828,24 @@ class _Core:
         return error
 
     def status_op(self) -> _Op[dict[str, bool]]:
-        endpoints: list[tuple[str, str]] = []
-        if self.publisher_url is not None:
-            endpoints.append((f"publisher:{self.publisher_url}", self.publisher_url))
+        endpoints = [(f"publisher:{url}", url) for url in self.publisher_urls]
         endpoints += [(f"aggregator:{url}", url) for url in self.aggregator_urls]
         reachable: dict[str, bool] = {}
         for label, base in endpoints:
-            outcome = yield _Send("GET", base + "/status", None,
-                                  min(self.timeout, _STATUS_TIMEOUT))
+            seconds = min(self.timeout, _STATUS_TIMEOUT)
+            outcome = yield _Send("GET", base + "/status", None, seconds, budget=seconds,
+                                  max_body=_JSON_CAP)
             reachable[label] = isinstance(outcome, httpx.Response) and outcome.status_code == 200
         return reachable
+
+
+def _read_cap(expected: int | None, limit: int) -> int:
+    """Bytes a read may return: the expected size plus slack, else the blob limit."""
+    if expected is None:
+        return limit
+    if not isinstance(expected, int) or isinstance(expected, bool) or expected < 0:
+        raise InvalidInput(f"max_size must be a non-negative integer, got {expected!r}")
+    return expected + READ_SLACK
 
 
 def _read_path_blob(blob_id: str) -> str:
@@ -687,6 +867,79 @@ def _log_response(send: _Send, outcome: _Outcome, started: float) -> None:
         outcome.status_code if isinstance(outcome, httpx.Response) else type(outcome).__name__
     )
     logger.debug("%s %s%s -> %s in %.1f ms", send.method, _origin(send.url), path, what, ms)
+
+
+def _declared_over(response: httpx.Response, cap: int) -> None:
+    declared = response.headers.get("content-length", "").strip()
+    if declared.isdigit() and int(declared) > cap:
+        raise _Bounded("too_large", f"Content-Length {int(declared):,} is over the cap")
+
+
+def _take(chunks: list[bytes], size: int, chunk: bytes, cap: int) -> int:
+    size += len(chunk)
+    if size > cap:
+        raise _Bounded("too_large", f"body passed {cap:,} bytes")
+    chunks.append(chunk)
+    return size
+
+
+def _buffered(response: httpx.Response, body: bytes) -> httpx.Response:
+    """The streamed response with its (decoded) body in memory."""
+    headers = [(k, v) for k, v in response.headers.multi_items()
+               if k.lower() != "content-encoding"]
+    encoded = response.headers.get("content-encoding", "identity").strip().lower()
+    if encoded not in ("", "identity"):  # the declared length was of the encoded bytes
+        headers = [(k, v) for k, v in headers if k.lower() != "content-length"]
+    return httpx.Response(response.status_code, headers=headers, content=body,
+                          request=response.request)
+
+
+def _late(started: float, budget: float) -> _Bounded:
+    return _Bounded("deadline", f"no complete answer within the call's deadline "
+                                f"({time.monotonic() - started:.2f} s of {budget:.2f} s)")
+
+
+def _send_sync(client: httpx.Client, send: _Send) -> httpx.Response:
+    """One exchange, streamed: the body is read under ``send.max_body`` and the
+    wall-clock ``send.budget`` (a slow-drip server cannot stretch it)."""
+    started = time.monotonic()
+    end = started + send.budget
+    request = _build(client, send)
+    response = client.send(request, stream=True, follow_redirects=send.follow_redirects)
+    try:
+        if time.monotonic() > end:
+            raise _late(started, send.budget)
+        _declared_over(response, send.max_body)
+        chunks: list[bytes] = []
+        size = 0
+        for chunk in response.iter_bytes():
+            size = _take(chunks, size, chunk, send.max_body)
+            if time.monotonic() > end:
+                raise _late(started, send.budget)
+        return _buffered(response, b"".join(chunks))
+    finally:
+        response.close()
+
+
+async def _send_async(client: httpx.AsyncClient, send: _Send) -> httpx.Response:
+    """Async twin of :func:`_send_sync`; the deadline also cancels a slow header drip."""
+    started = time.monotonic()
+    try:
+        with anyio.fail_after(max(send.budget, 0.001)):
+            request = _build(client, send)
+            response = await client.send(request, stream=True,
+                                         follow_redirects=send.follow_redirects)
+            try:
+                _declared_over(response, send.max_body)
+                chunks: list[bytes] = []
+                size = 0
+                async for chunk in response.aiter_bytes():
+                    size = _take(chunks, size, chunk, send.max_body)
+                return _buffered(response, b"".join(chunks))
+            finally:
+                await response.aclose()
+    except TimeoutError:
+        raise _late(started, send.budget) from None
 
 
 def _build(client: httpx.Client | httpx.AsyncClient, send: _Send) -> httpx.Request:
@@ -731,10 +984,11 @@ class WalrusClient:
 
     def __init__(
         self,
-        publisher_url: str | None,
+        publisher_url: str | Sequence[str] | None,
         aggregator_urls: Sequence[str],
         *,
-        token: str | SecretStr | None = None,
+        token: str | SecretStr | Callable[[], object] | None = None,
+        token_command: str | Sequence[str] | None = None,
         timeout: float = 10.0,
         publish_deadline: float = 10.0,
         read_deadline: float = 30.0,
@@ -750,7 +1004,8 @@ class WalrusClient:
         recent_store_ttl: float = RECENT_STORE_TTL,
     ) -> None:
         self._core = _Core(
-            publisher_url, aggregator_urls, token=token, timeout=timeout,
+            publisher_url, aggregator_urls, token=token, token_command=token_command,
+            timeout=timeout,
             publish_deadline=publish_deadline, read_deadline=read_deadline, epochs=epochs,
             permanent=permanent, send_object_to=send_object_to, rng=rng, clock=clock,
             retry=retry, max_blob_size=max_blob_size, recent_store_ttl=recent_store_ttl,
@@ -779,7 +1034,13 @@ class WalrusClient:
 
     @property
     def publisher_url(self) -> str | None:
+        """The first publisher (None for a read-only client)."""
         return self._core.publisher_url
+
+    @property
+    def publisher_urls(self) -> tuple[str, ...]:
+        """Every publisher, in configured order (failover goes healthy-first)."""
+        return self._core.publisher_urls
 
     @property
     def aggregator_urls(self) -> tuple[str, ...]:
@@ -801,14 +1062,13 @@ class WalrusClient:
         finally:
             op.close()
 
-    def _send(self, send: _Send) -> httpx.Response | httpx.RequestError:
+    def _send(self, send: _Send) -> httpx.Response | httpx.RequestError | _Bounded:
         self._core.stats._add("requests")
         started = time.perf_counter()
-        outcome: httpx.Response | httpx.RequestError
+        outcome: httpx.Response | httpx.RequestError | _Bounded
         try:
-            outcome = self._http.send(_build(self._http, send),
-                                      follow_redirects=send.follow_redirects)
-        except httpx.RequestError as exc:
+            outcome = _send_sync(self._http, send)
+        except (httpx.RequestError, _Bounded) as exc:
             outcome = exc
         _log_response(send, outcome, started)
         return outcome
@@ -845,11 +1105,40 @@ class WalrusClient:
         )
 
     def read_blob(
-        self, blob_id: str, *, verify: VerifyCallback | None = None, deadline: float | None = None
+        self,
+        blob_id: str,
+        *,
+        verify: VerifyCallback | None = None,
+        deadline: float | None = None,
+        max_size: int | None = None,
     ) -> bytes:
-        """Read a whole blob. ``verify(bytes)`` raising (or returning False) rejects an answer."""
+        """Read a whole blob. ``verify(bytes)`` raising (or returning False) rejects an answer.
+
+        ``max_size``: the size the caller expects; a longer answer (beyond a few
+        KiB of slack) is cut off and treated as a lying aggregator. Default: the
+        10 MiB blob limit.
+        """
         path = _read_path_blob(blob_id)
-        return self._drive(self._core.read_op(path, key=blob_id, verify=verify, deadline=deadline))
+        return self._drive(self._core.read_op(path, key=blob_id, verify=verify,
+                                              deadline=deadline, max_size=max_size))
+
+    def read_back(
+        self,
+        data: bytes,
+        *,
+        blob_id: str | None = None,
+        patch_id: str | None = None,
+        deadline: float | None = None,
+    ) -> None:
+        """Check that an aggregator serves exactly ``data`` for a stored blob or patch.
+
+        The publish-side check: reads ``blob_id`` (or quilt ``patch_id``) back
+        and compares SHA-256 digests, failing over across aggregators. Returns
+        None when one served the bytes; raises VerificationFailed when only
+        other bytes came back, BlobNotFound when no aggregator has it (after
+        the usual just-stored lag retries), or another StorageError.
+        """
+        self._drive(self._core.read_back_op(data, blob_id, patch_id, deadline))
 
     def read_byte_range(
         self,
@@ -873,9 +1162,8 @@ class WalrusClient:
     ) -> bytes:
         """Read one quilt patch by its patch id."""
         path = f"/v1/blobs/by-quilt-patch-id/{validate_patch_id(patch_id)}"
-        return self._drive(
-            self._core.read_op(path, key=patch_id[:43], verify=verify, deadline=deadline)
-        )
+        return self._drive(self._core.read_op(path, key=patch_id[:43], verify=verify,
+                                              deadline=deadline, quilt_route=True))
 
     def read_quilt_patch_by_identifier(
         self,
@@ -887,9 +1175,8 @@ class WalrusClient:
     ) -> bytes:
         """Read one quilt patch by quilt id and identifier (percent-encoded)."""
         path = _quilt_identifier_path(quilt_id, identifier)
-        return self._drive(
-            self._core.read_op(path, key=quilt_id, verify=verify, deadline=deadline)
-        )
+        return self._drive(self._core.read_op(path, key=quilt_id, verify=verify,
+                                              deadline=deadline, quilt_route=True))
 
     def list_quilt_patches(
         self, quilt_id: str, *, deadline: float | None = None
@@ -936,10 +1223,11 @@ class AsyncWalrusClient:
 
     def __init__(
         self,
-        publisher_url: str | None,
+        publisher_url: str | Sequence[str] | None,
         aggregator_urls: Sequence[str],
         *,
-        token: str | SecretStr | None = None,
+        token: str | SecretStr | Callable[[], object] | None = None,
+        token_command: str | Sequence[str] | None = None,
         timeout: float = 10.0,
         publish_deadline: float = 10.0,
         read_deadline: float = 30.0,
@@ -955,7 +1243,8 @@ class AsyncWalrusClient:
         recent_store_ttl: float = RECENT_STORE_TTL,
     ) -> None:
         self._core = _Core(
-            publisher_url, aggregator_urls, token=token, timeout=timeout,
+            publisher_url, aggregator_urls, token=token, token_command=token_command,
+            timeout=timeout,
             publish_deadline=publish_deadline, read_deadline=read_deadline, epochs=epochs,
             permanent=permanent, send_object_to=send_object_to, rng=rng, clock=clock,
             retry=retry, max_blob_size=max_blob_size, recent_store_ttl=recent_store_ttl,
@@ -984,7 +1273,13 @@ class AsyncWalrusClient:
 
     @property
     def publisher_url(self) -> str | None:
+        """The first publisher (None for a read-only client)."""
         return self._core.publisher_url
+
+    @property
+    def publisher_urls(self) -> tuple[str, ...]:
+        """Every publisher, in configured order (failover goes healthy-first)."""
+        return self._core.publisher_urls
 
     @property
     def aggregator_urls(self) -> tuple[str, ...]:
@@ -1006,14 +1301,13 @@ class AsyncWalrusClient:
         finally:
             op.close()
 
-    async def _send(self, send: _Send) -> httpx.Response | httpx.RequestError:
+    async def _send(self, send: _Send) -> httpx.Response | httpx.RequestError | _Bounded:
         self._core.stats._add("requests")
         started = time.perf_counter()
-        outcome: httpx.Response | httpx.RequestError
+        outcome: httpx.Response | httpx.RequestError | _Bounded
         try:
-            outcome = await self._http.send(_build(self._http, send),
-                                            follow_redirects=send.follow_redirects)
-        except httpx.RequestError as exc:
+            outcome = await _send_async(self._http, send)
+        except (httpx.RequestError, _Bounded) as exc:
             outcome = exc
         _log_response(send, outcome, started)
         return outcome
@@ -1044,13 +1338,28 @@ class AsyncWalrusClient:
         )
 
     async def read_blob(
-        self, blob_id: str, *, verify: VerifyCallback | None = None, deadline: float | None = None
+        self,
+        blob_id: str,
+        *,
+        verify: VerifyCallback | None = None,
+        deadline: float | None = None,
+        max_size: int | None = None,
     ) -> bytes:
         """See :meth:`WalrusClient.read_blob`."""
         path = _read_path_blob(blob_id)
-        return await self._drive(
-            self._core.read_op(path, key=blob_id, verify=verify, deadline=deadline)
-        )
+        return await self._drive(self._core.read_op(path, key=blob_id, verify=verify,
+                                                    deadline=deadline, max_size=max_size))
+
+    async def read_back(
+        self,
+        data: bytes,
+        *,
+        blob_id: str | None = None,
+        patch_id: str | None = None,
+        deadline: float | None = None,
+    ) -> None:
+        """See :meth:`WalrusClient.read_back`."""
+        await self._drive(self._core.read_back_op(data, blob_id, patch_id, deadline))
 
     async def read_byte_range(
         self,
@@ -1074,9 +1383,8 @@ class AsyncWalrusClient:
     ) -> bytes:
         """See :meth:`WalrusClient.read_quilt_patch`."""
         path = f"/v1/blobs/by-quilt-patch-id/{validate_patch_id(patch_id)}"
-        return await self._drive(
-            self._core.read_op(path, key=patch_id[:43], verify=verify, deadline=deadline)
-        )
+        return await self._drive(self._core.read_op(path, key=patch_id[:43], verify=verify,
+                                                    deadline=deadline, quilt_route=True))
 
     async def read_quilt_patch_by_identifier(
         self,
@@ -1088,9 +1396,8 @@ class AsyncWalrusClient:
     ) -> bytes:
         """See :meth:`WalrusClient.read_quilt_patch_by_identifier`."""
         path = _quilt_identifier_path(quilt_id, identifier)
-        return await self._drive(
-            self._core.read_op(path, key=quilt_id, verify=verify, deadline=deadline)
-        )
+        return await self._drive(self._core.read_op(path, key=quilt_id, verify=verify,
+                                                    deadline=deadline, quilt_route=True))
 
     async def list_quilt_patches(
         self, quilt_id: str, *, deadline: float | None = None
