@@ -25,17 +25,32 @@ from .params import (
     path_object_id,
     path_patch_id,
 )
+from .realism import being_stored, fresh
 from .responses import (
     api_error,
     bad_path,
     bad_query,
     blob_not_found,
     forbidden_blob,
+    internal_error,
     json_response,
     plain,
     quilt_patch_not_found,
 )
 from .store import BlobBlocked, BlobInfo, BlobUnavailable, PatchRecord
+
+
+def blob_unavailable() -> Response:
+    return api_error(
+        "UNAVAILABLE", "BLOB_UNAVAILABLE",
+        "the requested blob is currently unavailable (not enough slivers could be "
+        "retrieved); retry with backoff",
+    )
+
+
+def not_a_quilt() -> Response:
+    """The daemon turns every quilt error but "patch not found" into Internal (500)."""
+    return internal_error("failed to read the quilt: the blob is not a valid quilt")
 
 
 class AggregatorRoutes(FaultResponses):
@@ -47,7 +62,11 @@ class AggregatorRoutes(FaultResponses):
         except BlobBlocked:
             return forbidden_blob()
         except BlobUnavailable:
+            if being_stored(self.store.data_dir, blob_id):
+                return blob_unavailable()  # registered, not yet certified
             return blob_not_found()
+        if fresh(info.first_stored_at, self.settings.not_found_after_store):
+            return blob_not_found()  # a CDN still serving its cached 404
         limit = self.settings.aggregator_max_blob_size
         if limit is not None and info.size > limit:
             return api_error(
@@ -161,6 +180,8 @@ class AggregatorRoutes(FaultResponses):
         info = await self._open_blob(ctx, quilt_id)
         if isinstance(info, Response):
             return info
+        if not info.is_quilt and self.settings.strict:
+            return not_a_quilt()
         patch = await run_in_threadpool(lookup)
         if patch is None or patch.quilt_id != quilt_id:
             return quilt_patch_not_found()
@@ -206,6 +227,8 @@ class AggregatorRoutes(FaultResponses):
         info = await self._open_blob(ctx, quilt_id)
         if isinstance(info, Response):
             return info
+        if not info.is_quilt and self.settings.strict:
+            return not_a_quilt()
         patches = await run_in_threadpool(self.store.list_patches, quilt_id)
         if not info.is_quilt or not patches:
             return quilt_patch_not_found()

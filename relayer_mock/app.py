@@ -13,6 +13,7 @@ import os
 import random
 import threading
 from collections.abc import Awaitable, Callable
+from typing import Literal
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -35,6 +36,7 @@ from .context import (
 from .faults import FaultConfig, FaultDecision, FaultInjector, RouteClass
 from .injection import SimulatedDisconnect
 from .publisher import PublisherRoutes
+from .realism import StoreLatency
 from .responses import MSG_AGGREGATOR_OVERLOADED, MSG_PUBLISHER_OVERLOADED, plain
 from .store import Store
 
@@ -60,6 +62,8 @@ class Relayer(PublisherRoutes, AggregatorRoutes):
         self.injector = injector
         self.settings = settings
         self.auth = auth
+        seed = injector.config.seed
+        self.latency_rng = random.Random(None if seed is None else seed + 1)
         self._inflight = {RouteClass.WRITE: 0, RouteClass.READ: 0}
         self._inflight_lock = threading.Lock()
 
@@ -161,6 +165,10 @@ def create_app(
     jwt_algorithm: str = "HS256",
     admin: bool = True,
     cors: bool = True,
+    strict: bool = True,
+    role: Literal["publisher", "aggregator", "both"] = "both",
+    store_latency: str | StoreLatency | None = None,
+    not_found_after_store: float = 0.0,
 ) -> Starlette:
     """Build the relayer_mock ASGI app over ``data_dir`` (created if missing).
 
@@ -180,6 +188,17 @@ def create_app(
         jwt_secret / jwt_algorithm: require ``Authorization: Bearer <JWT>`` on the publisher
             routes, like the daemon's ``--jwt-decode-secret`` (see :mod:`relayer_mock.auth`).
         admin: serve the ``/_mock/...`` routes.
+        strict: behave like the daemon (default): unknown publisher query parameters and
+            short ``send_object_to`` addresses are a 400, quilt routes on a plain blob a 500.
+            ``strict=False`` keeps the old lenient behaviour for old callers.
+        role: ``publisher`` serves only the store routes (like ``walrus publisher``: reads
+            are an empty 404), ``aggregator`` only the read routes, ``both`` (``walrus
+            daemon``) all. Several apps over one data dir on separate ports make the
+            split deployment.
+        store_latency: how long a store takes (:class:`relayer_mock.realism.StoreLatency`:
+            ``"200"``, ``"50-400"``, ``"lognormal:300:0.6"``, ``"exp:250"`` ms); reads of a
+            blob being stored answer 503 BLOB_UNAVAILABLE meanwhile.
+        not_found_after_store: seconds a freshly stored blob still answers 404 (CDN lag).
 
     The :class:`Relayer` (store, fault injector, settings) is ``app.state.relayer``.
     """
@@ -193,7 +212,15 @@ def create_app(
         publisher_max_concurrent=publisher_max_concurrent,
         aggregator_max_concurrent=aggregator_max_concurrent,
         allow_quilt_patch_tags_in_response=allow_quilt_patch_tags_in_response,
+        strict=strict,
+        role=role,
+        store_latency=StoreLatency.parse(store_latency),
+        not_found_after_store=float(not_found_after_store),
     )
+    if role not in ("publisher", "aggregator", "both"):
+        raise ValueError(f"role must be publisher, aggregator or both, got {role!r}")
+    if not_found_after_store < 0:
+        raise ValueError("not_found_after_store must be >= 0")
     store = Store(data_dir, initial_epoch=initial_epoch, fsync=fsync)
     if epoch_duration is not None:
         store.set_epoch_duration(epoch_duration)
@@ -206,8 +233,13 @@ def create_app(
     routes = [
         Route("/status", relayer.status, methods=["GET"]),
         Route("/v1/api", relayer.api_docs, methods=["GET"]),
-        Route("/v1/blobs", ep("put_blob", write, relayer.put_blob), methods=["PUT"]),
-        Route("/v1/quilts", ep("put_quilt", write, relayer.put_quilt), methods=["PUT"]),
+    ]
+    if role in ("publisher", "both"):
+        routes += [
+            Route("/v1/blobs", ep("put_blob", write, relayer.put_blob), methods=["PUT"]),
+            Route("/v1/quilts", ep("put_quilt", write, relayer.put_quilt), methods=["PUT"]),
+        ]
+    reads = [
         Route("/v1/blobs/by-object-id/{object_id}",
               ep("get_by_object_id", read, relayer.get_by_object_id), methods=["GET"]),
         Route("/v1/blobs/by-quilt-patch-id/{patch_id}",
@@ -224,6 +256,8 @@ def create_app(
         Route("/v1alpha/blobs/{blob_id}/stream", ep("stream", read, relayer.stream_blob),
               methods=["GET"]),
     ]
+    if role in ("aggregator", "both"):
+        routes += reads
     if admin:
         from .admin import admin_routes
 

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from . import cost
 from .app import DEFAULT_MAX_BLOB_SIZE, DEFAULT_MAX_QUILT_SIZE, create_app
 from .faults import FaultConfig, parse_kinds, parse_range_ms
+from .realism import StoreLatency
 
 DEFAULT_PORT = 31415
 _SIZE_RE = re.compile(r"^\s*(\d+)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)
@@ -162,6 +163,20 @@ def build_fault_config(
               help="Require Authorization: Bearer JWTs (HMAC secret) on publisher routes.")
 @click.option("--jwt-algorithm", type=click.Choice(["HS256", "HS384", "HS512"]), default="HS256")
 @click.option("--no-fsync", is_flag=True, help="Skip fsync of blob files (faster, less durable).")
+@click.option("--role", type=click.Choice(["publisher", "aggregator", "both"]), default="both",
+              help="Routes to serve: like `walrus publisher`, `walrus aggregator` or "
+                   "`walrus daemon`. Run one process per role on separate ports over one "
+                   "--data-dir for a split deployment.")
+@click.option("--lenient", is_flag=True,
+              help="Old lenient behaviour: ignore unknown publisher query parameters, pad "
+                   "short send_object_to addresses, 404 (not 500) for quilt routes on plain "
+                   "blobs.")
+@click.option("--store-latency-ms", default="0", metavar="MS|A-B|lognormal:MED:SIGMA|exp:MEAN",
+              help="How long each store takes; reads of a blob being stored answer 503 "
+                   "BLOB_UNAVAILABLE meanwhile.")
+@click.option("--not-found-after-store", type=click.FloatRange(min=0.0), default=0.0,
+              metavar="SECONDS", help="A freshly stored blob still answers 404 this long "
+                                      "(a CDN's cached 404).")
 @click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]),
               default="info")
 def relayer_command(
@@ -191,6 +206,10 @@ def relayer_command(
     jwt_secret: str | None,
     jwt_algorithm: str,
     no_fsync: bool,
+    role: str,
+    lenient: bool,
+    store_latency_ms: str,
+    not_found_after_store: float,
     log_level: str,
 ) -> None:
     """Serve a local, persistent, fault-injecting Walrus publisher and aggregator."""
@@ -207,6 +226,10 @@ def relayer_command(
         )
     except (ValueError, ValidationError) as exc:
         raise click.BadParameter(str(exc), param_hint="fault options") from exc
+    try:
+        latency = StoreLatency.parse(store_latency_ms)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--store-latency-ms") from exc
     data_dir = data_dir or default_data_dir()
     app = create_app(
         data_dir,
@@ -223,6 +246,10 @@ def relayer_command(
         fsync=not no_fsync,
         jwt_secret=jwt_secret,
         jwt_algorithm=jwt_algorithm,
+        strict=not lenient,
+        role=role,  # type: ignore[arg-type]  # click.Choice checked it
+        store_latency=latency,
+        not_found_after_store=not_found_after_store,
     )
     try:
         sock = bind_socket(host, port)
@@ -230,7 +257,10 @@ def relayer_command(
         raise click.ClickException(f"cannot bind {host}:{port}: {exc}") from exc
     url = url_for(sock)
     # First stdout line: the URL (RelayerProcess parses it); the socket already listens.
-    click.echo(f"relayer_mock serving the Walrus HTTP API at {url} (data dir: {data_dir})")
+    served = {"both": "", "publisher": " (publisher routes only)",
+              "aggregator": " (aggregator routes only)"}[role]
+    click.echo(f"relayer_mock serving the Walrus HTTP API at {url} (data dir: {data_dir})"
+               f"{served}")
     if faults.enabled:
         click.echo(f"fault injection: {faults.model_dump_json()}")
     if not _is_loopback(host):

@@ -10,6 +10,7 @@ from . import cost
 from .auth import PublisherAuth
 from .faults import FaultDecision, FaultInjector, FaultKind
 from .quilt import MAX_PATCHES
+from .realism import StoreLatency
 from .store import Store
 
 MiB = 1024 * 1024
@@ -36,6 +37,12 @@ class RelayerSettings:
     publisher_max_concurrent: int | None = None
     aggregator_max_concurrent: int | None = None
     allow_quilt_patch_tags_in_response: bool = False
+    # strict (default): behave like the daemon where old tests relied on leniency
+    # (unknown publisher query parameters, short Sui addresses, quilt routes on plain blobs)
+    strict: bool = True
+    role: str = "both"  # publisher | aggregator | both
+    store_latency: StoreLatency = StoreLatency()
+    not_found_after_store: float = 0.0  # seconds a fresh blob still answers 404 (CDN lag)
 
     def public_dict(self) -> dict[str, Any]:
         return {
@@ -48,6 +55,10 @@ class RelayerSettings:
             "publisherMaxConcurrent": self.publisher_max_concurrent,
             "aggregatorMaxConcurrent": self.aggregator_max_concurrent,
             "maxQuiltPatches": MAX_PATCHES,
+            "strict": self.strict,
+            "role": self.role,
+            "storeLatencyMs": self.store_latency.describe(),
+            "notFoundAfterStore": self.not_found_after_store,
         }
 
 

@@ -83,9 +83,14 @@ _PUBLISHER_FIELDS = (
 )
 
 
-def parse_publisher_query(items: Sequence[tuple[str, str]]) -> PublisherQuery:
-    """Parse the publisher's query. Unknown parameters are ignored (spec: only read routes
-    deny them)."""
+def parse_publisher_query(
+    items: Sequence[tuple[str, str]], *, strict: bool = True
+) -> PublisherQuery:
+    """Parse the publisher's query. Strict (the daemon: ``PublisherQuery`` has
+    ``deny_unknown_fields``): unknown parameters are a 400 and ``send_object_to`` must be a
+    full 32-byte address. Lenient: unknown parameters are ignored, short hex is padded."""
+    if strict:
+        _deny_unknown(items, _PUBLISHER_FIELDS)
     values = _unique(items, _PUBLISHER_FIELDS)
     epochs = parse_uint("epochs", values["epochs"], U32_MAX) if "epochs" in values else 1
     flags = {
@@ -96,8 +101,13 @@ def parse_publisher_query(items: Sequence[tuple[str, str]]) -> PublisherQuery:
     if "send_object_to" in values:
         if "share" in values:
             raise QueryError("`send_object_to` and `share` cannot be used together")
+        raw = values["send_object_to"]
+        if strict and len(raw) != 66:
+            raise QueryError(
+                "send_object_to: invalid length, expected 0x followed by 64 hex digits"
+            )
         try:
-            send_to = normalize_sui_address(values["send_object_to"])
+            send_to = normalize_sui_address(raw)
         except ValueError as exc:
             raise QueryError(f"send_object_to: {exc}") from exc
     encoding = values.get("encoding_type")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import math
 import os
+import random
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ from .ids import blob_id_for
 from .injection import FaultResponses
 from .params import PublisherQuery, QueryError, parse_publisher_query
 from .quilt import METADATA_FIELD, PatchInput, PatchLayout, QuiltError, write_quilt
+from .realism import storing
 from .responses import (
     api_error,
     bad_query,
@@ -109,6 +112,8 @@ def _parse_metadata(raw: bytes, existing: dict[str, dict[str, str]]) -> dict[str
 
 class PublisherRoutes(FaultResponses):
     """Store handlers."""
+
+    latency_rng: random.Random
 
     async def _read_body(self, request: Request, limit: int) -> bytes:
         declared = request.headers.get("content-length")
@@ -203,9 +208,20 @@ class PublisherRoutes(FaultResponses):
             quilt=quilt,
         )
 
+    async def _store_slowly(self, staged: StagedBlob, query: PublisherQuery,
+                            quilt: list[PatchLayout] | None = None) -> StoreOutcome:
+        """Store after the configured latency; meanwhile reads of the blob answer 503."""
+        delay = self.settings.store_latency.sample(self.latency_rng)
+        if delay <= 0:
+            return await run_in_threadpool(self._store, staged, query, quilt)
+        with storing(self.store.data_dir, staged.blob_id):
+            await asyncio.sleep(delay)
+            return await run_in_threadpool(self._store, staged, query, quilt)
+
     async def put_blob(self, request: Request, ctx: Ctx) -> Response:
         try:
-            query = parse_publisher_query(request.query_params.multi_items())
+            query = parse_publisher_query(request.query_params.multi_items(),
+                                          strict=self.settings.strict)
         except QueryError as exc:
             return bad_query(str(exc))
         claims = await self._authorize(request, query)
@@ -226,7 +242,7 @@ class PublisherRoutes(FaultResponses):
             return fault
         staged = await run_in_threadpool(self.store.stage_bytes, body)
         try:
-            outcome = await run_in_threadpool(self._store, staged, query)
+            outcome = await self._store_slowly(staged, query)
         except BlobBlocked:
             return forbidden_blob()
         ctx.counters[f"stores.blob.{outcome.kind}"] += 1
@@ -287,7 +303,8 @@ class PublisherRoutes(FaultResponses):
 
     async def put_quilt(self, request: Request, ctx: Ctx) -> Response:
         try:
-            query = parse_publisher_query(request.query_params.multi_items())
+            query = parse_publisher_query(request.query_params.multi_items(),
+                                          strict=self.settings.strict)
         except QueryError as exc:
             return bad_query(str(exc))
         claims = await self._authorize(request, query)
@@ -327,7 +344,7 @@ class PublisherRoutes(FaultResponses):
             self.store.discard(staged)
             return fault
         try:
-            outcome = await run_in_threadpool(self._store, staged, query, layout)
+            outcome = await self._store_slowly(staged, query, layout)
         except BlobBlocked:
             return forbidden_blob()
         ctx.counters[f"stores.quilt.{outcome.kind}"] += 1

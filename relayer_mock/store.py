@@ -153,6 +153,7 @@ class BlobInfo:
     size: int
     is_quilt: bool
     path: Path
+    first_stored_at: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -529,14 +530,16 @@ class Store:
             if con.execute("SELECT 1 FROM blocked WHERE blob_id=?", (blob_id,)).fetchone():
                 raise BlobBlocked(blob_id)
             row = con.execute(
-                "SELECT b.size, b.is_quilt FROM blobs b WHERE b.blob_id=? AND EXISTS ("
+                "SELECT b.size, b.is_quilt, b.first_stored_at FROM blobs b WHERE b.blob_id=?"
+                " AND EXISTS ("
                 " SELECT 1 FROM objects o WHERE o.blob_id=b.blob_id AND o.deleted_at IS NULL"
                 " AND o.end_epoch>?)",
                 (blob_id, self._current_epoch(con)),
             ).fetchone()
         if row is None:
             raise BlobUnavailable(blob_id)
-        return BlobInfo(blob_id, row["size"], bool(row["is_quilt"]), self.blob_path(blob_id))
+        return BlobInfo(blob_id, row["size"], bool(row["is_quilt"]), self.blob_path(blob_id),
+                        row["first_stored_at"])
 
     def read_range(self, info: BlobInfo, start: int = 0, length: int | None = None) -> bytes:
         """Bytes of an available blob; a file deleted meanwhile reads as unavailable."""

@@ -188,8 +188,25 @@ def test_bad_publisher_query_is_plain_400(client: httpx.Client, query: str, frag
     assert fragment in response.text
 
 
-def test_unknown_publisher_params_are_ignored(client: httpx.Client) -> None:
-    assert client.put("/v1/blobs?foo=bar&epochs=2", content=b"x").status_code == 200
+@pytest.fixture
+def lenient_client(tmp_path: Path) -> Iterator[httpx.Client]:
+    with EmbeddedRelayer(tmp_path / "lenient", fsync=False, strict=False) as embedded, \
+            embedded.client() as c:
+        yield c
+
+
+def test_unknown_publisher_params_are_rejected(client: httpx.Client) -> None:
+    # PublisherQuery has #[serde(deny_unknown_fields)] (walrus-http-api.md section 10)
+    response = client.put("/v1/blobs?foo=bar&epochs=2", content=b"x")
+    assert response.status_code == 400
+    assert response.text.startswith("Failed to deserialize query string: unknown field `foo`")
+    assert client.put("/v1/blobs?deletable=true&epochs=2", content=b"x").status_code == 200
+
+
+def test_lenient_mode_ignores_unknown_publisher_params(lenient_client: httpx.Client) -> None:
+    assert lenient_client.put("/v1/blobs?foo=bar&epochs=2", content=b"x").status_code == 200
+    short = lenient_client.put("/v1/blobs?send_object_to=0xAB", content=b"y")
+    assert short.status_code == 200
 
 
 def test_deletable_and_permanent_conflict(client: httpx.Client) -> None:
@@ -254,9 +271,12 @@ def test_share_and_send_object_to(client: httpx.Client) -> None:
     sent = created(store(client, b"sent", f"?send_object_to={owner}"))
     entry = client.get(f"/_mock/blobs/{sent['blobId']}").json()
     assert entry["objects"][0]["owner"] == owner
-    short = created(store(client, b"sent2", "?send_object_to=0xAB"))
-    entry = client.get(f"/_mock/blobs/{short['blobId']}").json()
-    assert entry["objects"][0]["owner"] == "0x" + "0" * 62 + "ab"
+    short = client.put("/v1/blobs?send_object_to=0xAB", content=b"sent2")
+    assert short.status_code == 400  # a SuiAddress is 32 bytes: 0x + 64 hex digits
+    assert "send_object_to" in short.text
+    upper = created(store(client, b"sent3", f"?send_object_to=0x{'AB' * 32}"))
+    entry = client.get(f"/_mock/blobs/{upper['blobId']}").json()
+    assert entry["objects"][0]["owner"] == owner
     assert "sharedBlobObject" not in store(client, b"plain")["newlyCreated"]
 
 
@@ -583,7 +603,16 @@ def test_quilt_patch_errors(client: httpx.Client) -> None:
     bad = client.get("/v1/blobs/by-quilt-patch-id/tooshort")
     assert bad.status_code == 400 and bad.text.startswith("Invalid URL: ")
     plain_blob = created(store(client, b"not a quilt"))["blobId"]
-    assert reason(client.get(f"/v1/quilts/{plain_blob}/patches")) == "QUILT_PATCH_NOT_FOUND"
+    # the daemon turns every quilt error but "patch not found" into Internal
+    for path in (f"/v1/quilts/{plain_blob}/patches", f"/v1/blobs/by-quilt-id/{plain_blob}/x"):
+        answer = client.get(path)
+        assert (answer.status_code, reason(answer)) == (500, "INTERNAL_ERROR")
+
+
+def test_lenient_quilt_routes_on_plain_blob_are_404(lenient_client: httpx.Client) -> None:
+    plain_blob = created(store(lenient_client, b"not a quilt"))["blobId"]
+    answer = lenient_client.get(f"/v1/quilts/{plain_blob}/patches")
+    assert (answer.status_code, reason(answer)) == (404, "QUILT_PATCH_NOT_FOUND")
 
 
 # -- blocklist, size cap, admin -----------------------------------------------------------

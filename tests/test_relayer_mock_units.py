@@ -179,10 +179,17 @@ def test_publisher_query_defaults_and_values() -> None:
     query = parse_publisher_query([])
     assert (query.epochs, query.permanent, query.deletable, query.force, query.share,
             query.send_object_to) == (1, False, False, False, False, None)
+    owner = "0x" + "0" * 63 + "1"
     query = parse_publisher_query([("epochs", "7"), ("permanent", "true"), ("force", "true"),
-                                   ("send_object_to", "0x1"), ("whatever", "x")])
+                                   ("send_object_to", owner)])
     assert (query.epochs, query.permanent, query.force) == (7, True, True)
-    assert query.send_object_to == "0x" + "0" * 63 + "1"
+    assert query.send_object_to == owner
+    with pytest.raises(QueryError, match="unknown field `whatever`"):
+        parse_publisher_query([("epochs", "7"), ("whatever", "x")])
+    with pytest.raises(QueryError, match="send_object_to: invalid length"):
+        parse_publisher_query([("send_object_to", "0x1")])
+    lenient = parse_publisher_query([("send_object_to", "0x1"), ("whatever", "x")], strict=False)
+    assert lenient.send_object_to == owner
     assert parse_publisher_query([("share", "false")]).share is False
     with pytest.raises(QueryError, match="duplicate field `epochs`"):
         parse_publisher_query([("epochs", "1"), ("epochs", "2")])
