@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Final
 
 from .errors import EnvelopeError, InvalidInput, InvalidResponse
-from .walrus import MAX_QUILT_PATCHES, WalrusClient
+from .walrus import MAX_QUILT_BODY, MAX_QUILT_PATCHES, WalrusClient
 
 __all__ = ["QUILT_MAX_BYTES", "QUILT_MAX_FACTS", "check_patches", "read_checked",
            "store_batches"]
@@ -18,7 +18,8 @@ __all__ = ["QUILT_MAX_BYTES", "QUILT_MAX_FACTS", "check_patches", "read_checked"
 log = logging.getLogger(__name__)
 
 QUILT_MAX_FACTS: Final = MAX_QUILT_PATCHES
-QUILT_MAX_BYTES: Final = 9 * 1024 * 1024  # public publishers cap requests at 10 MiB
+# PUT /v1/quilts takes 100 MiB bodies (blobs: 10 MiB); leave room for the multipart framing
+QUILT_MAX_BYTES: Final = MAX_QUILT_BODY - 4 * 1024 * 1024
 
 
 def read_checked(
@@ -66,7 +67,7 @@ def check_patches(patches: Mapping[str, str], identifiers: Sequence[str]) -> Non
 
 
 def store_batches(sizes: Sequence[int]) -> list[range]:
-    """Split item positions into quilt batches: ≤ 666 facts and ≤ 9 MiB each."""
+    """Split item positions into quilt batches: ≤ 666 facts and ≤ QUILT_MAX_BYTES each."""
     out: list[range] = []
     start, total = 0, 0
     for i, size in enumerate(sizes):

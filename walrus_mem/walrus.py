@@ -39,6 +39,7 @@ import anyio
 import httpx
 from pydantic import SecretStr
 
+from .bounded_io import Bounded, DeadlineTransport, send_async, send_sync
 from .credentials import TokenProvider, token_provider
 from .endpoints import EndpointHealth
 from .errors import (
@@ -178,15 +179,7 @@ class _Sleep:
     seconds: float
 
 
-class _Bounded(Exception):
-    """A response cut off by the client: over its size cap, or past the call's deadline."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
-
-
-_Outcome = httpx.Response | httpx.RequestError | _Bounded | None
+_Outcome = httpx.Response | httpx.RequestError | Bounded | None
 _Op = Generator[_Send | _Sleep, _Outcome, T]
 
 
@@ -205,7 +198,7 @@ def _transport_failure(exc: httpx.RequestError, side: Side, url: str) -> Failure
     return Failure(f"transport_{name}", error_type(message), not fatal, connect=connect, cause=exc)
 
 
-def _bounded_failure(cut: _Bounded, side: Side, send: _Send) -> Failure:
+def _bounded_failure(cut: Bounded, side: Side, send: _Send) -> Failure:
     """A body over its cap or a call past its deadline: retryable elsewhere, typed here."""
     where = f"{side} {_origin(send.url)}"
     if cut.kind == "too_large":
@@ -619,7 +612,7 @@ class _Core:
         side: Side = send.side or "aggregator"
         if isinstance(outcome, httpx.RequestError):
             return _transport_failure(outcome, side, send.url)
-        if isinstance(outcome, _Bounded):
+        if isinstance(outcome, Bounded):
             return _bounded_failure(outcome, side, send)
         if not isinstance(outcome, httpx.Response):  # pragma: no cover - driver bug
             raise TypeError("driver must answer a send with a response or an httpx error")
@@ -869,79 +862,6 @@ def _log_response(send: _Send, outcome: _Outcome, started: float) -> None:
     logger.debug("%s %s%s -> %s in %.1f ms", send.method, _origin(send.url), path, what, ms)
 
 
-def _declared_over(response: httpx.Response, cap: int) -> None:
-    declared = response.headers.get("content-length", "").strip()
-    if declared.isdigit() and int(declared) > cap:
-        raise _Bounded("too_large", f"Content-Length {int(declared):,} is over the cap")
-
-
-def _take(chunks: list[bytes], size: int, chunk: bytes, cap: int) -> int:
-    size += len(chunk)
-    if size > cap:
-        raise _Bounded("too_large", f"body passed {cap:,} bytes")
-    chunks.append(chunk)
-    return size
-
-
-def _buffered(response: httpx.Response, body: bytes) -> httpx.Response:
-    """The streamed response with its (decoded) body in memory."""
-    headers = [(k, v) for k, v in response.headers.multi_items()
-               if k.lower() != "content-encoding"]
-    encoded = response.headers.get("content-encoding", "identity").strip().lower()
-    if encoded not in ("", "identity"):  # the declared length was of the encoded bytes
-        headers = [(k, v) for k, v in headers if k.lower() != "content-length"]
-    return httpx.Response(response.status_code, headers=headers, content=body,
-                          request=response.request)
-
-
-def _late(started: float, budget: float) -> _Bounded:
-    return _Bounded("deadline", f"no complete answer within the call's deadline "
-                                f"({time.monotonic() - started:.2f} s of {budget:.2f} s)")
-
-
-def _send_sync(client: httpx.Client, send: _Send) -> httpx.Response:
-    """One exchange, streamed: the body is read under ``send.max_body`` and the
-    wall-clock ``send.budget`` (a slow-drip server cannot stretch it)."""
-    started = time.monotonic()
-    end = started + send.budget
-    request = _build(client, send)
-    response = client.send(request, stream=True, follow_redirects=send.follow_redirects)
-    try:
-        if time.monotonic() > end:
-            raise _late(started, send.budget)
-        _declared_over(response, send.max_body)
-        chunks: list[bytes] = []
-        size = 0
-        for chunk in response.iter_bytes():
-            size = _take(chunks, size, chunk, send.max_body)
-            if time.monotonic() > end:
-                raise _late(started, send.budget)
-        return _buffered(response, b"".join(chunks))
-    finally:
-        response.close()
-
-
-async def _send_async(client: httpx.AsyncClient, send: _Send) -> httpx.Response:
-    """Async twin of :func:`_send_sync`; the deadline also cancels a slow header drip."""
-    started = time.monotonic()
-    try:
-        with anyio.fail_after(max(send.budget, 0.001)):
-            request = _build(client, send)
-            response = await client.send(request, stream=True,
-                                         follow_redirects=send.follow_redirects)
-            try:
-                _declared_over(response, send.max_body)
-                chunks: list[bytes] = []
-                size = 0
-                async for chunk in response.aiter_bytes():
-                    size = _take(chunks, size, chunk, send.max_body)
-                return _buffered(response, b"".join(chunks))
-            finally:
-                await response.aclose()
-    except TimeoutError:
-        raise _late(started, send.budget) from None
-
-
 def _build(client: httpx.Client | httpx.AsyncClient, send: _Send) -> httpx.Request:
     return client.build_request(
         send.method,
@@ -1012,7 +932,8 @@ class WalrusClient:
         )
         self._sleep = sleep
         self._http = httpx.Client(
-            transport=transport, timeout=timeout, headers={"User-Agent": _USER_AGENT}
+            transport=transport if transport is not None else DeadlineTransport(),
+            timeout=timeout, headers={"User-Agent": _USER_AGENT},
         )
 
     def __repr__(self) -> str:
@@ -1062,13 +983,14 @@ class WalrusClient:
         finally:
             op.close()
 
-    def _send(self, send: _Send) -> httpx.Response | httpx.RequestError | _Bounded:
+    def _send(self, send: _Send) -> httpx.Response | httpx.RequestError | Bounded:
         self._core.stats._add("requests")
         started = time.perf_counter()
-        outcome: httpx.Response | httpx.RequestError | _Bounded
+        outcome: httpx.Response | httpx.RequestError | Bounded
         try:
-            outcome = _send_sync(self._http, send)
-        except (httpx.RequestError, _Bounded) as exc:
+            outcome = send_sync(self._http, _build(self._http, send), budget=send.budget,
+                                max_body=send.max_body, follow_redirects=send.follow_redirects)
+        except (httpx.RequestError, Bounded) as exc:
             outcome = exc
         _log_response(send, outcome, started)
         return outcome
@@ -1301,13 +1223,15 @@ class AsyncWalrusClient:
         finally:
             op.close()
 
-    async def _send(self, send: _Send) -> httpx.Response | httpx.RequestError | _Bounded:
+    async def _send(self, send: _Send) -> httpx.Response | httpx.RequestError | Bounded:
         self._core.stats._add("requests")
         started = time.perf_counter()
-        outcome: httpx.Response | httpx.RequestError | _Bounded
+        outcome: httpx.Response | httpx.RequestError | Bounded
         try:
-            outcome = await _send_async(self._http, send)
-        except (httpx.RequestError, _Bounded) as exc:
+            outcome = await send_async(self._http, _build(self._http, send), budget=send.budget,
+                                       max_body=send.max_body,
+                                       follow_redirects=send.follow_redirects)
+        except (httpx.RequestError, Bounded) as exc:
             outcome = exc
         _log_response(send, outcome, started)
         return outcome
