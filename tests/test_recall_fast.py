@@ -134,6 +134,52 @@ def test_recall_equals_the_plain_computation(
                     m.setattr(recall_mod.time, "time", lambda: NOW)
                     got = mem.recall(query, k=k, min_score=cutoff, params=params)
                 want = _plain_recall(mem, query, k, cutoff, params)
-                assert [(h.id, h.score) for h in got] == want, query
+                # Words in over half the rows are left out of the FTS5 query (bm25
+                # weight <= 2.2e-6, recall.informative_terms): scores move by < 1e-6.
+                assert [h.id for h in got] == [i for i, _ in want], query
+                for hit, (_, score) in zip(got, want, strict=True):
+                    assert hit.score == pytest.approx(score, abs=1e-6), query
                 compared += len(want)
         assert compared > 50  # the cases above are not all empty
+
+
+def test_words_in_over_half_the_rows_never_reach_fts5(
+    tmp_path: Path, fake_embedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """"user" in every fact: no FTS5 query reads its doclist, and no score changes."""
+    settings = Settings(data_dir=tmp_path / "m", use_keyring=False)
+    with Memory(settings, embedder=fake_embedder, master_key=MASTER) as mem:
+        texts = [f"User noted item {i} about the garden" for i in range(120)]
+        texts[7] = "User is allergic to peanuts"
+        texts[9] = "User likes peanuts roasted"
+        mem.remember_many(texts)
+        assert recall_mod.informative_terms({'"user"': 120, '"peanuts"': 2, '"half"': 60},
+                                            120) == {'"peanuts"': 2, '"half"': 60}
+        cat = mem._catalog
+        seen: list[str] = []
+        for name in ("fts_matches", "fts_search", "fts_scores"):
+            real = getattr(cat, name)
+
+            def spy(ns, match, *rest, _real=real):  # type: ignore[no-untyped-def]
+                seen.append(match)
+                return _real(ns, match, *rest)
+
+            monkeypatch.setattr(cat, name, spy)
+        hits = mem.recall("what does the user say about peanuts", k=5, min_score=0)
+        assert seen and all('"user"' not in m for m in seen), seen
+        assert {h.record.text for h in hits[:2]} == {texts[7], texts[9]}
+        assert all(h.lexical is None for h in hits[2:])  # "user" alone is no keyword match
+        # Keyword scores as FTS5 gives them for the full query, "user" included.
+        table = fts_table("default")
+        full = {r[0]: -r[1] for r in cat.conn.execute(
+            f"SELECT rowid, bm25({table}) FROM {table} WHERE {table} MATCH ?",
+            ('"user" OR "say" OR "peanuts"',))}
+        keys = dict(cat.conn.execute("SELECT id, key FROM memories"))
+        a, b = (full[keys[h.record.id]] for h in hits[:2])
+        assert hits[0].lexical and hits[1].lexical  # keyword signal: bm25 / scale
+        assert hits[0].lexical / hits[1].lexical == pytest.approx(a / b, rel=1e-5)
+        # Only common words: dense recall, no FTS5 call at all.
+        seen.clear()
+        mem._query_cache.clear()
+        assert len(mem.recall("user user garden item", k=3, min_score=0)) == 3
+        assert seen == []

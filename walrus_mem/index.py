@@ -158,6 +158,19 @@ class NamespaceIndex:
         sims: list[float] = (1.0 - matches.distances.astype(np.float64)).tolist()
         return keys, sims
 
+    def search_all(self, vector: npt.NDArray[np.float32]) -> tuple[list[int], list[float]]:
+        """Every key, best first, by exact cosine from the vector copies.
+
+        For a pool as large as the namespace: HNSW's beam need not reach every
+        node, and a filtered recall that widened to the whole namespace must.
+        """
+        if not self.slots:
+            return [], []
+        keys = np.fromiter(self.slots.keys(), np.int64, len(self.slots))
+        sims = self.similarities_at(np.fromiter(self.slots.values(), np.intp, len(keys)), vector)
+        order = np.argsort(-sims, kind="stable")
+        return keys[order].tolist(), sims[order].tolist()
+
     def similarities_at(
         self, slots: npt.NDArray[np.intp], vector: npt.NDArray[np.float32]
     ) -> npt.NDArray[np.float64]:

@@ -4,7 +4,9 @@ Called by :meth:`walrus_mem.Memory.recall` under the engine lock with the
 namespace's caught-up index. Local only: no network.
 
 1. top N by cosine from USearch and top N by bm25 from the namespace's FTS5
-   table (N = max(4k, 50)). When the query's words match at most
+   table (N = max(4k, 50)). Words in more than half the namespace's rows are
+   left out of the FTS5 query (:func:`informative_terms`: bm25 gives them no
+   weight, FTS5 would still read their doclists). When the query's words match at most
    ``FTS_BUDGET_FACTOR * N`` rows, one FTS5 pass returns the bm25 of *every*
    matching row, so every candidate's keyword score is known without a second
    query; otherwise the most common words are dropped from candidate
@@ -39,7 +41,8 @@ from .models import RecallHit, RecallResult
 from .ranking import FusionParams, fts_query, fuse_arrays, successor_keys
 from .rows import record_from_row, view_of_row
 
-__all__ = ["FTS_BUDGET_FACTOR", "MIN_CANDIDATES", "hybrid_recall"]
+__all__ = ["FTS_BUDGET_FACTOR", "MIN_CANDIDATES", "hybrid_recall", "informative_terms",
+           "lexical_match"]
 
 MIN_CANDIDATES: Final = 50
 FTS_BUDGET_FACTOR: Final = 10
@@ -86,6 +89,32 @@ class _Lexical:
     complete: bool  # scores holds the full query's bm25 of every matching row
 
 
+def informative_terms(counts: dict[str, int], rows: int) -> dict[str, int]:
+    """The terms whose bm25 weight is not clamped to nothing: those in at most half the rows.
+
+    SQLite's bm25 takes ``idf = log((N - n + 0.5) / (n + 0.5))`` and clamps it
+    to 1e-6 when that is <= 0, i.e. for a term in more than half of the N rows
+    ("user" in facts that all start with "User ..."). Such a term adds at most
+    ``1e-6 * (k1 + 1) = 2.2e-6`` to any row's bm25, below anything fusion can
+    tell apart (scores are relative to the best match, at least
+    ``lexical_floor``), yet FTS5 would read its whole doclist: half the
+    namespace. Dropping it keeps every row's bm25 to within 2.2e-6 and makes
+    the lexical cost independent of how common the common words are. A row
+    that matched *only* such words now counts as no keyword match (its
+    keyword signal was 2.2e-6 / scale, i.e. 0, either way).
+    """
+    return {term: count for term, count in counts.items() if 2 * count <= rows}
+
+
+def lexical_match(catalog: Catalog, ns: str, query: str, rows: int) -> str | None:
+    """The FTS5 expression recall runs for ``query``: its informative terms, OR-joined."""
+    match = fts_query(query)
+    if match is None:
+        return None
+    terms = informative_terms(catalog.fts_doc_counts(ns, match.split(" OR ")), rows)
+    return " OR ".join(terms) or None  # fts_query's format: quoted words joined by OR
+
+
 def _lexical_pass(catalog: Catalog, ns: str, match: str | None, n: int) -> _Lexical:
     if match is None:
         return _Lexical([], {}, complete=True)
@@ -124,12 +153,13 @@ def hybrid_recall(
     total = len(idx)
     if total == 0:
         return RecallResult()
-    match = fts_query(query)
+    match = lexical_match(catalog, ns, query, total)
     n = max(4 * k, MIN_CANDIDATES)
     slots = idx.slots
     nan = math.nan
     while True:
-        dense_keys, dense_sims = idx.search(vector, min(n, total))
+        dense_keys, dense_sims = (idx.search(vector, n) if n < total
+                                  else idx.search_all(vector))
         lexical = _lexical_pass(catalog, ns, match, n)
         union = list(dict.fromkeys(dense_keys + lexical.top))
         full: dict[int, sqlite3.Row] = {}
