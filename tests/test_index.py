@@ -187,3 +187,78 @@ def test_save_does_not_overwrite_a_newer_file(tmp_path: Path, cat: Catalog) -> N
     assert meta["count"] == 10
     new.close()
     old.close()
+
+
+# -- the per-memory rows saved beside the index (reopen without reading the catalog) ------
+
+
+def _rows_files(tmp_path: Path) -> list[Path]:
+    return sorted((tmp_path / "index").glob("*.rows.npy"))
+
+
+def _state(idx) -> dict[int, tuple]:  # type: ignore[no-untyped-def]
+    return {key: (idx.vectors[slot].tobytes(), float(idx.norms[slot]),
+                  float(idx.created_at[slot]), float(idx.importance[slot]))
+            for key, slot in idx.slots.items()}
+
+
+def test_reopen_maps_the_saved_rows_instead_of_reading_the_catalog(
+    tmp_path: Path, cat: Catalog, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    keys = add(cat, "ns", 40)
+    store = IndexStore(tmp_path / "index", cat)
+    before = _state(store.get("ns", "m", DIM))
+    store.close()
+    assert len(_rows_files(tmp_path)) == 1
+    monkeypatch.setattr(IndexStore, "_load_rows", lambda *a: pytest.fail("read the catalog"))
+    store = IndexStore(tmp_path / "index", cat)
+    idx = store.get("ns", "m", DIM)
+    assert idx.rows_loaded and _state(idx) == before
+    # Writes after the reopen go to private pages: the mapped file is not changed in place.
+    saved = _rows_files(tmp_path)[0].read_bytes()
+    delete(cat, "ns", keys[0])
+    more = add(cat, "ns", 2, start=100)
+    store.refresh("ns")  # same connection: data_version does not move
+    idx = store.get("ns", "m", DIM)
+    assert keys[0] not in idx.slots and set(more) <= set(idx.slots)
+    assert idx.search(unit(101), 1)[0] == [more[1]]
+    assert idx.similarities([more[0]], unit(100))[0] == pytest.approx(1.0, abs=1e-3)
+    assert _rows_files(tmp_path)[0].read_bytes() == saved
+    store.close()  # saves a new rows file and drops the old one
+    files = _rows_files(tmp_path)
+    assert len(files) == 1 and files[0].read_bytes() != saved
+    store = IndexStore(tmp_path / "index", cat)
+    idx = store.get("ns", "m", DIM)
+    assert idx.rows_loaded and len(idx) == 41 and keys[0] not in idx.slots
+    assert float(idx.vectors[~np.isin(np.arange(len(idx.keys)), list(idx.slots.values()))]
+                 .astype(np.float32).__abs__().sum()) == 0.0  # forgotten vector not kept
+    store.close()
+
+
+@pytest.mark.parametrize("damage", ["missing", "garbage", "other-count", "bad-name"])
+def test_damaged_rows_file_falls_back_to_the_catalog(
+    tmp_path: Path, cat: Catalog, damage: str
+) -> None:
+    add(cat, "ns", 25)
+    store = IndexStore(tmp_path / "index", cat)
+    before = _state(store.get("ns", "m", DIM))
+    store.close()
+    rows = _rows_files(tmp_path)[0]
+    meta_path = tmp_path / "index" / f"{index_file_stem('ns')}.meta.json"
+    if damage == "missing":
+        rows.unlink()
+    elif damage == "garbage":
+        rows.write_bytes(b"\x93NUMPY garbage" * 10)
+    elif damage == "other-count":
+        data = np.load(rows)
+        data["key"][:3] = -1  # rows of another save: fewer memories than the index
+        np.save(rows, data)
+    else:
+        meta = json.loads(meta_path.read_text())
+        meta["rows_file"] = "../../etc/passwd"
+        meta_path.write_text(json.dumps(meta))
+    store = IndexStore(tmp_path / "index", cat)
+    idx = store.get("ns", "m", DIM)
+    assert not idx.rows_loaded and _state(idx) == before
+    assert idx.search(unit(3), 1)[0] == [4]
+    store.close()
