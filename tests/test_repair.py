@@ -194,9 +194,12 @@ def test_doctor_and_repair_end_to_end_through_the_cli(tmp_path: Path, monkeypatc
         Path(str(catalog) + suffix).unlink(missing_ok=True)
     failed = invoke(["recall", "alpha"], expect=1)
     assert "walrus-mem repair" in failed.stderr
+    text = invoke(["repair"], expect=1).stdout  # moved aside; no head remembered outside it
+    assert "Catalog unusable" in text and "moved aside" in text
+    assert "walrus-mem -n default repair --manifest BLOB_ID" in text
+    assert len(list(data_dir.glob("catalog.sqlite3.corrupt-*"))) == 1
     out = invoke_json(["repair", "--manifest", head])
     assert out["ok"] is True and out["catalog"]["restored"]["default"]["restored"] == 9
-    assert list(data_dir.glob("catalog.sqlite3.corrupt-*"))
     hits = invoke_json(["recall", "alpha", "--min-score", "0"])
     assert hits
     assert invoke_json(["doctor", "--no-model"])["ok"] is True

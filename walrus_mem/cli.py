@@ -1451,9 +1451,10 @@ def repair(state: CliState, manifest_blob_id: str | None) -> None:
                          "catalog": None if rebuild is None else _dump(rebuild),
                          "namespaces": [_dump(r) for r in reports]})
     else:
-        if rebuild is not None:
+        if rebuild is not None and rebuild.moved_to is not None:
             state.out.print(f"Catalog unusable ({escape(rebuild.problems[0])}); moved aside to "
                             f"{rebuild.moved_to}.")
+        if rebuild is not None:
             for ns, restored in rebuild.restored.items():
                 state.out.print(f"  {ns}: restored {restored.restored} of {restored.total} "
                                 f"from {restored.manifest_blob_id}")

@@ -211,7 +211,12 @@ def repair_namespace(mem: Memory, namespace: str | None = None) -> RepairReport:
 def move_catalog_aside(data_dir: Path) -> Path:
     """Rename an unusable catalog (and its WAL files) out of the way; return the new path."""
     path = data_dir / "catalog.sqlite3"
-    aside = data_dir / f"catalog.sqlite3.corrupt-{time.strftime('%Y%m%dT%H%M%S')}"
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    aside = data_dir / f"catalog.sqlite3.corrupt-{stamp}"
+    n = 1
+    while aside.exists():
+        n += 1
+        aside = data_dir / f"catalog.sqlite3.corrupt-{stamp}-{n}"
     for suffix in ("", "-wal", "-shm"):
         source = Path(str(path) + suffix)
         if source.exists():
@@ -221,9 +226,12 @@ def move_catalog_aside(data_dir: Path) -> Path:
 
 
 class CatalogRebuild(BaseModel):
-    """A catalog that could not be used, moved aside, and what was restored in its place."""
+    """A catalog that could not be used, moved aside, and what was restored in its place.
 
-    moved_to: Path
+    ``moved_to`` is None when the catalog was usable and only ``--manifest`` was restored.
+    """
+
+    moved_to: Path | None
     problems: list[str] = Field(default_factory=list)
     restored: dict[str, RestoreReport] = Field(default_factory=dict)
     missing_heads: list[str] = Field(default_factory=list)  # namespaces with no head to use
@@ -245,8 +253,8 @@ def repair_data_dir(
     """Repair a data dir: an unusable catalog is rebuilt from Walrus, then each namespace.
 
     ``namespace`` limits the per-namespace repair to one; ``manifest_blob_id``
-    is the head to rebuild that namespace from when the catalog is unusable
-    and this data dir remembers none.
+    is a head to restore that namespace from (what fills a rebuilt catalog
+    when this data dir remembers no head, or a second run after such a one).
     """
     from .memory import Memory
 
@@ -264,10 +272,14 @@ def repair_data_dir(
             mem.close()
         rebuild = CatalogRebuild(moved_to=move_catalog_aside(data_dir), problems=problems)
         mem = Memory(settings, embedder=embedder)
+    elif manifest_blob_id is not None:
+        # A head given for a usable catalog (e.g. a second run after the first had none):
+        # restore fills in whatever this data dir lacks of it.
+        rebuild = CatalogRebuild(moved_to=None)
     assert mem is not None
     with mem:
         if rebuild is not None:
-            heads = remembered_heads(data_dir)
+            heads = remembered_heads(data_dir) if rebuild.moved_to is not None else {}
             if manifest_blob_id is not None:
                 heads[mem._ns(namespace)] = manifest_blob_id
             for ns, head in sorted(heads.items()):
