@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -104,6 +104,9 @@ from .repair import requeue_lost
 from .rows import expired, loads_metadata, record_from_row, view_of_row
 from .storage import Backend, open_backend
 from .walrus import WalrusClient
+
+if TYPE_CHECKING:
+    from .grants import Grant
 
 __all__ = ["CATEGORY_IMPORTANCE", "DEFAULT_IMPORTANCE", "Memory", "ProgressCallback"]
 
@@ -473,6 +476,26 @@ class Memory:
             except (InvalidInput, WalrusMemError) as exc:
                 failed.append((i, f"{type(exc).__name__}: {exc}"))
         return self._store(ns, prepared, failed, key)
+
+    def share(
+        self, memory_ids: Sequence[str] | str, *, to: str | bytes, namespace: str | None = None
+    ) -> Grant:
+        """Seal copies of these memories for one recipient (its Ed25519 public key) and
+        publish them as one blob; give the returned ``Grant.reference`` to the recipient.
+        See :mod:`walrus_mem.grants`."""
+        self._check_open()
+        from .grants import share
+
+        return share(self, list(memory_ids) if not isinstance(memory_ids, str) else memory_ids,
+                     to=to, namespace=namespace)
+
+    def accept(self, grant: str, *, namespace: str | None = None) -> RememberManyResult:
+        """Open a grant sealed to ``namespace``'s key and remember its memories there
+        (idempotent). :class:`GrantError` if it is not for this key."""
+        self._check_open()
+        from .grants import accept
+
+        return accept(self, grant, namespace=namespace)
 
     def analyze(
         self,
