@@ -305,7 +305,7 @@ class NamespaceIndex:
             self._grow(len(self.slots) + len(self.slots) // 8 + 64, exact=True)  # headroom
         name = f"{self.path.stem}.{os.urandom(6).hex()}.rows.npy"
         tmp = self.path.with_name(name + f".{os.getpid()}.tmp")
-        with open(tmp, "wb") as fh:
+        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as fh:
             np.save(fh, self.rows, allow_pickle=False)
         os.replace(tmp, self.path.with_name(name))
         return name
