@@ -373,23 +373,40 @@ def _batches(
         last = int(rows[-1][0])
 
 
-def _keys_agree(idx: NamespaceIndex, sample: int = 16) -> bool:
-    """The graph holds exactly the catalog's keys, and a sample of them the catalog's vectors.
+def _keys_agree(idx: NamespaceIndex, catalog: Catalog, sample: int = 16) -> bool:
+    """The graph and the rows hold exactly the catalog's keys, and sampled vectors are its.
 
     A file with an intact header but damaged content must not survive the
     open: a graph key the catalog does not know would surface in a recall.
+    The key sets are compared by count and sum (one index-only SQL scan, no
+    vectors read); 16 sampled vectors of the graph and of the rows are
+    compared with the catalog's.
     """
+    row = catalog.query_one("SELECT count(*), total(key) FROM memories WHERE namespace = ?",
+                            (idx.namespace,))
+    count, total = (int(row[0]), float(row[1])) if row is not None else (0, 0.0)
+    if len(idx.slots) != count or float(sum(idx.slots)) != total:
+        return False
     if not idx.slots:
         return len(idx.index) == 0
     keys = np.fromiter(idx.slots, np.uint64, len(idx.slots))
     if not bool(np.asarray(idx.index.contains(keys), dtype=bool).all()):
         return False
     chosen = keys[:: max(1, len(keys) // sample)][:sample]
-    stored = np.asarray(idx.index.get(chosen), dtype=np.float32).reshape(len(chosen), idx.dim)
-    ours = idx.vectors[idx.slots_of(chosen.tolist())].astype(np.float32)
-    dots = np.einsum("ij,ij->i", stored, ours)
-    a, b = np.linalg.norm(stored, axis=1), np.linalg.norm(ours, axis=1)
-    return bool(np.all((dots >= 0.99 * a * b) & ((a > 0) == (b > 0))))
+    truth = catalog.vectors_by_keys(idx.namespace, chosen.tolist())
+    if len(truth) != len(chosen):
+        return False
+    expected = np.stack([truth[int(k)] for k in chosen]).astype(np.float32)
+    graph = np.asarray(idx.index.get(chosen), dtype=np.float32).reshape(len(chosen), idx.dim)
+    rows = idx.vectors[idx.slots_of(chosen.tolist())].astype(np.float32)
+    return _same(graph, expected) and _same(rows, expected)
+
+
+def _same(a: npt.NDArray[np.float32], b: npt.NDArray[np.float32]) -> bool:
+    """Row-wise: the same direction (float16 copies of one vector), or both zero."""
+    dots = np.einsum("ij,ij->i", a, b)
+    na, nb = np.linalg.norm(a, axis=1), np.linalg.norm(b, axis=1)
+    return bool(np.all((dots >= 0.99 * na * nb) & ((na > 0) == (nb > 0))))
 
 
 class IndexStore:
@@ -439,7 +456,7 @@ class IndexStore:
                 log.warning("index %s is older than the change log; rebuilding", idx.path.name)
             else:
                 self._catch_up(idx)
-                if len(idx) == self.catalog.count(namespace) and _keys_agree(idx):
+                if len(idx) == self.catalog.count(namespace) and _keys_agree(idx, self.catalog):
                     return idx
                 log.warning("index %s disagrees with the catalog; rebuilding", idx.path.name)
         self._rebuild(idx)
