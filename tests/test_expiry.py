@@ -145,3 +145,24 @@ def test_sync_renews_expired_blobs_so_no_manifest_lists_them(tmp_path: Path) -> 
                     master_key=MASTER_HEX) as fresh:
             restored = fresh.restore("default", head)
             assert restored.total == 41 and restored.restored == 41 and not restored.failed
+
+
+def test_a_manifest_can_carry_the_clock_to_a_fresh_machine(tmp_path: Path) -> None:
+    writer = Catalog(tmp_path / "w.sqlite3")
+    reader = Catalog(tmp_path / "r.sqlite3")
+    try:
+        clock = EpochClock(writer, epoch_seconds=10)
+        assert clock.export() is None
+        clock.observe(4, at=time.time() - 25)
+        carried = clock.export()
+        assert carried is not None and carried["epoch"] == 4
+        fresh = EpochClock(reader, epoch_seconds=10)
+        for junk in (None, "x", {"epoch": "4"}, {"epoch": True, "seen_at": 1.0},
+                     {"epoch": 4, "seen_at": float("nan")}, {"epoch": 9, "seen_at": 1e12}):
+            fresh.seed(junk)
+        assert fresh.current() is None
+        fresh.seed(carried)
+        assert fresh.current() == 6 and fresh.expired(6) and not fresh.expired(7)
+    finally:
+        writer.close()
+        reader.close()

@@ -149,6 +149,35 @@ class EpochClock:
             return
         self._catalog.note_epoch(int(epoch), at=self._now() if at is None else at)
 
+    def export(self) -> dict[str, Any] | None:
+        """The newest sighting (and a known epoch length) for a manifest to carry.
+
+        A fresh machine restoring from that manifest seeds its clock with
+        :meth:`seed`, so it can tell expired blobs from missing ones before
+        it has stored anything itself.
+        """
+        reading = self.reading()
+        if reading.newest_seen is None or reading.seen_at is None:
+            return None
+        out: dict[str, Any] = {"epoch": reading.newest_seen, "seen_at": reading.seen_at}
+        if reading.epoch_seconds is not None:
+            out["epoch_seconds"] = reading.epoch_seconds
+        return out
+
+    def seed(self, exported: object) -> None:
+        """Take a sighting carried by a manifest (see :meth:`export`); junk is ignored.
+
+        The sighting is the writer's, signed with the manifest: it only moves
+        this clock forward, and a fresh store answer re-anchors it anyway.
+        """
+        if not isinstance(exported, dict):
+            return
+        epoch, seen_at = exported.get("epoch"), exported.get("seen_at")
+        if isinstance(epoch, int) and not isinstance(epoch, bool) and epoch >= 0 \
+                and isinstance(seen_at, int | float) and math.isfinite(seen_at) \
+                and seen_at <= self._now() + 300:
+            self.observe(epoch, at=float(seen_at))
+
     def sightings(self) -> dict[int, list[float]]:
         return _load(self._catalog.get_meta(META_KEY))
 
