@@ -166,3 +166,14 @@ def test_a_manifest_can_carry_the_clock_to_a_fresh_machine(tmp_path: Path) -> No
     finally:
         writer.close()
         reader.close()
+
+
+def test_drop_expired_keeps_what_a_manifest_may_list(catalog: Catalog) -> None:
+    clock = EpochClock(catalog, epoch_seconds=10)
+    clock.observe(7, at=time.time())
+    rows = [{"id": "m1", "blob_id": "b1", "quilt_patch_id": None, "end_epoch": 7},
+            {"id": "m2", "blob_id": "b2", "quilt_patch_id": "p2", "end_epoch": 8},
+            {"id": "m3", "blob_id": "b3", "quilt_patch_id": None, "end_epoch": None}]
+    kept, gone = clock.drop_expired(rows)
+    assert [r["id"] for r in kept] == ["m2", "m3"]
+    assert gone[0].memory_id == "m1" and "end epoch 7" in gone[0].reason
