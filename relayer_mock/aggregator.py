@@ -57,6 +57,9 @@ class AggregatorRoutes(FaultResponses):
     """Read handlers."""
 
     async def _available(self, blob_id: str) -> BlobInfo | Response:
+        local = self.settings.operator_blocklist
+        if blob_id in local or "*" in local:
+            return forbidden_blob()  # this operator's own blocklist (--blocklist-path)
         try:
             info = await run_in_threadpool(self.store.get_blob, blob_id)
         except BlobBlocked:

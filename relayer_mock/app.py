@@ -12,7 +12,7 @@ import asyncio
 import os
 import random
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Literal
 
 from starlette.applications import Starlette
@@ -169,6 +169,7 @@ def create_app(
     role: Literal["publisher", "aggregator", "both"] = "both",
     store_latency: str | StoreLatency | None = None,
     not_found_after_store: float = 0.0,
+    operator_blocklist: Iterable[str] = (),
 ) -> Starlette:
     """Build the relayer_mock ASGI app over ``data_dir`` (created if missing).
 
@@ -199,6 +200,9 @@ def create_app(
             ``"200"``, ``"50-400"``, ``"lognormal:300:0.6"``, ``"exp:250"`` ms); reads of a
             blob being stored answer 503 BLOB_UNAVAILABLE meanwhile.
         not_found_after_store: seconds a freshly stored blob still answers 404 (CDN lag).
+        operator_blocklist: blob ids this app's reads answer 451 for (``"*"``: all), like
+            one operator's ``--blocklist-path``; the ``/_mock/blocklist`` one is shared
+            through the data dir.
 
     The :class:`Relayer` (store, fault injector, settings) is ``app.state.relayer``.
     """
@@ -216,6 +220,7 @@ def create_app(
         role=role,
         store_latency=StoreLatency.parse(store_latency),
         not_found_after_store=float(not_found_after_store),
+        operator_blocklist=frozenset(operator_blocklist),
     )
     if role not in ("publisher", "aggregator", "both"):
         raise ValueError(f"role must be publisher, aggregator or both, got {role!r}")

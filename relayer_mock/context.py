@@ -43,6 +43,9 @@ class RelayerSettings:
     role: str = "both"  # publisher | aggregator | both
     store_latency: StoreLatency = StoreLatency()
     not_found_after_store: float = 0.0  # seconds a fresh blob still answers 404 (CDN lag)
+    # this app's own blocklist (the daemon's --blocklist-path; "*" blocks every blob), unlike
+    # the shared one of /_mock/blocklist, so two aggregators on one data dir can disagree
+    operator_blocklist: frozenset[str] = frozenset()
 
     def public_dict(self) -> dict[str, Any]:
         return {
