@@ -181,17 +181,23 @@ class NamespaceIndex:
         return keys, sims
 
     def search_all(self, vector: npt.NDArray[np.float32]) -> tuple[list[int], list[float]]:
-        """Every key, best first, by exact cosine from the vector copies.
+        """Every key, best first: USearch's answer completed with what its beam missed.
 
         For a pool as large as the namespace: HNSW's beam need not reach every
         node, and a filtered recall that widened to the whole namespace must.
+        Keys USearch returns keep its similarity (as in :meth:`search`); the
+        others get the exact cosine of their vector copies.
         """
-        if not self.slots:
-            return [], []
-        keys = np.fromiter(self.slots.keys(), np.int64, len(self.slots))
-        sims = self.similarities_at(np.fromiter(self.slots.values(), np.intp, len(keys)), vector)
-        order = np.argsort(-sims, kind="stable")
-        return keys[order].tolist(), sims[order].tolist()
+        keys, sims = self.search(vector, len(self.slots))
+        if len(keys) >= len(self.slots):
+            return keys, sims
+        found = set(keys)
+        missing = [key for key in self.slots if key not in found]
+        extra = self.similarities_at(self.slots_of(missing), vector)
+        all_keys = np.asarray(keys + missing, dtype=np.int64)
+        all_sims = np.concatenate([np.asarray(sims, dtype=np.float64), extra])
+        order = np.argsort(-all_sims, kind="stable")
+        return all_keys[order].tolist(), all_sims[order].tolist()
 
     def similarities_at(
         self, slots: npt.NDArray[np.intp], vector: npt.NDArray[np.float32]
