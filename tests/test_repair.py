@@ -203,3 +203,26 @@ def test_doctor_and_repair_end_to_end_through_the_cli(tmp_path: Path, monkeypatc
     hits = invoke_json(["recall", "alpha", "--min-score", "0"])
     assert hits
     assert invoke_json(["doctor", "--no-model"])["ok"] is True
+
+
+def test_doctor_shows_what_expires_when_and_sync_clears_it(mem_dir: Path) -> None:
+    from walrus_mem.doctor import check_integrity
+
+    settings = make_settings(mem_dir, epochs=2, epoch_seconds=86400)
+    with Memory(settings, embedder=HashEmbedder(), master_key=MASTER_HEX) as mem:
+        mem.remember_many([f"expiring fact {i}" for i in range(5)])
+        mem.sync()
+        checks = {c.name: c for c in check_integrity(mem)}
+        assert checks["expiry default"].status == "ok"
+        assert "5 end at epoch 3 (~" in checks["expiry default"].detail
+        assert "86400 s (configured)" in checks["expiry default"].detail
+        mock_admin(mem).post("/_mock/epoch/advance", params={"by": 3}).raise_for_status()
+        checks = {c.name: c for c in check_integrity(mem)}
+        expiry = checks["expiry default"]
+        assert expiry.status == "fail" and "5 memories are past their end epoch" in expiry.detail
+        assert "sync" in expiry.fix
+        assert checks["head default"].status == "fail"  # the manifest expired with them
+        report = mem.sync()
+        assert report.renewed == 5 and report.manifests
+        checks = {c.name: c for c in check_integrity(mem)}
+        assert checks["expiry default"].status == "ok" and checks["head default"].status == "ok"

@@ -55,6 +55,7 @@ __all__ = [
 ]
 
 Status = Literal["ok", "warn", "fail"]
+HEAD_READ_SECONDS = 5.0  # doctor's read of the newest manifest
 SEALED_SAMPLE = 2000  # sealed copies doctor opens per namespace (repair opens all)
 _PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
@@ -443,6 +444,10 @@ def _when(ts: float | None) -> str:
 
 def _expiry_check(mem: Any, ns: str) -> Check:
     """What expires when, by the epoch clock learned from store answers."""
+    try:
+        mem.current_epoch()  # notes the mock's exact epoch when it has one
+    except WalrusMemError:
+        pass  # the clock still answers from what store answers showed
     reading = mem.epoch_clock.reading()
     margin = mem.settings.renew_margin_epochs
     rows = mem._catalog.query(
@@ -477,10 +482,17 @@ def _head_check(mem: Any, ns: str) -> Check:
     name = f"head {ns}"
     if head is None:
         return Check(name, "ok", "no manifest yet")
+    row = mem._catalog.query_one(
+        "SELECT end_epoch FROM manifests WHERE namespace = ? ORDER BY seq DESC LIMIT 1", (ns,))
+    end = None if row is None else row[0]
+    if mem.epoch_clock.expired(end):
+        return Check(name, "fail", f"newest manifest {head} ended at epoch {end} (current "
+                                   f"~{mem.epoch_clock.current()})",
+                     f"walrus-mem -n {ns} sync (publishes a new manifest)")
     try:
         keys = mem.keys_for(ns)
-        mem.walrus.read_blob(str(head), verify=lambda raw: open_envelope(
-            keys, raw, expected_kind="manifest"))
+        mem.walrus.read_blob(str(head), deadline=HEAD_READ_SECONDS, verify=lambda raw:
+                             open_envelope(keys, raw, expected_kind="manifest"))
     except WalrusMemError as exc:
         return Check(name, "fail", f"newest manifest {head} is not readable: "
                                    f"{type(exc).__name__}: {exc}",
