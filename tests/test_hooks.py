@@ -161,7 +161,10 @@ def test_injection_payloads_come_back_escaped_inside_the_block(hooks, memory, mo
     reasons = {t.reason.split(":")[0] for t in ctx.trace if not t.included}
     assert "injection" in reasons
     # structural safety does not depend on the detector: switch it off
-    monkeypatch.setattr("walrus_mem.hooks.detect_injection", lambda text: False)
+    from walrus_mem.safety import InjectionResult
+
+    monkeypatch.setattr("walrus_mem.hooks.screen_records",
+                        lambda memory, records, ns: [InjectionResult(False) for _ in records])
     ctx = hooks.before_prompt_build(query, RESEARCHER)
     assert len(ctx.memories) == len(payloads)
     blocks = parse_memory_blocks(ctx.prepend_context)

@@ -58,11 +58,11 @@ from .extract import (
     HeuristicExtractor,
     normalize_messages,
 )
+from .prompt_screen import safe_category, screen_records
 from .safety import (
     MemoryItem,
     SecretPolicy,
     approx_tokens,
-    detect_injection,
     escape_for_prompt,
     redact_secrets,
     render_memory_block,
@@ -431,13 +431,17 @@ class MemoryHooks:
         trace: list[TraceEntry] = []
         chosen: list[Any] = []
         items: list[MemoryItem] = []
+        relevant = [h for h in hits if float(h.score) >= options.min_relevance]
+        verdicts = dict(zip((h.record.id for h in relevant),
+                            screen_records(self.memory, [h.record for h in relevant],
+                                           session.namespace), strict=True))
         for hit in hits:
             score = float(hit.score)
             record = hit.record
             if score < options.min_relevance:
                 trace.append(TraceEntry(record.id, score, False, "below_min_relevance"))
                 continue
-            flagged = detect_injection(record.text)
+            flagged = verdicts[record.id]
             if flagged:
                 reason = "injection:" + ",".join(flagged.labels)
                 trace.append(TraceEntry(record.id, score, False, reason))
@@ -446,8 +450,9 @@ class MemoryHooks:
                 trace.append(TraceEntry(record.id, score, False, "over_max_results"))
                 continue
             attrs = {"score": f"{score:.2f}"}
-            if record.category:
-                attrs["category"] = str(record.category)
+            category = safe_category(record.category)
+            if category:
+                attrs["category"] = category
             attrs["date"] = record.created_at.date().isoformat()
             item = MemoryItem(record.id, record.text, attrs)
             cost = approx_tokens(render_memory_item(item)) + 1

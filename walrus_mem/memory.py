@@ -872,6 +872,16 @@ class Memory:
         self._check_open()
         return self._catalog.namespaces()
 
+    def stored_vectors(
+        self, ids: Sequence[str], *, namespace: str | None = None
+    ) -> dict[str, npt.NDArray[np.float32]]:
+        """The embeddings computed at remember time, by memory id (no re-embedding)."""
+        self._check_open()
+        ns = self._ns(namespace)
+        rows = self._catalog.memories_by_ids(ns, list(ids))
+        by_key = self._catalog.vectors_by_keys(ns, [int(r["key"]) for r in rows.values()])
+        return {mid: by_key[int(r["key"])] for mid, r in rows.items() if int(r["key"]) in by_key}
+
     def history(
         self, memory_id: str, *, namespace: str | None = None
     ) -> builtins.list[HistoryEntry]:

@@ -22,8 +22,6 @@ recalled memories are never re-captured.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import html
 import math
 import re
@@ -34,6 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
+from . import injection
 from .secret_checks import normalised_view, validated_spans
 
 __all__ = [
@@ -225,7 +224,9 @@ _INJECTION_PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = tuple(
             "role_hijack",
             r"\b(?:act|behave|respond|roleplay|role-play|pose)\s+as\s+(?:if\s+you\s+(?:were|are)\s+)?"
             r"(?:an?\s+)?(?:unrestricted|unfiltered|uncensored|jailbroken|evil|malicious|dan\b"
-            r"|different\s+ai|ai\s+without|the\s+system|root|admin(?:istrator)?|developer|hacker"
+            r"|different\s+ai|ai\s+without|the\s+system|(?:root|admin(?:istrator)?|developer|hacker)"
+            r"(?!\s+(?:advocate|relations|evangelist|experience|champion|on\s+call|for\s+the"
+            r"|of\s+the|in\s+the|at\b))"
             r"|my\s+(?:late\s+|dead\s+|deceased\s+)?grand(?:ma|mother|pa|father))",
         ),
         (
@@ -247,8 +248,10 @@ _INJECTION_PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = tuple(
         ),
         (
             "role_hijack",
-            r"\bthe\s+real\s+user\s+is\s+not\b|\bi\s+am\s+(?:your|the)\s+(?:developer|creator"
-            r"|administrator|admin|system|operator)\b",
+            r"\bthe\s+real\s+user\s+is\s+not\b|\bi\s+am\s+your\s+(?:developer|creator"
+            r"|administrator|admin|system|operator)\b|\bi\s+am\s+the\s+(?:developer|creator"
+            r"|administrator|admin|system|operator)\b(?=\s*(?:[,;:!]|$|and\s+(?:i|you)\b"
+            r"|so\s+you\b|now\b|here\b))",
         ),
         # -- role and tag spoofing ----------------------------------------------
         (
@@ -361,7 +364,7 @@ _INJECTION_PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = tuple(
             r"|the\s+(?:hidden|initial|original|secret|full|entire|exact|complete|raw|developer))\s+"
             r"(?:(?:hidden|initial|original|secret|full|entire|exact|complete|raw|first|previous"
             r"|prior)\s+)?(?:system\s+)?(?:prompt|instructions|developer\s+message|configuration|rules"
-            r"|guidelines|directives)\b",
+            r"|guidelines|directives)\b(?!\s+(?:for|on|to|of|in|about|from|that\s+came)\b)",
         ),
         (
             "prompt_leak",
@@ -379,12 +382,9 @@ _INJECTION_PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = tuple(
             r"\bwhen(?:ever)?\s+you\s+(?:read|see|recall|retrieve|load|process|encounter|find)\s+"
             r"this\b",
         ),
-        (
-            "poisoning",
-            r"\b(?:note|message|instructions?|attention|important|reminder|warning)\s+(?:to|for)\s+"
-            r"(?:the\s+|any\s+|all\s+|every\s+)?(?:ai|assistants?|llms?|language\s+models?"
-            r"|chatbots?|agents?|bots?|gpt|claude|models?)\b",
-        ),
+        # (an address to the model alone -- "Note to the assistant: I prefer metric
+        # units" -- is ordinary; walrus_mem.injection.structural_cues flags it only
+        # together with an action, a sensitive object or a harmful claim)
         (
             "poisoning",
             r"\b(?:ais?|assistants?|llms?|agents?|models?|bots?)\s+(?:reading|processing|seeing"
@@ -419,7 +419,8 @@ _INJECTION_PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = tuple(
             "non_english",
             # es
             r"\b(?:ignora|ignore|ignorar|olvida|olvidar|olvide)\s+(?:todas?\s+)?(?:las|tus|sus|los)?"
-            r"\s*(?:instrucciones|reglas|indicaciones|órdenes|directrices)\b"
+            r"\s*(?:instrucciones|indicaciones|órdenes|directrices)\b"
+            r"|\b(?:ignora|ignorar|olvida|olvidar|olvide)\s+(?:todas\s+las|tus|sus)\s+reglas\b"
             r"|\bno\s+sigas\s+(?:las|tus)\s+(?:instrucciones|reglas)"
             r"|\ba\s+partir\s+de\s+ahora\s+eres\b|\bahora\s+eres\s+(?:un|una|el|la)\b"
             r"|\b(?:revela|muestra)\s+(?:tu|el)\s+(?:prompt|mensaje)\s+(?:del?|de)\s+sistema",
@@ -505,8 +506,6 @@ _SQUASHED_PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     re.compile(r"revealyoursystemprompt|systempromptoverride"),
 )
 
-_B64_RUN: Final = re.compile(r"[A-Za-z0-9+/]{24,}={0,2}")
-_MAX_SCAN: Final = 20_000  # characters; longer texts are scanned at both ends
 
 
 @dataclass(frozen=True)
@@ -527,66 +526,49 @@ class InjectionResult:
         return self.flagged
 
 
-def _scan_views(text: str) -> list[str]:
-    if len(text) > _MAX_SCAN:
-        half = _MAX_SCAN // 2
-        text = text[:half] + "\n" + text[-half:]
-    normalised = _normalise(text)
-    views = [normalised]
-    latin = normalised.translate(_HOMOGLYPHS)
-    if latin != normalised:
-        views.append(latin)
-    return views
+def _labelled_hits(view: str) -> Iterable[tuple[str, str]]:
+    """Every layer on one normalised view: pattern families, paraphrases, lexicons, cues."""
+    for label, pattern in _INJECTION_PATTERNS:
+        found = pattern.search(view)
+        if found:
+            yield label, found.group(0)
+    yield from injection.paraphrase_hits(view)
+    for _lang, snippet in injection.lexicon_hits(view):
+        yield "non_english", snippet
+    yield from injection.structural_cues(view)
+    squashed = _squash(view)
+    for pattern in _SQUASHED_PATTERNS:
+        found = pattern.search(squashed)
+        if found:
+            yield "obfuscated", found.group(0)
+            break
 
 
-def _decoded_payloads(text: str) -> Iterable[str]:
-    for match in _B64_RUN.finditer(text):
-        chunk = match.group(0)
-        try:
-            raw = base64.b64decode(chunk + "=" * (-len(chunk) % 4), validate=True)
-            decoded = raw.decode("utf-8")
-        except (binascii.Error, UnicodeDecodeError, ValueError):
-            continue
-        if decoded.isprintable() and sum(c.isalpha() for c in decoded) > len(decoded) // 2:
-            yield decoded
-
-
-def detect_injection(text: str, *, _depth: int = 0) -> InjectionResult:
+def detect_injection(text: str) -> InjectionResult:
     """Return whether ``text`` looks like a prompt-injection attempt, and why.
 
-    The text is HTML-unescaped, NFKC-folded, stripped of invisible characters
-    and casefolded; patterns run on that, on a homoglyph-folded copy, on a
-    letters-only "squashed" copy (for spaced-out or leetspeak payloads) and on
-    base64 runs that decode to text. Advisory only: see the module docstring.
+    Runs the layers of :mod:`walrus_mem.injection` on every normalised view
+    (NFKC, invisibles and bidi removed, homoglyphs, spaced and leet forms,
+    decoded base64 / hex / percent / rot13) of every window of the text; the
+    whole text is scanned, however long. Advisory only: see the module
+    docstring. The semantic layer needs embeddings and runs where they exist
+    (:func:`walrus_mem.prompt_screen.screen_records`).
     """
     if not text or not text.strip():
         return InjectionResult(False)
     labels: list[str] = []
     reasons: list[str] = []
-
-    def hit(label: str, snippet: str) -> None:
-        if label not in labels:
-            labels.append(label)
-            reasons.append(f"{label}: {snippet[:80]!r}")
-
-    for view in _scan_views(text):
-        for label, pattern in _INJECTION_PATTERNS:
-            if label in labels:
-                continue
-            found = pattern.search(view)
-            if found:
-                hit(label, found.group(0))
-        squashed = _squash(view)
-        for pattern in _SQUASHED_PATTERNS:
-            found = pattern.search(squashed)
-            if found:
-                hit("obfuscated", found.group(0))
-                break
-    if _depth == 0:
-        for decoded in _decoded_payloads(text):
-            if detect_injection(decoded, _depth=1):
-                hit("encoded", decoded)
-                break
+    for window in injection.windows(text):
+        all_views = injection.views(window)
+        decoded = set(all_views[4:]) if len(all_views) > 4 else set()
+        for view in all_views:
+            for label, snippet in _labelled_hits(view):
+                if view in decoded and label not in labels and "encoded" not in labels:
+                    labels.append("encoded")
+                    reasons.append(f"encoded: {snippet[:80]!r}")
+                if label not in labels:
+                    labels.append(label)
+                    reasons.append(f"{label}: {snippet[:80]!r}")
     return InjectionResult(bool(labels), tuple(labels), tuple(reasons))
 
 

@@ -33,7 +33,7 @@ import logging
 import re
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -46,9 +46,9 @@ from .errors import (
 )
 from .extract import CATEGORIES, Category
 from .keys import validate_namespace
+from .prompt_screen import safe_category, screen_records, screen_text
 from .safety import (
     MemoryItem,
-    detect_injection,
     escape_for_prompt,
     redact_secrets,
     render_memory_block,
@@ -75,6 +75,8 @@ ToolResult = dict[str, Any]
 
 MAX_FACTS: Final = 20
 MAX_QUERY_CHARS: Final = 2000
+# Tool-written facts are short statements; a cap keeps payloads from hiding in filler.
+MAX_FACT_CHARS: Final = 2000
 # Forget-by-query deletes: demand a clearly relevant match. 0.58 is the old
 # cosine-like 0.35 on ranking's readable scale (ranking.readable(0.35)).
 FORGET_MIN_SCORE: Final = 0.58
@@ -105,7 +107,8 @@ class SearchInput(_Input):
 
 
 class StoreInput(_Input):
-    facts: list[str] = Field(min_length=1, max_length=MAX_FACTS)
+    facts: list[Annotated[str, Field(max_length=MAX_FACT_CHARS)]] = Field(
+        min_length=1, max_length=MAX_FACTS)
     category: Category | None = None
     importance: float | None = Field(default=None, ge=0.0, le=1.0)
     metadata: dict[str, Any] | None = None
@@ -143,7 +146,7 @@ class ForgetInput(_Input):
 
 class UpdateInput(_Input):
     id: str = Field(pattern=_ID_PATTERN)
-    text: str | None = Field(default=None, min_length=1)
+    text: str | None = Field(default=None, min_length=1, max_length=MAX_FACT_CHARS)
     category: Category | None = None
     importance: float | None = Field(default=None, ge=0.0, le=1.0)
     metadata: dict[str, Any] | None = None
@@ -224,7 +227,8 @@ TOOL_SPECS: Final[list[dict[str, Any]]] = [
         "all facts in one call share the category. Never store credentials or passwords: they "
         "are redacted or dropped.",
         {
-            "facts": {"type": "array", "items": {"type": "string", "minLength": 1},
+            "facts": {"type": "array", "items": {"type": "string", "minLength": 1,
+                                                  "maxLength": MAX_FACT_CHARS},
                       "minItems": 1, "maxItems": MAX_FACTS},
             "category": _CATEGORY,
             "importance": {"type": "number", "minimum": 0, "maximum": 1,
@@ -265,7 +269,7 @@ TOOL_SPECS: Final[list[dict[str, Any]]] = [
         "over forget + store.",
         {
             "id": _ID,
-            "text": {"type": "string", "minLength": 1},
+            "text": {"type": "string", "minLength": 1, "maxLength": MAX_FACT_CHARS},
             "category": _CATEGORY,
             "importance": {"type": "number", "minimum": 0, "maximum": 1},
             "metadata": {"type": "object"},
@@ -316,7 +320,7 @@ def _safe(value: Any) -> Any:
 def _meta(record: Any, *, metadata: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {
         "id": record.id,
-        "category": _safe(record.category),
+        "category": safe_category(record.category),
         "importance": record.importance,
         "created_at": _iso(record.created_at),
         "updated_at": _iso(record.updated_at),
@@ -330,9 +334,20 @@ def _meta(record: Any, *, metadata: bool = False) -> dict[str, Any]:
 
 def _item(record: Any, **attrs: Any) -> MemoryItem:
     extra = {k: str(v) for k, v in attrs.items() if v is not None}
-    if record.category:
-        extra.setdefault("category", str(record.category))
+    category = safe_category(record.category)
+    if category:
+        extra.setdefault("category", category)
     return MemoryItem(record.id, record.text, extra)
+
+
+def _screened(ctx: _Context, records: list[Any], ns: str) -> tuple[list[Any], list[str]]:
+    """Split records into those that may reach the model and the ids withheld."""
+    verdicts = screen_records(ctx.memory, records, ns)
+    kept = [r for r, v in zip(records, verdicts, strict=True) if not v]
+    withheld = [r.id for r, v in zip(records, verdicts, strict=True) if v]
+    if withheld:
+        log.warning("walrus_mem: %d memory text(s) withheld as injection in %r", len(withheld), ns)
+    return kept, withheld
 
 
 def _block(items: list[MemoryItem], namespace: str) -> str:
@@ -374,12 +389,10 @@ def _search(ctx: _Context, args: SearchInput) -> dict[str, Any]:
         filters = {"AND": [filters, cat]} if filters else cat
     hits = ctx.memory.recall(args.query, namespace=ns, k=args.limit, filters=filters,
                              min_score=args.min_score)
-    kept, flagged = [], 0
-    for hit in hits:
-        if detect_injection(hit.record.text):
-            flagged += 1
-            continue
-        kept.append(hit)
+    records, withheld = _screened(ctx, [h.record for h in hits], ns)
+    allowed = {r.id for r in records}
+    kept = [h for h in hits if h.record.id in allowed]
+    flagged = len(withheld)
     return {
         "namespace": ns,
         "count": len(kept),
@@ -471,8 +484,10 @@ def _store(ctx: _Context, args: StoreInput) -> dict[str, Any]:
 def _get(ctx: _Context, args: GetInput) -> dict[str, Any]:
     ns = ctx.namespace(args.namespace)
     record = ctx.memory.get(args.id, namespace=ns)
+    kept, withheld = _screened(ctx, [record], ns)
     return {"namespace": ns, "memory": _meta(record, metadata=True),
-            "context": _block([_item(record)], ns)}
+            "context": _block([_item(r) for r in kept], ns),
+            "withheld_as_injection": withheld}
 
 
 def _list(ctx: _Context, args: ListInput) -> dict[str, Any]:
@@ -482,12 +497,14 @@ def _list(ctx: _Context, args: ListInput) -> dict[str, Any]:
         cat = {"category": args.category}
         filters = {"AND": [filters, cat]} if filters else cat
     records = ctx.memory.list(ns, filters=filters, limit=args.limit, offset=args.offset)
+    kept, withheld = _screened(ctx, records, ns)
     return {
         "namespace": ns,
         "count": len(records),
         "offset": args.offset,
         "memories": [_meta(r) for r in records],
-        "context": _block([_item(r) for r in records], ns),
+        "context": _block([_item(r) for r in kept], ns),
+        "withheld_as_injection": withheld,
     }
 
 
@@ -523,9 +540,11 @@ def _update(ctx: _Context, args: UpdateInput) -> dict[str, Any]:
     metadata, metadata_redacted = _screen_metadata(args.metadata)
     record = ctx.memory.update(args.id, text, namespace=ns, metadata=metadata,
                                category=args.category, importance=args.importance)
+    kept, withheld = _screened(ctx, [record], ns)
     return {"namespace": ns, "memory": _meta(record), "redacted": redacted,
             "metadata_redacted": metadata_redacted,
-            "context": _block([_item(record)], ns)}
+            "context": _block([_item(r) for r in kept], ns),
+            "withheld_as_injection": withheld}
 
 
 def _delete_all(ctx: _Context, args: DeleteAllInput) -> dict[str, Any]:
@@ -538,17 +557,22 @@ def _delete_all(ctx: _Context, args: DeleteAllInput) -> dict[str, Any]:
 def _history(ctx: _Context, args: HistoryInput) -> dict[str, Any]:
     ns = ctx.namespace(args.namespace)
     entries = ctx.memory.history(args.id, namespace=ns)
-    items = [
-        MemoryItem(args.id, e.text, {"version": str(e.version), "event": e.event})
-        for e in entries
-        if e.text is not None
-    ]
+    items: list[MemoryItem] = []
+    withheld: list[int] = []
+    for e in entries:
+        if e.text is None:
+            continue
+        if screen_text(e.text):  # old versions have no stored embedding: text layers
+            withheld.append(e.version)
+            continue
+        items.append(MemoryItem(args.id, e.text, {"version": str(e.version), "event": e.event}))
     return {
         "namespace": ns,
         "memory_id": args.id,
         "versions": [{"version": e.version, "event": e.event, "at": _iso(e.at),
                       "has_text": e.text is not None} for e in entries],
         "context": _block(items, ns),
+        "withheld_versions_as_injection": withheld,
     }
 
 
