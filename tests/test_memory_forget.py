@@ -23,6 +23,7 @@ from walrus_mem.errors import (
     TamperedBlob,
     WrongNamespace,
 )
+from walrus_mem.heads import HeadRef
 from walrus_mem.keys import MasterSeed, NamespaceKeys
 from walrus_mem.manifest import parse_page, parse_root
 from walrus_mem.memory import Memory
@@ -34,12 +35,13 @@ def manifest_ids(mem: Memory, ns: str = "default") -> set[str]:
     keys = mem.keys_for(ns)
     blob = mem.stats(ns).manifest_blob_id
     assert blob is not None
-    root = parse_root(open_envelope(keys, mem.walrus.read_blob(blob), expected_kind="manifest"))
+    root = parse_root(open_envelope(keys, mem.walrus.read_blob(HeadRef.parse(blob).blob_id),
+                                    expected_kind="manifest"))
     entries = list(root.entries or [])
     for page_blob, patch, digest, _ in root.pages:
         raw = mem.walrus.read_quilt_patch(patch) if patch else mem.walrus.read_blob(page_blob)
         entries += parse_page(open_envelope(keys, raw, expected_id=f"page-{digest}"), digest)
-    return {e.memory_id for e in entries}
+    return {e.memory_id for e in entries if not e.deleted}
 
 
 # -- update / history ----------------------------------------------------------------

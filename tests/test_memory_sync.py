@@ -21,6 +21,7 @@ from tests.helpers_memory import (
 )
 from walrus_mem.envelope import open_envelope
 from walrus_mem.errors import InvalidInput, WrongNamespace
+from walrus_mem.heads import HeadRef
 from walrus_mem.manifest import parse_root
 from walrus_mem.memory import Memory
 from walrus_mem.retry import RetryPolicy
@@ -163,8 +164,9 @@ def test_manifest_every_n_writes(mem_dir: Path, fake_embedder) -> None:
         m.remember_many(["w4", "w5", "w6"])
         second = m.stats().manifest_blob_id
         assert second not in (None, first) and m.stats().manifest_seq == 2
-        root = parse_root(open_envelope(m.keys_for("default"), m.walrus.read_blob(second)))
-        assert root.prev == first and root.count == 6 and root.seq == 2
+        root = parse_root(open_envelope(m.keys_for("default"),
+                                        m.walrus.read_blob(HeadRef.parse(second).blob_id)))
+        assert root.parents == [first] and root.count == 6 and root.seq == 2
 
 
 def test_restore_rebuilds_everything_from_walrus_alone(
@@ -190,7 +192,7 @@ def test_restore_rebuilds_everything_from_walrus_alone(
         expected = {r.id: r for r in src.list(limit=1000)}
     root = parse_root(open_envelope(
         open_mem(tmp_path / "probe", shared_walrus).keys_for("default"),
-        client_for(shared_walrus).read_blob(manifest_id)))
+        client_for(shared_walrus).read_blob(HeadRef.parse(manifest_id).blob_id)))
     assert root.entries is None and root.pages  # large namespace: paged manifest
     calls: list[tuple[int, int]] = []
     with open_mem(tmp_path / "b", shared_walrus) as dst:
@@ -211,8 +213,8 @@ def test_restore_rebuilds_everything_from_walrus_alone(
         assert dst.get(updated.id, verify=True).text.endswith("updated")
         assert dst.stats().manifest_blob_id == manifest_id
         assert [h.event for h in dst.history(single.id)] == ["RESTORE"]
-        again = dst.restore("default")  # second run: everything already there
-        assert again.restored == 0 and again.skipped == 520
+        again = dst.restore("default")  # second run: the newest head seen, already there
+        assert again.restored == 0 and again.skipped == 520 and again.total == 520
 
 
 def test_batch_manifest_is_one_store_call(tmp_path: Path, shared_walrus) -> None:
@@ -225,7 +227,8 @@ def test_batch_manifest_is_one_store_call(tmp_path: Path, shared_walrus) -> None
         assert manifest_id is not None
         assert store_count(admin, "put_quilt") == 2  # 666 + 34 facts
         assert store_count(admin) - before == 2 + 1  # + the root, entries inline
-        root = parse_root(open_envelope(m.keys_for("default"), m.walrus.read_blob(manifest_id)))
+        root = parse_root(open_envelope(m.keys_for("default"),
+                                        m.walrus.read_blob(HeadRef.parse(manifest_id).blob_id)))
         assert root.entries is not None and len(root.entries) == 700 and not root.pages
         assert not m.sync().manifests  # nothing changed since
         m.remember("one more")
@@ -275,8 +278,8 @@ def test_manifest_pages_are_reused_when_unchanged(
         m.sync()
         # the fact + the root, which carries the one changed page's entries inline
         assert store_count(admin) - before == 2
-        root = parse_root(open_envelope(m.keys_for("default"),
-                                        m.walrus.read_blob(m.stats().manifest_blob_id)))
+        head = HeadRef.parse(m.stats().manifest_blob_id or "")
+        root = parse_root(open_envelope(m.keys_for("default"), m.walrus.read_blob(head.blob_id)))
         assert root.entries and len(root.entries) < 500 and len(root.pages) == pages_before - 1
         before = store_count(admin)
         m.forget(recs[600].id)  # publishes a manifest at once: the root alone

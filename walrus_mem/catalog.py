@@ -995,6 +995,27 @@ class Catalog:
             c.executemany("UPDATE memories SET vector = ? WHERE key = ?", pairs)
 
     @_guarded
+    def versions_now(self, namespace: str) -> dict[str, tuple[int, float, str | None]]:
+        """Live memory id -> (version, updated_at, digest of the sealed bytes)."""
+        return {str(r[0]): (int(r[1]), float(r[2]), r[3]) for r in self.query(
+            "SELECT id, version, updated_at, digest FROM memories WHERE namespace = ?",
+            (namespace,))}
+
+    @_guarded
+    def sealed_without_digest(self, namespace: str) -> list[tuple[str, bytes]]:
+        """(memory id, sealed bytes) of rows whose digest is not computed yet."""
+        return [(str(r[0]), bytes(r[1])) for r in self.query(
+            "SELECT id, sealed FROM memories WHERE namespace = ? AND digest IS NULL "
+            "AND sealed IS NOT NULL", (namespace,))]
+
+    @_guarded
+    def drop_queued(self, namespace: str, memory_id: str) -> None:
+        """Cancel a memory's pending publishes (another version replaced it)."""
+        with self.write() as c:
+            c.execute("DELETE FROM outbox_items WHERE memory_id = ?", (memory_id,))
+            self._drop_empty_outbox(namespace)
+
+    @_guarded
     def stats_counts(self, namespace: str) -> dict[str, int]:
         row = self.query_one(
             "SELECT count(*), coalesce(sum(status = 'published'), 0), "

@@ -114,24 +114,16 @@ class LogTables:
         value: Any = json.loads(row[0])
         return [str(h) for h in value] if isinstance(value, list) else []
 
-    def note_merged(self, namespace: str, heads: Sequence[str], seq: int,
-                    writes: int = 0) -> None:
-        """The local state now also contains ``heads`` (pulled or restored)."""
-        cat = self.catalog
-        with cat.write() as c:
-            current = self.merged_heads(namespace)
-            merged = list(dict.fromkeys([*current, *heads]))
-            c.execute(
-                "UPDATE namespaces SET log_heads = ?, manifest_seq = max(manifest_seq, ?), "
-                "manifest_blob_id = coalesce(manifest_blob_id, ?), "
-                "writes_since_manifest = writes_since_manifest + ? WHERE name = ?",
-                (json.dumps(merged), seq, heads[0] if heads else None, writes, namespace),
-            )
-
-    def set_merged(self, namespace: str, heads: Sequence[str]) -> None:
+    def set_head_state(self, namespace: str, heads: Sequence[str], *, ahead: int) -> None:
+        """After a complete merge: the local state contains ``heads`` (newest first)
+        plus ``ahead`` changes no manifest lists yet."""
+        seq = max((int(h.split(".")[1]) for h in heads), default=0)
         with self.catalog.write() as c:
-            c.execute("UPDATE namespaces SET log_heads = ? WHERE name = ?",
-                      (json.dumps(list(heads)), namespace))
+            c.execute(
+                "UPDATE namespaces SET log_heads = ?, manifest_blob_id = ?, "
+                "manifest_seq = max(manifest_seq, ?), "
+                "writes_since_manifest = writes_since_manifest + ? WHERE name = ?",
+                (json.dumps(list(heads)), heads[0] if heads else None, seq, ahead, namespace))
 
     def restoring(self, namespace: str) -> dict[str, Any] | None:
         """The unfinished restore / pull of ``namespace`` (None when there is none)."""

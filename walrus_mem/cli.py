@@ -492,7 +492,7 @@ def _write_starter_config(path: Path, data_dir: Path | None) -> bool:
 @pass_state
 @click.pass_context
 def keys(ctx: click.Context, state: CliState) -> None:
-    """List namespaces and agents: key mode, public fingerprint, latest manifest blob id."""
+    """List namespaces and agents: key mode, public fingerprint, latest head (blob id.seq)."""
     if ctx.invoked_subcommand is not None:
         return
     settings = state.settings
@@ -502,12 +502,12 @@ def keys(ctx: click.Context, state: CliState) -> None:
         state.emit_json({"master_key_source": source, "namespaces": rows})
         return
     state.out.print(f"master key source: {source or 'none found'}")
-    table = Table("namespace", "agent", "mode", "fingerprint", "memories", "latest manifest")
+    table = Table("namespace", "agent", "mode", "fingerprint", "memories", "latest head")
     for row in rows:
         memories = row.get("memories")
         table.add_row(row["namespace"], row["agent"] or "", row["mode"], row["fingerprint"] or "-",
                       "" if memories is None else str(memories),
-                      row.get("manifest_blob_id") or "")
+                      ".".join((row.get("manifest_blob_id") or "").split(".")[:2]))
     state.out.print(table)
     for row in rows:
         if "warning" in row:
@@ -1225,25 +1225,83 @@ class _progress:
 
 
 @cli.command()
-@click.option("--manifest", "manifest_blob_id", metavar="BLOB_ID",
-              help="Manifest blob id to restore from (default: the one recorded in this data "
-                   "dir; `walrus-mem stats` shows it where it was written).")
+@click.argument("head", required=False)
+@click.option("--manifest", "manifest_blob_id", metavar="HEAD",
+              help="Same as HEAD (kept for scripts written before head references).")
+@click.option("--allow-stale", is_flag=True,
+              help="Accept a head older than one this data dir has seen.")
+@click.option("--allow-unrelated", is_flag=True,
+              help="Accept a head whose history shares nothing with this data dir's.")
 @pass_state
-def restore(state: CliState, manifest_blob_id: str | None) -> None:
-    """Rebuild the namespace's catalog and index from Walrus alone."""
+def restore(state: CliState, head: str | None, manifest_blob_id: str | None,
+            allow_stale: bool, allow_unrelated: bool) -> None:
+    """Rebuild (or finish rebuilding) the namespace from Walrus alone.
+
+    HEAD is the head reference `walrus-mem sync` printed where the namespace was
+    written (<blob id>.<seq>.<digest>). Without it: resume an interrupted
+    restore, else the newest heads this data dir or the heads file knows.
+    """
+    if head and manifest_blob_id and head != manifest_blob_id:
+        raise click.UsageError("give the head once (HEAD or --manifest)")
     with _progress(state, "restoring", None) as advance:
         report = state.memory.restore(
-            state.namespace, manifest_blob_id,
+            state.namespace, head or manifest_blob_id,
             progress=lambda done, total: advance(done=done, total=total),
+            allow_stale=allow_stale, allow_unrelated=allow_unrelated,
         )
     if state.as_json:
         state.emit_json(_dump(report))
     else:
         state.out.print(
-            f"Restored namespace {report.namespace} from manifest {report.manifest_blob_id}: "
+            f"Restored namespace {report.namespace} from head {report.manifest_blob_id}: "
             f"{report.restored} restored, {report.skipped} already here, "
-            f"{len(report.failed)} failed (of {report.total})"
+            f"{len(report.failed)} failed, {len(report.missing)} missing, "
+            f"{len(report.expired)} expired (of {report.total})"
+            + (" [resumed]" if report.resumed else "")
         )
+        for label, pairs in (("missing blob", report.missing), ("expired blob", report.expired)):
+            for mid, blob in pairs[:20]:
+                state.out.print(f"  {mid}: {label} {blob}")
+        for mid, msg in report.failed[:20]:
+            state.out.print(f"  {mid}: {escape(msg)}")
+        if not report.complete:
+            state.out.print("Incomplete: run `walrus-mem restore` again to resume.")
+    if report.failed:
+        sys.exit(1)
+
+
+@cli.command()
+@click.argument("heads", nargs=-1)
+@click.option("--allow-stale", is_flag=True,
+              help="Accept heads older than one this data dir has seen.")
+@click.option("--allow-unrelated", is_flag=True,
+              help="Accept heads whose history shares nothing with this data dir's.")
+@pass_state
+def pull(state: CliState, heads: tuple[str, ...], allow_stale: bool,
+         allow_unrelated: bool) -> None:
+    """Merge other machines' heads of the namespace into this data dir.
+
+    HEADS are head references printed by `walrus-mem sync` elsewhere; none: the
+    newest heads in the heads file and this data dir's heads store. Run `sync`
+    afterwards to publish a manifest that descends from them.
+    """
+    with _progress(state, "pulling", None) as advance:
+        report = state.memory.pull(
+            list(heads) or None, namespace=state.namespace, allow_stale=allow_stale,
+            allow_unrelated=allow_unrelated,
+            progress=lambda done, total: advance(done=done, total=total))
+    if state.as_json:
+        state.emit_json(_dump(report))
+    else:
+        if report.up_to_date:
+            state.out.print(f"Namespace {report.namespace} already holds every head given.")
+        else:
+            state.out.print(
+                f"Pulled {len(report.heads)} head(s) into {report.namespace}: "
+                f"{report.added} added, {report.updated} updated, {report.forgotten} forgotten, "
+                f"{report.conflicts} conflicts, {report.deduplicated} deduplicated, "
+                f"{len(report.missing)} missing, {len(report.expired)} expired, "
+                f"{len(report.failed)} failed")
         for mid, msg in report.failed[:20]:
             state.out.print(f"  {mid}: {escape(msg)}")
     if report.failed:
@@ -1253,14 +1311,22 @@ def restore(state: CliState, manifest_blob_id: str | None) -> None:
 @cli.command()
 @pass_state
 def sync(state: CliState) -> None:
-    """Publish queued memories and a fresh manifest (all namespaces unless -n is given)."""
+    """Publish queued memories, merge heads from the heads file, publish manifests.
+
+    Prints each namespace's new head reference: hand it to the other machines
+    (`walrus-mem pull HEAD`), or set heads_file to exchange heads through a file.
+    """
     report = state.memory.sync(state.namespace_option)
     if state.as_json:
         state.emit_json(_dump(report))
     else:
         state.out.print(f"Published {report.published}; {report.still_queued} still queued.")
-        for ns, blob in report.manifests.items():
-            state.out.print(f"Manifest for {ns}: {blob}")
+        for ns, pulled in report.pulled.items():
+            state.out.print(f"Merged {len(pulled.heads)} head(s) into {ns}: {pulled.added} added, "
+                            f"{pulled.updated} updated, {pulled.forgotten} forgotten, "
+                            f"{pulled.conflicts} conflicts")
+        for ns, head in report.manifests.items():
+            state.out.print(f"Head for {ns}: {head}", soft_wrap=True)
         for err in report.errors:
             state.out.print(f"  error: {escape(err)}")
     if report.errors:

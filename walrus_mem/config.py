@@ -368,6 +368,7 @@ class Settings(BaseSettings):
     epoch_seconds: float | None = Field(default=None, gt=0)
     # sync re-publishes memories whose blobs end within this many epochs
     renew_margin_epochs: int = Field(default=1, ge=0, le=52)
+    heads_file: Path | None = None  # shared file of namespace heads (docs/sync.md)
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
     # Session-key segments (regexes, full match, case-insensitive) that make a session
     # read-only; None = walrus_mem.sessions.DEFAULT_READ_ONLY_PATTERNS.

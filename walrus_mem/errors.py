@@ -49,6 +49,12 @@ these with ``raise ... from exc``. Messages never contain key material.
     │   ├── ModelMismatch              index built with another embedding model
     │   ├── IndexCorrupt               unreadable vector index file
     │   └── CatalogCorrupt             unreadable / inconsistent SQLite catalog
+    ├── LogError                       the namespace log refuses (docs/sync.md)
+    │   ├── InvalidHead (ValueError)   malformed head reference / bare blob id never seen here
+    │   ├── HeadMismatch               bytes served for a head are not the manifest it names
+    │   ├── StaleManifest              a head older than one this data dir has seen (rollback)
+    │   ├── ForkedHead                 a head sharing no history with this data dir's
+    │   └── RestoreIncomplete          an interrupted restore / pull: resume it first
     ├── EmbeddingError                 model cannot be loaded / produced bad vectors
     ├── ReadOnlySession (PermissionError)  subagent tried to write
     ├── NamespaceDenied (PermissionError)  a call named a namespace it is not bound to
@@ -71,11 +77,14 @@ __all__ = [
     "EmbeddingError",
     "EnvelopeError",
     "ForbiddenBlob",
+    "ForkedHead",
     "GrantError",
+    "HeadMismatch",
     "IndexCorrupt",
     "InsecureKeyFile",
     "InsufficientConfirmations",
     "InvalidEnvelope",
+    "InvalidHead",
     "InvalidInput",
     "InvalidNamespace",
     "InvalidResponse",
@@ -85,6 +94,7 @@ __all__ = [
     "KeyNotFound",
     "KeyringUnavailable",
     "LocalStoreError",
+    "LogError",
     "MalformedKey",
     "MemoryNotFound",
     "ModelMismatch",
@@ -95,6 +105,8 @@ __all__ = [
     "PublisherUnavailable",
     "RateLimited",
     "ReadOnlySession",
+    "RestoreIncomplete",
+    "StaleManifest",
     "StorageError",
     "StoreFailed",
     "TamperedBlob",
@@ -349,6 +361,48 @@ class IndexCorrupt(LocalStoreError):
 
 class CatalogCorrupt(LocalStoreError):
     """The SQLite catalog cannot be read or is inconsistent."""
+
+
+# -- namespace log -------------------------------------------------------------
+
+
+class LogError(WalrusMemError):
+    """The namespace log (manifests and head references) refuses an operation."""
+
+
+class InvalidHead(LogError, ValueError):
+    """A malformed head reference, or a bare blob id this data dir has never seen
+    (a bare id cannot be checked: pass the full ``<blob id>.<seq>.<digest>``)."""
+
+
+class HeadMismatch(LogError):
+    """The bytes served for a head reference are not the manifest it names."""
+
+
+class StaleManifest(LogError):
+    """A manifest older than one this data dir has already seen.
+
+    Raised for a head that is an ancestor of a seen head (pass
+    ``allow_stale=True`` to read it anyway), and when an aggregator serves an
+    older manifest of the namespace in place of the one a head names (a
+    rollback). ``served_seq`` / ``expected_seq`` say which.
+    """
+
+    def __init__(self, message: str, *, served_seq: int | None = None,
+                 expected_seq: int | None = None) -> None:
+        super().__init__(message)
+        self.served_seq = served_seq
+        self.expected_seq = expected_seq
+
+
+class ForkedHead(LogError):
+    """A head whose history shares no manifest with this data dir's history of the
+    namespace (another start of the same namespace); ``allow_unrelated=True`` merges it."""
+
+
+class RestoreIncomplete(LogError):
+    """A restore or pull of this namespace was interrupted: the local state lacks part
+    of a head it started to merge, so no manifest is published until ``restore`` resumes."""
 
 
 class EmbeddingError(WalrusMemError):

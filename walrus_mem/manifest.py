@@ -1,15 +1,18 @@
 """Sealed manifests: how a namespace is found again on Walrus from nothing but its key.
 
-A manifest is a sealed record (kind ``manifest``) listing every live memory
-of a namespace: memory id → version, blob id, quilt patch id, end epoch.
-Everything else restore needs (text, metadata, timestamps, ...) is inside the
-fact blobs themselves, so a manifest entry is ~130 bytes. Embeddings are *not*
-included (see docs/architecture.md: restore re-embeds, which keeps manifests
-small and lets a restore switch models).
+A manifest is a sealed record (kind ``manifest``, format 2) listing every
+live memory of a namespace (memory id → version, blob id, quilt patch id, end
+epoch, update time, digest of the sealed fact) and every forgotten one (a
+tombstone: id and version). Everything else restore needs (text, metadata,
+...) is inside the fact blobs themselves, so an entry is ~200 bytes.
+Embeddings are *not* included (see docs/architecture.md: restore re-embeds,
+which keeps manifests small and lets a restore switch models).
 
-Each manifest is a complete snapshot and links to the previous one
-(``prev``); restore reads one manifest, never merges the chain, so a memory
-forgotten before a manifest was published is not in it and never comes back.
+Each manifest is a complete snapshot and a node of the namespace's history:
+inside the sealed, signed root it names its parents (the head references it
+descends from), a sequence number one above its highest parent's and the
+writer that published it. namespace_log.py checks all of it on every read;
+merge.py says how two snapshots combine (docs/sync.md).
 
 Small namespaces (≤ :data:`INLINE_MAX` entries) keep the entries in the root.
 Larger ones split them into sealed **pages** (kind ``manifest-page``) chosen by
@@ -46,6 +49,7 @@ __all__ = [
     "PAGE_MAX",
     "PAGE_TARGET",
     "Entry",
+    "Root",
     "chunk_entries",
     "entries_digest",
     "page_record",
@@ -55,7 +59,7 @@ __all__ = [
     "sealed_digest",
 ]
 
-FORMAT: Final = 1
+FORMAT: Final = 2
 INLINE_MAX: Final = 500
 CHANGED_INLINE_MAX: Final = 8000
 """Changed entries (of a namespace above INLINE_MAX) that still ride inline in the root.
@@ -80,43 +84,70 @@ def _int64(value: Any, what: str) -> int:
 
 @dataclass(frozen=True)
 class Entry:
-    """Where one memory's current version lives."""
+    """Where one memory's current version lives, or its tombstone.
+
+    ``updated_at`` and ``digest`` (BLAKE2b-256 of the fact's sealed bytes) let a
+    merge pick the winner of two versions from manifests alone and let a reader
+    check that a fact blob is exactly the version listed. A tombstone
+    (``deleted``) has no location: the memory was forgotten at ``version``.
+    """
 
     memory_id: str
     version: int
-    blob_id: str
+    blob_id: str | None
     patch_id: str | None
     end_epoch: int | None
+    updated_at: float | None = None
+    digest: str | None = None
+    deleted: bool = False
+
+    @classmethod
+    def tombstone(cls, memory_id: str, version: int) -> Entry:
+        return cls(memory_id, version, None, None, None, deleted=True)
 
     def to_json(self) -> dict[str, Any]:
+        if self.deleted:
+            return {"i": self.memory_id, "v": self.version, "x": 1}
         return {
             "i": self.memory_id,
             "v": self.version,
             "b": self.blob_id,
             "p": self.patch_id,
             "e": self.end_epoch,
+            "t": self.updated_at,
+            "h": self.digest,
         }
 
     @classmethod
     def from_json(cls, data: Any) -> Entry:
         if not isinstance(data, dict):
             raise TamperedBlob("manifest entry is not an object")
-        try:
-            memory_id, version, blob_id = data["i"], data["v"], data["b"]
-            patch_id, end_epoch = data.get("p"), data.get("e")
-        except KeyError as exc:
-            raise TamperedBlob(f"manifest entry lacks {exc}") from exc
+        memory_id, version = data.get("i"), data.get("v")
+        if not isinstance(memory_id, str) or isinstance(version, bool) \
+                or not isinstance(version, int) or not 0 <= version < _INT64:
+            raise TamperedBlob("manifest entry has no valid id / version")
+        if data.get("x") == 1:
+            return cls.tombstone(memory_id, version)
+        blob_id, patch_id, end_epoch = data.get("b"), data.get("p"), data.get("e")
+        updated_at, digest = data.get("t"), data.get("h")
         if not (
-            isinstance(memory_id, str)
-            and isinstance(version, int)
-            and isinstance(blob_id, str)
+            isinstance(blob_id, str)
             and (patch_id is None or isinstance(patch_id, str))
-            and (end_epoch is None or isinstance(end_epoch, int))
+            and (end_epoch is None or (isinstance(end_epoch, int)
+                                       and not isinstance(end_epoch, bool)))
+            and (updated_at is None or (isinstance(updated_at, int | float)
+                                        and not isinstance(updated_at, bool)))
+            and (digest is None or (isinstance(digest, str) and len(digest) == 64))
         ):
             raise TamperedBlob("manifest entry has fields of the wrong type")
-        if not 0 <= version < _INT64 or not (end_epoch is None or 0 <= end_epoch < _INT64):
+        if not (end_epoch is None or 0 <= end_epoch < _INT64):
             raise TamperedBlob("manifest entry has a number out of range")
-        return cls(memory_id, version, blob_id, patch_id, end_epoch)
+        return cls(memory_id, version, blob_id, patch_id, end_epoch,
+                   None if updated_at is None else float(updated_at), digest)
+
+    def rank(self) -> tuple[int, float, str]:
+        """The conflict rule's order: higher version, then later update, then larger digest."""
+        return (self.version, self.updated_at or 0.0, self.digest or "")
 
 
 def sealed_digest(sealed: bytes) -> str:
@@ -164,8 +195,10 @@ def root_record(
     *,
     manifest_id: str,
     seq: int,
+    writer: str,
+    parents: Sequence[str],
+    origins: Sequence[str],
     created_at: float,
-    prev: str | None,
     model_id: str | None,
     dim: int | None,
     count: int,
@@ -174,16 +207,22 @@ def root_record(
 ) -> dict[str, Any]:
     """The root record: inline ``entries`` plus ``pages`` of (blob id, patch id, digest, count).
 
-    New pages of one manifest are stored together as one quilt, so a page is
-    usually a quilt patch (``patch id``), else a blob of its own.
+    ``parents`` are the head references this manifest descends from (all
+    inside the sealed, signed record), ``seq`` is one more than the highest
+    parent's, ``writer`` the publishing data dir's id and ``origins`` the blob
+    ids of the first manifests of the histories merged into it. New pages of
+    one manifest are stored together as one quilt, so a page is usually a
+    quilt patch (``patch id``), else a blob of its own.
     """
     return {
         "id": manifest_id,
         "kind": "manifest",
         "format": FORMAT,
         "seq": seq,
+        "writer": writer,
+        "parents": list(parents),
+        "origins": sorted(set(origins)),
         "created_at": created_at,
-        "prev": prev,
         "model_id": model_id,
         "dim": dim,
         "count": count,
@@ -195,15 +234,18 @@ def root_record(
 @dataclass(frozen=True)
 class Root:
     seq: int
+    writer: str
+    parents: list[str]
+    origins: list[str]
     created_at: float
-    prev: str | None
     count: int
     entries: list[Entry] | None
     pages: list[tuple[str, str | None, str, int]]
 
 
 def parse_root(record: dict[str, Any]) -> Root:
-    """Validate an opened root manifest record."""
+    """Validate an opened root manifest record (structure only; the chain is checked
+    by the namespace log against the head reference)."""
     if record.get("format") != FORMAT:
         raise TamperedBlob(f"unsupported manifest format {record.get('format')!r}")
     try:
@@ -214,10 +256,17 @@ def parse_root(record: dict[str, Any]) -> Root:
              _int64(p["n"], "page size"))
             for p in record.get("pages") or []
         ]
+        parents, origins, writer = record["parents"], record["origins"], record["writer"]
+        if not (isinstance(parents, list) and all(isinstance(p, str) for p in parents)
+                and isinstance(origins, list) and all(isinstance(o, str) for o in origins)
+                and isinstance(writer, str)):
+            raise TypeError("parents / origins / writer have the wrong type")
         root = Root(
             seq=_int64(record["seq"], "seq"),
+            writer=writer,
+            parents=list(parents),
+            origins=list(origins),
             created_at=float(record["created_at"]),
-            prev=record.get("prev"),
             count=_int64(record["count"], "count"),
             entries=entries,
             pages=pages,

@@ -54,6 +54,7 @@ from .errors import (
     ModelMismatch,
     PublisherUnavailable,
     RateLimited,
+    RestoreIncomplete,
     StorageError,
     WalrusMemError,
 )
@@ -85,6 +86,7 @@ from .models import (
     HistoryEntry,
     MemoryRecord,
     MemoryStats,
+    PullReport,
     RecallResult,
     RememberManyResult,
     RestoreReport,
@@ -264,6 +266,7 @@ class Memory:
                     if self._backend is not None:
                         self._backend.close()
                 finally:
+                    self._log.close()
                     self._catalog.close()
 
     def _check_open(self) -> None:
@@ -291,6 +294,10 @@ class Memory:
             log.debug("master key from %s (fingerprint %s)", source, seed.fingerprint)
             self._master = seed
         return self._master
+
+    def derive_keys(self, namespace: str) -> NamespaceKeys:
+        """The namespace's keys, without registering the namespace in the catalog."""
+        return self._derive(self._ns(namespace))
 
     def _derive(self, namespace: str) -> NamespaceKeys:
         # Only this namespace's agent ${VAR} is resolved: other agents' are never read.
@@ -1076,10 +1083,15 @@ class Memory:
     # -- sync / manifests / restore ------------------------------------------------------
 
     def sync(self, namespace: str | None = None) -> SyncReport:
-        """Publish the outbox (blobs and quilts), then a manifest per changed namespace.
+        """Publish the outbox, merge heads learned elsewhere, then publish manifests.
 
-        ``namespace=None`` syncs every namespace. Never raises for storage
-        errors: they are reported and the records stay queued.
+        ``namespace=None`` syncs every namespace. Heads in the heads file
+        (``Settings.heads_file``) that this data dir has not merged are pulled
+        first, so the manifest published descends from them; the new head is
+        written back there and reported in ``manifests``. A namespace with an
+        interrupted restore publishes no manifest (reported in ``errors``).
+        Never raises for storage errors: they are reported and the records
+        stay queued.
         """
         self._check_open()
         ns = None if namespace is None else self._ns(namespace)
@@ -1087,18 +1099,31 @@ class Memory:
         published, errors = self._flush(ns)
         renewed = 0
         manifests: dict[str, str] = {}
-        names = [ns] if ns is not None else self._catalog.namespaces()
+        pulled: dict[str, PullReport] = {}
+        names = [ns] if ns is not None else self._known_namespaces()
         for name in names:
-            if self._catalog.namespace(name) is None:
+            try:
+                if self._log.tables.restoring(name) is not None:
+                    raise RestoreIncomplete(
+                        f"restore of {name!r} was interrupted: run `walrus-mem restore "
+                        f"--namespace {name}` to finish it; no manifest until then")
+                report = self._log.pull(name, None)
+                if not report.up_to_date:
+                    pulled[name] = report
+            except WalrusMemError as exc:
+                errors.append(f"pull for {name!r}: {type(exc).__name__}: {exc}")
+                continue
+            info = self._catalog.namespace(name)
+            if info is None:
                 continue
             if self._catalog.outbox_count(name) > 0:
                 continue  # a manifest now would miss the queued facts
             renewed += renew_due(self, name, errors)  # blobs ending within the margin
             info = self._catalog.namespace(name)
             assert info is not None
-            count = self._catalog.count(name)
             if info["manifest_blob_id"] is None:
-                due = count > 0  # no point in a first manifest that lists nothing
+                # no point in a first manifest that lists nothing
+                due = self._catalog.count(name) > 0
             else:
                 due = int(info["writes_since_manifest"]) > 0
             if not due:
@@ -1115,7 +1140,16 @@ class Memory:
             errors=errors,
             manifests=manifests,
             renewed=renewed,
+            pulled=pulled,
         )
+
+    def _known_namespaces(self) -> builtins.list[str]:
+        """Namespaces of the catalog plus those only the heads file names (syncable)."""
+        names = self._catalog.namespaces()
+        heads_file = self._log.heads_file()
+        if heads_file is not None:
+            names += [n for n, _ in heads_file.read() if n not in names]
+        return list(dict.fromkeys(names))
 
     def _maybe_manifest(self, ns: str) -> None:
         info = self._catalog.namespace(ns)
@@ -1141,17 +1175,75 @@ class Memory:
         namespace: str | None = None,
         manifest_blob_id: str | None = None,
         progress: ProgressCallback | None = None,
+        *,
+        allow_stale: bool = False,
+        allow_unrelated: bool = False,
     ) -> RestoreReport:
-        """Rebuild a namespace's catalog and index from Walrus alone.
+        """Rebuild (or complete) a namespace's catalog and index from Walrus alone.
 
-        Reads the manifest ``manifest_blob_id`` (default: the latest one
-        recorded locally), fetches and verifies every fact blob / quilt patch
-        it lists, re-embeds the texts and inserts them. Memories already
-        present or forgotten in this data dir are skipped. ``progress(done,
-        total)`` is called as facts are processed.
+        ``manifest_blob_id`` is a head reference ``<blob id>.<seq>.<digest>``
+        (what ``sync`` reports), or a bare blob id of a manifest this data dir
+        has seen. Default: resume an interrupted restore, else the newest
+        heads this data dir has seen (they survive the catalog's loss in
+        ``heads.sqlite3``) and those in the heads file. The manifest is
+        checked against the reference; every fact blob / quilt patch it lists
+        is fetched, verified, re-embedded and merged in (merge.py's rule), so
+        memories forgotten here stay forgotten. ``progress(done, total)`` is
+        called as facts are processed; a resumed restore starts where the
+        interrupted one stopped. Raises StaleManifest for a head older than
+        one already seen (unless ``allow_stale``), ForkedHead for one with an
+        unrelated history (unless ``allow_unrelated``); a failure leaves the
+        data dir as it was (a wrong key changes nothing).
         """
         self._check_open()
-        return self._log.restore(self._ns(namespace), manifest_blob_id, progress)
+        ns = self._ns(namespace)
+        heads = None if manifest_blob_id is None else [manifest_blob_id]
+        if heads is None and self._log.tables.restoring(ns) is None and not self._log.newest(ns):
+            raise InvalidInput(
+                f"no head of namespace {ns!r} is known here: pass manifest_blob_id, the head "
+                "reference `walrus-mem sync` printed where it was written (or configure "
+                "heads_file)")
+        report = self._log.pull(ns, heads, allow_stale=allow_stale,
+                                allow_unrelated=allow_unrelated, progress=progress, recheck=True)
+        head = report.heads[0] if report.heads else (self.stats(ns).manifest_blob_id or "")
+        return RestoreReport(
+            namespace=ns, manifest_blob_id=head, total=report.total,
+            restored=report.added + report.updated,
+            skipped=report.total - report.added - report.updated - len(report.failed),
+            failed=report.failed, missing=report.missing, expired=report.expired,
+            forgotten=report.forgotten, conflicts=report.conflicts,
+            complete=report.complete, resumed=report.resumed)
+
+    def pull(
+        self,
+        heads: str | Sequence[str] | None = None,
+        *,
+        namespace: str | None = None,
+        allow_stale: bool = False,
+        allow_unrelated: bool = False,
+        progress: ProgressCallback | None = None,
+    ) -> PullReport:
+        """Merge other machines' heads of a namespace into this data dir.
+
+        ``heads``: one or more head references (``<blob id>.<seq>.<digest>``,
+        as printed by ``sync``), or None for the newest heads known here
+        (heads store and heads file). The result is the union of memories;
+        a memory changed on both sides resolves by one rule (higher version,
+        then later update, then larger digest; the loser stays in
+        ``history`` as CONFLICT) and a forget anywhere wins (docs/sync.md).
+        The next ``sync`` publishes a manifest descending from every head
+        pulled. Raises StaleManifest / ForkedHead like :meth:`restore`.
+        """
+        self._check_open()
+        ns = self._ns(namespace)
+        if isinstance(heads, str):
+            heads = [heads]
+        elif heads is not None:
+            heads = list(heads)
+            if not heads:
+                raise InvalidInput("pull needs at least one head reference")
+        return self._log.pull(ns, heads, allow_stale=allow_stale,
+                              allow_unrelated=allow_unrelated, progress=progress)
 
     # -- expiry ------------------------------------------------------------------------
 

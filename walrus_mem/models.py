@@ -20,6 +20,7 @@ __all__ = [
     "HistoryEntry",
     "MemoryRecord",
     "MemoryStats",
+    "PullReport",
     "RecallHit",
     "RecallResult",
     "RememberManyResult",
@@ -29,7 +30,7 @@ __all__ = [
 ]
 
 Status = Literal["published", "queued"]
-HistoryEvent = Literal["ADD", "UPDATE", "DELETE", "RESTORE"]
+HistoryEvent = Literal["ADD", "UPDATE", "DELETE", "RESTORE", "MERGE", "CONFLICT"]
 
 
 def from_timestamp(ts: float | None) -> datetime | None:
@@ -213,6 +214,36 @@ class MemoryStats(BaseModel):
     data_dir: Path
 
 
+class PullReport(BaseModel):
+    """Outcome of :meth:`Memory.pull`: what merging the heads changed here.
+
+    ``added`` / ``updated`` / ``forgotten`` count local changes; ``conflicts``
+    versions that lost the merge rule (kept in ``history`` as CONFLICT);
+    ``deduplicated`` memories collapsed into another with the same text;
+    ``missing`` / ``expired`` (memory id, blob id) pairs whose blob is gone;
+    ``failed`` fetches that may succeed later (then ``complete`` is False and
+    the namespace stays marked until a pull or restore finishes it).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    namespace: str
+    heads: list[str] = Field(default_factory=list)
+    total: int = 0
+    added: int = 0
+    updated: int = 0
+    forgotten: int = 0
+    conflicts: int = 0
+    deduplicated: int = 0
+    unchanged: int = 0
+    missing: list[tuple[str, str]] = Field(default_factory=list)
+    expired: list[tuple[str, str]] = Field(default_factory=list)
+    failed: list[tuple[str, str]] = Field(default_factory=list)
+    complete: bool = True
+    resumed: bool = False
+    up_to_date: bool = False
+
+
 class SyncReport(BaseModel):
     """Outcome of :meth:`Memory.sync`."""
 
@@ -223,10 +254,18 @@ class SyncReport(BaseModel):
     errors: list[str] = Field(default_factory=list)
     manifests: dict[str, str] = Field(default_factory=dict)
     renewed: int = 0  # memories re-published because their blobs were about to end
+    pulled: dict[str, PullReport] = Field(default_factory=dict)
+    """namespace -> what merging heads learned from the heads file / heads store changed."""
 
 
 class RestoreReport(BaseModel):
-    """Outcome of :meth:`Memory.restore`."""
+    """Outcome of :meth:`Memory.restore` (a pull into this data dir, with progress).
+
+    ``manifest_blob_id`` is the head reference restored from. ``missing`` and
+    ``expired`` list (memory id, blob id) of facts whose blobs are gone;
+    ``failed`` those that could not be fetched now (the restore is then
+    incomplete and resumes on the next ``restore``).
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -236,6 +275,12 @@ class RestoreReport(BaseModel):
     restored: int
     skipped: int
     failed: list[tuple[str, str]] = Field(default_factory=list)
+    missing: list[tuple[str, str]] = Field(default_factory=list)
+    expired: list[tuple[str, str]] = Field(default_factory=list)
+    forgotten: int = 0
+    conflicts: int = 0
+    complete: bool = True
+    resumed: bool = False
 
 
 class ExtendReport(BaseModel):

@@ -1,9 +1,23 @@
-"""The namespace log: publishing manifests and restoring a namespace from one.
+"""The namespace log: publishing manifests, reading them back, merging them in.
 
-A manifest (format: manifest.py) is a sealed snapshot of a namespace's live
-memories. This module publishes them (one at a time per namespace, across
-threads and processes) and rebuilds a namespace from one. Memory (memory.py)
-is the façade; the SQL lives in catalog.py / catalog_log.py.
+Each namespace's state on Walrus is a chain (a DAG once machines merge) of
+sealed manifests (format: manifest.py). This module
+
+* **publishes** one (:meth:`NamespaceLog.publish`): merge first whatever this
+  data dir has seen but not merged, refuse while a restore is unfinished,
+  build the snapshot (live memories + tombstones), reuse cached pages only
+  after checking them against their digest, store the root, read it back
+  and verify it, and only then make it the head (catalog, ``heads.sqlite3``,
+  heads file);
+* **reads** one by head reference (``<blob id>.<seq>.<digest>``), checking
+  that the bytes are exactly the manifest named, that its seq follows its
+  parents', and that it is not older than what this data dir has seen;
+* **merges** heads into the local state (:meth:`NamespaceLog.pull`; restore
+  is a pull with a progress bar) by the rule in merge.py, marking the
+  namespace while it runs so an interrupted restore is resumed, never
+  published over.
+
+Memory (memory.py) is the façade; the SQL lives in catalog.py / catalog_log.py.
 """
 
 from __future__ import annotations
@@ -12,9 +26,10 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Protocol
 
@@ -29,14 +44,37 @@ from .catalog_log import LogTables
 from .config import Settings
 from .embeddings import Embedder
 from .envelope import open_envelope, seal
-from .errors import InvalidInput, LocalStoreError, WalrusMemError, WrongNamespace
+from .errors import (
+    BlobNotFound,
+    EnvelopeError,
+    ForkedHead,
+    HeadMismatch,
+    InvalidHead,
+    InvalidInput,
+    KeyMaterialError,
+    LocalStoreError,
+    LogError,
+    RestoreIncomplete,
+    StaleManifest,
+    VerificationFailed,
+    WalrusMemError,
+)
+from .heads import HeadRef, HeadsFile, SeenHead, SeenHeads, parse_head
 from .index import IndexStore, index_file_stem
 from .inputs import new_memory_id
 from .keys import NamespaceKeys
-from .models import RestoreReport
+from .merge import LocalVersion, MergePlan, dedupe_survivor, plan_merge
+from .models import PullReport
 from .walrus import WalrusClient
 
-__all__ = ["MANIFEST_MAX_PLAINTEXT", "LogHost", "NamespaceLog", "ProgressCallback"]
+__all__ = [
+    "MANIFEST_MAX_PLAINTEXT",
+    "EntryFilter",
+    "ExpiredCheck",
+    "LogHost",
+    "NamespaceLog",
+    "ProgressCallback",
+]
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +83,14 @@ MANIFEST_LOCK_TIMEOUT: Final = 300.0
 RESTORE_WORKERS: Final = 8
 RESTORE_CHUNK: Final = 256
 DEFAULT_IMPORTANCE: Final = 0.5
+MAX_WALK: Final = 10_000
+"""Manifests an ancestry check may visit before giving up (LogError)."""
 
 ProgressCallback = Callable[[int, int], object]
+EntryFilter = Callable[[str, list[mf.Entry]], list[mf.Entry]]
+"""(namespace, live entries) -> the entries a manifest may list (expiry plugs in here)."""
+ExpiredCheck = Callable[[mf.Entry], bool]
+"""True when an entry's blob is past its end epoch (restore reports it as expired)."""
 
 
 class LogHost(Protocol):
@@ -63,9 +107,32 @@ class LogHost(Protocol):
 
     def keys_for(self, namespace: str | None = None) -> NamespaceKeys: ...
 
+    def derive_keys(self, namespace: str) -> NamespaceKeys: ...
+
     def embed_texts(self, texts: list[str]) -> npt.NDArray[np.float32]: ...
 
     def check_model(self, namespace: str) -> None: ...
+
+
+@dataclass
+class _Read:
+    """A verified manifest: its head, root and every entry."""
+
+    ref: HeadRef
+    root: mf.Root
+    entries: list[mf.Entry] = field(default_factory=list)
+
+
+@dataclass
+class _Tally:
+    added: int = 0
+    updated: int = 0
+    forgotten: int = 0
+    conflicts: int = 0
+    deduplicated: int = 0
+    missing: list[tuple[str, str]] = field(default_factory=list)
+    expired: list[tuple[str, str]] = field(default_factory=list)
+    failed: list[tuple[str, str]] = field(default_factory=list)
 
 
 class NamespaceLog:
@@ -78,7 +145,195 @@ class NamespaceLog:
         self.tables = LogTables(catalog)
         self.indexes = indexes
         self.lock = lock
+        self.seen = SeenHeads(host.data_dir / "heads.sqlite3")
+        self.entry_filter: EntryFilter | None = None
+        self.is_expired: ExpiredCheck | None = None
         self._manifest_locks: dict[str, tuple[threading.Lock, FileLock]] = {}
+        self._verified_pages: set[tuple[str, str, str | None]] = set()
+
+    def close(self) -> None:
+        self.seen.close()
+
+    # -- heads ---------------------------------------------------------------------
+
+    def heads_file(self) -> HeadsFile | None:
+        path = self.host.settings.heads_file
+        return None if path is None else HeadsFile(Path(path))
+
+    def resolve(self, ns: str, head: str | HeadRef) -> HeadRef:
+        """A head reference; a bare blob id only if this data dir has seen that manifest."""
+        if isinstance(head, HeadRef):
+            return head
+        parsed = parse_head(head)
+        if isinstance(parsed, HeadRef):
+            return parsed
+        seen = self.seen.get(ns, parsed)
+        if seen is None:
+            raise InvalidHead(
+                f"blob id {parsed} is not a manifest this data dir has seen for namespace "
+                f"{ns!r}, so nothing binds its content: pass the full head reference "
+                "<blob id>.<seq>.<digest> that `walrus-mem sync` printed"
+            )
+        return seen.ref
+
+    def merged(self, ns: str) -> list[HeadRef]:
+        """The heads the local state of ``ns`` contains (newest first)."""
+        out = []
+        for text in self.tables.merged_heads(ns):
+            try:
+                out.append(HeadRef.parse(text))
+            except InvalidHead:  # a format-1 blob id from before head references
+                continue
+        return sorted(out, reverse=True)
+
+    def newest(self, ns: str) -> list[HeadRef]:
+        """The newest heads this data dir has seen (from its own log and the heads file)."""
+        refs = [h.ref for h in self.seen.newest(ns)]
+        heads_file = self.heads_file()
+        if heads_file is not None:
+            refs.extend(ref for _, ref in heads_file.read(ns))
+        return sorted(set(refs), reverse=True)
+
+    def unmerged(self, ns: str, keys: NamespaceKeys) -> list[HeadRef]:
+        """Newest seen heads the local state does not contain yet."""
+        merged = self.merged(ns)
+        return [ref for ref in self.newest(ns)
+                if not any(self.descends(ns, keys, m, ref) for m in merged)]
+
+    def descends(self, ns: str, keys: NamespaceKeys, newer: HeadRef, older: HeadRef) -> bool:
+        """Whether ``newer`` is ``older`` or descends from it (walks parents, fetching
+        manifests this data dir has not seen; seq only grows along the way)."""
+        if newer == older:
+            return True
+        if newer.seq <= older.seq:
+            return False
+        stack, visited = [newer], {newer.blob_id}
+        while stack:
+            node = stack.pop()
+            known = self.seen.get(ns, node.blob_id)
+            if known is None:
+                try:
+                    known = self._learn(ns, keys, node)
+                except (WalrusMemError, ValueError) as exc:
+                    log.info("ancestry of %s not readable (%s); treated as unrelated",
+                             node, type(exc).__name__)
+                    continue
+            for parent in known.parents:
+                if parent == older:
+                    return True
+                if parent.seq > older.seq and parent.blob_id not in visited:
+                    visited.add(parent.blob_id)
+                    if len(visited) > MAX_WALK:
+                        raise LogError(f"ancestry walk of {ns!r} exceeds {MAX_WALK} manifests")
+                    stack.append(parent)
+        return False
+
+    def _learn(self, ns: str, keys: NamespaceKeys, ref: HeadRef) -> SeenHead:
+        root = self._read_root(ns, keys, ref)
+        return self._remember(ns, ref, root)
+
+    def _remember(self, ns: str, ref: HeadRef, root: mf.Root) -> SeenHead:
+        seen = SeenHead(ref, root.writer, tuple(HeadRef.parse(p) for p in root.parents),
+                        tuple(root.origins) or (ref.blob_id,))
+        self.seen.add(ns, seen)
+        return seen
+
+    def origins(self, ns: str) -> set[str]:
+        out: set[str] = set()
+        for ref in self.merged(ns):
+            seen = self.seen.get(ns, ref.blob_id)
+            if seen is not None:
+                out.update(seen.origins)
+        return out
+
+    # -- reading -------------------------------------------------------------------
+
+    def _read_root(self, ns: str, keys: NamespaceKeys, ref: HeadRef) -> mf.Root:
+        """Fetch and check the root a head reference names (nothing is written)."""
+        client = self.host.walrus
+
+        def matches(data: bytes) -> None:
+            if mf.sealed_digest(data) != ref.digest:
+                raise HeadMismatch(f"bytes of {ref.blob_id} do not match the head's digest")
+
+        data = client.read_blob(ref.blob_id)
+        if mf.sealed_digest(data) != ref.digest:
+            problem = self._explain(keys, data, ref)
+            log.warning("aggregator served other bytes for head %s: %s", ref, problem)
+            try:
+                data = client.read_blob(ref.blob_id, verify=matches)
+            except VerificationFailed as exc:
+                raise problem from exc
+        # Digest matched: a failure to open now is our key's fault (WrongNamespace).
+        root = mf.parse_root(open_envelope(keys, data, expected_kind="manifest"))
+        if root.seq != ref.seq:
+            raise HeadMismatch(f"manifest {ref.blob_id} says seq {root.seq}, its head {ref.seq}")
+        try:
+            parents = [HeadRef.parse(p) for p in root.parents]
+        except InvalidHead as exc:
+            raise HeadMismatch(f"manifest {ref.blob_id} names a malformed parent") from exc
+        expected = max((p.seq for p in parents), default=0) + 1
+        if root.seq != expected:
+            raise HeadMismatch(
+                f"manifest {ref.blob_id} has seq {root.seq} but its parents make it {expected}")
+        return root
+
+    def _explain(self, keys: NamespaceKeys, data: bytes, ref: HeadRef) -> LogError:
+        """Name what an aggregator served instead of the head's manifest."""
+        try:
+            other = mf.parse_root(open_envelope(keys, data, expected_kind="manifest"))
+        except (EnvelopeError, ValueError):
+            return HeadMismatch(
+                f"an aggregator served bytes for {ref.blob_id} that are not the manifest "
+                f"the head reference names (seq {ref.seq})")
+        if other.seq < ref.seq:
+            return StaleManifest(
+                f"an aggregator served manifest seq {other.seq} of this namespace for head "
+                f"seq {ref.seq} ({ref.blob_id}): a rollback; nothing was changed",
+                served_seq=other.seq, expected_seq=ref.seq)
+        return HeadMismatch(
+            f"an aggregator served another manifest (seq {other.seq}) of this namespace "
+            f"for head seq {ref.seq} ({ref.blob_id})")
+
+    def _read_entries(self, keys: NamespaceKeys, root: mf.Root) -> list[mf.Entry]:
+        client = self.host.walrus
+        entries = list(root.entries or [])
+        for blob_id, patch_id, digest, _ in root.pages:
+            entries.extend(self._read_page(client, keys, blob_id, patch_id, digest))
+        return entries
+
+    @staticmethod
+    def _read_page(client: WalrusClient, keys: NamespaceKeys, blob_id: str,
+                   patch_id: str | None, digest: str) -> list[mf.Entry]:
+        def check(data: bytes) -> None:
+            mf.parse_page(open_envelope(keys, data, expected_id=f"page-{digest}",
+                                        expected_kind="manifest-page"), digest)
+
+        raw = read_checked(client, check, blob_id=blob_id, patch_id=patch_id)
+        return mf.parse_page(open_envelope(keys, raw, expected_id=f"page-{digest}",
+                                           expected_kind="manifest-page"), digest)
+
+    def read(self, ns: str, head: str | HeadRef) -> tuple[HeadRef, list[mf.Entry]]:
+        """A verified manifest's entries (live + tombstones); changes nothing locally.
+
+        For tools (key rotation, audits): ``head`` is a head reference or a
+        bare blob id this data dir has seen.
+        """
+        keys = self._keys_readonly(ns)
+        ref = self.resolve(ns, head)
+        return ref, self._read_entries(keys, self._read_root(ns, keys, ref))
+
+    def _keys_readonly(self, ns: str) -> NamespaceKeys:
+        """The namespace's keys without registering it (a failed restore writes nothing)."""
+        keys = self.host.derive_keys(ns)
+        info = self.catalog.namespace(ns)
+        if info is not None and info["key_fingerprint"] not in (None, keys.fingerprint):
+            raise KeyMaterialError(
+                f"namespace {ns!r} was created with key {info['key_fingerprint']}, but the "
+                f"configured key is {keys.fingerprint}; use the original master/agent key")
+        return keys
+
+    # -- publishing ------------------------------------------------------------------
 
     @contextmanager
     def turn(self, ns: str, *, wait: bool) -> Iterator[bool]:
@@ -120,25 +375,43 @@ class NamespaceLog:
             thread_lock.release()
 
     def publish(self, ns: str) -> str:
-        """Seal and publish a complete manifest of ``ns``; return its root blob id.
+        """Merge what is unmerged, then seal and publish a manifest of ``ns``; its head.
 
         One manifest of a namespace at a time, across threads and processes:
-        snapshot, stores and the recorded pointer of one manifest all happen
-        before the next one takes its snapshot. Otherwise the slower of two
-        overlapping publications would record an older snapshot as the latest
-        (and restore reads only the latest).
+        snapshot, stores and the recorded head of one manifest all happen
+        before the next one takes its snapshot.
         """
         with self.turn(ns, wait=True):
             return self.publish_now(ns)
 
     def publish_now(self, ns: str) -> str:
+        """:meth:`publish` for a caller already holding :meth:`turn`."""
+        if self.tables.restoring(ns) is not None:
+            raise RestoreIncomplete(
+                f"a restore of namespace {ns!r} was interrupted; this data dir lacks part of "
+                f"it and publishes no manifest until `walrus-mem restore --namespace {ns}` "
+                "(Memory.restore) resumes and finishes it")
         keys = self.host.keys_for(ns)
+        unmerged = self.unmerged(ns, keys)
+        if unmerged:  # never publish a manifest that forgets what it did not know
+            log.info("merging %d unmerged head(s) of %r before publishing", len(unmerged), ns)
+            report = self._merge(ns, keys, unmerged, progress=None)
+            if report.failed:
+                raise RestoreIncomplete(
+                    f"merging {len(unmerged)} head(s) of {ns!r} before publishing left "
+                    f"{len(report.failed)} memories unfetched; retry sync")
         client = self.host.walrus
         with self.lock:
+            self._fill_digests(ns)
             snap = self.tables.snapshot(ns)
         info, rows, known, current_epoch = snap.info, snap.rows, snap.pages, snap.current_epoch
         writes_seen = int(info["writes_since_manifest"])
-        entries = [mf.Entry(str(r[0]), int(r[1]), str(r[2]), r[3], r[4]) for r in rows]
+        live = [mf.Entry(str(r["id"]), int(r["version"]), str(r["blob_id"]), r["quilt_patch_id"],
+                         r["end_epoch"], float(r["updated_at"]), str(r["digest"]))
+                for r in rows]
+        if self.entry_filter is not None:
+            live = self.entry_filter(ns, live)
+        entries = live + [mf.Entry.tombstone(mid, v) for mid, v in sorted(snap.tombstones.items())]
         deadline = self.host.settings.publish_deadline
         inline: list[mf.Entry] | None = entries
         layout: list[tuple[str, int]] = []  # (digest, entry count) in page order
@@ -151,8 +424,8 @@ class NamespaceLog:
                 reuse = known.get(digest)
                 if reuse is not None and (
                     reuse[2] is None or current_epoch is None or reuse[2] > current_epoch + 1
-                ):
-                    placed[digest] = reuse  # unchanged and not about to expire: reuse it
+                ) and self._page_ok(ns, keys, digest, reuse[0], reuse[1]):
+                    placed[digest] = reuse  # unchanged, intact and not about to expire
                     layout.append((digest, len(chunk)))
                 else:
                     changed.append((chunk, record, digest))
@@ -168,7 +441,42 @@ class NamespaceLog:
                         sealed_page = seal(keys, record, max_plaintext=MANIFEST_MAX_PLAINTEXT)
                         to_store.append((digest, sealed_page))
                         placed[digest] = ("", None, None)
-        # New pages travel together: one quilt (or one blob), not one blob per page.
+        new_pages = self._store_pages(keys, to_store, placed, deadline)
+        pages = [(placed[d][0], placed[d][1], d, n) for d, n in layout]
+        parents = self.merged(ns)
+        origins = sorted(self.origins(ns))
+        seq = max((p.seq for p in parents), default=0) + 1
+        writer = self.seen.writer_id()
+        root = mf.root_record(
+            manifest_id=f"manifest-{new_memory_id()}", seq=seq, writer=writer,
+            parents=[str(p) for p in parents], origins=origins, created_at=time.time(),
+            model_id=info["model_id"], dim=info["dim"], count=len(entries), entries=inline,
+            pages=pages,
+        )
+        sealed = seal(keys, root, max_plaintext=MANIFEST_MAX_PLAINTEXT)
+        stored = client.store_blob(sealed, deadline=deadline)
+        ref = HeadRef(seq, stored.blob_id, mf.sealed_digest(sealed))
+        self._read_back(ref, sealed)  # the head only once an aggregator serves it intact
+        with self.lock:
+            self.tables.record_manifest(
+                ns, seq=seq, blob_id=stored.blob_id, head=str(ref),
+                parents=[str(p) for p in parents], entries=len(entries), pages=len(pages),
+                end_epoch=stored.end_epoch, new_pages=new_pages, writes_seen=writes_seen,
+                registered_epoch=stored.registered_epoch)
+        self.seen.add(ns, SeenHead(ref, writer, tuple(parents), tuple(origins) or (ref.blob_id,)))
+        heads_file = self.heads_file()
+        if heads_file is not None:
+            heads_file.replace(ns, ref, parents)
+        log.info("published manifest %d of %r (%d entries, %d pages)", seq, ns, len(entries),
+                 len(pages))
+        return str(ref)
+
+    def _store_pages(
+        self, keys: NamespaceKeys, to_store: list[tuple[str, bytes]],
+        placed: dict[str, tuple[str, str | None, int | None]], deadline: float,
+    ) -> list[tuple[str, str, str | None, int | None]]:
+        """Store new pages (one quilt per batch), read each back; their locations."""
+        client = self.host.walrus
         new_pages: list[tuple[str, str, str | None, int | None]] = []
         for span in store_batches([len(data) for _, data in to_store]):
             part = [to_store[i] for i in span]
@@ -181,150 +489,296 @@ class NamespaceLog:
                 stored = quilt.blob
                 found = {d: quilt.patches.get(d) for d, _ in part}
             for digest, patch in found.items():
+                self._read_page(client, keys, stored.blob_id, patch, digest)
+                self._verified_pages.add((digest, stored.blob_id, patch))
                 placed[digest] = (stored.blob_id, patch, stored.end_epoch)
                 new_pages.append((digest, stored.blob_id, patch, stored.end_epoch))
-        pages = [(placed[d][0], placed[d][1], d, n) for d, n in layout]
-        seq = int(info["manifest_seq"]) + 1
-        now = time.time()
-        root = mf.root_record(
-            manifest_id=f"manifest-{new_memory_id()}", seq=seq, created_at=now,
-            prev=info["manifest_blob_id"], model_id=info["model_id"], dim=info["dim"],
-            count=len(entries), entries=inline, pages=pages,
-        )
-        stored = client.store_blob(
-            seal(keys, root, max_plaintext=MANIFEST_MAX_PLAINTEXT), deadline=deadline
-        )
-        with self.lock:
-            self.tables.record_manifest(
-                ns, seq=seq, blob_id=stored.blob_id, head=stored.blob_id,
-                parents=[info["manifest_blob_id"]] if info["manifest_blob_id"] else [],
-                entries=len(entries), pages=len(pages), end_epoch=stored.end_epoch,
-                new_pages=new_pages, writes_seen=writes_seen,
-                registered_epoch=stored.registered_epoch)
-        log.info("published manifest %d of %r (%d entries, %d pages)", seq, ns, len(entries),
-                 len(pages))
-        return stored.blob_id
+        return new_pages
 
-    def restore(
+    def _page_ok(self, ns: str, keys: NamespaceKeys, digest: str, blob_id: str,
+                 patch_id: str | None) -> bool:
+        """A cached page location holds that page (checked once per process)."""
+        if (digest, blob_id, patch_id) in self._verified_pages:
+            return True
+        client = self.host.walrus
+        try:  # one plain read: a page that fails is republished, no failover needed
+            raw = (client.read_quilt_patch(patch_id) if patch_id is not None
+                   else client.read_blob(blob_id))
+            mf.parse_page(open_envelope(keys, raw, expected_id=f"page-{digest}",
+                                        expected_kind="manifest-page"), digest)
+        except (WalrusMemError, ValueError) as exc:
+            log.warning("cached manifest page %s of %r failed its check (%s); republishing it",
+                        digest[:12], ns, type(exc).__name__)
+            with self.lock:
+                self.tables.drop_page(ns, digest)
+            return False
+        self._verified_pages.add((digest, blob_id, patch_id))
+        return True
+
+    def _read_back(self, ref: HeadRef, sealed: bytes) -> None:
+        def same(data: bytes) -> None:
+            if data != sealed:
+                raise HeadMismatch("read-back bytes differ from the manifest stored")
+
+        self.host.walrus.read_blob(ref.blob_id, verify=same)
+
+    def _fill_digests(self, ns: str) -> None:
+        missing = self.catalog.sealed_without_digest(ns)
+        if missing:
+            self.tables.fill_digests([(mf.sealed_digest(sealed), mid) for mid, sealed in missing])
+
+    # -- merging -----------------------------------------------------------------------
+
+    def pull(
         self,
         ns: str,
-        manifest_blob_id: str | None = None,
+        heads: Sequence[str | HeadRef] | None = None,
+        *,
+        allow_stale: bool = False,
+        allow_unrelated: bool = False,
         progress: ProgressCallback | None = None,
-    ) -> RestoreReport:
-        """Rebuild a namespace's catalog and index from Walrus alone.
+        quiet: bool = False,
+        recheck: bool = False,
+    ) -> PullReport:
+        """Merge heads into the local state of ``ns`` (see merge.py for the rule).
 
-        Reads the manifest ``manifest_blob_id`` (default: the latest one
-        recorded locally), fetches and verifies every fact blob / quilt patch
-        it lists, re-embeds the texts and inserts them. Memories already
-        present or forgotten in this data dir are skipped. ``progress(done,
-        total)`` is called as facts are processed.
+        ``heads=None`` takes the newest heads this data dir knows of (its own
+        log, the heads file) plus an interrupted restore's. A head older than
+        one already seen raises StaleManifest (``quiet=True``: skipped, as for
+        heads read from the heads file); one sharing no history with the
+        local state raises ForkedHead, unless allowed. ``recheck=True``
+        (restore) merges heads already merged again, fetching whatever the
+        local state lacks of them.
         """
-        keys = self.host.keys_for(ns)
-        self.host.check_model(ns)
-        if manifest_blob_id is None:
-            info = self.catalog.namespace(ns)
-            manifest_blob_id = None if info is None else info["manifest_blob_id"]
-            if manifest_blob_id is None:
-                raise InvalidInput(
-                    f"no manifest recorded here for namespace {ns!r}: pass manifest_blob_id "
-                    "(Memory.stats().manifest_blob_id / `walrus-mem stats` where it was written)"
-                )
-        client = self.host.walrus
+        keys = self._keys_readonly(ns)
+        marker = self.tables.restoring(ns)
+        resumed = [HeadRef.parse(h) for h in (marker or {}).get("heads", [])]
+        if heads is None:
+            wanted = list(dict.fromkeys([*resumed, *self.newest(ns)]))
+            quiet = True
+        else:
+            wanted = list(dict.fromkeys([*(self.resolve(ns, h) for h in heads), *resumed]))
+        merged = self.merged(ns)
+        todo: list[HeadRef] = []
+        for ref in wanted:
+            if ref in resumed:
+                todo.append(ref)
+                continue
+            if any(self.descends(ns, keys, m, ref) for m in merged):
+                if ref in merged or allow_stale:
+                    if recheck:
+                        todo.append(ref)
+                    continue  # already contained
+                if quiet:
+                    continue
+                raise StaleManifest(
+                    f"head seq {ref.seq} of {ns!r} is older than the state this data dir "
+                    f"holds (seq {max(m.seq for m in merged)}); pass allow_stale=True to "
+                    "accept it anyway (it changes nothing here)",
+                    served_seq=ref.seq, expected_seq=max(m.seq for m in merged))
+            newer = [h.ref for h in self.seen.newest(ns) if h.ref != ref and h.ref.seq > ref.seq]
+            if not allow_stale and any(self.descends(ns, keys, n, ref) for n in newer):
+                if quiet:
+                    continue
+                raise StaleManifest(
+                    f"head seq {ref.seq} of {ns!r} is older than head seq "
+                    f"{max(n.seq for n in newer)} this data dir has seen; pull that one, or "
+                    "pass allow_stale=True", served_seq=ref.seq,
+                    expected_seq=max(n.seq for n in newer))
+            todo.append(ref)
+        if not todo:
+            return PullReport(namespace=ns, heads=[str(h) for h in wanted], up_to_date=True)
+        return self._merge(ns, keys, todo, progress=progress, allow_unrelated=allow_unrelated,
+                           resumed=bool(resumed))
 
-        def opener(expected_id: str | None, kind: str) -> Callable[[bytes], None]:
-            def check(data: bytes) -> None:
-                open_envelope(keys, data, expected_id=expected_id, expected_kind=kind)
-            return check
-
-        # A wrong key or namespace shows as WrongNamespace on the root: no failover helps.
-        raw = read_checked(client, opener(None, "manifest"), blob_id=manifest_blob_id,
-                            fail_fast=(WrongNamespace,))
-        root = mf.parse_root(open_envelope(keys, raw, expected_kind="manifest"))
-        entries = list(root.entries or [])
-        for blob_id, patch_id, digest, _ in root.pages:
-            page_raw = read_checked(client, opener(f"page-{digest}", "manifest-page"),
-                                     blob_id=blob_id, patch_id=patch_id)
-            entries.extend(mf.parse_page(
-                open_envelope(keys, page_raw, expected_id=f"page-{digest}",
-                              expected_kind="manifest-page"), digest))
-        total = len(entries)
-        present = set(self.catalog.memory_ids(ns))
-        tombstoned = set(self.catalog.tombstones(ns))
-        todo = [e for e in entries if e.memory_id not in present and e.memory_id not in tombstoned]
-        skipped = total - len(todo)
-        done = skipped
-        restored = 0
-        failed: list[tuple[str, str]] = []
-        if progress is not None:
-            progress(done, total)
-
-        def fetch(entry: mf.Entry) -> tuple[mf.Entry, bytes, dict[str, Any]]:
-            def check(data: bytes) -> None:
-                record = open_envelope(keys, data, expected_id=entry.memory_id,
-                                       expected_kind="fact")
-                if record.get("version") != entry.version:
-                    raise InvalidInput(f"blob holds version {record.get('version')}, "
-                                       f"manifest says {entry.version}")
-
-            data = read_checked(client, check, blob_id=entry.blob_id, patch_id=entry.patch_id)
-            record = open_envelope(keys, data, expected_id=entry.memory_id, expected_kind="fact")
-            return entry, data, record
-
-        with ThreadPoolExecutor(max_workers=RESTORE_WORKERS) as pool:
-            for start in range(0, len(todo), RESTORE_CHUNK):
-                chunk = todo[start : start + RESTORE_CHUNK]
-                fetched: list[tuple[mf.Entry, bytes, dict[str, Any]]] = []
-                futures = [(e, pool.submit(fetch, e)) for e in chunk]
-                for entry, future in futures:
-                    try:
-                        fetched.append(future.result())
-                    except (WalrusMemError, ValueError) as exc:
-                        failed.append((entry.memory_id, f"{type(exc).__name__}: {exc}"))
-                restored += self._insert_restored(ns, keys, fetched)
-                done += len(chunk)
-                if progress is not None:
-                    progress(done, total)
-        with self.lock:
-            self.tables.note_merged(ns, [manifest_blob_id], root.seq)
-        with self.lock:
-            self.indexes.save_all()
-        return RestoreReport(namespace=ns, manifest_blob_id=manifest_blob_id, total=total,
-                             restored=restored, skipped=total - restored - len(failed),
-                             failed=failed)
-
-    def _insert_restored(
+    def _merge(
         self,
         ns: str,
         keys: NamespaceKeys,
-        fetched: list[tuple[mf.Entry, bytes, dict[str, Any]]],
-    ) -> int:
+        refs: list[HeadRef],
+        *,
+        progress: ProgressCallback | None,
+        allow_unrelated: bool = True,
+        resumed: bool = False,
+    ) -> PullReport:
+        reads = [_Read(ref, self._read_root(ns, keys, ref)) for ref in refs]
+        local_origins = self.origins(ns)
+        if local_origins and not allow_unrelated and not resumed:
+            for r in reads:
+                theirs = set(r.root.origins) or {r.ref.blob_id}
+                if not theirs & local_origins:
+                    raise ForkedHead(
+                        f"head seq {r.ref.seq} of {ns!r} shares no history with this data "
+                        "dir's (another start of the same namespace); pass "
+                        "allow_unrelated=True (`--allow-unrelated`) to merge it anyway")
+        for r in reads:
+            r.entries = self._read_entries(keys, r.root)
+        # Everything verified: from here on the data dir changes.
+        self.host.keys_for(ns)
+        self.host.check_model(ns)
+        for r in reads:
+            self._remember(ns, r.ref, r.root)
+        with self.lock:
+            self.tables.set_restoring(ns, {"heads": [str(r.ref) for r in reads],
+                                           "started": time.time()})
+            self._fill_digests(ns)
+        remote = [e for r in reads for e in r.entries]
+        live, tombstones = self._local_state(ns)
+        plan = plan_merge(remote, live, tombstones)
+        # Progress counts live memories; tombstones are applied first, uncounted.
+        total = len({e.memory_id for e in remote} - {e.memory_id for e in remote if e.deleted})
+        tally = _Tally()
+        fetches = plan.fetches
+        done = total - len(fetches)
+        if progress is not None:
+            progress(done, total)
+        now = time.time()
+        with self.lock, self.catalog.write():
+            for entry in plan.forget:
+                if self.catalog.forget_memory(ns, entry.memory_id, now, entry.version) is not None:
+                    tally.forgotten += 1
+            for entry in plan.tombstones:
+                self.catalog.forget_memory(ns, entry.memory_id, now, entry.version)
+        if plan.forget:
+            with self.lock:
+                self.indexes.refresh(ns)
+        with ThreadPoolExecutor(max_workers=RESTORE_WORKERS) as pool:
+            for start in range(0, len(fetches), RESTORE_CHUNK):
+                chunk = fetches[start : start + RESTORE_CHUNK]
+                futures = [(e, pool.submit(self._fetch, keys, e)) for e in chunk]
+                fetched: list[tuple[mf.Entry, bytes, dict[str, Any]]] = []
+                for entry, future in futures:
+                    try:
+                        fetched.append(future.result())
+                    except BlobNotFound:
+                        if self.is_expired is not None and self.is_expired(entry):
+                            tally.expired.append((entry.memory_id, str(entry.blob_id)))
+                        else:
+                            tally.missing.append((entry.memory_id, str(entry.blob_id)))
+                    except (WalrusMemError, ValueError) as exc:
+                        tally.failed.append((entry.memory_id, f"{type(exc).__name__}: {exc}"))
+                self._apply(ns, keys, plan, fetched, tally)
+                done += len(chunk)
+                if progress is not None:
+                    progress(done, total)
+        complete = not tally.failed
+        if complete:
+            self._finish(ns, keys, [r.ref for r in reads], remote, plan)
+        with self.lock:
+            self.indexes.save_all()
+        return PullReport(
+            namespace=ns, heads=[str(r.ref) for r in reads], total=total,
+            added=tally.added, updated=tally.updated, forgotten=tally.forgotten,
+            conflicts=tally.conflicts, deduplicated=tally.deduplicated,
+            unchanged=plan.unchanged, missing=tally.missing, expired=tally.expired,
+            failed=tally.failed, complete=complete, resumed=resumed,
+        )
+
+    def _local_state(self, ns: str) -> tuple[dict[str, LocalVersion], dict[str, int]]:
+        live = {mid: LocalVersion(version, updated_at, digest or "")
+                for mid, (version, updated_at, digest) in self.catalog.versions_now(ns).items()}
+        return live, self.catalog.tombstones(ns)
+
+    def _fetch(self, keys: NamespaceKeys,
+               entry: mf.Entry) -> tuple[mf.Entry, bytes, dict[str, Any]]:
+        def check(data: bytes) -> None:
+            record = open_envelope(keys, data, expected_id=entry.memory_id, expected_kind="fact")
+            if record.get("version") != entry.version:
+                raise InvalidInput(f"blob holds version {record.get('version')}, "
+                                   f"manifest says {entry.version}")
+            if entry.digest is not None and mf.sealed_digest(data) != entry.digest:
+                raise InvalidInput("blob is not the version the manifest lists (digest)")
+
+        data = read_checked(self.host.walrus, check, blob_id=entry.blob_id,
+                            patch_id=entry.patch_id)
+        record = open_envelope(keys, data, expected_id=entry.memory_id, expected_kind="fact")
+        return entry, data, record
+
+    def _apply(self, ns: str, keys: NamespaceKeys, plan: MergePlan,
+               fetched: list[tuple[mf.Entry, bytes, dict[str, Any]]], tally: _Tally) -> None:
         if not fetched:
-            return 0
-        texts = [str(rec.get("text", "")) for _, _, rec in fetched]
-        vectors = self.host.embed_texts(texts)
+            return
+        adds = {e.memory_id for e in plan.add}
+        kept = {e.memory_id for e in plan.kept}
+        conflicts = {e.memory_id for e in plan.conflicts}
+        incoming = [(e, d, r) for e, d, r in fetched if e.memory_id not in kept]
+        texts = [str(r.get("text", "")) for _, _, r in incoming]
+        vectors = self.host.embed_texts(texts) if texts else np.zeros((0, 1), np.float32)
         emb = self.host.embedder
         now = time.time()
-        count = 0
         with self.lock, self.catalog.write():
             self.catalog.adopt_model(ns, emb.model_id, emb.dim)
-            for (entry, data, rec), text, vector in zip(fetched, texts, vectors, strict=True):
-                metadata = rec.get("metadata") if isinstance(rec.get("metadata"), dict) else {}
-                key = self.catalog.insert_memory(ns, {
-                    "id": entry.memory_id, "text": text,
-                    "metadata": json.dumps(metadata, sort_keys=True),
+            for entry, _, rec in fetched:
+                if entry.memory_id in kept:  # ours wins at the same version: theirs -> history
+                    self.catalog.add_history(
+                        ns, entry.memory_id, entry.version, "CONFLICT", now,
+                        text=str(rec.get("text", "")), metadata=_metadata_json(rec),
+                        blob_id=entry.blob_id, patch_id=entry.patch_id,
+                        end_epoch=entry.end_epoch)
+                    tally.conflicts += 1
+            for (entry, data, rec), text, vector in zip(incoming, texts, vectors, strict=True):
+                mid = entry.memory_id
+                dedupe_hash = keys.dedupe_hash(text)
+                holder = self.catalog.ids_by_dedupe_hash(ns, [dedupe_hash]).get(dedupe_hash)
+                if holder is not None and holder != mid:
+                    if dedupe_survivor(holder, mid) == holder:
+                        self.catalog.forget_memory(ns, mid, now, entry.version + 1)
+                        tally.deduplicated += 1
+                        continue
+                    self.catalog.forget_memory(ns, holder, now)
+                    tally.deduplicated += 1
+                vector_bytes = vector_to_blob(vector)
+                row: dict[str, Any] = {
+                    "id": mid, "text": text, "metadata": _metadata_json(rec),
                     "category": rec.get("category"),
                     "importance": float(rec.get("importance") or DEFAULT_IMPORTANCE),
                     "created_at": float(rec.get("created_at") or now),
                     "updated_at": float(rec.get("updated_at") or now),
                     "expires_at": rec.get("expires_at"), "version": entry.version,
-                    "dedupe_hash": keys.dedupe_hash(text), "status": "published",
+                    "dedupe_hash": dedupe_hash, "status": "published",
                     "blob_id": entry.blob_id, "quilt_patch_id": entry.patch_id,
                     "end_epoch": entry.end_epoch, "sealed": data,
-                    "vector": vector_to_blob(vector), "digest": mf.sealed_digest(data),
-                }, event="RESTORE", at=now)
-                if key is not None:
-                    count += 1
+                    "vector": vector_bytes, "digest": mf.sealed_digest(data),
+                }
+                if mid in adds:
+                    if self.catalog.insert_memory(ns, row, event="RESTORE", at=now) is not None:
+                        tally.added += 1
+                    continue
+                current = self.catalog.memory(ns, mid)
+                if current is None:  # forgotten meanwhile
+                    continue
+                if mid in conflicts:  # ours loses at the same version: it goes to history
+                    self.catalog.add_history(
+                        ns, mid, int(current["version"]), "CONFLICT", now,
+                        text=str(current["text"]), metadata=str(current["metadata"]),
+                        blob_id=current["blob_id"], patch_id=current["quilt_patch_id"],
+                        end_epoch=current["end_epoch"])
+                    tally.conflicts += 1
+                self.catalog.replace_version(ns, int(current["key"]), row,
+                                             vector=vector_bytes, event="MERGE", at=now)
+                self.catalog.drop_queued(ns, mid)
+                tally.updated += 1
         with self.lock:
             self.indexes.refresh(ns)
-        return count
+
+    def _finish(self, ns: str, keys: NamespaceKeys, refs: list[HeadRef],
+                remote: list[mf.Entry], plan: MergePlan) -> None:
+        """The merge is complete: record the heads the local state now contains."""
+        candidates = list(dict.fromkeys([*self.merged(ns), *refs]))
+        newest = [c for c in candidates
+                  if not any(o != c and self.descends(ns, keys, o, c) for o in candidates)]
+        listed = {e.memory_id: e for e in remote}
+        live, tombstones = self._local_state(ns)
+        ours_only = sum(1 for mid in live if mid not in listed or listed[mid].deleted) + sum(
+            1 for mid in tombstones if mid not in listed or not listed[mid].deleted)
+        ahead = ours_only + len(plan.kept) + (1 if len(newest) > 1 else 0)
+        with self.lock:
+            self.tables.set_head_state(ns, [str(h) for h in sorted(newest, reverse=True)],
+                                       ahead=ahead)
+            self.tables.set_restoring(ns, None)
+
+
+def _metadata_json(record: dict[str, Any]) -> str:
+    metadata = record.get("metadata")
+    return json.dumps(metadata if isinstance(metadata, dict) else {}, sort_keys=True)
 

@@ -1,0 +1,375 @@
+"""The namespace log over loopback HTTP: head references, rollback, stale backups,
+interrupted and wrong-key restores, page-cache damage, pull / merge (docs/sync.md)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+import walrus_mem.manifest as mf
+import walrus_mem.namespace_log as nslog
+from relayer_mock.server import RelayerServer
+from tests.helpers_log import (
+    Interrupt,
+    LyingAggregator,
+    dir_snapshot,
+    kill_after,
+    live,
+    machine,
+)
+from tests.helpers_memory import OTHER_MASTER_HEX
+from walrus_mem.errors import (
+    ForkedHead,
+    InvalidHead,
+    RestoreIncomplete,
+    StaleManifest,
+    WrongNamespace,
+)
+from walrus_mem.heads import HeadRef, HeadsFile
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayerServer]:
+    with RelayerServer(tmp_path_factory.mktemp("walrus")) as srv:
+        yield srv
+
+
+def head_of(mem, ns: str = "default") -> HeadRef:
+    text = mem.stats(ns).manifest_blob_id
+    assert text is not None
+    return HeadRef.parse(text)
+
+
+# -- head references ---------------------------------------------------------------------
+
+
+def test_sync_reports_a_head_reference_that_binds_the_manifest(tmp_path: Path, server) -> None:
+    with machine(tmp_path / "a", server.url) as a:
+        a.remember_many([f"fact {i}" for i in range(5)], namespace="ns1")
+        head = a.sync().manifests["ns1"]
+        ref = HeadRef.parse(head)
+        assert a.stats("ns1").manifest_blob_id == head and ref.seq == 1
+        raw = httpx.get(f"{server.url}/v1/blobs/{ref.blob_id}").content
+        assert mf.sealed_digest(raw) == ref.digest
+        a.remember("fact 5", namespace="ns1")
+        second = HeadRef.parse(a.sync().manifests["ns1"])
+        assert second.seq == 2
+        _, entries = a._log.read("ns1", second)
+        seen = a._log.seen.get("ns1", second.blob_id)
+        assert seen is not None and seen.parents == (ref,)
+        assert len([e for e in entries if not e.deleted]) == 6
+
+
+def test_bare_blob_ids_only_when_seen_and_malformed_heads(tmp_path: Path, server) -> None:
+    with machine(tmp_path / "a", server.url) as a:
+        a.remember("bare id fact", namespace="bare")
+        head = HeadRef.parse(a.sync().manifests["bare"])
+    with machine(tmp_path / "b", server.url) as b:
+        with pytest.raises(InvalidHead, match="full head reference"):
+            b.restore("bare", head.blob_id)
+        for bad in ("x.y.z", f"{head.blob_id}.0.{head.digest}", f"{head.blob_id}.1.abc",
+                    "a.b", "not a blob id!"):
+            with pytest.raises(InvalidHead):
+                b.restore("bare", bad)
+        assert b.stats("bare").memories == 0
+        assert b.restore("bare", str(head)).restored == 1
+        assert b.restore("bare", head.blob_id).skipped == 1  # seen here now: accepted
+
+
+def test_aggregator_serving_an_older_manifest_is_a_typed_error(tmp_path: Path, server) -> None:
+    with machine(tmp_path / "a", server.url) as a:
+        first = a.remember_many([f"rollback fact {i}" for i in range(4)], namespace="rb")
+        h1 = HeadRef.parse(a.sync().manifests["rb"])
+        a.forget(first[0].id, namespace="rb")
+        a.update(first[1].id, "rollback fact one, updated", namespace="rb")
+        newer = a.remember("rollback fact added later", namespace="rb")
+        h2 = HeadRef.parse(a.sync().manifests["rb"])
+        assert h2.seq > h1.seq
+        expected = live(a, "rb")
+    with LyingAggregator(server.url) as proxy:
+        proxy.swap[h2.blob_id] = h1.blob_id
+        # A fresh machine, handed the newest head, reads through the lying aggregator.
+        with machine(tmp_path / "fresh", server.url, aggregator=proxy.url,
+                     read_deadline=0.5) as fresh:
+            before = dir_snapshot(tmp_path / "fresh")
+            with pytest.raises(StaleManifest) as info:
+                fresh.restore("rb", str(h2))
+            assert (info.value.served_seq, info.value.expected_seq) == (h1.seq, h2.seq)
+            with pytest.raises(StaleManifest):
+                fresh.pull(str(h2), namespace="rb")
+            assert dir_snapshot(tmp_path / "fresh") == before
+            assert fresh.stats("rb").memories == 0
+        assert proxy.served
+        # A machine that holds h1 already: pull of h2 fails the same way, nothing changes.
+        with machine(tmp_path / "old", server.url) as old:
+            old.restore("rb", str(h1))
+            held = live(old, "rb")
+        with machine(tmp_path / "old", server.url, aggregator=proxy.url,
+                     read_deadline=0.5) as old:
+            with pytest.raises(StaleManifest):
+                old.pull([str(h2)], namespace="rb")
+            assert live(old, "rb") == held and head_of(old, "rb") == h1
+        proxy.swap.clear()
+        with machine(tmp_path / "old", server.url, aggregator=proxy.url) as old:
+            report = old.pull([str(h2)], namespace="rb")
+            assert (report.added, report.updated, report.forgotten) == (1, 1, 1)
+            assert live(old, "rb") == expected and newer.id in expected
+
+
+def test_older_head_is_refused_unless_allowed(tmp_path: Path, server) -> None:
+    with machine(tmp_path / "a", server.url) as a:
+        a.remember("old head fact", namespace="st")
+        h1 = a.sync().manifests["st"]
+        a.remember("newer head fact", namespace="st")
+        h2 = a.sync().manifests["st"]
+        with pytest.raises(StaleManifest, match="older"):
+            a.pull(h1, namespace="st")
+        assert a.pull(h1, namespace="st", allow_stale=True).up_to_date
+        assert a.pull(h2, namespace="st").up_to_date
+    with machine(tmp_path / "b", server.url) as b:
+        b.restore("st", h2)
+        with pytest.raises(StaleManifest):
+            b.restore("st", h1)
+
+
+def test_unrelated_history_is_refused_unless_allowed(tmp_path: Path, server) -> None:
+    with machine(tmp_path / "a", server.url) as a, machine(tmp_path / "c", server.url) as c:
+        a.remember("started on a", namespace="un")
+        c.remember("started on c", namespace="un")
+        ha, hc = a.sync().manifests["un"], c.sync().manifests["un"]
+        with pytest.raises(ForkedHead):
+            c.pull(ha, namespace="un")
+        assert set(live(c, "un").values()) == {"started on c"}
+        assert c.pull(ha, namespace="un", allow_unrelated=True).added == 1
+        merged = HeadRef.parse(c.sync().manifests["un"])
+        assert merged.seq == 2
+        assert a.pull(str(merged), namespace="un").added == 1  # now related: no flag needed
+        assert live(a, "un") == live(c, "un")
+        assert {HeadRef.parse(ha), HeadRef.parse(hc)} == set(
+            c._log.seen.get("un", merged.blob_id).parents)
+
+
+# -- never publish what forgets ----------------------------------------------------------
+
+
+def test_stale_backup_merges_the_newer_head_before_publishing(tmp_path: Path, server) -> None:
+    heads = tmp_path / "shared" / "heads.txt"
+    a_dir = tmp_path / "a"
+    with machine(a_dir, server.url, heads_file=heads) as a:
+        a.remember_many([f"acknowledged fact {i}" for i in range(100)], namespace="bk")
+        a.sync()
+    backup = tmp_path / "backup"
+    shutil.copytree(a_dir, backup)
+    with machine(a_dir, server.url, heads_file=heads) as a:
+        a.remember_many([f"later fact {i}" for i in range(100)], namespace="bk")
+        h2 = HeadRef.parse(a.sync().manifests["bk"])
+    assert [r for _, r in HeadsFile(heads).read("bk")] == [h2]
+    shutil.rmtree(a_dir)
+    shutil.copytree(backup, a_dir)  # the data dir is restored from the old backup
+    with machine(a_dir, server.url, heads_file=heads) as a:
+        assert a.stats("bk").memories == 100
+        a.remember_many([f"after the backup {i}" for i in range(10)], namespace="bk")
+        report = a.sync()
+        assert report.pulled["bk"].added == 100 and not report.errors
+        h3 = HeadRef.parse(report.manifests["bk"])
+        assert h3.seq == h2.seq + 1
+        assert a._log.seen.get("bk", h3.blob_id).parents == (h2,)
+    with machine(tmp_path / "fresh", server.url) as fresh:
+        result = fresh.restore("bk", str(h3))
+        assert result.restored == 210 and result.complete
+
+
+def test_stale_backup_without_heads_exchange_forks_and_merges_back(tmp_path: Path,
+                                                                  server) -> None:
+    a_dir = tmp_path / "a"
+    with machine(a_dir, server.url) as a:
+        a.remember_many([f"fork base {i}" for i in range(20)], namespace="fk")
+        a.sync()
+    shutil.copytree(a_dir, tmp_path / "backup")
+    with machine(a_dir, server.url) as a:
+        a.remember_many([f"fork newer {i}" for i in range(30)], namespace="fk")
+        h_new = a.sync().manifests["fk"]
+    with machine(tmp_path / "backup", server.url) as b:
+        b.remember("fork from the backup", namespace="fk")
+        h_fork = b.sync().manifests["fk"]  # nobody told it about h_new: a fork
+        assert HeadRef.parse(h_fork).seq == HeadRef.parse(h_new).seq
+    with machine(tmp_path / "third", server.url) as third:
+        report = third.pull([h_new, h_fork], namespace="fk")
+        assert report.added == 51 and len(live(third, "fk")) == 51
+        merged = HeadRef.parse(third.sync().manifests["fk"])
+        assert set(third._log.seen.get("fk", merged.blob_id).parents) == {
+            HeadRef.parse(h_new), HeadRef.parse(h_fork)}
+
+
+def test_interrupted_restore_is_marked_refuses_to_publish_and_resumes(tmp_path: Path, server,
+                                                                      monkeypatch) -> None:
+    monkeypatch.setattr(nslog, "RESTORE_CHUNK", 40)
+    with machine(tmp_path / "a", server.url) as a:
+        a.remember_many([f"restore me {i}" for i in range(200)], namespace="ir")
+        a.sync()  # (the 200th write already published the periodic manifest)
+        head = str(head_of(a, "ir"))
+    with machine(tmp_path / "b", server.url) as b:
+        with pytest.raises(Interrupt):
+            b.restore("ir", head, progress=kill_after(80))
+        partial = b.stats("ir").memories
+        assert 0 < partial < 200
+    with machine(tmp_path / "b", server.url) as b:  # the process restarts
+        report = b.sync()
+        assert not report.manifests and any("RestoreIncomplete" in e for e in report.errors)
+        with pytest.raises(RestoreIncomplete):
+            b._publish_manifest("ir")
+        b.remember("written while incomplete", namespace="ir")
+        assert "ir" not in b.sync().manifests
+        calls: list[tuple[int, int]] = []
+        result = b.restore("ir", progress=lambda d, t: calls.append((d, t)))
+        assert result.resumed and result.complete and result.restored == 200 - partial
+        assert calls[0] == (partial, 200) and calls[-1] == (200, 200)
+        assert b.stats("ir").memories == 201
+        new_head = HeadRef.parse(b.sync().manifests["ir"])
+        assert b._log.seen.get("ir", new_head.blob_id).parents == (HeadRef.parse(head),)
+    with machine(tmp_path / "c", server.url) as c:
+        assert c.restore("ir", str(new_head)).restored == 201
+
+
+def test_restore_with_the_wrong_key_leaves_the_data_dir_as_it_was(tmp_path: Path,
+                                                                  server) -> None:
+    with machine(tmp_path / "a", server.url) as a:
+        a.remember("keyed fact", namespace="wk")
+        head = a.sync().manifests["wk"]
+    with machine(tmp_path / "b", server.url, key=OTHER_MASTER_HEX) as wrong:
+        wrong.remember("something else entirely", namespace="mine")
+        before = dir_snapshot(tmp_path / "b")
+        with pytest.raises(WrongNamespace):
+            wrong.restore("wk", head)
+        assert dir_snapshot(tmp_path / "b") == before
+        assert "wk" not in wrong.namespaces()
+    with machine(tmp_path / "b", server.url) as right:  # the right key is not refused now
+        assert right.restore("wk", head).restored == 1
+
+
+def test_catalog_loss_restores_from_the_heads_this_data_dir_remembers(tmp_path: Path,
+                                                                      server) -> None:
+    with machine(tmp_path / "a", server.url) as a:
+        a.remember_many([f"survives catalog loss {i}" for i in range(12)], namespace="cl")
+        head = a.sync().manifests["cl"]
+    for name in ("catalog.sqlite3", "catalog.sqlite3-wal", "catalog.sqlite3-shm"):
+        (tmp_path / "a" / name).unlink(missing_ok=True)
+    with machine(tmp_path / "a", server.url) as a:
+        report = a.restore("cl")  # no head given: heads.sqlite3 remembers it
+        assert report.manifest_blob_id == head and report.restored == 12
+
+
+def test_corrupt_page_cache_is_checked_before_reuse(tmp_path: Path, server, monkeypatch) -> None:
+    monkeypatch.setattr(mf, "PAGE_TARGET", 25)
+    monkeypatch.setattr(mf, "INLINE_MAX", 100)
+    monkeypatch.setattr(mf, "CHANGED_INLINE_MAX", 0)
+    with machine(tmp_path / "a", server.url) as a:
+        a.remember_many([f"paged fact {i}" for i in range(300)], namespace="pc")
+        a.sync()
+        pages = a._catalog.query(
+            "SELECT digest, blob_id, patch_id FROM manifest_pages WHERE namespace = 'pc' "
+            "ORDER BY digest")
+        assert len(pages) >= 4
+        # A wrong row: the first page's cache entry points at the second page.
+        with a._catalog.write() as c:
+            c.execute("UPDATE manifest_pages SET blob_id = ?, patch_id = ? WHERE digest = ?",
+                      (pages[1]["blob_id"], pages[1]["patch_id"], pages[0]["digest"]))
+    with machine(tmp_path / "a", server.url) as a:  # a new process: nothing verified yet
+        a.remember("one more fact", namespace="pc")
+        head = a.sync().manifests["pc"]
+    with machine(tmp_path / "b", server.url) as b:
+        report = b.restore("pc", head)
+        assert report.restored == 301 and not report.failed
+
+
+def test_missing_blobs_are_reported_not_fatal(tmp_path: Path, server) -> None:
+    with machine(tmp_path / "a", server.url) as a:
+        gone = a.remember("this blob will vanish", namespace="mb")
+        a.remember("this one stays", namespace="mb")
+        head = a.sync().manifests["mb"]
+    assert httpx.delete(f"{server.url}/_mock/blobs/{gone.blob_id}").status_code in (200, 204)
+    with machine(tmp_path / "b", server.url) as b:
+        report = b.restore("mb", head)
+        assert report.missing == [(gone.id, gone.blob_id)] and not report.failed
+        assert report.restored == 1 and report.complete
+
+
+# -- pull / merge --------------------------------------------------------------------------
+
+
+def test_two_machines_converge_with_one_conflict_rule(tmp_path: Path, server) -> None:
+    with machine(tmp_path / "a", server.url) as a, machine(tmp_path / "b", server.url) as b:
+        base = a.remember_many([f"shared fact {i}" for i in range(6)], namespace="cv")
+        b.restore("cv", a.sync().manifests["cv"])
+        # Concurrent edits: both update fact 0, A forgets fact 1 while B updates it,
+        # each adds memories; B updates fact 2 twice.
+        a.update(base[0].id, "fact zero as A wrote it", namespace="cv")
+        b.update(base[0].id, "fact zero as B wrote it", namespace="cv")
+        a.forget(base[1].id, namespace="cv")
+        b.update(base[1].id, "fact one, edited on B", namespace="cv")
+        b.update(base[2].id, "fact two, B first edit", namespace="cv")
+        b.update(base[2].id, "fact two, B second edit", namespace="cv")
+        a.update(base[2].id, "fact two, A single edit", namespace="cv")
+        a.remember("only on A", namespace="cv")
+        b.remember("only on B", namespace="cv")
+        ha, hb = a.sync().manifests["cv"], b.sync().manifests["cv"]
+        ra = a.pull(hb, namespace="cv")
+        rb = b.pull(ha, namespace="cv")
+        assert live(a, "cv") == live(b, "cv")
+        assert base[1].id not in live(a, "cv")  # the forget won over B's edit
+        assert live(a, "cv")[base[2].id] == "fact two, B second edit"  # higher version
+        winner = live(a, "cv")[base[0].id]
+        assert winner in ("fact zero as A wrote it", "fact zero as B wrote it")
+        assert ra.conflicts == 1 and rb.conflicts == 1 and rb.forgotten == 1
+        loser = ({"fact zero as A wrote it", "fact zero as B wrote it"} - {winner}).pop()
+        for m in (a, b):
+            events = [(h.event, h.text) for h in m.history(base[0].id, namespace="cv")]
+            assert ("CONFLICT", loser) in events
+        # Both publish merged manifests; they list the same live set, and the
+        # forgotten memory only as a tombstone.
+        ha2, hb2 = a.sync().manifests["cv"], b.sync().manifests["cv"]
+        for head, m in ((ha2, a), (hb2, b)):
+            _, entries = m._log.read("cv", head)
+            assert {e.memory_id for e in entries if not e.deleted} == set(live(a, "cv"))
+            assert base[1].id in {e.memory_id for e in entries if e.deleted}
+        a.pull(hb2, namespace="cv")
+        b.pull(ha2, namespace="cv")
+        assert live(a, "cv") == live(b, "cv")
+        final = live(a, "cv")
+    with machine(tmp_path / "c", server.url) as c:  # a third machine, from both heads
+        c.pull([ha2, hb2], namespace="cv")
+        assert live(c, "cv") == final
+
+
+def test_same_text_on_two_machines_collapses_into_one_memory(tmp_path: Path, server) -> None:
+    with machine(tmp_path / "a", server.url) as a, machine(tmp_path / "b", server.url) as b:
+        a.remember("seed", namespace="dd")
+        b.restore("dd", a.sync().manifests["dd"])
+        x = a.remember("the same fact typed twice", namespace="dd")
+        y = b.remember("the same fact typed twice", namespace="dd")
+        assert x.id != y.id
+        ra = a.pull(b.sync().manifests["dd"], namespace="dd")
+        rb = b.pull(a.sync().manifests["dd"], namespace="dd")
+        assert ra.deduplicated == 1  # b learns the outcome as a tombstone (+ the survivor)
+        assert rb.forgotten == rb.added
+        assert live(a, "dd") == live(b, "dd")
+        assert min(x.id, y.id) in live(a, "dd") and max(x.id, y.id) not in live(a, "dd")
+
+
+def test_heads_file_exchanges_heads_through_sync(tmp_path: Path, server) -> None:
+    heads = tmp_path / "synced-folder" / "walrus-mem-heads.txt"
+    with machine(tmp_path / "a", server.url, heads_file=heads) as a, \
+            machine(tmp_path / "b", server.url, heads_file=heads) as b:
+        a.remember("written on a", namespace="hf")
+        a.sync()
+        assert b.pull(namespace="hf").added == 1  # heads from the file
+        b.remember("written on b", namespace="hf")
+        hb = HeadRef.parse(b.sync().manifests["hf"])
+        assert [r for _, r in HeadsFile(heads).read("hf")] == [hb]  # a's head superseded
+        report = a.sync()
+        assert report.pulled["hf"].added == 1 and "hf" not in report.manifests
+        assert live(a, "hf") == live(b, "hf")

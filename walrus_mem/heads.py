@@ -1,0 +1,279 @@
+"""Head references and what a data dir remembers about them.
+
+A **head reference** names one manifest and binds its content::
+
+    <blob id>.<seq>.<digest>
+
+``digest`` is BLAKE2b-256 (hex) of the manifest's sealed bytes, ``seq`` its
+sequence number. Whoever holds a head reference can check that the bytes an
+aggregator returns are exactly that manifest, so a fresh machine given the
+newest head cannot be rolled back to an older one.
+
+:class:`SeenHeads` is the per-data-dir record of every manifest this data dir
+has published, pulled, restored or walked past: its reference, writer and
+parents. It lives in ``<data_dir>/heads.sqlite3``, outside the catalog, so it
+survives the catalog's loss (restore then knows where to start). The
+newest heads of a namespace are the ones no other seen head names as parent.
+
+:class:`HeadsFile` is the optional text file (``Settings.heads_file``, e.g. on
+a synced folder) through which machines exchange heads: ``sync`` writes its
+new head there and ``sync`` / ``pull`` read the others'.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from filelock import FileLock
+
+from .errors import InvalidHead, LocalStoreError
+
+__all__ = ["HeadRef", "HeadsFile", "SeenHead", "SeenHeads", "parse_head"]
+
+_BLOB_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,128}")
+_DIGEST: Final = re.compile(r"[0-9a-f]{64}")
+_MAX_SEQ: Final = 2**62
+
+
+@dataclass(frozen=True, order=True)
+class HeadRef:
+    """A manifest's blob id, sequence number and content digest."""
+
+    seq: int
+    blob_id: str
+    digest: str
+
+    def __str__(self) -> str:
+        return f"{self.blob_id}.{self.seq}.{self.digest}"
+
+    @classmethod
+    def parse(cls, text: str) -> HeadRef:
+        """Parse ``<blob id>.<seq>.<digest>`` (InvalidHead otherwise)."""
+        if not isinstance(text, str):
+            raise InvalidHead("a head reference must be a string")
+        parts = text.strip().split(".")
+        if len(parts) != 3:
+            raise InvalidHead(
+                "a head reference looks like <blob id>.<seq>.<64 hex digits> "
+                f"(got {len(parts)} dot-separated part(s))"
+            )
+        blob_id, seq, digest = parts
+        if not _BLOB_ID.fullmatch(blob_id):
+            raise InvalidHead("the blob id part of the head reference is malformed")
+        if not seq.isdigit() or not 1 <= int(seq) < _MAX_SEQ:
+            raise InvalidHead("the seq part of the head reference must be a positive integer")
+        if not _DIGEST.fullmatch(digest):
+            raise InvalidHead("the digest part of the head reference must be 64 lowercase hex")
+        return cls(int(seq), blob_id, digest)
+
+
+def parse_head(text: str) -> HeadRef | str:
+    """A full head reference, or a bare blob id (to be checked against SeenHeads)."""
+    if isinstance(text, str) and "." not in text.strip():
+        blob_id = text.strip()
+        if not _BLOB_ID.fullmatch(blob_id):
+            raise InvalidHead("not a blob id or head reference")
+        return blob_id
+    return HeadRef.parse(text)
+
+
+@dataclass(frozen=True)
+class SeenHead:
+    ref: HeadRef
+    writer: str
+    parents: tuple[HeadRef, ...]
+    origins: tuple[str, ...]
+
+
+_SCHEMA: Final = (
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS heads (namespace TEXT NOT NULL, blob_id TEXT NOT NULL, "
+    "seq INTEGER NOT NULL, digest TEXT NOT NULL, writer TEXT NOT NULL, parents TEXT NOT NULL, "
+    "origins TEXT NOT NULL, seen_at REAL NOT NULL, PRIMARY KEY (namespace, blob_id))",
+    "CREATE TABLE IF NOT EXISTS edges (namespace TEXT NOT NULL, child TEXT NOT NULL, "
+    "parent TEXT NOT NULL, PRIMARY KEY (namespace, child, parent))",
+    "CREATE INDEX IF NOT EXISTS edges_parent ON edges (namespace, parent)",
+)
+
+
+class SeenHeads:
+    """``<data_dir>/heads.sqlite3``: every manifest this data dir has seen, per namespace.
+
+    The file is created on the first write only, so reading (and failing a
+    restore with the wrong key) leaves a data dir exactly as it was.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.RLock()
+        self._conn: sqlite3.Connection | None = None
+
+    def _connect(self, *, create: bool) -> sqlite3.Connection | None:
+        with self._lock:
+            if self._conn is not None:
+                return self._conn
+            if not create and not self.path.exists():
+                return None
+            new = not self.path.exists()
+            try:
+                conn = sqlite3.connect(self.path, isolation_level=None, timeout=30,
+                                       check_same_thread=False)
+                if new:
+                    os.chmod(self.path, 0o600)
+                conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("PRAGMA synchronous = FULL")
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+            except sqlite3.Error as exc:
+                raise LocalStoreError(f"heads store {self.path}: {exc}") from exc
+            self._conn = conn
+            return conn
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            conn = self._connect(create=True)
+            assert conn is not None
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield conn
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                raise LocalStoreError(f"heads store {self.path}: {exc}") from exc
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def writer_id(self) -> str:
+        """This data dir's writer id (random, created on first use)."""
+        with self._tx() as c:
+            row = c.execute("SELECT value FROM meta WHERE key = 'writer'").fetchone()
+            if row is not None:
+                return str(row[0])
+            writer = secrets.token_hex(8)
+            c.execute("INSERT INTO meta (key, value) VALUES ('writer', ?)", (writer,))
+            return writer
+
+    def add(self, namespace: str, head: SeenHead) -> None:
+        with self._tx() as c:
+            c.execute(
+                "INSERT OR IGNORE INTO heads (namespace, blob_id, seq, digest, writer, parents, "
+                "origins, seen_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (namespace, head.ref.blob_id, head.ref.seq, head.ref.digest, head.writer,
+                 json.dumps([str(p) for p in head.parents]), json.dumps(list(head.origins)),
+                 time.time()),
+            )
+            c.executemany(
+                "INSERT OR IGNORE INTO edges (namespace, child, parent) VALUES (?, ?, ?)",
+                [(namespace, head.ref.blob_id, p.blob_id) for p in head.parents],
+            )
+
+    def _query(self, sql: str, params: tuple[object, ...]) -> list[tuple[object, ...]]:
+        with self._lock:
+            conn = self._connect(create=False)
+            if conn is None:
+                return []
+            try:
+                return conn.execute(sql, params).fetchall()
+            except sqlite3.Error as exc:
+                raise LocalStoreError(f"heads store {self.path}: {exc}") from exc
+
+    @staticmethod
+    def _row(row: tuple[object, ...]) -> SeenHead:
+        blob_id, seq, digest, writer, parents, origins = row
+        return SeenHead(
+            HeadRef(int(str(seq)), str(blob_id), str(digest)), str(writer),
+            tuple(HeadRef.parse(p) for p in json.loads(str(parents))),
+            tuple(str(o) for o in json.loads(str(origins))),
+        )
+
+    def get(self, namespace: str, blob_id: str) -> SeenHead | None:
+        rows = self._query(
+            "SELECT blob_id, seq, digest, writer, parents, origins FROM heads "
+            "WHERE namespace = ? AND blob_id = ?", (namespace, blob_id))
+        return self._row(rows[0]) if rows else None
+
+    def newest(self, namespace: str) -> list[SeenHead]:
+        """The seen heads no other seen head descends from, newest first."""
+        rows = self._query(
+            "SELECT blob_id, seq, digest, writer, parents, origins FROM heads h "
+            "WHERE namespace = ? AND NOT EXISTS (SELECT 1 FROM edges e WHERE "
+            "e.namespace = h.namespace AND e.parent = h.blob_id) ORDER BY seq DESC, blob_id",
+            (namespace,))
+        return [self._row(r) for r in rows]
+
+    def max_seq(self, namespace: str) -> int:
+        rows = self._query("SELECT max(seq) FROM heads WHERE namespace = ?", (namespace,))
+        return int(str(rows[0][0])) if rows and rows[0][0] is not None else 0
+
+
+class HeadsFile:
+    """A small text file of ``<namespace> <head reference>`` lines shared between machines.
+
+    ``sync`` replaces the lines of heads its new manifest descends from with
+    the new head; lines of other namespaces and of heads it has not merged
+    stay. Writes are atomic (temporary file + rename) under a file lock.
+    """
+
+    HEADER: Final = (
+        "# walrus-mem heads: <namespace> <head reference>; written by `walrus-mem sync`\n"
+    )
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path).expanduser()
+
+    def read(self, namespace: str | None = None) -> list[tuple[str, HeadRef]]:
+        """(namespace, head) pairs; malformed lines are skipped."""
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise LocalStoreError(f"heads file {self.path}: {exc}") from exc
+        out: list[tuple[str, HeadRef]] = []
+        for line in text.splitlines():
+            parts = line.split()
+            if len(parts) != 2 or line.lstrip().startswith("#"):
+                continue
+            try:
+                ref = HeadRef.parse(parts[1])
+            except InvalidHead:
+                continue
+            if namespace is None or parts[0] == namespace:
+                out.append((parts[0], ref))
+        return out
+
+    def replace(self, namespace: str, new: HeadRef, superseded: Iterable[HeadRef]) -> None:
+        """Write ``new`` for ``namespace`` and drop the lines of ``superseded`` heads."""
+        drop = {r.blob_id for r in superseded} | {new.blob_id}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with FileLock(str(self.path) + ".lock", timeout=30):
+            kept = [(ns, ref) for ns, ref in self.read()
+                    if not (ns == namespace and ref.blob_id in drop)]
+            kept.append((namespace, new))
+            tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
+            with open(tmp, "w", encoding="utf-8") as fh:
+                fh.write(self.HEADER)
+                for ns, ref in sorted(kept, key=lambda p: (p[0], -p[1].seq, p[1].blob_id)):
+                    fh.write(f"{ns} {ref}\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.path)

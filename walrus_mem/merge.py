@@ -1,0 +1,119 @@
+"""How two states of one namespace combine: the merge rule (docs/sync.md).
+
+A state is a set of live memories (id → version, update time, digest of the
+sealed fact) and a set of tombstones (id → version at forget). Merging is a
+union, and a memory present on both sides with different content resolves by
+one deterministic rule:
+
+1. A tombstone wins over every version: a memory forgotten anywhere stays
+   forgotten everywhere once the heads meet, and no later manifest lists it.
+2. Otherwise the higher ``version`` wins (more updates);
+3. on equal versions (both sides updated concurrently) the later
+   ``updated_at`` wins, then the larger digest. The losing version is kept
+   in ``history`` as a ``CONFLICT`` entry and counted in the report.
+
+Absence is not deletion: a manifest that does not list a memory says nothing
+about it, so an old or partial snapshot can never remove anything. The rule
+is commutative, associative and idempotent, so machines that exchanged heads
+end with the same live memories whatever the order of their pulls.
+
+Two different memories that end up with the same text (remembered on two
+machines independently) collapse into the one with the smaller id; the
+other gets a tombstone (counted as ``deduplicated``). That is decided where
+the texts are known (namespace_log.py) with :func:`dedupe_survivor`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from .manifest import Entry
+
+__all__ = ["LocalVersion", "MergePlan", "dedupe_survivor", "plan_merge"]
+
+
+@dataclass(frozen=True)
+class LocalVersion:
+    """The current version of a live local memory, as the merge rule sees it."""
+
+    version: int
+    updated_at: float
+    digest: str
+
+    def rank(self) -> tuple[int, float, str]:
+        return (self.version, self.updated_at, self.digest)
+
+
+@dataclass
+class MergePlan:
+    """What merging remote entries into the local state takes."""
+
+    add: list[Entry] = field(default_factory=list)
+    """Live remotely, unknown here: fetch and insert."""
+    replace: list[Entry] = field(default_factory=list)
+    """Remote version wins over the local one: fetch and make it current."""
+    conflicts: list[Entry] = field(default_factory=list)
+    """Replaced at the same version (the local version loses, kept in history)."""
+    kept: list[Entry] = field(default_factory=list)
+    """Local version wins at the same version: the remote loser goes to history."""
+    forget: list[Entry] = field(default_factory=list)
+    """Remote tombstones of memories live here."""
+    tombstones: list[Entry] = field(default_factory=list)
+    """Remote tombstones of memories not live here (recorded so they stay gone)."""
+    unchanged: int = 0
+
+    @property
+    def fetches(self) -> list[Entry]:
+        return [*self.add, *self.replace, *self.kept]
+
+
+def plan_merge(
+    remote: Iterable[Entry],
+    live: Mapping[str, LocalVersion],
+    tombstones: Mapping[str, int],
+) -> MergePlan:
+    """Decide, entry by entry, how ``remote`` merges into the local state."""
+    plan = MergePlan()
+    best: dict[str, Entry] = {}
+    for entry in remote:  # several heads may list one memory: keep the winner
+        other = best.get(entry.memory_id)
+        if other is None or _wins(entry, other):
+            best[entry.memory_id] = entry
+    for mid, entry in best.items():
+        if entry.deleted:
+            if mid in live:
+                plan.forget.append(entry)
+            elif mid in tombstones:
+                plan.unchanged += 1
+            else:
+                plan.tombstones.append(entry)
+            continue
+        if mid in tombstones:
+            plan.unchanged += 1
+            continue
+        local = live.get(mid)
+        if local is None:
+            plan.add.append(entry)
+        elif local.digest == entry.digest:
+            plan.unchanged += 1
+        elif entry.rank() > local.rank():
+            plan.replace.append(entry)
+            if entry.version == local.version:
+                plan.conflicts.append(entry)
+        elif entry.version == local.version:
+            plan.kept.append(entry)
+        else:
+            plan.unchanged += 1  # an older version of ours
+    return plan
+
+
+def _wins(a: Entry, b: Entry) -> bool:
+    if a.deleted != b.deleted:
+        return a.deleted
+    return a.rank() > b.rank()
+
+
+def dedupe_survivor(a: str, b: str) -> str:
+    """Of two memories holding the same text, the one that stays (the smaller id)."""
+    return min(a, b)
