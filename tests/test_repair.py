@@ -153,7 +153,7 @@ def test_doctor_and_repair_end_to_end_through_the_cli(tmp_path: Path, monkeypatc
     for i in range(9):
         invoke(["remember", f"cli fact {i} about {WORDS[i]} and {WORDS[i + 1]}"])
     invoke(["recall", "alpha"])  # writes the index file
-    head = invoke_json(["sync"])["manifests"]["default"]
+    assert invoke_json(["sync"])["manifests"]["default"]
     assert invoke_json(["doctor", "--no-model"])["ok"] is True
 
     catalog = data_dir / "catalog.sqlite3"
@@ -187,6 +187,7 @@ def test_doctor_and_repair_end_to_end_through_the_cli(tmp_path: Path, monkeypatc
     assert report["refetched"] == [rows[0][1]]
     assert invoke_json(["sync"])["still_queued"] == 0
     assert invoke_json(["doctor", "--no-model"])["ok"] is True
+    newest = invoke_json(["stats"])["manifest_blob_id"]  # the re-queued one: a newer head
 
     # An unusable catalog: repair moves it aside and rebuilds it from the head.
     catalog.write_bytes(b"garbage, not SQLite " * 200)
@@ -194,11 +195,10 @@ def test_doctor_and_repair_end_to_end_through_the_cli(tmp_path: Path, monkeypatc
         Path(str(catalog) + suffix).unlink(missing_ok=True)
     failed = invoke(["recall", "alpha"], expect=1)
     assert "walrus-mem repair" in failed.stderr
-    text = invoke(["repair"], expect=1).stdout  # moved aside; no head remembered outside it
-    assert "Catalog unusable" in text and "moved aside" in text
-    assert "walrus-mem -n default repair --manifest BLOB_ID" in text
+    # heads.sqlite3 (outside the catalog) remembers the newest head: no --manifest needed
+    out = invoke_json(["repair"])
     assert len(list(data_dir.glob("catalog.sqlite3.corrupt-*"))) == 1
-    out = invoke_json(["repair", "--manifest", head])
+    assert out["catalog"]["restored"]["default"]["manifest_blob_id"] == newest
     assert out["ok"] is True and out["catalog"]["restored"]["default"]["restored"] == 9
     hits = invoke_json(["recall", "alpha", "--min-score", "0"])
     assert hits

@@ -475,8 +475,6 @@ def _expiry_check(mem: Any, ns: str) -> Check:
 
 def _head_check(mem: Any, ns: str) -> Check:
     """The newest manifest this data dir published or restored opens from Walrus."""
-    from .envelope import open_envelope
-
     info = mem._catalog.namespace(ns)
     head = None if info is None else info["manifest_blob_id"]
     name = f"head {ns}"
@@ -490,9 +488,8 @@ def _head_check(mem: Any, ns: str) -> Check:
                                    f"~{mem.epoch_clock.current()})",
                      f"walrus-mem -n {ns} sync (publishes a new manifest)")
     try:
-        keys = mem.keys_for(ns)
-        mem.walrus.read_blob(str(head), deadline=HEAD_READ_SECONDS, verify=lambda raw:
-                             open_envelope(keys, raw, expected_kind="manifest"))
+        # digest, seq and parents of the root the head reference names
+        mem._log.verify_head(ns, str(head), deadline=HEAD_READ_SECONDS)
     except WalrusMemError as exc:
         return Check(name, "fail", f"newest manifest {head} is not readable: "
                                    f"{type(exc).__name__}: {exc}",

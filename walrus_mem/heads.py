@@ -220,6 +220,10 @@ class SeenHeads:
             (namespace,))
         return [self._row(r) for r in rows]
 
+    def namespaces(self) -> list[str]:
+        return [str(r[0]) for r in self._query(
+            "SELECT DISTINCT namespace FROM heads ORDER BY namespace", ())]
+
     def max_seq(self, namespace: str) -> int:
         rows = self._query("SELECT max(seq) FROM heads WHERE namespace = ?", (namespace,))
         return int(str(rows[0][0])) if rows and rows[0][0] is not None else 0

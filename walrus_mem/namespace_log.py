@@ -59,6 +59,7 @@ from .errors import (
     VerificationFailed,
     WalrusMemError,
 )
+from .expiry import EpochClock
 from .heads import HeadRef, HeadsFile, SeenHead, SeenHeads, parse_head
 from .index import IndexStore, index_file_stem
 from .inputs import new_memory_id
@@ -69,8 +70,6 @@ from .walrus import WalrusClient
 
 __all__ = [
     "MANIFEST_MAX_PLAINTEXT",
-    "EntryFilter",
-    "ExpiredCheck",
     "LogHost",
     "NamespaceLog",
     "ProgressCallback",
@@ -87,10 +86,6 @@ MAX_WALK: Final = 10_000
 """Manifests an ancestry check may visit before giving up (LogError)."""
 
 ProgressCallback = Callable[[int, int], object]
-EntryFilter = Callable[[str, list[mf.Entry]], list[mf.Entry]]
-"""(namespace, live entries) -> the entries a manifest may list (expiry plugs in here)."""
-ExpiredCheck = Callable[[mf.Entry], bool]
-"""True when an entry's blob is past its end epoch (restore reports it as expired)."""
 
 
 class LogHost(Protocol):
@@ -146,8 +141,6 @@ class NamespaceLog:
         self.indexes = indexes
         self.lock = lock
         self.seen = SeenHeads(host.data_dir / "heads.sqlite3")
-        self.entry_filter: EntryFilter | None = None
-        self.is_expired: ExpiredCheck | None = None
         self._manifest_locks: dict[str, tuple[threading.Lock, FileLock]] = {}
         self._verified_pages: set[tuple[str, str, str | None]] = set()
 
@@ -248,7 +241,8 @@ class NamespaceLog:
 
     # -- reading -------------------------------------------------------------------
 
-    def _read_root(self, ns: str, keys: NamespaceKeys, ref: HeadRef) -> mf.Root:
+    def _read_root(self, ns: str, keys: NamespaceKeys, ref: HeadRef, *,
+                   deadline: float | None = None) -> mf.Root:
         """Fetch and check the root a head reference names (nothing is written)."""
         client = self.host.walrus
 
@@ -256,12 +250,12 @@ class NamespaceLog:
             if mf.sealed_digest(data) != ref.digest:
                 raise HeadMismatch(f"bytes of {ref.blob_id} do not match the head's digest")
 
-        data = client.read_blob(ref.blob_id)
+        data = client.read_blob(ref.blob_id, deadline=deadline)
         if mf.sealed_digest(data) != ref.digest:
             problem = self._explain(keys, data, ref)
             log.warning("aggregator served other bytes for head %s: %s", ref, problem)
             try:
-                data = client.read_blob(ref.blob_id, verify=matches)
+                data = client.read_blob(ref.blob_id, verify=matches, deadline=deadline)
             except VerificationFailed as exc:
                 raise problem from exc
         # Digest matched: a failure to open now is our key's fault (WrongNamespace).
@@ -322,6 +316,15 @@ class NamespaceLog:
         keys = self._keys_readonly(ns)
         ref = self.resolve(ns, head)
         return ref, self._read_entries(keys, self._read_root(ns, keys, ref))
+
+    def verify_head(self, ns: str, head: str | HeadRef, *,
+                    deadline: float | None = None) -> HeadRef:
+        """Read a head's root from the aggregators and check it (digest, seq, parents,
+        key); the pages and facts are not read. Changes nothing locally."""
+        keys = self._keys_readonly(ns)
+        ref = self.resolve(ns, head)
+        self._read_root(ns, keys, ref, deadline=deadline)
+        return ref
 
     def _keys_readonly(self, ns: str) -> NamespaceKeys:
         """The namespace's keys without registering it (a failed restore writes nothing)."""
@@ -404,13 +407,21 @@ class NamespaceLog:
         with self.lock:
             self._fill_digests(ns)
             snap = self.tables.snapshot(ns)
-        info, rows, known, current_epoch = snap.info, snap.rows, snap.pages, snap.current_epoch
+        clock = self._clock()
+        # Never list a blob past its end epoch (expiry.py; on real Walrus the
+        # clock is learned from store answers, not the mock's admin route).
+        rows, expired = clock.drop_expired(snap.rows)
+        if expired:
+            log.warning("manifest of %r leaves out %d memories whose blobs expired", ns,
+                        len(expired))
+        info, known = snap.info, snap.pages
+        current_epoch = clock.current()
+        if current_epoch is None or (snap.current_epoch or 0) > current_epoch:
+            current_epoch = snap.current_epoch
         writes_seen = int(info["writes_since_manifest"])
         live = [mf.Entry(str(r["id"]), int(r["version"]), str(r["blob_id"]), r["quilt_patch_id"],
                          r["end_epoch"], float(r["updated_at"]), str(r["digest"]))
                 for r in rows]
-        if self.entry_filter is not None:
-            live = self.entry_filter(ns, live)
         entries = live + [mf.Entry.tombstone(mid, v) for mid, v in sorted(snap.tombstones.items())]
         deadline = self.host.settings.publish_deadline
         inline: list[mf.Entry] | None = entries
@@ -471,6 +482,9 @@ class NamespaceLog:
                  len(pages))
         return str(ref)
 
+    def _clock(self) -> EpochClock:
+        return EpochClock(self.catalog, epoch_seconds=self.host.settings.epoch_seconds)
+
     def _store_pages(
         self, keys: NamespaceKeys, to_store: list[tuple[str, bytes]],
         placed: dict[str, tuple[str, str | None, int | None]], deadline: float,
@@ -516,11 +530,8 @@ class NamespaceLog:
         return True
 
     def _read_back(self, ref: HeadRef, sealed: bytes) -> None:
-        def same(data: bytes) -> None:
-            if data != sealed:
-                raise HeadMismatch("read-back bytes differ from the manifest stored")
-
-        self.host.walrus.read_blob(ref.blob_id, verify=same)
+        """An aggregator must serve exactly the stored root (i11's read-back check)."""
+        self.host.walrus.read_back(sealed, blob_id=ref.blob_id)
 
     def _fill_digests(self, ns: str) -> None:
         missing = self.catalog.sealed_without_digest(ns)
@@ -628,7 +639,13 @@ class NamespaceLog:
         # Progress counts live memories; tombstones are applied first, uncounted.
         total = len({e.memory_id for e in remote} - {e.memory_id for e in remote if e.deleted})
         tally = _Tally()
-        fetches = plan.fetches
+        clock = self._clock()
+        fetches = []
+        for entry in plan.fetches:  # past its end epoch: named as expired, not read
+            if clock.expired(entry.end_epoch):
+                tally.expired.append((entry.memory_id, str(entry.blob_id)))
+            else:
+                fetches.append(entry)
         done = total - len(fetches)
         if progress is not None:
             progress(done, total)
@@ -651,10 +668,7 @@ class NamespaceLog:
                     try:
                         fetched.append(future.result())
                     except BlobNotFound:
-                        if self.is_expired is not None and self.is_expired(entry):
-                            tally.expired.append((entry.memory_id, str(entry.blob_id)))
-                        else:
-                            tally.missing.append((entry.memory_id, str(entry.blob_id)))
+                        tally.missing.append((entry.memory_id, str(entry.blob_id)))
                     except (WalrusMemError, ValueError) as exc:
                         tally.failed.append((entry.memory_id, f"{type(exc).__name__}: {exc}"))
                 self._apply(ns, keys, plan, fetched, tally)

@@ -238,8 +238,16 @@ class CatalogRebuild(BaseModel):
 
 
 def remembered_heads(data_dir: Path) -> dict[str, str]:
-    """Newest head per namespace this data dir remembers outside the catalog (none yet)."""
-    return {}
+    """Newest head per namespace this data dir remembers outside the catalog
+    (``heads.sqlite3``, see walrus_mem.heads)."""
+    from .heads import SeenHeads
+
+    seen = SeenHeads(Path(data_dir) / "heads.sqlite3")
+    try:
+        return {ns: str(heads[0].ref) for ns in seen.namespaces()
+                if (heads := seen.newest(ns))}
+    finally:
+        seen.close()
 
 
 def repair_data_dir(
