@@ -655,6 +655,37 @@ def _store_master(settings: Settings, seed: MasterSeed, store: str) -> str:
     return f"written to the key file {key_file} (mode 0600)"
 
 
+@keys.command("rotate")
+@click.option("--delete-old", is_flag=True,
+              help="After a complete rotation, delete the old generation's blobs where the "
+                   "backend allows it.")
+@pass_state
+def keys_rotate(state: CliState, delete_old: bool) -> None:
+    """Move the namespace (-n / --agent) to a new key generation.
+
+    Every live memory is sealed again under the new key and re-published, then
+    a new manifest; the old generation is recorded. Run it again to finish a
+    rotation that was interrupted (killed, publisher down). Exit 1 while it is
+    not complete.
+    """
+    report = state.memory.rotate_key(state.namespace, delete_old=delete_old)
+    if state.as_json:
+        state.emit_json(report.as_dict())
+    else:
+        status = "complete" if report.complete else "IN PROGRESS (run it again)"
+        state.out.print(
+            f"Namespace {report.namespace}: key generation {report.old_generation} -> "
+            f"{report.generation} (fingerprint {report.fingerprint}), {status}. "
+            f"{report.resealed} re-sealed, {report.published} published, manifest "
+            f"{report.manifest_blob_id or '-'}; {len(report.old_blobs)} old blob(s)"
+            + (f", {len(report.deleted_blobs)} deleted" if delete_old else "")
+        )
+        for error in report.errors:
+            state.note(f"[yellow]warning:[/yellow] {escape(error)}")
+    if not report.complete:
+        sys.exit(1)
+
+
 @keys.command("new-agent")
 @click.argument("name")
 @click.option("--namespace", "agent_ns", help="The agent's namespace [default: NAME].")

@@ -18,6 +18,12 @@ personalisation string zero-padded to 16 bytes (what libsodium and
   - sealing key   = BLAKE2b-32(data=N, key=S, person=b"walrusmem.iseal")
   - dedupe key    = BLAKE2b-32(data=N, key=S, person=b"walrusmem.idedup")
 
+* key generation ``g >= 1`` of a namespace (after ``rotate_key``): the same
+  formulas with ``N`` replaced by ``N || b"#" || ASCII(g)`` (``#`` cannot occur
+  in a namespace name), and for an independent key the signing seed also
+  derived: BLAKE2b-32(data=N#g, key=S, person=b"walrusmem.isign"). Generation
+  0 is exactly the derivation above, so existing namespaces are unchanged.
+
 * fingerprint = BLAKE2b-16(data=verify_key, no key, person=b"walrusmem.fpr");
   shown as the first 8 and last 4 hex characters of its hex form.
 
@@ -89,6 +95,7 @@ PERSON_SEAL: Final = b"walrusmem.seal"
 PERSON_DEDUP: Final = b"walrusmem.dedup"
 PERSON_ISEAL: Final = b"walrusmem.iseal"
 PERSON_IDEDUP: Final = b"walrusmem.idedup"
+PERSON_ISIGN: Final = b"walrusmem.isign"
 PERSON_FPR: Final = b"walrusmem.fpr"
 PERSON_DHASH: Final = b"walrusmem.dhash"
 
@@ -115,6 +122,17 @@ def _blake2b(data: bytes, *, key: bytes, person: bytes, size: int = 32) -> bytes
         data, digest_size=size, key=key, person=person, encoder=RawEncoder
     )
     return digest
+
+
+MAX_GENERATION: Final = 10_000
+
+
+def _kdf_input(namespace: str, generation: int) -> bytes:
+    ns = validate_namespace(namespace).encode()
+    if isinstance(generation, bool) or not isinstance(generation, int) \
+            or not 0 <= generation <= MAX_GENERATION:
+        raise MalformedKey(f"key generation must be an integer from 0 to {MAX_GENERATION}")
+    return ns if generation == 0 else ns + b"#" + str(generation).encode()
 
 
 def fingerprint_of(verify_key: bytes) -> bytes:
@@ -202,34 +220,41 @@ class NamespaceKeys:
     sealing_key: bytes
     dedupe_key: bytes
     independent: bool = False
+    generation: int = 0
 
     @classmethod
-    def derive(cls, master: MasterSeed, namespace: str) -> NamespaceKeys:
-        """Derive the namespace's signing, sealing and dedupe keys from the master seed."""
+    def derive(cls, master: MasterSeed, namespace: str, generation: int = 0) -> NamespaceKeys:
+        """Derive the namespace's signing, sealing and dedupe keys from the master seed
+        (``generation`` > 0: the keys after that many rotations)."""
         if not isinstance(master, MasterSeed):
             raise MalformedKey("derive() needs a MasterSeed (use MasterSeed.from_hex)")
-        ns = validate_namespace(namespace).encode()
+        ns = _kdf_input(namespace, generation)
         seed = master.secret_bytes()
         return cls(
             namespace=namespace,
             signing_key=nacl.signing.SigningKey(_blake2b(ns, key=seed, person=PERSON_SIGN)),
             sealing_key=_blake2b(ns, key=seed, person=PERSON_SEAL),
             dedupe_key=_blake2b(ns, key=seed, person=PERSON_DEDUP),
+            generation=generation,
         )
 
     @classmethod
-    def from_agent_key(cls, agent_seed: bytes, namespace: str) -> NamespaceKeys:
+    def from_agent_key(
+        cls, agent_seed: bytes, namespace: str, generation: int = 0
+    ) -> NamespaceKeys:
         """Keys for an agent with its own Ed25519 seed (see :func:`parse_ed25519_key`)."""
         if not isinstance(agent_seed, bytes | bytearray) or len(agent_seed) != SEED_SIZE:
             raise MalformedKey(f"Ed25519 private key seed must be {SEED_SIZE} bytes")
         seed = bytes(agent_seed)
-        ns = validate_namespace(namespace).encode()
+        ns = _kdf_input(namespace, generation)
+        signing = seed if generation == 0 else _blake2b(ns, key=seed, person=PERSON_ISIGN)
         return cls(
             namespace=namespace,
-            signing_key=nacl.signing.SigningKey(seed),
+            signing_key=nacl.signing.SigningKey(signing),
             sealing_key=_blake2b(ns, key=seed, person=PERSON_ISEAL),
             dedupe_key=_blake2b(ns, key=seed, person=PERSON_IDEDUP),
             independent=True,
+            generation=generation,
         )
 
     @property
@@ -258,7 +283,9 @@ class NamespaceKeys:
 
     def __repr__(self) -> str:
         mode = "independent" if self.independent else "derived"
-        return f"<NamespaceKeys namespace={self.namespace!r} {mode} fingerprint={self.fingerprint}>"
+        gen = f" generation={self.generation}" if self.generation else ""
+        return (f"<NamespaceKeys namespace={self.namespace!r} {mode}{gen} "
+                f"fingerprint={self.fingerprint}>")
 
     __str__ = __repr__
 

@@ -103,6 +103,7 @@ from .ranking import (
 from .recall import hybrid_recall
 from .renewal import renew_due
 from .repair import requeue_lost
+from .rotation import RotationReport, adopt_generation, current_generation, rotate_key
 from .rows import expired, loads_metadata, record_from_row, view_of_row
 from .storage import Backend, open_backend
 from .walrus import WalrusClient
@@ -299,14 +300,16 @@ class Memory:
         """The namespace's keys, without registering the namespace in the catalog."""
         return self._derive(self._ns(namespace))
 
-    def _derive(self, namespace: str) -> NamespaceKeys:
+    def _derive(self, namespace: str, generation: int | None = None) -> NamespaceKeys:
         # Only this namespace's agent ${VAR} is resolved: other agents' are never read.
+        if generation is None:  # the current one: 0 unless rotated (walrus_mem.rotation)
+            generation = current_generation(self._catalog, namespace)
         found = self.settings.agent_for_namespace(namespace)
         if found is not None and found[1].key is not None:
             seed = found[1].agent_seed(found[0])
             assert seed is not None
-            return NamespaceKeys.from_agent_key(seed, namespace)
-        return NamespaceKeys.derive(self._master_seed(), namespace)
+            return NamespaceKeys.from_agent_key(seed, namespace, generation)
+        return NamespaceKeys.derive(self._master_seed(), namespace, generation)
 
     def keys_for(self, namespace: str | None = None) -> NamespaceKeys:
         """The namespace's keys (resolved lazily, cached); registers the namespace.
@@ -1197,6 +1200,12 @@ class Memory:
         """
         self._check_open()
         ns = self._ns(namespace)
+        if manifest_blob_id is not None:  # a fresh machine: which key generation sealed it?
+            try:
+                root = self.walrus.read_blob(str(manifest_blob_id).split(".")[0])
+            except (StorageError, ValueError):
+                root = b""  # the restore below reads it again and reports the failure
+            adopt_generation(self, ns, root)
         heads = None if manifest_blob_id is None else [manifest_blob_id]
         if heads is None and self._log.tables.restoring(ns) is None and not self._log.newest(ns):
             raise InvalidInput(
@@ -1244,6 +1253,15 @@ class Memory:
                 raise InvalidInput("pull needs at least one head reference")
         return self._log.pull(ns, heads, allow_stale=allow_stale,
                               allow_unrelated=allow_unrelated, progress=progress)
+
+    def rotate_key(self, namespace: str | None = None, *, delete_old: bool = False
+                   ) -> RotationReport:
+        """Move a namespace to a new key generation: re-seal and re-publish every live
+        memory, publish a new manifest, record the old generation (see
+        :mod:`walrus_mem.rotation`). Running it again finishes an interrupted rotation.
+        ``delete_old`` deletes the old generation's blobs where the backend allows."""
+        self._check_open()
+        return rotate_key(self, self._ns(namespace), delete_old=delete_old)
 
     # -- expiry ------------------------------------------------------------------------
 
