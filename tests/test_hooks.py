@@ -273,7 +273,9 @@ def test_capture_filters_roles_formats_and_secrets(hooks, memory):
     assert stored == ["Our release pipeline uses the deploy token [REDACTED:github_token] for "
                       "the acme repo."]
     assert token not in str(memory.list("research"))
-    assert outcome.redacted == 1 and outcome.rejected == 1  # the password fact was dropped
+    assert outcome.redacted == 1 and "supersecret123" not in str(memory.list("research"))
+    # the password message is redacted before extraction; what is left is no fact
+    assert outcome.reasons["message_secrets_redacted"] == 2
     assert outcome.reasons["injection"] == 1
     assert outcome.reasons["too_short"] == 2  # "ok thanks", and the code message minus its code
     assert hooks.stats.facts_redacted == 1

@@ -205,6 +205,31 @@ _ASSISTANT_BOILERPLATE: Final = re.compile(
     r"|please\s+note|alright|okay|ok|got\s+it|noted|understood|done)\b",
     re.IGNORECASE,
 )
+# A reaction to the other speaker, not a fact about the user.
+_REACTION_START: Final = re.compile(
+    r"^(?:glad|so\s+glad|love|loved|congrats|congratulations|awesome|amazing|great|nice|cool"
+    r"|wow|sounds|hope|hoping|good\s+luck|hang\s+in|best\s+of\s+luck|happy\s+for|proud\s+of"
+    r"|sorry|so\s+sorry|thanks|thank|that's|that\s+is|what\s+a|how\s+(?:cool|nice|great|fun)"
+    r"|can't\s+wait|not\s+easy|keep\s+it\s+up|you're|you\s+are|your|you)\b",
+    re.IGNORECASE,
+)
+# A leading vocative ("John, ...").
+_VOCATIVE: Final = re.compile(r"^(?:hey\s+|oh\s+|and\s+)?[A-Z][a-z]+,\s+(?=\S)")
+_SECOND_PERSON: Final = re.compile(r"\b(?:you|your|you're|yours|yourself|ya|u)\b", re.IGNORECASE)
+# A preference or rule addressed to the assistant is a fact about the user.
+_ADDRESSED_PREFERENCE: Final = re.compile(
+    r"\b(?:want|wants|prefer|prefers|like|likes|need|needs|would\s+like|'d\s+like)\s+you\s+to\b"
+    r"|\byou\s+(?:should|must)\s+(?:always|never)\b|\b(?:always|never|please)\s+(?:reply|answer"
+    r"|respond|use|call|remind|ask|tell|show|give|write|send|include|format)\b|\bcall\s+me\b",
+    re.IGNORECASE,
+)
+# An object that only makes sense with the previous sentence ("I need it for the deploy").
+_DANGLING: Final = re.compile(
+    r"\b(?:it|that|this|them|those|these|one)\s*(?:$|[.!,;:)-]|\s+(?:for|to|in|on|at|with|from|by"
+    r"|now|again|too|so|because|when|and|but|yesterday|today|tomorrow|last|next|every|back|out|up"
+    r"|soon|anymore|though|already|first|later|here|there|a\s+lot|as\s+well|really|very)\b)",
+    re.IGNORECASE,
+)
 _PRONOUN_ONLY_SUBJECT: Final = re.compile(
     r"^(?:it|that|this|these|those|they|he|she|there)\s+(?:is|was|are|were|'s|seems|looks|sounds"
     r"|works|worked)\b",
@@ -289,7 +314,8 @@ _IRREGULAR: Final = {
     "won't": "won't", "didn't": "didn't", "wasn't": "wasn't", "haven't": "hasn't",
     "shouldn't": "shouldn't", "wouldn't": "wouldn't", "couldn't": "couldn't",
 }
-_PAST_OR_MODAL: Final = re.compile(r"^\w+ed$")
+# "-ed" past forms, but not "need", "feed", "proceed", "exceed" (present tense).
+_PAST_OR_MODAL: Final = re.compile(r"^(?!\w*eed$)\w+ed$")
 # Irregular past forms: never inflected ("I went" -> "User went").
 _IRREGULAR_PAST: Final = frozenset(
     "went saw took came made got gave found knew thought told became left felt brought began "
@@ -396,6 +422,24 @@ def _first_person(sentence: str) -> bool:
     )
 
 
+def _standalone(sentence: str, category: Category, words: int) -> bool:
+    """Only statements that stand on their own become facts (no fragments, no reactions)."""
+    if _REACTION_START.match(sentence):
+        return False
+    if sentence.endswith("!") and words < 8:
+        return False  # an exclamation, not a statement
+    if _SECOND_PERSON.search(sentence) and not _ADDRESSED_PREFERENCE.search(sentence):
+        return False  # about the other speaker
+    if _DANGLING.search(sentence) and words < 12:
+        return False  # "it", "that" point at something outside the sentence
+    if not _first_person(sentence) and category not in {"configuration", "technical",
+                                                          "decision", "rule"}:
+        # a general remark ("Having a good team is so important") unless it names
+        # something specific ("The launch deadline for the mobile app is June 3")
+        return bool(re.search(r"\d|(?<=\s)[A-Z][\w-]+", sentence))
+    return True
+
+
 class HeuristicExtractor:
     """Offline, rule-based extractor (see the module docstring).
 
@@ -417,7 +461,7 @@ class HeuristicExtractor:
         self.include_assistant = include_assistant
 
     def _candidate(self, sentence: str, role: str) -> Fact | None:
-        s = sentence.strip()
+        s = _VOCATIVE.sub("", sentence.strip()) if role == "user" else sentence.strip()
         stripped = _DISCOURSE.sub("", s).strip()
         if stripped and stripped != s and len(stripped.split()) >= self.min_words:
             s = stripped[0].upper() + stripped[1:] if stripped[0] != "i" else "I" + stripped[1:]
@@ -444,6 +488,8 @@ class HeuristicExtractor:
         else:
             importance = DEFAULT_IMPORTANCE[category]
         if _PRONOUN_ONLY_SUBJECT.match(s) and len(words) < 8:
+            return None
+        if role == "user" and not _standalone(s, category, len(words)):
             return None
         text = _rewrite_first_person(s) if role == "user" else s
         text = text.rstrip(" ,;:-")
