@@ -177,3 +177,38 @@ def test_drop_expired_keeps_what_a_manifest_may_list(catalog: Catalog) -> None:
     kept, gone = clock.drop_expired(rows)
     assert [r["id"] for r in kept] == ["m2", "m3"]
     assert gone[0].memory_id == "m1" and "end epoch 7" in gone[0].reason
+
+
+def test_restore_names_expired_blobs_instead_of_failing(tmp_path: Path) -> None:
+    """Admin routes off and a clock only the test moves: the restoring machine learns the
+    epoch from its own store answer, and the restore report names the 40 expired facts."""
+    with RelayerServer(tmp_path / "walrus", admin=False) as srv:
+        def settings(data_dir: Path, epochs: int):
+            return make_settings(data_dir, publisher_url=srv.url, aggregator_urls=srv.url,
+                                 epochs=epochs, renew_margin_epochs=0, manifest_every=10_000)
+
+        with Memory(settings(tmp_path / "a", 1), embedder=HashEmbedder(64),
+                    master_key=MASTER_HEX) as mem:
+            short = mem.remember_many([f"short-lived fact {i}" for i in range(40)]).records
+        with Memory(settings(tmp_path / "a", 30), embedder=HashEmbedder(64),
+                    master_key=MASTER_HEX) as mem:
+            keeper = mem.remember("the long-lived fact")
+            report = mem.sync()
+            assert report.renewed == 0  # nothing has expired yet
+            head = report.manifests["default"]
+        srv.relayer.store.advance_epoch(3)
+        assert httpx.get(f"{srv.url}/v1/blobs/{short[0].blob_id}").status_code == 404
+        with Memory(settings(tmp_path / "b", 30), embedder=HashEmbedder(64),
+                    master_key=MASTER_HEX) as fresh:
+            fresh.remember("a fact of another namespace", namespace="other")  # learns the epoch
+            restored = fresh.restore("default", head)
+            assert restored.restored == 1 and fresh.get(keeper.id).text == keeper.text
+            assert sorted(m for m, _ in restored.expired) == sorted(r.id for r in short)
+            assert restored.missing == [] and not restored.failed
+        with Memory(settings(tmp_path / "c", 30), embedder=HashEmbedder(64),
+                    master_key=MASTER_HEX) as blank:  # no store of its own
+            blank.restore("default", head)
+            # The root carried the writer's sighting: the clock is seeded, not empty. Without
+            # an epoch length and a store of its own it cannot tell that 3 epochs passed, so
+            # the 40 show as missing here, not expired.
+            assert blank.epoch_clock.reading().newest_seen == _epoch(srv) - 3

@@ -204,6 +204,7 @@ def root_record(
     count: int,
     entries: Sequence[Entry] | None,
     pages: Sequence[tuple[str, str | None, str, int]],
+    clock: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The root record: inline ``entries`` plus ``pages`` of (blob id, patch id, digest, count).
 
@@ -228,6 +229,8 @@ def root_record(
         "count": count,
         "entries": None if entries is None else [e.to_json() for e in entries],
         "pages": [{"b": b, "p": p, "d": d, "n": n} for b, p, d, n in pages],
+        # Optional: lets a fresh machine tell expired blobs from missing ones.
+        **({"clock": clock} if clock is not None else {}),
     }
 
 
@@ -241,6 +244,7 @@ class Root:
     count: int
     entries: list[Entry] | None
     pages: list[tuple[str, str | None, str, int]]
+    clock: dict[str, Any] | None = None  # the writer's newest epoch sighting (expiry.py)
 
 
 def parse_root(record: dict[str, Any]) -> Root:
@@ -270,6 +274,7 @@ def parse_root(record: dict[str, Any]) -> Root:
             count=_int64(record["count"], "count"),
             entries=entries,
             pages=pages,
+            clock=record["clock"] if isinstance(record.get("clock"), dict) else None,
         )
     except (KeyError, TypeError, ValueError, OverflowError) as exc:
         raise TamperedBlob(f"manifest root is malformed: {exc}") from exc

@@ -462,7 +462,7 @@ class NamespaceLog:
             manifest_id=f"manifest-{new_memory_id()}", seq=seq, writer=writer,
             parents=[str(p) for p in parents], origins=origins, created_at=time.time(),
             model_id=info["model_id"], dim=info["dim"], count=len(entries), entries=inline,
-            pages=pages,
+            pages=pages, clock=clock.export(),
         )
         sealed = seal(keys, root, max_plaintext=MANIFEST_MAX_PLAINTEXT)
         stored = client.store_blob(sealed, deadline=deadline)
@@ -640,6 +640,8 @@ class NamespaceLog:
         total = len({e.memory_id for e in remote} - {e.memory_id for e in remote if e.deleted})
         tally = _Tally()
         clock = self._clock()
+        for r in reads:  # a fresh machine learns the epoch from the writers' sightings
+            clock.seed(r.root.clock)
         fetches = []
         for entry in plan.fetches:  # past its end epoch: named as expired, not read
             if clock.expired(entry.end_epoch):
