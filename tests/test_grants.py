@@ -111,3 +111,19 @@ def test_tampered_or_malformed_references_are_refused(tmp_path):
         with pytest.raises(VerificationFailed):
             a.accept(wrong_digest, namespace="bob")
         assert a.accept(grant.reference, namespace="bob").stored == 1
+
+
+def test_grant_sealed_before_the_recipient_rotated_still_opens(tmp_path, monkeypatch):
+    with _memory(tmp_path / "a", None, MASTER_HEX) as a:
+        rec = a.remember("shared before the rotation", namespace="alice")
+        before = a.share([rec.id], to=a.keys_for("bob").verify_key.hex(), namespace="alice")
+        assert a.rotate_key("bob").complete
+        after = a.share([rec.id], to=a.keys_for("bob").verify_key.hex(), namespace="alice")
+        assert a.accept(before.reference, namespace="bob").stored == 1  # old generation
+        assert a.accept(after.reference, namespace="bob").records[0].deduplicated
+    # the CLI lists the rotated namespace's current public key (what others share to)
+    monkeypatch.setenv("WALRUS_MEM_MASTER_KEY", MASTER_HEX)
+    monkeypatch.setenv("WALRUS_MEM_EMBEDDING_MODEL", "test-hash")
+    rows = invoke_json(["--data-dir", str(tmp_path / "a"), "keys"])["namespaces"]
+    bob = next(r for r in rows if r["namespace"] == "bob")
+    assert bob["generation"] == 1 and "warning" not in bob

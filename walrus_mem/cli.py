@@ -318,6 +318,8 @@ def _with_catalog(state: CliState, rows: list[dict[str, Any]],
     settings = state.settings
     if not (Path(settings.data_dir).expanduser() / "catalog.sqlite3").exists():
         return rows
+    from .rotation import current_generation
+
     by_ns = {row["namespace"]: row for row in rows}
     mem = state.memory
     for ns in mem.namespaces():
@@ -330,6 +332,13 @@ def _with_catalog(state: CliState, rows: list[dict[str, Any]],
             rows.append(row)
         row["memories"] = st.memories
         row["manifest_blob_id"] = st.manifest_blob_id
+        generation = current_generation(mem._catalog, ns)
+        if generation and row["fingerprint"] is not None:  # rotated: show the current key
+            try:
+                row.update(_key_row(row["agent"], mem._derive(ns, generation)))
+            except WalrusMemError:
+                pass
+            row["generation"] = generation
         if st.key_fingerprint and row["fingerprint"] not in (None, st.key_fingerprint):
             row["warning"] = (f"the catalog was written with key {st.key_fingerprint}; the "
                               "configured key differs")

@@ -163,14 +163,23 @@ def open_grant(memory: Memory, reference: str, *, namespace: str | None = None
     data = read_checked(memory.walrus, check, blob_id=blob_id)
     if not data.startswith(GRANT_MAGIC):
         raise GrantError("the referenced blob is not a walrus_mem grant")
-    box = nacl.public.SealedBox(keys.signing_key.to_curve25519_private_key())
-    try:
-        signed = box.decrypt(data[len(GRANT_MAGIC):])
-    except nacl.exceptions.CryptoError:
+    signed: bytes | None = None
+    # A grant sealed before a rotation of this namespace is opened by an older generation.
+    for generation in range(keys.generation, -1, -1):
+        candidate = keys if generation == keys.generation else memory._derive(
+            keys.namespace, generation)
+        box = nacl.public.SealedBox(candidate.signing_key.to_curve25519_private_key())
+        try:
+            signed = box.decrypt(data[len(GRANT_MAGIC):])
+        except nacl.exceptions.CryptoError:
+            continue
+        keys = candidate
+        break
+    if signed is None:
         raise GrantError(
             f"this grant is not sealed to namespace {keys.namespace!r}'s key "
             f"(fingerprint {keys.fingerprint}): only its recipient can open it"
-        ) from None
+        )
     try:
         body = json.loads(signed[64:])
         sender = nacl.signing.VerifyKey(bytes.fromhex(body["sender"]))
