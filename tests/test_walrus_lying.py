@@ -161,3 +161,26 @@ def test_verify_publish_none_trusts_the_answer(tmp_path: Path,
             with pytest.raises(StorageError):
                 memory.get(record.id, verify=True)
 
+
+
+@pytest.mark.parametrize("policy, expected", [("none", 0), ("sample", 1), ("all", 3)])
+def test_verify_published_policies(tmp_path: Path, policy: str, expected: int) -> None:
+    from walrus_mem.publish_check import verify_published
+
+    with RelayerServer(tmp_path / "walrus", fsync=False) as server, \
+            WalrusClient(server.url, [server.url], read_deadline=DEADLINE) as client:
+        files = {"m1": b"one", "m2": b"two", "m3": b"three"}
+        quilt = client.store_quilt(files)
+        before = client.stats.requests
+        assert verify_published(client, policy, quilt, files) == expected  # type: ignore[arg-type]
+        assert client.stats.requests - before == expected
+        blob = client.store_blob(b"alone")
+        assert verify_published(client, policy, blob, {"m4": b"alone"}) == min(expected, 1)  # type: ignore[arg-type]
+        swapped = quilt.model_copy(update={"patches": {"m1": quilt.patches["m2"],
+                                                       "m2": quilt.patches["m1"],
+                                                       "m3": quilt.patches["m3"]}})
+        if policy == "all":  # only reading every patch catches swapped patch ids
+            with pytest.raises(VerificationFailed):
+                verify_published(client, "all", swapped, files)
+        with pytest.raises(InvalidInput):
+            verify_published(client, "most", quilt, files)  # type: ignore[arg-type]

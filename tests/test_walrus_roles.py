@@ -162,3 +162,23 @@ def test_store_latency_distributions() -> None:
         with pytest.raises(ValueError):
             StoreLatency.parse(bad)
     assert StoreLatency.parse("lognormal:300:0.6").describe() == "lognormal:300:0.6"
+
+
+def test_endpoint_health_benches_and_recovers() -> None:
+    from walrus_mem.endpoints import EndpointHealth
+
+    now = [100.0]
+    health = EndpointHealth(lambda: now[0], base_cooldown=5.0, max_cooldown=20.0)
+    urls = ["a", "b", "c"]
+    assert health.order(urls) == urls
+    health.failed("a")
+    health.failed("b")
+    health.failed("b")  # benched longer: 10 s
+    assert health.order(urls) == ["c", "a", "b"]
+    now[0] += 6.0  # a is back, b still out
+    assert health.order(urls) == ["a", "c", "b"]
+    for _ in range(10):
+        health.failed("c")
+    assert health.benched()["c"] == 20.0  # capped
+    health.succeeded("b")
+    assert health.order(urls) == ["a", "b", "c"]
