@@ -182,3 +182,23 @@ def test_endpoint_health_benches_and_recovers() -> None:
     assert health.benched()["c"] == 20.0  # capped
     health.succeeded("b")
     assert health.order(urls) == ["a", "b", "c"]
+
+
+def test_cli_role_and_lenient_options(tmp_path: Path) -> None:
+    from relayer_mock.cli import main
+    from relayer_mock.server import RelayerProcess
+
+    assert main(["--role", "reader"]) == 2
+    assert main(["--store-latency-ms", "fast"]) == 2
+    data = tmp_path / "walrus"
+    with RelayerProcess(data, extra_args=["--role", "publisher", "--lenient"]) as publisher, \
+            RelayerProcess(data, extra_args=["--role", "aggregator"]) as aggregator:
+        short = httpx.put(f"{publisher.url}/v1/blobs?send_object_to=0x1&cb=1", content=b"ok")
+        assert short.status_code == 200  # lenient: short address padded, unknown param ignored
+        blob_id = short.json()["newlyCreated"]["blobObject"]["blobId"]
+        assert httpx.get(f"{publisher.url}/v1/blobs/{blob_id}").status_code == 404
+        assert httpx.get(f"{aggregator.url}/v1/blobs/{blob_id}").content == b"ok"
+        plain = httpx.get(f"{aggregator.url}/v1/quilts/{blob_id}/patches")
+        assert plain.status_code == 500  # the aggregator process is strict
+        settings = httpx.get(f"{aggregator.url}/_mock/info").json()["settings"]
+        assert settings["role"] == "aggregator" and settings["strict"] is True

@@ -29,6 +29,7 @@ def read_checked(
     blob_id: str | None = None,
     patch_id: str | None = None,
     fail_fast: tuple[type[Exception], ...] = (),
+    max_size: int | None = None,
 ) -> bytes:
     """Read a blob or quilt patch whose content must pass ``check``.
 
@@ -37,13 +38,14 @@ def read_checked(
     verify callback, so the client fails over to the next aggregator (and
     raises VerificationFailed if none serves good bytes). Errors in
     ``fail_fast`` are raised at once: they cannot be an aggregator's fault.
+    ``max_size``: the expected size when known (a longer answer is cut off).
     """
 
     def read(verify: Callable[[bytes], object] | None) -> bytes:
         if patch_id is not None:
-            return client.read_quilt_patch(patch_id, verify=verify)
+            return client.read_quilt_patch(patch_id, verify=verify, max_size=max_size)
         assert blob_id is not None
-        return client.read_blob(blob_id, verify=verify)
+        return client.read_blob(blob_id, verify=verify, max_size=max_size)
 
     data = read(None)
     try:

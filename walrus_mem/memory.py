@@ -835,8 +835,10 @@ class Memory:
             ):
                 raise InvalidInput("blob content differs from the local catalog")
 
+        sealed = self._catalog.sealed_of(ns, record.id)  # its size bounds the read
         read_checked(self._get_backend().client, check, blob_id=record.blob_id,
-                      patch_id=record.quilt_patch_id)
+                     patch_id=record.quilt_patch_id,
+                     max_size=len(sealed[0]) if sealed is not None else None)
 
     def list(
         self,

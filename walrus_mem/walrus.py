@@ -1080,12 +1080,18 @@ class WalrusClient:
         ))
 
     def read_quilt_patch(
-        self, patch_id: str, *, verify: VerifyCallback | None = None, deadline: float | None = None
+        self,
+        patch_id: str,
+        *,
+        verify: VerifyCallback | None = None,
+        deadline: float | None = None,
+        max_size: int | None = None,
     ) -> bytes:
-        """Read one quilt patch by its patch id."""
+        """Read one quilt patch by its patch id (``max_size`` as in :meth:`read_blob`)."""
         path = f"/v1/blobs/by-quilt-patch-id/{validate_patch_id(patch_id)}"
         return self._drive(self._core.read_op(path, key=patch_id[:43], verify=verify,
-                                              deadline=deadline, quilt_route=True))
+                                              deadline=deadline, quilt_route=True,
+                                              max_size=max_size))
 
     def read_quilt_patch_by_identifier(
         self,
@@ -1303,12 +1309,18 @@ class AsyncWalrusClient:
         ))
 
     async def read_quilt_patch(
-        self, patch_id: str, *, verify: VerifyCallback | None = None, deadline: float | None = None
+        self,
+        patch_id: str,
+        *,
+        verify: VerifyCallback | None = None,
+        deadline: float | None = None,
+        max_size: int | None = None,
     ) -> bytes:
         """See :meth:`WalrusClient.read_quilt_patch`."""
         path = f"/v1/blobs/by-quilt-patch-id/{validate_patch_id(patch_id)}"
         return await self._drive(self._core.read_op(path, key=patch_id[:43], verify=verify,
-                                                    deadline=deadline, quilt_route=True))
+                                                    deadline=deadline, quilt_route=True,
+                                                    max_size=max_size))
 
     async def read_quilt_patch_by_identifier(
         self,
