@@ -184,3 +184,29 @@ def test_verify_published_policies(tmp_path: Path, policy: str, expected: int) -
                 verify_published(client, "all", swapped, files)
         with pytest.raises(InvalidInput):
             verify_published(client, "most", quilt, files)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("mode", ["rewrite", "nothing"])
+def test_manifest_head_never_points_at_a_blob_that_does_not_verify(
+    tmp_path: Path, fake_embedder: HashEmbedder, mode: str
+) -> None:
+    with RelayerServer(tmp_path / "walrus", fsync=False) as server:
+        decoy = httpx.put(f"{server.url}/v1/blobs", content=b"decoy").json()
+        liar = LyingPublisher(mode, decoy["newlyCreated"]["blobObject"]["blobId"], lie=False)
+        with _memory(tmp_path, server, liar, fake_embedder) as memory:
+            memory.remember("stored honestly")
+            first = memory.sync()
+            assert first.errors == []
+            head = memory.stats().manifest_blob_id
+            memory.remember("stored honestly too")
+            memory._flush(None)  # the fact is published honestly ...
+            liar.lie = True  # ... and the manifest store is lied about
+            report = memory.sync()
+            after = memory.stats().manifest_blob_id
+        assert report.errors, "a manifest that does not read back must be reported"
+        assert after == head  # the head did not move to the lie
+        fresh = make_settings(tmp_path / "fresh", publisher_url=server.url,
+                              aggregator_urls=[server.url], read_deadline=DEADLINE)
+        with Memory(fresh, embedder=fake_embedder, master_key=MASTER_HEX) as restored:
+            assert head is not None
+            assert restored.restore("default", head).failed == []
