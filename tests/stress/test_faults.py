@@ -178,8 +178,10 @@ def test_thousand_facts_through_every_fault(
 
         stats = mem.walrus.stats.snapshot()
         assert stats["retries"] > 0
-        assert stats["failovers"] >= N_FACTS  # every verified read leaves the liar
-        assert stats["verification_failures"] >= N_FACTS
+        # The liar is caught and benched (asked after the honest aggregator for a while,
+        # docs/walrus.md#roles-and-failover), so not every read has to leave it any more.
+        assert stats["failovers"] > 0
+        assert stats["verification_failures"] > 0
         manifest_id = mem.stats(NS).manifest_blob_id
         assert manifest_id is not None
     finally:
