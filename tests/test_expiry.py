@@ -212,3 +212,37 @@ def test_restore_names_expired_blobs_instead_of_failing(tmp_path: Path) -> None:
             # an epoch length and a store of its own it cannot tell that 3 epochs passed, so
             # the 40 show as missing here, not expired.
             assert blank.epoch_clock.reading().newest_seen == _epoch(srv) - 3
+
+
+def test_a_manifest_never_lists_a_blob_past_its_end_epoch(tmp_path: Path) -> None:
+    """When renewal cannot help (the local copies are damaged), the expired blobs are left
+    out of the manifest instead of being listed as restorable."""
+    import sqlite3
+
+    from tests.helpers_memory import mock_admin
+
+    data = tmp_path / "d"
+    with Memory(make_settings(data, epochs=1), embedder=HashEmbedder(64),
+                master_key=MASTER_HEX) as mem:
+        old = mem.remember_many([f"soon expired fact {i}" for i in range(3)]).records
+        mem.sync()
+        with sqlite3.connect(mem.catalog_path) as conn:
+            for rec in old:
+                sealed = bytearray(conn.execute("SELECT sealed FROM memories WHERE id = ?",
+                                                (rec.id,)).fetchone()[0])
+                sealed[60] ^= 0x01
+                conn.execute("UPDATE memories SET sealed = ? WHERE id = ?",
+                             (bytes(sealed), rec.id))
+        mock_admin(mem).post("/_mock/epoch/advance", params={"by": 2}).raise_for_status()
+    with Memory(make_settings(data, epochs=5), embedder=HashEmbedder(64),
+                master_key=MASTER_HEX) as mem:
+        new = mem.remember("a fresh fact")
+        report = mem.sync()
+        assert report.renewed == 0 and len(report.errors) == 3
+        assert all("damaged" in e for e in report.errors)
+        current = mem.current_epoch()
+        assert current is not None
+        _, entries = mem._log.read("default", report.manifests["default"])
+        live = [e for e in entries if not e.deleted]
+        assert [e.memory_id for e in live] == [new.id]
+        assert all(e.end_epoch is None or e.end_epoch > current for e in live)

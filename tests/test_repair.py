@@ -226,3 +226,31 @@ def test_doctor_shows_what_expires_when_and_sync_clears_it(mem_dir: Path) -> Non
         assert report.renewed == 5 and report.manifests
         checks = {c.name: c for c in check_integrity(mem)}
         assert checks["expiry default"].status == "ok" and checks["head default"].status == "ok"
+
+
+def test_doctor_warns_about_a_seen_head_not_merged(tmp_path: Path) -> None:
+    from relayer_mock.server import RelayerServer
+    from walrus_mem.doctor import check_integrity
+    from walrus_mem.heads import HeadRef
+
+    with RelayerServer(tmp_path / "walrus") as srv:
+        def open_mem(name: str) -> Memory:
+            settings = make_settings(tmp_path / name, publisher_url=srv.url,
+                                     aggregator_urls=srv.url)
+            return Memory(settings, embedder=HashEmbedder(64), master_key=MASTER_HEX)
+
+        with open_mem("a") as a, open_mem("b") as b:
+            a.remember("a fact written on machine a")
+            first = a.sync().manifests["default"]
+            b.restore("default", first)
+            b.remember("a fact written on machine b")
+            second = b.sync().manifests["default"]
+            assert {c.name: c for c in check_integrity(a)}["head default"].status == "ok"
+            ref = HeadRef.parse(second)  # seen but not merged, as after an interrupted pull
+            a._log._remember("default", ref,
+                             a._log._read_root("default", a.keys_for("default"), ref))
+            check = {c.name: c for c in check_integrity(a)}["head default"]
+            assert check.status == "warn" and second in check.detail
+            a.sync()
+            check = {c.name: c for c in check_integrity(a)}["head default"]
+            assert check.status == "ok", check.detail

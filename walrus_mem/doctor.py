@@ -494,6 +494,11 @@ def _head_check(mem: Any, ns: str) -> Check:
         return Check(name, "fail", f"newest manifest {head} is not readable: "
                                    f"{type(exc).__name__}: {exc}",
                      f"walrus-mem -n {ns} sync (publishes a new manifest)")
+    others = [str(t.ref) for t in mem._log.seen.newest(ns) if str(t.ref) != str(head)]
+    if others:
+        return Check(name, "warn", f"newest manifest {head} opens, but {len(others)} other "
+                                   f"head(s) seen here are not merged into it (e.g. {others[0]})",
+                     f"walrus-mem -n {ns} sync (merges them before publishing)")
     return Check(name, "ok", f"newest manifest {head} (seq {info['manifest_seq']}) opens")
 
 

@@ -6,7 +6,9 @@ of the current epoch (the mock's exact clock, else the epoch clock learned
 from store answers; see :mod:`walrus_mem.expiry`) are stored again from their
 verified sealed bytes, like ``extend``; a damaged copy is never stored (it is
 reported, and ``walrus-mem repair`` fixes it). A head manifest that itself
-ends within the margin makes the namespace due for a fresh manifest.
+ends within the margin makes the namespace due for a fresh manifest. When
+``Settings.epochs`` is not above the margin, a re-store could not move an end
+past it, so only what has already expired is renewed.
 
 The default margin of one epoch also covers the clock's lag (at most one
 epoch behind the network between stores), so a blob that has just expired is
@@ -35,19 +37,23 @@ def renew_due(mem: Memory, namespace: str, errors: list[str]) -> int:
     current = mem.current_epoch()
     if current is None:
         return 0  # no store answer seen yet: nothing can be known to expire
-    limit = current + mem.settings.renew_margin_epochs
+    margin = mem.settings.renew_margin_epochs
+    limit = current + margin
+    # Storing for `epochs` <= margin cannot move an end past the margin: then only
+    # what has already expired is stored again (each sync would re-store all else).
+    reach = limit if mem.settings.epochs > margin else current
     catalog = mem._catalog
-    due = [str(r["id"]) for r in catalog.expiring(namespace, limit) if r["status"] == "published"]
+    due = [str(r["id"]) for r in catalog.expiring(namespace, reach) if r["status"] == "published"]
     renewed = 0
     if due:
         report = mem._republish(namespace, due, None)
-        renewed = sum(1 for end in report.extended.values() if end is not None and end > limit)
+        renewed = sum(1 for end in report.extended.values() if end is not None and end > reach)
         errors.extend(f"renewal of {mid} ({namespace!r}): {why}" for mid, why in report.failed)
         log.info("renewed %d of %d memories of %r ending by epoch %d", renewed, len(due),
                  namespace, limit)
     head = catalog.query_one(
         "SELECT end_epoch FROM manifests WHERE namespace = ? ORDER BY seq DESC LIMIT 1",
         (namespace,))
-    if head is not None and head[0] is not None and int(head[0]) <= limit:
+    if head is not None and head[0] is not None and int(head[0]) <= reach:
         catalog.bump_writes(namespace, 1)  # the head itself is about to go: publish a new one
     return renewed
