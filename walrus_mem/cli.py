@@ -1034,6 +1034,47 @@ def forget_all(state: CliState, yes: bool) -> None:
     _print_forget(state, state.memory.forget_all(state.namespace, confirm=True))
 
 
+@cli.command("consolidate")
+@click.option("--dry-run", is_flag=True, help="Report what would change; change nothing.")
+@click.option("--similarity", type=click.FloatRange(0, 1, min_open=True), default=0.92,
+              show_default=True, help="Cosine at or above which two memories are duplicates.")
+@click.option("--min-age", "min_age_hours", type=click.FloatRange(0), default=1.0,
+              show_default=True, help="Only retire memories older than this many hours.")
+@click.option("--undo", "undo_run", metavar="RUN_ID", help="Reverse the run with this id.")
+@pass_state
+def consolidate_cmd(state: CliState, dry_run: bool, similarity: float, min_age_hours: float,
+                    undo_run: str | None) -> None:
+    """Merge near-duplicates and retire superseded facts (reversible: --undo RUN_ID)."""
+    from datetime import timedelta
+
+    from .consolidate import undo
+
+    if undo_run:
+        restored = undo(state.memory, undo_run, state.namespace)
+        if state.as_json:
+            state.emit_json({"run_id": undo_run, "restored": restored})
+        else:
+            state.out.print(f"Restored {restored} memor{'y' if restored == 1 else 'ies'} "
+                            f"changed by run {undo_run}.")
+        return
+    report = state.memory.consolidate(state.namespace, similarity=similarity,
+                                      min_age=timedelta(hours=min_age_hours), dry_run=dry_run)
+    if state.as_json:
+        state.emit_json(report.as_dict())
+        return
+    table = Table("action", "keep", "retire", "why")
+    for action in report.actions:
+        table.add_row(action.kind, escape(action.keep_text[:60]), escape(action.retire_text[:60]),
+                      escape(action.reason))
+    state.out.print(table)
+    verb = "would retire" if report.dry_run else "retired"
+    state.out.print(f"{report.considered} memories considered; {verb} {len(report.actions)} "
+                    f"({report.merged} duplicates, {report.superseded} superseded); "
+                    f"{report.too_young} younger than the minimum age left alone.")
+    if not report.dry_run and report.actions:
+        state.out.print(f"Undo with: walrus-mem consolidate --undo {report.run_id}")
+
+
 @cli.command()
 @click.argument("memory_id")
 @pass_state

@@ -51,6 +51,7 @@ from typing import Any, Final, Literal
 import nacl.hash
 from nacl.encoding import HexEncoder
 
+from .consolidate import NOT_RETIRED, consolidate
 from .errors import InvalidSessionKey, KeyMaterialError
 from .extract import (
     ChatMessage,
@@ -282,6 +283,10 @@ class MemoryHooks:
         extractor: fact extractor (default :class:`HeuristicExtractor`).
         secret_policy: ``"redact"`` (default) or ``"drop"`` for facts holding
             credentials (see :func:`~walrus_mem.safety.screen_fact`).
+        consolidate_after_capture: after each stored capture, retire older
+            memories that a captured fact duplicates or supersedes
+            (:mod:`walrus_mem.consolidate`, only changes involving the new
+            facts; default off).
         on_error: ``"log"`` (default: never raise into the host, log and
             count; key and session errors at ERROR level) or ``"raise"``
             (see the module docstring).
@@ -299,6 +304,7 @@ class MemoryHooks:
         extractor: Extractor | None = None,
         secret_policy: SecretPolicy = "redact",
         on_error: Literal["raise", "log"] = "log",
+        consolidate_after_capture: bool = False,
         queue_size: int = 64,
         when_full: Literal["drop", "block"] = "drop",
         block_timeout: float = 0.5,
@@ -313,6 +319,7 @@ class MemoryHooks:
         if on_error not in ("raise", "log"):
             raise ValueError("on_error must be 'raise' or 'log'")
         self.on_error = on_error
+        self.consolidate_after_capture = consolidate_after_capture
         self._failures: list[BaseException] = []
         self.memory = memory
         self.directory = AgentDirectory.from_config(config, memory=memory)
@@ -425,7 +432,8 @@ class MemoryHooks:
     def _recall(self, session: SessionInfo, system: str, query: str) -> RecallContext:
         options = session.options
         k = min(100, options.max_recall_results * self.recall_overfetch)
-        hits = self.memory.recall(query, namespace=session.namespace, k=k, min_score=0)
+        hits = self.memory.recall(query, namespace=session.namespace, k=k, min_score=0,
+                                  filters=NOT_RETIRED)
         empty_block, _ = render_memory_block([], namespace=session.namespace)
         used = approx_tokens(empty_block)
         trace: list[TraceEntry] = []
@@ -675,6 +683,11 @@ class MemoryHooks:
             reasons["fact_store_failed"] += 1
             log.warning("walrus_mem: captured fact %d not stored: %s", index, error)
         self._count(facts_stored=stored, facts_deduplicated=dedup)
+        if self.consolidate_after_capture and stored:
+            fresh_ids = [r.id for r in result.records if not r.deduplicated]
+            report = consolidate(self.memory, session.namespace, focus=fresh_ids)
+            if report.applied:
+                reasons["consolidated"] += report.applied
         return CaptureOutcome(
             "stored", "replayed" if result.replayed else "ok", facts=len(facts), stored=stored,
             deduplicated=dedup, redacted=redacted, rejected=rejected, replayed=result.replayed,

@@ -32,6 +32,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final
@@ -109,6 +110,7 @@ from .storage import Backend, open_backend
 from .walrus import WalrusClient
 
 if TYPE_CHECKING:
+    from .consolidate import ConsolidationReport
     from .grants import Grant
 
 __all__ = ["CATEGORY_IMPORTANCE", "DEFAULT_IMPORTANCE", "Memory", "ProgressCallback"]
@@ -883,6 +885,20 @@ class Memory:
         """Namespaces known to this data dir."""
         self._check_open()
         return self._catalog.namespaces()
+
+    def consolidate(
+        self,
+        namespace: str | None = None,
+        *,
+        similarity: float = 0.92,
+        min_age: timedelta = timedelta(hours=1),
+        dry_run: bool = False,
+    ) -> ConsolidationReport:
+        """Merge near-duplicates, retire superseded facts (see :mod:`walrus_mem.consolidate`)."""
+        from .consolidate import consolidate
+
+        return consolidate(self, namespace, similarity=similarity, min_age=min_age,
+                           dry_run=dry_run)
 
     def stored_vectors(
         self, ids: Sequence[str], *, namespace: str | None = None

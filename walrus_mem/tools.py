@@ -37,6 +37,7 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from .consolidate import NOT_RETIRED
 from .errors import (
     InvalidInput,
     NamespaceDenied,
@@ -387,6 +388,7 @@ def _search(ctx: _Context, args: SearchInput) -> dict[str, Any]:
     if args.categories:
         cat = {"category": {"in": list(args.categories)}}
         filters = {"AND": [filters, cat]} if filters else cat
+    filters = {"AND": [filters, NOT_RETIRED]} if filters else NOT_RETIRED
     hits = ctx.memory.recall(args.query, namespace=ns, k=args.limit, filters=filters,
                              min_score=args.min_score)
     records, withheld = _screened(ctx, [h.record for h in hits], ns)
@@ -496,6 +498,7 @@ def _list(ctx: _Context, args: ListInput) -> dict[str, Any]:
     if args.category:
         cat = {"category": args.category}
         filters = {"AND": [filters, cat]} if filters else cat
+    filters = {"AND": [filters, NOT_RETIRED]} if filters else NOT_RETIRED
     records = ctx.memory.list(ns, filters=filters, limit=args.limit, offset=args.offset)
     kept, withheld = _screened(ctx, records, ns)
     return {
