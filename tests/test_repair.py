@@ -254,3 +254,33 @@ def test_doctor_warns_about_a_seen_head_not_merged(tmp_path: Path) -> None:
             a.sync()
             check = {c.name: c for c in check_integrity(a)}["head default"]
             assert check.status == "ok", check.detail
+
+
+def test_a_repair_whose_restore_failed_is_finished_by_the_next_one(tmp_path: Path) -> None:
+    from relayer_mock.faults import FaultConfig
+    from relayer_mock.server import RelayerServer
+    from walrus_mem.repair import repair_data_dir
+
+    with RelayerServer(tmp_path / "walrus") as srv:
+        settings = make_settings(tmp_path / "d", publisher_url=srv.url, aggregator_urls=srv.url,
+                                 read_deadline=2.0, master_key=MASTER_HEX)
+        with Memory(settings, embedder=HashEmbedder(64), master_key=MASTER_HEX) as mem:
+            mem.remember_many([f"fact {i} to survive a bad disk" for i in range(12)])
+            mem.sync()
+        catalog = Path(settings.data_dir) / "catalog.sqlite3"
+        catalog.write_bytes(b"not sqlite at all " * 300)
+        for suffix in ("-wal", "-shm"):
+            Path(str(catalog) + suffix).unlink(missing_ok=True)
+        srv.relayer.injector.configure(FaultConfig(rate=1.0, scope="reads", kinds="5xx"))
+        first, _ = repair_data_dir(settings, embedder=HashEmbedder(64))
+        assert first is not None and first.moved_to is not None
+        assert first.failed["default"].startswith(("AggregatorUnavailable", "StorageError"))
+        assert first.restored == {}
+        srv.relayer.injector.configure(FaultConfig())  # the aggregators are back
+        second, _ = repair_data_dir(settings, embedder=HashEmbedder(64))
+        assert second is not None and second.moved_to is None  # nothing moved this time
+        assert second.restored["default"].restored == 12 and not second.failed
+        third, _ = repair_data_dir(settings, embedder=HashEmbedder(64))
+        assert third is None  # the catalog now holds the remembered head: nothing to do
+        with Memory(settings, embedder=HashEmbedder(64), master_key=MASTER_HEX) as mem:
+            assert mem.stats().memories == 12

@@ -1630,7 +1630,8 @@ def repair(state: CliState, manifest_blob_id: str | None) -> None:
             progress=lambda done, total: advance(done=done, total=total))
     left = sum(len(r.unrepaired) for r in reports)
     if rebuild is not None:
-        left += len(rebuild.missing_heads) + sum(len(r.failed) for r in rebuild.restored.values())
+        left += len(rebuild.missing_heads) + len(rebuild.failed) + sum(
+            len(r.failed) for r in rebuild.restored.values())
     if state.as_json:
         state.emit_json({"ok": left == 0,
                          "catalog": None if rebuild is None else _dump(rebuild),
@@ -1643,6 +1644,8 @@ def repair(state: CliState, manifest_blob_id: str | None) -> None:
             for ns, restored in rebuild.restored.items():
                 state.out.print(f"  {ns}: restored {restored.restored} of {restored.total} "
                                 f"from {restored.manifest_blob_id}")
+            for ns, why in rebuild.failed.items():
+                state.out.print(f"  {ns}: restore FAILED {escape(why)}; run repair again")
             for ns in rebuild.missing_heads:
                 state.out.print(f"  {ns}: no head known here; run `walrus-mem -n {ns} repair "
                                 "--manifest BLOB_ID` with the id `walrus-mem sync` printed")

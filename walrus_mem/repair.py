@@ -226,14 +226,17 @@ def move_catalog_aside(data_dir: Path) -> Path:
 
 
 class CatalogRebuild(BaseModel):
-    """A catalog that could not be used, moved aside, and what was restored in its place.
+    """What repair restored from Walrus, and the unusable catalog it moved aside first.
 
-    ``moved_to`` is None when the catalog was usable and only ``--manifest`` was restored.
+    ``moved_to`` is None when the catalog was usable: then only namespaces whose
+    remembered head this catalog does not hold (e.g. after a repair whose restore
+    failed) or the ``--manifest`` one are restored.
     """
 
     moved_to: Path | None
     problems: list[str] = Field(default_factory=list)
     restored: dict[str, RestoreReport] = Field(default_factory=dict)
+    failed: dict[str, str] = Field(default_factory=dict)  # namespace -> why its restore failed
     missing_heads: list[str] = Field(default_factory=list)  # namespaces with no head to use
 
 
@@ -248,6 +251,11 @@ def remembered_heads(data_dir: Path) -> dict[str, str]:
                 if (heads := seen.newest(ns))}
     finally:
         seen.close()
+
+
+def _lacks_head(mem: Memory, ns: str) -> bool:
+    info = mem._catalog.namespace(ns)
+    return info is None or info["manifest_blob_id"] is None
 
 
 def repair_data_dir(
@@ -280,19 +288,24 @@ def repair_data_dir(
             mem.close()
         rebuild = CatalogRebuild(moved_to=move_catalog_aside(data_dir), problems=problems)
         mem = Memory(settings, embedder=embedder)
-    elif manifest_blob_id is not None:
-        # A head given for a usable catalog (e.g. a second run after the first had none):
-        # restore fills in whatever this data dir lacks of it.
-        rebuild = CatalogRebuild(moved_to=None)
     assert mem is not None
     with mem:
+        heads = remembered_heads(data_dir)
+        if rebuild is None:  # a usable catalog: only what it lacks of the remembered log
+            heads = {ns: h for ns, h in heads.items() if _lacks_head(mem, ns)}
+        if namespace is not None:
+            heads = {ns: h for ns, h in heads.items() if ns == mem._ns(namespace)}
+        if manifest_blob_id is not None:
+            heads[mem._ns(namespace)] = manifest_blob_id
+        if heads and rebuild is None:
+            rebuild = CatalogRebuild(moved_to=None)
         if rebuild is not None:
-            heads = remembered_heads(data_dir) if rebuild.moved_to is not None else {}
-            if manifest_blob_id is not None:
-                heads[mem._ns(namespace)] = manifest_blob_id
             for ns, head in sorted(heads.items()):
-                rebuild.restored[ns] = mem.restore(ns, head, progress=progress)
-            if not heads:
+                try:
+                    rebuild.restored[ns] = mem.restore(ns, head, progress=progress)
+                except WalrusMemError as exc:  # the next repair tries again
+                    rebuild.failed[ns] = f"{type(exc).__name__}: {exc}"
+            if not heads and rebuild.moved_to is not None:
                 rebuild.missing_heads.append(mem._ns(namespace))
         names = [mem._ns(namespace)] if namespace is not None else mem.namespaces()
         reports = [repair_namespace(mem, ns) for ns in names if ns in mem.namespaces()]
