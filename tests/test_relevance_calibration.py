@@ -123,3 +123,21 @@ def test_auto_recall_injects_a_semantic_match_and_not_its_batch_neighbour(
             assert facts[2] not in [m.text for m in ana.memories]  # was injected at 0.32
         finally:
             hooks.close()
+
+
+def test_readme_hook_example_injects_the_allergy(real_embedder: Any, tmp_path: Path) -> None:
+    """README's own example: the allergy scores under the cutoff but is a clear winner."""
+    with Memory(Settings(data_dir=tmp_path / "d"), embedder=real_embedder,  # type: ignore[call-arg]
+                master_key="00" * 32) as mem:
+        mem.remember_many(["I'm allergic to peanuts and cashews", "My sister Ana lives in Lisbon",
+                           "The staging database is orca-staging"], namespace="researcher")
+        hooks = MemoryHooks(mem)
+        try:
+            ctx = hooks.before_prompt_build("What should I order for lunch today?",
+                                            "agent:researcher:1")
+            assert [m.text for m in ctx.memories] == ["I'm allergic to peanuts and cashews"]
+            for unrelated in ("What is the capital of Australia?",
+                              "Explain the CAP theorem in simple terms"):
+                assert hooks.before_prompt_build(unrelated, "agent:researcher:1").memories == ()
+        finally:
+            hooks.close()
