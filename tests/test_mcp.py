@@ -72,7 +72,7 @@ async def test_stdio_server_with_sdk_client(tmp_path, master_hex):
         assert block.items[0].text == "User is allergic to peanuts."
 
         wrong = payload(await client.call_tool("memory_list", {"namespace": "coder"}))
-        assert wrong["error"]["type"] == "InvalidInput"
+        assert wrong["error"]["type"] == "NamespaceDenied"
         invalid = payload(await client.call_tool("memory_delete_all", {"confirm": False}))
         assert not invalid["ok"]
         injected = payload(await client.call_tool("memory_store", {
