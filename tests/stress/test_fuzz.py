@@ -189,9 +189,10 @@ def test_authentic_envelope_with_arbitrary_plaintext(body: bytes, pad: bool) -> 
 
 
 ENTRY = {"i": "d" * 32, "v": 1, "b": "B" * 43, "p": None, "e": 7}
-ROOT = mf.root_record(manifest_id="manifest-x", seq=3, created_at=1.5e9, prev=None,
-                      model_id="m", dim=64, count=1, entries=[mf.Entry.from_json(ENTRY)],
-                      pages=[])
+ROOT = mf.root_record(manifest_id="manifest-x", seq=3, writer="w" * 16,
+                      parents=["B" * 43 + ".2." + "f" * 64], origins=["O" * 43],
+                      created_at=1.5e9, model_id="m", dim=64, count=1,
+                      entries=[mf.Entry.from_json(ENTRY)], pages=[])
 PAGED = dict(ROOT, entries=None, count=2, pages=[{"b": "C" * 43, "p": None, "d": "e" * 64,
                                                   "n": 2}])
 
