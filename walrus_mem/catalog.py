@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -62,6 +63,8 @@ __all__ = [
     "vectors_from_blobs",
     "vector_to_blob",
 ]
+
+log = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -348,8 +351,16 @@ class Catalog:
             for (name,) in c.execute("SELECT name FROM namespaces").fetchall():
                 table = fts_table(str(name))
                 c.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
-        with self._lock:
-            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+        for attempt in range(20):
+            with self._lock:
+                busy = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            if not busy:
+                return
+            # Another process is reading: the WAL (still holding the deleted
+            # page images) can only be truncated once it is done.
+            time.sleep(0.01 * (attempt + 1))
+        log.warning("catalog %s: WAL checkpoint kept being blocked by readers; deleted text "
+                    "stays in the -wal file until the next checkpoint", self.path)
 
     @_guarded
     def vacuum(self) -> None:
