@@ -373,3 +373,74 @@ def test_heads_file_exchanges_heads_through_sync(tmp_path: Path, server) -> None
         report = a.sync()
         assert report.pulled["hf"].added == 1 and "hf" not in report.manifests
         assert live(a, "hf") == live(b, "hf")
+
+
+# -- a real kill, and the embedded relayer ------------------------------------------------
+
+_KILLER = """
+import os, signal, sys
+sys.path.insert(0, {root!r})
+import walrus_mem.namespace_log as nslog
+nslog.RESTORE_CHUNK = 20
+from tests.helpers_log import machine
+mem = machine(__import__("pathlib").Path({data!r}), {url!r})
+def progress(done, total):
+    if done >= 60:
+        os.kill(os.getpid(), signal.SIGKILL)   # no cleanup, no finally blocks
+mem.restore("sk", {head!r}, progress=progress)
+"""
+
+
+def test_restore_killed_with_sigkill_resumes(tmp_path: Path, server) -> None:
+    import subprocess
+    import sys
+
+    with machine(tmp_path / "a", server.url) as a:
+        a.remember_many([f"killed restore fact {i}" for i in range(150)], namespace="sk")
+        head = a.sync().manifests["sk"]
+    root = str(Path(__file__).resolve().parent.parent)
+    script = _KILLER.format(root=root, data=str(tmp_path / "b"), url=server.url, head=head)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
+    assert proc.returncode == -9, proc.stderr.decode()[-2000:]
+    with machine(tmp_path / "b", server.url) as b:
+        done = b.stats("sk").memories
+        assert 0 < done < 150
+        assert "sk" not in b.sync().manifests  # marked: no manifest from a partial state
+        calls: list[tuple[int, int]] = []
+        report = b.restore("sk", progress=lambda d, t: calls.append((d, t)))
+        assert report.resumed and report.complete and calls[0] == (done, 150)
+        assert b.stats("sk").memories == 150
+
+
+def test_pull_and_rollback_detection_on_the_embedded_relayer(tmp_path: Path) -> None:
+    from relayer_mock.embedded import EmbeddedRelayer
+    from tests.helpers_memory import MASTER_HEX, make_settings
+    from walrus_mem import Memory
+    from walrus_mem.testing import HashEmbedder
+    from walrus_mem.walrus import WalrusClient
+
+    relayer = EmbeddedRelayer(tmp_path / "shared-walrus")
+    base = relayer.base_url
+
+    def open_on(name: str) -> Memory:
+        client = WalrusClient(base, [base], transport=relayer.transport, read_deadline=1.0)
+        return Memory(make_settings(tmp_path / name), embedder=HashEmbedder(64),
+                      master_key=MASTER_HEX, walrus=client)
+
+    try:
+        with open_on("a") as a, open_on("b") as b:
+            x = a.remember("embedded shared fact", namespace="em")
+            h1 = a.sync().manifests["em"]
+            b.restore("em", h1)
+            a.forget(x.id, namespace="em")
+            b.remember("embedded fact from b", namespace="em")
+            h2 = a.stats("em").manifest_blob_id
+            assert h2 is not None and HeadRef.parse(h2).seq == 2
+            hb = b.sync().manifests["em"]
+            assert b.pull(h2, namespace="em").forgotten == 1
+            assert a.pull(hb, namespace="em").added == 1
+            assert live(a, "em") == live(b, "em") and x.id not in live(a, "em")
+            with pytest.raises(StaleManifest):
+                a.pull(h1, namespace="em")
+    finally:
+        relayer.close()
