@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any, Final
 
 from .config import DEFAULT_EMBEDDING_MODEL
@@ -43,6 +44,7 @@ SEMANTIC_THRESHOLDS: dict[str, float] = {DEFAULT_EMBEDDING_MODEL: 0.68}
 _BANKS: dict[str, PrototypeBank] = {}
 _LOCK: Final = threading.Lock()
 _CATEGORY_SET: Final = frozenset(CATEGORIES)
+_CACHE_CHARS: Final = 2000
 
 
 def set_semantic_threshold(model_id: str, threshold: float | None) -> None:
@@ -59,11 +61,22 @@ def safe_category(category: object) -> str | None:
     return category if isinstance(category, str) and category in _CATEGORY_SET else None
 
 
+@lru_cache(maxsize=4096)
+def _detect_cached(text: str) -> InjectionResult:
+    return detect_injection(text)
+
+
+def _detect(text: str) -> InjectionResult:
+    # Recall screens the same memories again and again: cache short texts (the
+    # verdict depends on the text only). Long ones are rare and not kept around.
+    return _detect_cached(text) if len(text) <= _CACHE_CHARS else detect_injection(text)
+
+
 def screen_text(text: str, category: object = None) -> InjectionResult:
     """The text layers on a text and its category string."""
-    result = detect_injection(text)
+    result = _detect(text)
     if category is not None and safe_category(category) is None:
-        flagged = detect_injection(str(category))
+        flagged = _detect(str(category))
         if flagged:
             return InjectionResult(True, ("category", *flagged.labels),
                                    tuple("category: " + r for r in flagged.reasons))
