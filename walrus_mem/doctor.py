@@ -444,8 +444,10 @@ def _when(ts: float | None) -> str:
 
 def _expiry_check(mem: Any, ns: str) -> Check:
     """What expires when, by the epoch clock learned from store answers."""
+    exact = None
     try:
-        mem.current_epoch()  # notes the mock's exact epoch when it has one
+        exact = mem._get_backend().current_epoch()  # relayer_mock's admin route only
+        mem.current_epoch()  # notes it in the clock
     except WalrusMemError:
         pass  # the clock still answers from what store answers showed
     reading = mem.epoch_clock.reading()
@@ -458,7 +460,8 @@ def _expiry_check(mem: Any, ns: str) -> Check:
         return Check(name, "ok", "no store answer seen yet: the epoch is unknown")
     length = ("unknown (set epoch_seconds)" if reading.epoch_seconds is None
               else f"{reading.epoch_seconds:g} s ({reading.source})")
-    clock = f"current epoch ~{reading.current}, epoch length {length}"
+    clock = (f"current epoch {exact} (relayer_mock's clock)" if exact is not None
+             else f"current epoch ~{reading.current}, epoch length {length}")
     past = sum(int(n) for end, n in rows if int(end) <= reading.current)
     soon = sum(int(n) for end, n in rows if reading.current < int(end) <= reading.current + margin)
     upcoming = [f"{n} end at epoch {end}{_when(reading.starts_at(int(end)))}"
