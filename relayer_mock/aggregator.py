@@ -67,6 +67,10 @@ class AggregatorRoutes(FaultResponses):
         except BlobUnavailable:
             if being_stored(self.store.data_dir, blob_id):
                 return blob_unavailable()  # registered, not yet certified
+            if self.settings.unavailable_after_expiry and await run_in_threadpool(
+                self.store.just_expired, blob_id
+            ):
+                return blob_unavailable()  # mid-expiry: slivers being dropped
             return blob_not_found()
         if fresh(info.first_stored_at, self.settings.not_found_after_store):
             return blob_not_found()  # a CDN still serving its cached 404

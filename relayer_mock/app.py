@@ -170,6 +170,7 @@ def create_app(
     store_latency: str | StoreLatency | None = None,
     not_found_after_store: float = 0.0,
     operator_blocklist: Iterable[str] = (),
+    unavailable_after_expiry: bool = False,
 ) -> Starlette:
     """Build the relayer_mock ASGI app over ``data_dir`` (created if missing).
 
@@ -203,6 +204,8 @@ def create_app(
         operator_blocklist: blob ids this app's reads answer 451 for (``"*"``: all), like
             one operator's ``--blocklist-path``; the ``/_mock/blocklist`` one is shared
             through the data dir.
+        unavailable_after_expiry: in the first epoch after a blob expired, reads answer 503
+            ``BLOB_UNAVAILABLE`` (mid-expiry) instead of 404; off by default.
 
     The :class:`Relayer` (store, fault injector, settings) is ``app.state.relayer``.
     """
@@ -221,6 +224,7 @@ def create_app(
         store_latency=StoreLatency.parse(store_latency),
         not_found_after_store=float(not_found_after_store),
         operator_blocklist=frozenset(operator_blocklist),
+        unavailable_after_expiry=unavailable_after_expiry,
     )
     if role not in ("publisher", "aggregator", "both"):
         raise ValueError(f"role must be publisher, aggregator or both, got {role!r}")

@@ -177,6 +177,9 @@ def build_fault_config(
 @click.option("--not-found-after-store", type=click.FloatRange(min=0.0), default=0.0,
               metavar="SECONDS", help="A freshly stored blob still answers 404 this long "
                                       "(a CDN's cached 404).")
+@click.option("--unavailable-after-expiry", is_flag=True,
+              help="In the first epoch after a blob expired, reads answer 503 "
+                   "BLOB_UNAVAILABLE (mid-expiry) instead of 404.")
 @click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]),
               default="info")
 def relayer_command(
@@ -210,6 +213,7 @@ def relayer_command(
     lenient: bool,
     store_latency_ms: str,
     not_found_after_store: float,
+    unavailable_after_expiry: bool,
     log_level: str,
 ) -> None:
     """Serve a local, persistent, fault-injecting Walrus publisher and aggregator."""
@@ -250,6 +254,7 @@ def relayer_command(
         role=role,  # type: ignore[arg-type]  # click.Choice checked it
         store_latency=latency,
         not_found_after_store=not_found_after_store,
+        unavailable_after_expiry=unavailable_after_expiry,
     )
     try:
         sock = bind_socket(host, port)

@@ -46,6 +46,8 @@ class RelayerSettings:
     # this app's own blocklist (the daemon's --blocklist-path; "*" blocks every blob), unlike
     # the shared one of /_mock/blocklist, so two aggregators on one data dir can disagree
     operator_blocklist: frozenset[str] = frozenset()
+    # 503 BLOB_UNAVAILABLE (not 404) in the first epoch after a blob expired ("mid-expiry")
+    unavailable_after_expiry: bool = False
 
     def public_dict(self) -> dict[str, Any]:
         return {
@@ -62,6 +64,8 @@ class RelayerSettings:
             "role": self.role,
             "storeLatencyMs": self.store_latency.describe(),
             "notFoundAfterStore": self.not_found_after_store,
+            "operatorBlocklist": sorted(self.operator_blocklist),
+            "unavailableAfterExpiry": self.unavailable_after_expiry,
         }
 
 

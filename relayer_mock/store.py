@@ -541,6 +541,18 @@ class Store:
         return BlobInfo(blob_id, row["size"], bool(row["is_quilt"]), self.blob_path(blob_id),
                         row["first_stored_at"])
 
+    def just_expired(self, blob_id: str) -> bool:
+        """Whether the blob's last live Blob object ended with the current epoch: it expired at
+        the last epoch change (storage nodes are still dropping its slivers)."""
+        con = self._conn()
+        with self._read():
+            current = self._current_epoch(con)
+            row = con.execute(
+                "SELECT max(end_epoch) FROM objects WHERE blob_id=? AND deleted_at IS NULL",
+                (blob_id,),
+            ).fetchone()
+        return row is not None and row[0] is not None and int(row[0]) == current
+
     def read_range(self, info: BlobInfo, start: int = 0, length: int | None = None) -> bytes:
         """Bytes of an available blob; a file deleted meanwhile reads as unavailable."""
         try:

@@ -202,3 +202,22 @@ def test_cli_role_and_lenient_options(tmp_path: Path) -> None:
         assert plain.status_code == 500  # the aggregator process is strict
         settings = httpx.get(f"{aggregator.url}/_mock/info").json()["settings"]
         assert settings["role"] == "aggregator" and settings["strict"] is True
+
+
+@pytest.mark.parametrize("mid_expiry", [True, False])
+def test_mid_expiry_503_then_404(tmp_path: Path, mid_expiry: bool) -> None:
+    with RelayerServer(tmp_path / "walrus", fsync=False,
+                       unavailable_after_expiry=mid_expiry) as server:
+        stored = httpx.put(f"{server.url}/v1/blobs?epochs=1", content=b"short-lived").json()
+        blob_id = stored["newlyCreated"]["blobObject"]["blobId"]
+        assert httpx.get(f"{server.url}/v1/blobs/{blob_id}").status_code == 200
+        httpx.post(f"{server.url}/_mock/epoch/advance?by=1")
+        first = httpx.get(f"{server.url}/v1/blobs/{blob_id}")
+        httpx.post(f"{server.url}/_mock/epoch/advance?by=1")
+        later = httpx.get(f"{server.url}/v1/blobs/{blob_id}")
+    reason = first.json()["error"]["details"][0]["reason"]
+    if mid_expiry:
+        assert (first.status_code, reason) == (503, "BLOB_UNAVAILABLE")
+    else:
+        assert (first.status_code, reason) == (404, "BLOB_NOT_FOUND")
+    assert later.status_code == 404
