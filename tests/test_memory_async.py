@@ -49,6 +49,10 @@ async def test_async_round_trip(tmp_path: Path) -> None:
         assert (await mem.extend(namespace="default", epochs=10)).extended
         assert await mem.reindex() == 2
         await mem.compact()
+        head = (await mem.stats()).manifest_blob_id
+        assert head is not None
+        assert (await mem.pull(head)).up_to_date
+        assert (await mem.restore("default", head, allow_stale=True)).restored == 0
     assert isinstance(mem.sync_memory, Memory)
 
 

@@ -28,6 +28,7 @@ from .models import (
     HistoryEntry,
     MemoryRecord,
     MemoryStats,
+    PullReport,
     RecallResult,
     RememberManyResult,
     RestoreReport,
@@ -206,8 +207,25 @@ class AsyncMemory:
         namespace: str | None = None,
         manifest_blob_id: str | None = None,
         progress: ProgressCallback | None = None,
+        *,
+        allow_stale: bool = False,
+        allow_unrelated: bool = False,
     ) -> RestoreReport:
-        return await self._run(self.sync_memory.restore, namespace, manifest_blob_id, progress)
+        return await self._run(self.sync_memory.restore, namespace, manifest_blob_id, progress,
+                               allow_stale=allow_stale, allow_unrelated=allow_unrelated)
+
+    async def pull(
+        self,
+        heads: str | Sequence[str] | None = None,
+        *,
+        namespace: str | None = None,
+        allow_stale: bool = False,
+        allow_unrelated: bool = False,
+        progress: ProgressCallback | None = None,
+    ) -> PullReport:
+        return await self._run(self.sync_memory.pull, heads, namespace=namespace,
+                               allow_stale=allow_stale, allow_unrelated=allow_unrelated,
+                               progress=progress)
 
     async def stats(self, namespace: str | None = None) -> MemoryStats:
         return await self._run(self.sync_memory.stats, namespace)

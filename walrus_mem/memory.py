@@ -1165,11 +1165,15 @@ class Memory:
         )
 
     def _known_namespaces(self) -> builtins.list[str]:
-        """Namespaces of the catalog plus those only the heads file names (syncable)."""
+        """Namespaces of the catalog, plus this configuration's own namespaces (the
+        default one, the agents') that only the heads file names yet. A shared heads
+        file may list other people's namespaces: those are not ours to sync."""
         names = self._catalog.namespaces()
         heads_file = self._log.heads_file()
         if heads_file is not None:
-            names += [n for n, _ in heads_file.read() if n not in names]
+            own = {self.settings.default_namespace, *(
+                agent.namespace or name for name, agent in self.settings.agents.items())}
+            names += [n for n, _ in heads_file.read() if n in own]
         return list(dict.fromkeys(names))
 
     def _maybe_manifest(self, ns: str) -> None:
