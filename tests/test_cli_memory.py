@@ -233,6 +233,33 @@ def test_over_http_against_relayer_mock_and_restore(tmp_path, monkeypatch):
         assert {c["name"] for c in doctor["checks"]} >= {"publisher", "aggregator"}
 
 
+def test_sync_pull_and_restore_heads_through_the_cli(tmp_path, monkeypatch):
+    """Two data dirs exchange heads with `sync` / `pull`; stale and malformed heads fail."""
+    with RelayerServer(tmp_path / "walrus", fsync=False) as server:
+        monkeypatch.setenv("WALRUS_MEM_PUBLISHER_URL", server.url)
+        monkeypatch.setenv("WALRUS_MEM_AGGREGATOR_URLS", server.url)
+        a = ["--data-dir", str(tmp_path / "a"), "-n", "shared"]
+        b = ["--data-dir", str(tmp_path / "b"), "-n", "shared"]
+        j([*a, "remember", "written on a"])
+        text = invoke([*a, "sync"]).stdout
+        head1 = j([*a, "stats"])["manifest_blob_id"]
+        assert f"Head for shared: {head1}" in text
+        restored = invoke([*b, "restore", head1]).stdout  # HEAD as an argument
+        assert "1 restored" in restored
+        j([*a, "remember", "second on a"])
+        head_a = j([*a, "sync"])["manifests"]["shared"]
+        j([*b, "remember", "written on b"])
+        head_b = j([*b, "sync"])["manifests"]["shared"]
+        report = j([*a, "pull", head_b])
+        assert (report["added"], report["conflicts"], report["up_to_date"]) == (1, 0, False)
+        assert "1 added" in invoke([*b, "pull", head_a, head1, "--allow-stale"]).stdout
+        assert sorted(r["text"] for r in j([*a, "list"])) == sorted(
+            r["text"] for r in j([*b, "list"]))
+        one_error_line(invoke([*b, "pull", head1], expect=1), "StaleManifest")
+        one_error_line(invoke([*b, "pull", "not-a.head"], expect=1), "InvalidHead")
+        assert "already holds" in invoke([*b, "pull", head_b]).stdout
+
+
 def test_keys_show_catalog_namespaces_and_manifests(monkeypatch):
     j(["remember", "a fact in default"])
     j(["-n", "side", "remember", "a fact elsewhere"])
