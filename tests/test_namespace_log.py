@@ -444,3 +444,19 @@ def test_pull_and_rollback_detection_on_the_embedded_relayer(tmp_path: Path) -> 
                 a.pull(h1, namespace="em")
     finally:
         relayer.close()
+
+
+def test_losing_heads_sqlite_keeps_the_chain(tmp_path: Path, server) -> None:
+    with machine(tmp_path / "a", server.url) as a:
+        a.remember("before the heads store was lost", namespace="hl")
+        h1 = HeadRef.parse(a.sync().manifests["hl"])
+    with machine(tmp_path / "b", server.url) as b:
+        b.restore("hl", str(h1))
+    for p in (tmp_path / "a").glob("heads.sqlite3*"):
+        p.unlink()
+    with machine(tmp_path / "a", server.url) as a:
+        a.remember("after it was lost", namespace="hl")
+        h2 = HeadRef.parse(a.sync().manifests["hl"])
+        assert a._log.seen.get("hl", h2.blob_id).parents == (h1,)  # from the catalog
+    with machine(tmp_path / "b", server.url) as b:  # same history: no ForkedHead
+        assert b.pull(str(h2), namespace="hl").added == 1

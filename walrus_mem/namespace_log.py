@@ -455,6 +455,13 @@ class NamespaceLog:
         new_pages = self._store_pages(keys, to_store, placed, deadline)
         pages = [(placed[d][0], placed[d][1], d, n) for d, n in layout]
         parents = self.merged(ns)
+        for parent in parents:  # heads.sqlite3 lost or new: learn the parents' origins
+            if self.seen.get(ns, parent.blob_id) is None:
+                try:
+                    self._learn(ns, keys, parent)
+                except (WalrusMemError, ValueError) as exc:
+                    log.warning("parent %s of the next manifest of %r is unreadable (%s)",
+                                parent, ns, type(exc).__name__)
         origins = sorted(self.origins(ns))
         seq = max((p.seq for p in parents), default=0) + 1
         writer = self.seen.writer_id()
