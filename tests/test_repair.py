@@ -284,3 +284,40 @@ def test_a_repair_whose_restore_failed_is_finished_by_the_next_one(tmp_path: Pat
         assert third is None  # the catalog now holds the remembered head: nothing to do
         with Memory(settings, embedder=HashEmbedder(64), master_key=MASTER_HEX) as mem:
             assert mem.stats().memories == 12
+
+
+def test_repair_salvages_queued_memories_from_a_damaged_catalog(mem_settings) -> None:
+    """A catalog SQLite still opens but whose integrity check fails (a broken index page):
+    it is moved aside, restored from the head, and the never-published memories it still
+    holds are written again instead of being lost with it."""
+    from walrus_mem.repair import repair_data_dir
+
+    settings = make_settings(mem_settings.data_dir, master_key=MASTER_HEX)
+    with Memory(settings, embedder=HashEmbedder(), master_key=MASTER_HEX) as mem:
+        published = mem.remember_many([f"published fact {i} " + "x" * 200
+                                       for i in range(50)]).records
+        mem.sync()
+        _hold_publishing(mem)
+        queued = mem.remember_many([f"queued fact {i}" for i in range(5)]).records
+        changed = mem.update(published[0].id, "published fact 0, changed while offline")
+        assert changed.status == "queued"
+    path = Path(settings.data_dir) / "catalog.sqlite3"
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        page = int(conn.execute("SELECT rootpage FROM sqlite_master WHERE name = "
+                                "'memories_blob'").fetchone()[0])
+        size = int(conn.execute("PRAGMA page_size").fetchone()[0])
+    with open(path, "r+b") as f:  # garbage over one index page: tables stay readable
+        f.seek((page - 1) * size + 8)
+        f.write(b"\xa5" * (size - 8))
+    rebuild, _ = repair_data_dir(settings, embedder=HashEmbedder())
+    assert rebuild is not None and rebuild.moved_to is not None and rebuild.problems
+    assert rebuild.restored["default"].restored == 50
+    assert set(rebuild.salvaged) == {r.id for r in queued} | {changed.id}
+    assert rebuild.salvaged[changed.id] == changed.id and not rebuild.unsalvaged
+    with Memory(settings, embedder=HashEmbedder(), master_key=MASTER_HEX) as mem:
+        assert mem.stats().memories == 55
+        assert mem.get(changed.id).text == "published fact 0, changed while offline"
+        texts = {r.text for r in mem.list(limit=100)}
+        assert {r.text for r in queued} <= texts
+        assert mem.sync().still_queued == 0

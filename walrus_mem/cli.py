@@ -1630,7 +1630,7 @@ def repair(state: CliState, manifest_blob_id: str | None) -> None:
             progress=lambda done, total: advance(done=done, total=total))
     left = sum(len(r.unrepaired) for r in reports)
     if rebuild is not None:
-        left += len(rebuild.missing_heads) + len(rebuild.failed) + sum(
+        left += len(rebuild.missing_heads) + len(rebuild.failed) + len(rebuild.unsalvaged) + sum(
             len(r.failed) for r in rebuild.restored.values())
     if state.as_json:
         state.emit_json({"ok": left == 0,
@@ -1644,6 +1644,13 @@ def repair(state: CliState, manifest_blob_id: str | None) -> None:
             for ns, restored in rebuild.restored.items():
                 state.out.print(f"  {ns}: restored {restored.restored} of {restored.total} "
                                 f"from {restored.manifest_blob_id}")
+            if rebuild.salvaged:
+                state.out.print(f"  {len(rebuild.salvaged)} queued memories salvaged from the "
+                                "old file (written again; new ids where they were new)")
+            if rebuild.salvage_note:
+                state.out.print(f"  note: {escape(rebuild.salvage_note)}")
+            for why in rebuild.unsalvaged[:20]:
+                state.out.print(f"  NOT SALVAGED {escape(why)}")
             for ns, why in rebuild.failed.items():
                 state.out.print(f"  {ns}: restore FAILED {escape(why)}; run repair again")
             for ns in rebuild.missing_heads:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sqlite3
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -237,6 +238,10 @@ class CatalogRebuild(BaseModel):
     problems: list[str] = Field(default_factory=list)
     restored: dict[str, RestoreReport] = Field(default_factory=dict)
     failed: dict[str, str] = Field(default_factory=dict)  # namespace -> why its restore failed
+    # Queued (never published) memories read back from the moved-aside file:
+    salvaged: dict[str, str] = Field(default_factory=dict)  # old id -> id now
+    unsalvaged: list[str] = Field(default_factory=list)  # queued ones that could not be stored
+    salvage_note: str = ""  # e.g. the old file is not readable at all
     missing_heads: list[str] = Field(default_factory=list)  # namespaces with no head to use
 
 
@@ -251,6 +256,43 @@ def remembered_heads(data_dir: Path) -> dict[str, str]:
                 if (heads := seen.newest(ns))}
     finally:
         seen.close()
+
+
+def salvage_queued(mem: Memory, aside: Path, rebuild: CatalogRebuild) -> None:
+    """Put the queued memories still readable in a moved-aside catalog into the new one.
+
+    They were never published, so no head holds them. Each is written again
+    through the public API: an update when the restored catalog has the
+    memory (a queued new version), else a new memory (new id; the mapping is
+    reported). A file SQLite cannot read at all salvages nothing, and says so.
+    """
+    try:
+        conn = sqlite3.connect(f"file:{aside}?mode=ro", uri=True)
+        try:
+            rows = conn.execute(
+                "SELECT id, namespace, text, metadata, category, importance, expires_at "
+                "FROM memories NOT INDEXED WHERE status = 'queued' ORDER BY key").fetchall()
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        rebuild.salvage_note = (f"no queued memory could be read from {aside.name} ({exc}); "
+                                "memories never published are lost with it")
+        return
+    for mid, ns, text, metadata, category, importance, expires_at in rows:
+        try:
+            meta = json.loads(metadata or "{}")
+            if mem._catalog.memory(ns, mid) is not None:
+                rec = mem.update(mid, text, namespace=ns, metadata=meta, category=category,
+                                 importance=importance, expires_at=expires_at)
+            else:
+                rec = mem.remember(text, namespace=ns, metadata=meta, category=category,
+                                   importance=importance, expires_at=expires_at)
+            rebuild.salvaged[str(mid)] = rec.id
+        except (WalrusMemError, ValueError) as exc:
+            rebuild.unsalvaged.append(f"{mid}: {type(exc).__name__}: {exc}")
+    if rows:
+        log.warning("salvaged %d of %d queued memories from %s", len(rebuild.salvaged),
+                    len(rows), aside)
 
 
 def _lacks_head(mem: Memory, ns: str) -> bool:
@@ -307,6 +349,8 @@ def repair_data_dir(
                     rebuild.failed[ns] = f"{type(exc).__name__}: {exc}"
             if not heads and rebuild.moved_to is not None:
                 rebuild.missing_heads.append(mem._ns(namespace))
+            if rebuild.moved_to is not None:
+                salvage_queued(mem, rebuild.moved_to, rebuild)
         names = [mem._ns(namespace)] if namespace is not None else mem.namespaces()
         reports = [repair_namespace(mem, ns) for ns in names if ns in mem.namespaces()]
     return rebuild, reports
