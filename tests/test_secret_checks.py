@@ -81,7 +81,9 @@ def test_env_style_assignments():
         redacted, found = redact_secrets(text)
         assert found, text
     for text in ("DATABASE_PASSWORD=${DB_PASSWORD}", "API_TOKEN=<your-token>",
-                 "SECRET_KEY=changeme", "monkey=banana", "turkey: roasted"):
+                 "SECRET_KEY=changeme", "monkey=banana", "turkey: roasted",
+                 "the table's sort_key=created_at", "max_token=4096 for the summariser",
+                 "PARTITION_KEY: user_id"):
         assert redact_secrets(text)[1] == [], text
 
 

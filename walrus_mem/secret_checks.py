@@ -279,6 +279,15 @@ def _value_like_password(value: str, *, strict: bool) -> bool:
     return classes >= 2 and len(core) >= 6
 
 
+def _random_looking(value: str) -> bool:
+    """Key material: letters and digits mixed (8+ characters), or long and high-entropy."""
+    core = value.rstrip(_VALUE_TRIM)
+    if _PLACEHOLDER.match(core):
+        return False
+    mixed = any(c.isdigit() for c in core) and any(c.isalpha() for c in core)
+    return (mixed and len(core) >= 8) or (len(core) >= 20 and shannon_entropy(core) >= 3.5)
+
+
 def _trimmed(match: re.Match[str], group: str = "secret") -> tuple[int, int]:
     start, end = match.span(group)
     while end > start and match.string[end - 1] in _VALUE_TRIM:
@@ -373,6 +382,8 @@ def _assignments(view: str) -> Iterator[Span]:
         if name.endswith("key") and not re.search(r"[_.-]key$|apikey|privkey", name) \
                 and name not in {"key", "accesskey", "secretkey", "apikey"}:
             continue  # "monkey=...", "turkey: ..."
+        if re.search(r"(?:key|token|sig|sas|credentials?)$", name) and not _random_looking(value):
+            continue  # "sort_key=created_at", "max_token=4096": a setting, not a secret
         start, end = _trimmed(match)
         if end > start:
             yield start, end, "env_secret"
