@@ -305,14 +305,16 @@ def check_storage(settings: Settings) -> list[Check]:
     from .walrus import WalrusClient
 
     checks: list[Check] = []
-    if settings.publisher_url is None:
+    publishers = settings.all_publisher_urls
+    if not publishers:
         checks.append(Check("publisher", "warn", "none configured: read-only",
                             "set publisher_url to store new memories"))
-    if not settings.aggregator_urls:
+    if not settings.aggregator_urls and not settings.publisher_serves_reads:
         checks.append(Check("aggregators", "warn", "none configured: nothing can be read back",
-                            "set aggregator_urls"))
+                            "set aggregator_urls (a publisher URL serves reads only with "
+                            "publisher_serves_reads)"))
     with WalrusClient(
-        settings.publisher_url, settings.aggregator_urls,
+        publishers, settings.aggregator_urls,
         timeout=min(settings.request_timeout, 5.0),
     ) as client:
         reachable = client.status()
