@@ -54,17 +54,36 @@ def test_a_fresh_store_answer_re_anchors_a_clock_that_ran_ahead(catalog: Catalog
     assert clock.current(now=44.0) == 6
 
 
-def test_length_is_learned_from_sightings(catalog: Catalog) -> None:
+def test_length_is_learned_as_an_upper_bound(catalog: Catalog) -> None:
     clock = EpochClock(catalog)
     clock.observe(3, at=100.0)
     assert clock.current(now=10_000.0) == 3  # one epoch seen: no length, no extrapolation
     assert clock.reading().source == "unknown"
-    clock.observe(5, at=300.0)
+    clock.observe(4, at=110.0)  # adjacent epochs bound nothing: 4 may have begun long ago
+    assert clock.reading().epoch_seconds is None and clock.current(now=10_000.0) == 4
+    clock.observe(6, at=300.0)  # epochs 4 and 5 lay wholly between 100 and 300: <= 100 s
     assert clock.reading().epoch_seconds == pytest.approx(100.0)
     assert clock.reading().source == "learned"
-    assert clock.current(now=450.0) == 6
-    # An epoch seen over 150 s lasts at least that long, whatever the span says.
-    assert learn_epoch_seconds({3: [0.0, 20.0], 5: [90.0, 240.0]}) == 150.0  # span: 45
+    assert clock.current(now=399.0) == 6 and clock.current(now=400.0) == 7
+    # An epoch seen over 150 s lasts at least that long, whatever the bounds say.
+    assert learn_epoch_seconds({3: [0.0, 150.0], 5: [90.0, 240.0]}) == 150.0
+
+
+def test_a_learned_length_never_runs_the_clock_ahead(catalog: Catalog) -> None:
+    """The hazard of a span estimate: epoch 1 first seen near its end, epoch 2 right at its
+    start, real epochs a day long. The clock must not race to hundreds of epochs."""
+    day = 86_400.0
+    clock = EpochClock(catalog)
+    clock.observe(1, at=day - 400)  # epoch 1 = [0, day)
+    clock.observe(2, at=day)
+    clock.observe(2, at=day + 3600)
+    assert clock.current(now=day + 2 * day) == 2  # truth: 3; lagging is the safe side
+    clock.observe(4, at=3 * day + 10)  # now a bound exists: (3d + 10 - (d + 3600)) / 1
+    seconds = clock.reading().epoch_seconds
+    assert seconds is not None and seconds >= day
+    for hours in range(0, 24 * 20, 7):  # over 20 days the clock is never ahead of the truth
+        now = 3 * day + 10 + hours * 3600
+        assert clock.current(now=now) <= int(now // day) + 1
 
 
 def test_unreadable_clock_state_counts_as_nothing_seen(catalog: Catalog) -> None:

@@ -11,13 +11,17 @@ dir) and extrapolates from the newest one::
     current ≈ newest_seen + floor((now - first_seen(newest)) / epoch_seconds)
 
 ``epoch_seconds`` is ``Settings.epoch_seconds`` when configured (mainnet: 14
-days, testnet: 1 day), else learned from the epochs seen so far (the span
-between the first sightings of the oldest and the newest epoch, divided by
-their distance, and never less than the longest time one epoch was seen),
-else unknown: the clock then never moves past the newest epoch seen. Since an
-epoch was first seen at or after its start, the extrapolation lags the network
-by at most one epoch; every fresh store answer re-anchors it (and corrects a
-learned length that ran ahead).
+days, testnet: 1 day), else learned from the epochs seen so far, else
+unknown: the clock then never moves past the newest epoch seen. A learned
+length is an **upper bound**, so the clock may lag but never runs ahead (a
+clock ahead of the network would leave live blobs out of manifests and skip
+them in restores): between the last sighting of epoch ``i`` and the first of
+epoch ``j >= i + 2`` at least ``j - i - 1`` whole epochs passed, so
+``epoch_seconds <= (first(j) - last(i)) / (j - i - 1)``; the smallest such bound
+is used, never less than the longest time one epoch was seen. Two adjacent
+epochs alone bound nothing. Since an epoch was first seen at or after its
+start, even the configured extrapolation lags the network by up to one epoch;
+every fresh store answer re-anchors it.
 
 **Usage**::
 
@@ -119,14 +123,18 @@ def record_seen(conn: sqlite3.Connection, epoch: int, at: float) -> None:
 
 
 def learn_epoch_seconds(seen: dict[int, list[float]]) -> float | None:
-    """Epoch length implied by the sightings, or None with fewer than two epochs seen."""
-    if len(seen) < 2:
+    """An upper bound of the epoch length implied by the sightings (see the module doc),
+    or None while no two sighted epochs are at least two apart."""
+    epochs = sorted(seen)
+    bounds = [
+        (seen[j][0] - seen[i][1]) / (j - i - 1)
+        for a, i in enumerate(epochs) for j in epochs[a + 1:] if j - i >= 2
+    ]
+    if not bounds:
         return None
-    lo, hi = min(seen), max(seen)
-    span = (seen[hi][0] - seen[lo][0]) / (hi - lo)
     longest = max(last - first for first, last in seen.values())
-    estimate = max(span, longest)
-    return estimate if estimate > 0 else None
+    bound = max(min(bounds), longest)
+    return bound if bound > 0 else None
 
 
 class EpochClock:
