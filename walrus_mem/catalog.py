@@ -3,7 +3,9 @@
 Tables (schema version :data:`SCHEMA_VERSION`, migrations in :data:`MIGRATIONS`):
 
 ``namespaces``    per namespace: embedding model id + dim, key fingerprint,
-                  latest manifest blob id, writes since that manifest.
+                  latest head reference, the heads the local state
+                  contains, an unfinished restore's mark, writes since
+                  the last manifest.
 ``memories``      live memories. ``key`` (INTEGER PRIMARY KEY AUTOINCREMENT,
                   never reused) is the USearch key; ``vector`` holds the
                   normalised embedding as float16 bytes so the index can be

@@ -288,8 +288,8 @@ def _step_restore(n: _Narrator, s: _State) -> None:
     assert s.mem_a is not None and s.master is not None
     report = s.mem_a.sync()
     s.manifest = report.manifests.get(AGENT_A, "") or (s.mem_a.stats().manifest_blob_id or "")
-    n.say(f"A publishes a sealed manifest: [dim]{s.manifest}[/dim]")
-    n.say("A brand-new data dir, the same master seed, only that blob id:")
+    n.say(f"A publishes a sealed manifest; its head reference: [dim]{s.manifest}[/dim]")
+    n.say("A brand-new data dir, the same master seed, only that head reference:")
     s.mem_c = _memory(s, _settings(s, "fresh-machine", AGENT_A), s.master)
     seen: list[tuple[int, int]] = []
     restored = s.mem_c.restore(AGENT_A, s.manifest, progress=lambda d, t: seen.append((d, t)))
