@@ -427,3 +427,15 @@ def test_import_refuses_a_different_key(tmp_path):
     assert load_key_file(default_key_file()) == MasterSeed.from_hex(MASTER_HEX)
     with pytest.raises(KeyExists):
         write_key_file(default_key_file(), MasterSeed.from_hex(OTHER_MASTER_HEX))
+
+
+def test_agent_key_import_prints_the_variable_and_derived_agents_have_none(tmp_path):
+    words = to_mnemonic(bytes.fromhex(A_KEY))
+    res = invoke(["keys", "import", "--agent", "alpha"], input=words)
+    assert res.stdout.strip() == f"ALPHA_KEY={A_KEY}"
+    assert 'key = "${ALPHA_KEY}"' in res.stderr and A_KEY not in res.stderr
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[agents.writer]\nnamespace = \"writing\"\n", encoding="utf-8")
+    out = invoke(["--config", str(cfg), "keys", "export", "--agent", "writer", "--yes"],
+                 expect=1)
+    assert "derived from the master key" in out.stderr and out.stdout == ""
