@@ -21,7 +21,7 @@ from tests.helpers_log import (
     live,
     machine,
 )
-from tests.helpers_memory import OTHER_MASTER_HEX
+from tests.helpers_memory import OTHER_MASTER_HEX, make_settings
 from walrus_mem.errors import (
     ForkedHead,
     InvalidHead,
@@ -30,6 +30,7 @@ from walrus_mem.errors import (
     WrongNamespace,
 )
 from walrus_mem.heads import HeadRef, HeadsFile
+from walrus_mem.testing import HashEmbedder
 
 
 @pytest.fixture(scope="module")
@@ -217,6 +218,12 @@ def test_interrupted_restore_is_marked_refuses_to_publish_and_resumes(tmp_path: 
             b.restore("ir", head, progress=kill_after(80))
         partial = b.stats("ir").memories
         assert 0 < partial < 200
+    from walrus_mem.doctor import check_local_store
+
+    checks = {c.name: c for c in check_local_store(
+        make_settings(tmp_path / "b", publisher_url=server.url, aggregator_urls=server.url),
+        embedder=HashEmbedder(64))}
+    assert checks["restore ir"].status == "fail" and "restore" in checks["restore ir"].fix
     with machine(tmp_path / "b", server.url) as b:  # the process restarts
         report = b.sync()
         assert not report.manifests and any("RestoreIncomplete" in e for e in report.errors)

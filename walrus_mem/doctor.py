@@ -436,8 +436,20 @@ def _namespace_integrity(mem: Any, ns: str) -> list[Check]:
             if damaged else f"{sample} sealed copies open as their memory version",
             fix if damaged else ""))
     checks.append(_expiry_check(mem, ns))
+    checks.append(_restore_check(mem, ns))
     checks.append(_head_check(mem, ns))
     return checks
+
+
+def _restore_check(mem: Any, ns: str) -> Check:
+    """An interrupted restore / pull leaves the namespace marked (no manifest until done)."""
+    marker = mem._log.tables.restoring(ns)
+    if marker is None:
+        return Check(f"restore {ns}", "ok", "no unfinished restore")
+    return Check(f"restore {ns}", "fail",
+                 f"a restore of {len(marker.get('heads', []))} head(s) was interrupted: this "
+                 "data dir lacks part of it and publishes no manifest until it is finished",
+                 f"walrus-mem -n {ns} restore (resumes where it stopped)")
 
 
 def _when(ts: float | None) -> str:
