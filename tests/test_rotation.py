@@ -219,3 +219,23 @@ def test_generation_derivation_matches_the_documented_formula():
         MasterSeed(m), "notes")
     assert NamespaceKeys.from_agent_key(s, "notes").verify_key == bytes(
         nacl.signing.SigningKey(s).verify_key)
+
+
+def test_a_second_machine_follows_a_rotation(tmp_path, server):
+    with _memory(tmp_path / "a", server) as a:
+        a.remember_many(FACTS[:5], namespace="notes")
+        a.sync("notes")
+        head0 = a.stats("notes").manifest_blob_id
+        with _memory(tmp_path / "b", server) as b:
+            assert b.restore("notes", head0).restored == 5
+            assert a.rotate_key("notes").complete
+            a.remember(FACTS[5], namespace="notes")
+            a.sync("notes")
+            head1 = a.stats("notes").manifest_blob_id
+            before = sorted(r.text for r in b.list("notes", limit=100))
+            with pytest.raises(WrongNamespace):  # sealed under a generation b does not use yet
+                b.pull(head1, namespace="notes")
+            assert sorted(r.text for r in b.list("notes", limit=100)) == before  # unchanged
+            assert b.rotate_key("notes").generation == 1  # the same generation as a's
+            b.pull(head1, namespace="notes")
+            assert sorted(r.text for r in b.list("notes", limit=100)) == sorted(FACTS[:6])
