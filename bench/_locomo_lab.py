@@ -338,6 +338,110 @@ def recency_check(path: Path) -> None:
               + f"{t['5']['R@5']:10.3f}")
 
 
+# --------------------------------------------------------------------------- --agent-cases
+
+BEFORE_QUERY_FEATURES = replace(ranking.DEFAULT_PARAMS, context_depth=1, subject_weight=0.0,
+                                time_weight=0.0)
+"""Recall as it was before issue 15's changes (one memory of context, no query priors)."""
+
+
+def agent_cases(params_by_name: dict[str, ranking.FusionParams]) -> None:
+    """tests/test_relevance_calibration.py's figures, for each set of parameters.
+
+    The agent-facing check: 50 (prompt, fact) pairs and 45 unrelated prompts, all
+    facts in one namespace, one batch, the hooks' default cutoff and top k.
+    """
+    import json
+    import random
+    import tempfile
+
+    from walrus_mem.config import AgentConfig, Settings
+
+    data = json.loads((locomo.ROOT / "tests" / "data" / "relevance_pairs.json").read_text())
+    top_k = AgentConfig().max_recall_results
+    cutoff = AgentConfig().min_relevance
+    facts = [p["fact"] for p in data["relevant"] + data["unrelated"]]
+    random.Random(0).shuffle(facts)
+    embedder = locomo.CachedEmbedder()
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = Settings(config_file=None, data_dir=Path(tmp), publisher_url=None,
+                            aggregator_urls=[])
+        with locomo._memory_class()(settings, embedder=embedder,
+                                    master_key=locomo.BENCH_MASTER_KEY) as mem:
+            assert mem.remember_many(facts, namespace="cases").stored == len(facts)
+            print(f"{'params':<28}{'in top ' + str(top_k):>10}{'kept':>7}{'top-1 kept':>12}"
+                  f"{'unrelated dropped':>19}{'context noise':>15}")
+            for name, params in params_by_name.items():
+                kept = top1 = in_top = noise = 0
+                for pair in data["relevant"]:
+                    hits = mem.recall(pair["query"], namespace="cases", k=top_k, min_score=0,
+                                      params=params)
+                    texts = [h.text for h in hits]
+                    if pair["fact"] in texts:
+                        in_top += 1
+                        rank = texts.index(pair["fact"])
+                        kept += hits[rank].score >= cutoff
+                        top1 += rank == 0 and hits[0].score >= cutoff
+                    noise += sum(1 for h in hits if h.score >= cutoff and h.context >= h.score
+                                 and (h.dense or 0.0) < 0.1)
+                dropped = 0
+                for pair in data["unrelated"]:
+                    best = mem.recall(pair["query"], namespace="cases", k=1, min_score=0,
+                                      params=params)
+                    dropped += not best or best[0].score < cutoff
+                n_rel, n_unrel = len(data["relevant"]), len(data["unrelated"])
+                print(f"{name:<28}{in_top / n_rel:>10.2f}{kept / n_rel:>7.2f}"
+                      f"{top1 / n_rel:>12.2f}{dropped / n_unrel:>19.2f}{noise:>15}")
+
+# --------------------------------------------------------------------------- --changes
+
+# Issue 15's changes, one at a time: each step's parameter is picked by
+# leave-one-conversation-out among its values (the others as in the step).
+CHANGES: list[tuple[str, dict[str, Any], dict[str, tuple[Any, ...]]]] = [
+    ("before (fusion weights by LOCO)", {}, dict(locomo.LOCO_GRID)),
+    ("+ context from the previous two memories", {"context_depth": 2},
+     {"context_depth": (1, 2, 3, 4)}),
+    ("+ subject prior (named person starts the memory)", {"subject_weight": 0.25},
+     {"subject_weight": (0.0, 0.1, 0.15, 0.2, 0.25, 0.3)}),
+    ("+ time prior (named date vs the memory's date)", {"time_weight": 0.5},
+     {"time_weight": (0.0, 0.2, 0.3, 0.4, 0.5)}),
+    ("all weights by LOCO", {}, {"dense_weight": (0.4, 0.5, 0.6),
+                                  "lexical_floor": (8.0, 12.0, 16.0),
+                                  "subject_weight": (0.15, 0.25), "time_weight": (0.3, 0.5)}),
+]
+
+
+def changes(path: Path) -> None:
+    """Before/after per change, pooled and leave-one-conversation-out, per category."""
+    sigs = build(path)
+    cats = ["1-4", "1", "2", "3", "4", "5"]
+    bm25 = locomo.summarize(locomo.baseline_outcomes(sigs)["bm25"])
+    print(f"{'R@5':<52}" + "".join(f"{c:>14}" for c in cats) + "   LOCO gain (1-4)")
+    print(f"{'BM25 alone':<52}" + "".join(
+        f"{bm25[c]['R@5']:>8.3f}±{bm25[c]['se@5']:.3f}" for c in cats))
+    base = BEFORE_QUERY_FEATURES
+    previous: list[locomo.Outcome] | None = None
+    for label, fixed, grid in CHANGES:
+        base = replace(base, **fixed)
+        points = locomo.grid_points(grid, base)
+        loco = locomo.leave_one_out([locomo.rank_all(sigs, q) for q in points])
+        pooled = locomo.summarize(locomo.rank_all(sigs, base))
+        held = locomo.summarize(loco.outcomes)
+        gain = ""
+        if previous is not None:
+            g, se = locomo.paired_gain(previous, loco.outcomes)
+            gain = f"   {g:+.3f} ± {se:.3f}"
+        previous = loco.outcomes
+        print(f"{label:<52}")
+        print(f"{'  pooled (the default value)':<52}" + "".join(
+            f"{pooled[c]['R@5']:>8.3f}±{pooled[c]['se@5']:.3f}" for c in cats))
+        print(f"{'  leave-one-conversation-out':<52}" + "".join(
+            f"{held[c]['R@5']:>8.3f}±{held[c]['se@5']:.3f}" for c in cats) + gain)
+        picked = {conv: {n: getattr(points[j], n) for n in grid} for conv, j in loco.picks.items()}
+        print(f"  picked: {picked}")
+
+
+
 def parse_grid(items: list[str]) -> dict[str, list[Any]]:
     grid = dict(DEFAULT_GRID) if not items else {}
     for item in items:
@@ -354,7 +458,17 @@ def main() -> int:
     parser.add_argument("--min-score", action="store_true", help="score distribution check")
     parser.add_argument("--compare", action="store_true", help="alternatives that were tried")
     parser.add_argument("--recency", action="store_true", help="recency weights on dated turns")
+    parser.add_argument("--agent-cases", action="store_true",
+                        help="tests/data/relevance_pairs.json figures before/after (real model)")
+    parser.add_argument("--changes", action="store_true",
+                        help="issue 15's changes one at a time, pooled and LOCO")
     args = parser.parse_args()
+    if args.changes:
+        changes(args.path)
+        return 0
+    if args.agent_cases:
+        agent_cases({"before issue 15": BEFORE_QUERY_FEATURES, "default": ranking.DEFAULT_PARAMS})
+        return 0
     if args.recency:
         recency_check(args.path)
         return 0

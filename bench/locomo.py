@@ -42,6 +42,7 @@ import argparse
 import hashlib
 import itertools
 import json
+import math
 import re
 import sqlite3
 import sys
@@ -63,6 +64,13 @@ if str(ROOT) not in sys.path:
 
 from walrus_mem import ranking  # noqa: E402
 from walrus_mem.inputs import normalise_text  # noqa: E402
+from walrus_mem.query_features import (  # noqa: E402
+    QueryFeatures,
+    analyse,
+    candidate_prior,
+    subject_match,
+)
+from walrus_mem.temporal import memory_time  # noqa: E402
 
 RESULTS_DIR = ROOT / ".bench-results"
 KS = (1, 5, 10, 20)
@@ -486,6 +494,10 @@ def engine_pool(k: int) -> int:
     return max(4 * k, int(MIN_CANDIDATES))
 
 
+Prior = Callable[[list[int]], "dict[int, float] | None"]
+"""Rows -> their query-understanding prior (None: all 1), like recall's ``_priors``."""
+
+
 def hybrid_rank(
     cos: FloatArray,
     lex: dict[int, float],
@@ -496,11 +508,13 @@ def hybrid_rank(
     first_key: int = 1,
     now: float = 0.0,
     created_at: Sequence[float] | None = None,
+    prior: Prior | None = None,
 ) -> list[tuple[int, float]]:
     """The engine's recall over precomputed signals of one namespace (rows 0..n-1).
 
     Candidates = dense top-`pool` + FTS top-`pool` (default: the engine's pool,
-    :func:`engine_pool`); fuse; add the successors :func:`ranking.successor_keys`
+    :func:`engine_pool`); their prior (and their successors', asked once, as
+    the engine does); fuse; add the successors :func:`ranking.successor_keys`
     asks for; fuse again; top k as (row, score), best first. Rows were all
     written at ``now`` unless ``created_at`` (per row) says otherwise.
     """
@@ -512,12 +526,19 @@ def hybrid_rank(
     created = (np.full(n, now) if created_at is None
                else np.asarray(created_at, dtype=np.float64))
     half = np.full(n, 0.5)
+    priors: dict[int, float] | None = None
+    if prior is not None:
+        chosen = set(rows)
+        wanted = rows + [i + ahead for i in rows for ahead in range(1, params.context_depth + 1)
+                         if i + ahead not in chosen and i + ahead < n]
+        priors = prior(list(dict.fromkeys(wanted)))
 
     def fused(rows: list[int]) -> ranking.Fused:
         at = np.asarray(rows, dtype=np.int64)
         lexical = np.array([lex.get(i, np.nan) for i in rows], dtype=np.float64)
+        factor = None if priors is None else np.array([priors.get(i, 1.0) for i in rows])
         return ranking.fuse_arrays(at + first_key, cos[at].astype(np.float64), lexical,
-                                   created[at], half[at], params, now=now)
+                                   created[at], half[at], params, now=now, prior=factor)
 
     result = fused(rows)
     ranked_keys = [rows[i] + first_key for i in result.order.tolist()]
@@ -540,10 +561,30 @@ class QuestionSignals:
     hit_ids: tuple[tuple[str, ...], ...]  # per document: the dia_ids it stands for
     cos: FloatArray
     lex: dict[int, float]
+    features: QueryFeatures = QueryFeatures()
+    subject_rows: frozenset[int] = frozenset()  # documents starting with a named subject
+    times: FloatArray | None = None  # per document: its own date (metadata date_time)
 
     def outcome(self, rows: Iterable[int]) -> Outcome:
         return Outcome(self.sample_id, self.category,
                        tuple(self.hit_ids[i] for i in rows), self.evidence)
+
+    def prior(self, params: ranking.FusionParams) -> Prior | None:
+        """The engine's query-understanding prior over this question's documents."""
+        if not self.features:
+            return None
+        times = self.times
+
+        def of(rows: list[int]) -> dict[int, float] | None:
+            factor = candidate_prior(
+                self.features, rows, params,
+                subject_rows=lambda _match, keys: self.subject_rows & set(keys),
+                times=lambda keys: [math.nan if times is None else float(times[i])
+                                    for i in keys],
+            )
+            return None if factor is None else dict(zip(rows, factor.tolist(), strict=True))
+
+        return of
 
 
 def question_signals(
@@ -553,12 +594,15 @@ def question_signals(
     tokenize: str = ranking.FTS_TOKENIZE,
     query: Callable[[str], str | None] = ranking.fts_query,
 ) -> list[QuestionSignals]:
-    """Every question's cosine to every document and bm25 of the matching ones."""
+    """Every question's cosine to every document, bm25 of the matching ones, and what
+    recall's query understanding reads (subjects via FTS5, each document's date)."""
     store = StandaloneStore(tokenize)
     hit_ids: dict[str, tuple[tuple[str, ...], ...]] = {}
+    times: dict[str, FloatArray] = {}
     for conv in convs:
         docs = conv.documents(captions)
         hit_ids[conv.sample_id] = tuple(d.dia_ids for d in docs)
+        times[conv.sample_id] = np.array([memory_time(d.metadata(), math.nan) for d in docs])
         texts = [d.text for d in docs]
         store.add(conv.sample_id, texts, embedder.embed(texts))
     out: list[QuestionSignals] = []
@@ -566,8 +610,12 @@ def question_signals(
         qvecs = embedder.embed([q.text for q in conv.questions])
         for q, qvec in zip(conv.questions, qvecs, strict=True):
             cos, lex = store.signals(conv.sample_id, q.text, qvec, query)
+            features = analyse(q.text)
+            match = subject_match(features)
+            subjects = frozenset(store.lexical(conv.sample_id, match)) if match else frozenset()
             out.append(QuestionSignals(conv.sample_id, q.category, q.text, q.evidence,
-                                       hit_ids[conv.sample_id], cos, lex))
+                                       hit_ids[conv.sample_id], cos, lex, features, subjects,
+                                       times[conv.sample_id]))
     return out
 
 
@@ -578,7 +626,8 @@ def rank_all(
     pool: int | None = None,
 ) -> list[Outcome]:
     """Hybrid outcomes of every question with ``params`` (the engine's recall)."""
-    return [s.outcome(i for i, _ in hybrid_rank(s.cos, s.lex, k, params, pool=pool))
+    return [s.outcome(i for i, _ in hybrid_rank(s.cos, s.lex, k, params, pool=pool,
+                                                 prior=s.prior(params)))
             for s in sigs]
 
 
@@ -674,12 +723,12 @@ def paired_gain(before: Sequence[Outcome], after: Sequence[Outcome], k: int = 5,
 # Test-only master key (the keys/ test vector seed): the bench's data dir is temporary.
 BENCH_MASTER_KEY = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
 
-# The baselines through the same engine: fusion reduced to one signal.
+# The baselines through the same engine: fusion reduced to one signal, no query priors.
+_ONE_SIGNAL = replace(ranking.DEFAULT_PARAMS, context_weight=0.0, subject_weight=0.0,
+                      time_weight=0.0)
 BASELINE_PARAMS = {
-    "bm25": replace(
-        ranking.DEFAULT_PARAMS, dense_weight=0.0, lexical_gate=0.0, context_weight=0.0
-    ),
-    "dense": replace(ranking.DEFAULT_PARAMS, dense_weight=1.0, context_weight=0.0),
+    "bm25": replace(_ONE_SIGNAL, dense_weight=0.0, lexical_gate=0.0),
+    "dense": replace(_ONE_SIGNAL, dense_weight=1.0),
 }
 
 

@@ -38,7 +38,8 @@ DATA = [
         "Ann",
         "Bob",
         {
-            10: [turn("Ann", "D10:1", "I adopted a tortoise named Shelly last week.")],
+            10: [turn("Ann", "D10:1", "I adopted a tortoise named Shelly last week."),
+                 turn("Ann", "D10:2", "Got running shoes again, the old ones wore out fast.")],
             2: [
                 turn("Ann", "D2:1", "What concert did you go to on Friday?"),
                 turn("Bob", "D2:2", "Matt Patterson, amazing voice!"),
@@ -60,6 +61,8 @@ DATA = [
             {"question": "What did Ann paint?", "adversarial_answer": "a sunrise",
              "evidence": ["D1:1"], "category": 5},
             {"question": "Is there anything?", "answer": "n/a", "evidence": [], "category": 3},
+            {"question": "Which running shoes did Ann buy on 10 May, 2023?", "answer": "new ones",
+             "evidence": ["D10:2"], "category": 4},
         ],
     ),
     sample(
@@ -96,7 +99,8 @@ def test_load_orders_sessions_numerically_and_cleans_evidence(data_file: Path) -
     convs = locomo.load_locomo(data_file)
     assert [c.sample_id for c in convs] == ["conv-1", "conv-2"]
     c1 = convs[0]
-    assert [t.dia_id for t in c1.turns] == ["D1:1", "D1:2", "D2:1", "D2:2", "D2:3", "D10:1"]
+    assert [t.dia_id for t in c1.turns] == ["D1:1", "D1:2", "D2:1", "D2:2", "D2:3", "D10:1",
+                                             "D10:2"]
     assert c1.turns[0].date_time == "1:00 pm on 1 May, 2023" and c1.turns[0].session == 1
     assert c1.questions[2].evidence == ("D10:1", "D2:3")  # "D99:1" matches no turn
     assert c1.questions[4].evidence == ()
@@ -148,15 +152,20 @@ def test_standalone_backend_end_to_end(data_file: Path) -> None:
     ctx = locomo.run_standalone(convs, HashEmbedder(dim=64), params=ungated)
     assert ctx["hybrid"][1].retrieved[:2] == (("D2:1",), ("D2:2",))
     # namespaces are separate: conv-2's question only sees conv-2's turns
-    assert {i for hit in hybrid[5] for i in hit} == {"D1:1", "D1:2", "D1:3", "D2:1", "D2:2"}
-    assert hybrid[5][0] == ("D1:1",)
+    assert {i for hit in hybrid[6] for i in hit} == {"D1:1", "D1:2", "D1:3", "D2:1", "D2:2"}
+    assert hybrid[6][0] == ("D1:1",)
+    # the named date picks the turn of the session held that day (recall's time prior)
+    assert hybrid[5][:2] == (("D10:2",), ("D2:3",))
+    undated = locomo.run_standalone(convs, HashEmbedder(dim=64),
+                                    params=replace(ranking.DEFAULT_PARAMS, time_weight=0.0))
+    assert undated["hybrid"][5].retrieved[:2] == (("D2:3",), ("D10:2",))
 
 
 def test_api_backend_end_to_end(data_file: Path) -> None:
     convs = locomo.load_locomo(data_file)
     results, timings = locomo.run_api(convs, HashEmbedder(dim=64))
     assert {o.sample_id for o in results["hybrid"]} == {"conv-1", "conv-2"}
-    assert len(results["hybrid"]) == 7
+    assert len(results["hybrid"]) == 8
     standalone = locomo.run_standalone(convs, HashEmbedder(dim=64))
     for name in ("bm25", "hybrid"):
         api = locomo.summarize(results[name])["1-4"]

@@ -477,9 +477,10 @@ def test_conversational_context_brings_in_the_following_memory(mem: Memory, monk
         asked.extend(keys)
         return keys
 
-    def spy_fuse(keys, dense, lexical, created_at, importance, params, *, now):
+    def spy_fuse(keys, dense, lexical, created_at, importance, params, *, now, prior=None):
         fused.append((keys.tolist(), dense.tolist(), lexical.tolist()))
-        return real_fuse(keys, dense, lexical, created_at, importance, params, now=now)
+        return real_fuse(keys, dense, lexical, created_at, importance, params, now=now,
+                         prior=prior)
 
     monkeypatch.setattr(recall_module, "successor_keys", spy_keys)
     monkeypatch.setattr(recall_module, "fuse_arrays", spy_fuse)

@@ -222,6 +222,7 @@ any_params = st.builds(
     recency_weight=st.floats(0.0, 1.0),
     recency_half_life_days=st.floats(0.01, 1000.0),
     importance_weight=st.floats(0.0, 1.0),
+    context_depth=st.integers(0, 3),
 )
 
 
@@ -239,7 +240,8 @@ def test_scores_in_unit_range_and_sorted(cands: list[Candidate], params: FusionP
         assert 0.0 <= s.recency <= 1.0 and 0.0 <= s.context <= 1.0
 
 
-def _loop_fuse(cands: list[Candidate], p: FusionParams, now: float) -> list[tuple[int, float]]:
+def _loop_fuse(cands: list[Candidate], p: FusionParams, now: float,
+               prior: list[float] | None = None) -> list[tuple[int, float]]:
     """The module docstring's formula, one candidate at a time in plain Python (the oracle)."""
 
     def clip(x: float) -> float:
@@ -255,18 +257,21 @@ def _loop_fuse(cands: list[Candidate], p: FusionParams, now: float) -> list[tupl
         own[c.key] = p.dense_weight * cosine[c.key] + (1 - p.dense_weight) * lex * gate
     by_key = {c.key: c for c in cands}
     out = []
-    for c in cands:
-        prev = by_key.get(c.key - 1)
+    for pos, c in enumerate(cands):
         context = 0.0
-        close = prev is not None and abs(c.created_at - prev.created_at) <= p.context_window_s
-        if p.context_weight > 0 and prev is not None and close:
-            gate = 1.0 if p.context_gate == 0 else min(cosine[c.key] / p.context_gate, 1.0)
-            context = p.context_weight * own[prev.key] * gate
+        for back in range(1, p.context_depth + 1):
+            prev = by_key.get(c.key - back)
+            close = prev is not None and abs(c.created_at - prev.created_at) <= p.context_window_s
+            if p.context_weight > 0 and prev is not None and close:
+                gate = 1.0 if p.context_gate == 0 else min(cosine[c.key] / p.context_gate, 1.0)
+                context = max(context, p.context_weight * own[prev.key] * gate)
         score = max(own[c.key], context)
         recency = math.exp(-math.log(2) * max(now - c.created_at, 0.0)
                            / (p.recency_half_life_days * DAY))
         score *= 1 - p.recency_weight * (1 - recency)
         score *= 1 - p.importance_weight * (1 - clip(c.importance))
+        if prior is not None:
+            score *= clip(prior[pos])
         out.append((c.key, readable(score)))
     return sorted(out, key=lambda pair: (-pair[1], pair[0]))
 
@@ -285,13 +290,15 @@ def conversation_lists(draw: st.DrawFn) -> list[Candidate]:
 
 
 @settings(max_examples=300)
-@given(st.one_of(candidate_lists(), conversation_lists()), any_params)
+@given(st.one_of(candidate_lists(), conversation_lists()), any_params, st.data())
 def test_fuse_matches_the_formula_computed_one_candidate_at_a_time(
-    cands: list[Candidate], params: FusionParams
+    cands: list[Candidate], params: FusionParams, data: st.DataObject
 ) -> None:
     """fuse (numpy over arrays) agrees with a per-candidate loop of the documented formula."""
-    got = [(c.key, s.score) for c, s in fuse(cands, params, now=NOW)]
-    want = _loop_fuse(cands, params, NOW)
+    prior = data.draw(st.none() | st.lists(st.floats(0.0, 1.0), min_size=len(cands),
+                                           max_size=len(cands)))
+    got = [(c.key, s.score) for c, s in fuse(cands, params, now=NOW, prior=prior)]
+    want = _loop_fuse(cands, params, NOW, prior)
     assert [score for _, score in got] == pytest.approx([score for _, score in want], abs=1e-9)
     # same order, except among scores equal up to rounding
     for (key_got, score_got), (key_want, _) in zip(got, want, strict=True):
@@ -446,8 +453,35 @@ def test_context_keys_asks_for_missing_successors_of_top_hits() -> None:
     cands = [cand(k, d, None) for k, d in [(5, 0.9), (6, 0.1), (20, 0.8), (40, 0.2), (41, 0.1)]]
     ranked = fuse(cands, now=NOW)
     assert order(ranked) == [5, 20, 40, 6, 41]
-    assert context_keys(ranked) == [21, 7, 42]  # 6 and 41 are present already
-    assert context_keys(ranked, replace(DEFAULT_PARAMS, context_expand=2)) == [21]
+    one_back = replace(DEFAULT_PARAMS, context_depth=1)
+    assert context_keys(ranked, one_back) == [21, 7, 42]  # 6 and 41 are present already
+    assert context_keys(ranked, replace(one_back, context_expand=2)) == [21]
+    # two back (the default): the two memories after each top hit
+    assert context_keys(ranked) == [7, 21, 22, 42, 8, 43]
+    assert context_keys(ranked, replace(DEFAULT_PARAMS, context_depth=0)) == []
+
+
+def test_a_memory_inherits_from_the_best_of_the_previous_two() -> None:
+    question = cand(10, 0.9, 12.0)
+    aside = cand(11, 0.1, None)  # the other speaker's turn in between
+    answer = cand(12, 0.45, None)  # own cosine above the context gate
+    s = scores_by_key(fuse([question, aside, answer], now=NOW))
+    own = readable(0.5 * 0.45)
+    assert s[12].score > own
+    assert s[12].context == pytest.approx(readable(0.8 * (0.5 * 0.9 + 0.5 * 1.0)))
+    one_back = scores_by_key(fuse([question, aside, answer],
+                                  replace(DEFAULT_PARAMS, context_depth=1), now=NOW))
+    assert one_back[12].score == pytest.approx(own)
+
+
+def test_prior_scales_relevance_and_can_only_lower_it() -> None:
+    cands = [cand(1, 0.6, 10.0), cand(2, 0.5, 12.0)]
+    plain = scores_by_key(fuse(cands, NO_CONTEXT, now=NOW))
+    lowered = scores_by_key(fuse(cands, NO_CONTEXT, now=NOW, prior=[1.0, 0.5]))
+    assert lowered[1].score == plain[1].score
+    assert lowered[2].score < plain[2].score
+    raised = scores_by_key(fuse(cands, NO_CONTEXT, now=NOW, prior=[3.0, 1.0]))
+    assert raised == plain  # clamped to 1
 
 
 # --------------------------------------------------------------------------- recency / importance

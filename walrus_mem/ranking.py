@@ -14,8 +14,8 @@ Every hit gets a score in [0, 1]::
     cos       = max(cosine, 0)
     keywords  = bm25 / max(best bm25 among the candidates, lexical_floor)    (0: no match)
     own       = w * cos + (1 - w) * keywords * min(cos / lexical_gate, 1)
-    inherited = context_weight * own(previous memory) * min(cos / context_gate, 1)
-    relevance = max(own, inherited) * recency factor * importance factor
+    inherited = context_weight * max(own(previous memories)) * min(cos / context_gate, 1)
+    relevance = max(own, inherited) * recency factor * importance factor * prior
     score     = readable(relevance) = 1 - (1 - relevance)**2
 
 * ``w = dense_weight = 0.5``: meaning and keywords count equally in the
@@ -34,7 +34,9 @@ Every hit gets a score in [0, 1]::
 * Conversational context: a memory written right after another one in the
   same namespace (consecutive catalog keys, created within
   ``context_window_s``) inherits ``context_weight`` (0.8) of that memory's
-  relevance when that is higher than its own. Answers follow questions: "What
+  relevance when that is higher than its own; the "previous memories" are
+  the ``context_depth`` (2) written just before it, so in a two-person
+  conversation a turn also inherits from its speaker's previous turn. Answers follow questions: "What
   concert was it?" -> "It was Matt Patterson!". The inheritance is gated by
   the memory's *own* cosine like keywords are (full from ``context_gate`` =
   0.4): an unrelated fact remembered right after a relevant one ("We deploy
@@ -45,6 +47,10 @@ Every hit gets a score in [0, 1]::
   ``r`` a relevance is scaled by ``1 - r * (1 - recency)``, where recency
   halves every ``recency_half_life_days``; the same shape for importance in
   [0, 1]. They can only lower a score, so an irrelevant memory never climbs.
+* The prior (:mod:`walrus_mem.query_features`) is 1 unless the query names
+  someone or a time: then the candidates that do not start with the name
+  are scaled by ``1 - subject_weight`` and those whose own date misses the
+  time by ``1 - time_weight``. It too only lowers scores.
 
 Defaults were chosen on LoCoMo (bench/locomo.py, figures in
 docs/benchmarks.md): ``dense_weight``, ``context_weight`` and
@@ -168,6 +174,15 @@ class FusionParams:
     """Consecutive memories created further apart than this are not context."""
     context_expand: int = 20
     """How many top hits :func:`context_keys` asks the engine to add successors for."""
+    context_depth: int = 2
+    """How many memories back a memory may inherit from (1 = only the one just before)."""
+    subject_weight: float = 0.25
+    """When the query names someone and some candidates start with that name ("Ana: ...",
+    "Ana works ..."), the others' relevance is scaled by ``1 - subject_weight`` (0 = off)."""
+    time_weight: float = 0.5
+    """When the query names a time ("in May 2023") and some candidates' own dates match it,
+    the others' relevance is scaled by ``1 - time_weight`` (0 = off;
+    :mod:`walrus_mem.temporal`)."""
     recency_weight: float = 0.0
     """0 = off; at 1 an old memory's score decays fully with age."""
     recency_half_life_days: float = 30.0
@@ -175,7 +190,8 @@ class FusionParams:
     """0 = off; at 1 a memory of importance 0 scores 0."""
 
     def __post_init__(self) -> None:
-        for name in ("dense_weight", "context_weight", "recency_weight", "importance_weight"):
+        for name in ("dense_weight", "context_weight", "recency_weight", "importance_weight",
+                     "subject_weight", "time_weight"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:  # also rejects NaN
                 raise ConfigError(f"FusionParams.{name} must be in [0, 1], got {value!r}")
@@ -188,10 +204,9 @@ class FusionParams:
                 raise ConfigError(f"FusionParams.{name} must be >= 0, got {value!r}")
         if self.recency_half_life_days == 0.0:
             raise ConfigError("FusionParams.recency_half_life_days must be > 0")
-        if self.context_expand < 0:
-            raise ConfigError(
-                f"FusionParams.context_expand must be >= 0, got {self.context_expand!r}"
-            )
+        for name in ("context_expand", "context_depth"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"FusionParams.{name} must be >= 0, got {getattr(self, name)!r}")
 
 
 DEFAULT_PARAMS: Final = FusionParams()
@@ -284,10 +299,14 @@ def fuse_arrays(
     params: FusionParams = DEFAULT_PARAMS,
     *,
     now: float,
+    prior: npt.NDArray[np.float64] | None = None,
 ) -> Fused:
     """The fusion of the module docstring over candidate arrays (NaN: signal missing).
 
-    ``keys`` must be distinct. The engine calls this on every recall; it costs
+    ``prior`` (per candidate, in [0, 1]; default 1) scales each relevance like
+    recency and importance do: the query-understanding factors of
+    :func:`walrus_mem.query_features.candidate_prior`. ``keys`` must be distinct.
+    The engine calls this on every recall; it costs
     a few dozen numpy operations whatever the candidate count, where a
     per-candidate Python loop cost several microseconds per candidate.
     :func:`fuse` is the same computation for :class:`Candidate` lists.
@@ -309,22 +328,26 @@ def fuse_arrays(
 
     context = np.zeros(len(keys))
     w_ctx = params.context_weight
-    if w_ctx > 0.0 and len(keys) > 1:
-        # the previous memory (key - 1) among the candidates, if written close in time
+    if w_ctx > 0.0 and len(keys) > 1 and params.context_depth > 0:
+        # the best of the previous memories (key - 1 ... key - depth) among the
+        # candidates that were written close in time to this one
         sorter = np.argsort(keys, kind="stable")
         ordered = keys[sorter]
-        at = np.minimum(np.searchsorted(ordered, keys - 1), len(keys) - 1)
-        prev = sorter[at]
-        close = (ordered[at] == keys - 1) & (
-            np.abs(created_at - created_at[prev]) <= params.context_window_s
-        )
-        if close.any():
+        best_prev = np.zeros(len(keys))
+        for back in range(1, params.context_depth + 1):
+            at = np.minimum(np.searchsorted(ordered, keys - back), len(keys) - 1)
+            prev = sorter[at]
+            close = (ordered[at] == keys - back) & (
+                np.abs(created_at - created_at[prev]) <= params.context_window_s
+            )
+            best_prev = np.where(close, np.fmax(best_prev, own[prev]), best_prev)
+        if (best_prev > 0.0).any():
             # gated by this memory's own cosine, like keywords: an unrelated fact
             # written right after a relevant one inherits (almost) nothing
-            inherited = w_ctx * own[prev]
+            inherited = w_ctx * best_prev
             if params.context_gate != 0.0:
                 inherited = inherited * np.minimum(cosine * (1.0 / params.context_gate), 1.0)
-            context = np.where(close, inherited, 0.0)
+            context = inherited
     relevance = np.where(own >= context, own, context)
 
     age = now - created_at
@@ -336,6 +359,8 @@ def fuse_arrays(
         score = score * (1.0 - params.recency_weight * (1.0 - recency))
     if params.importance_weight:
         score = score * (1.0 - params.importance_weight * (1.0 - importance))
+    if prior is not None:
+        score = score * _clip01_array(prior)
     score = _clip01_array(score)
     score = score * (2.0 - score)  # readable()
     context = _clip01_array(context)
@@ -349,11 +374,13 @@ def fuse(
     params: FusionParams = DEFAULT_PARAMS,
     *,
     now: float,
+    prior: Sequence[float] | None = None,
 ) -> list[tuple[Candidate, Scores]]:
     """Score candidates and sort them best first (ties: lower key first).
 
-    ``now`` is a POSIX timestamp used for recency. Scores lie in [0, 1], on
-    the readable scale (module docstring). Keys must be distinct.
+    ``now`` is a POSIX timestamp used for recency; ``prior`` (per candidate)
+    as in :func:`fuse_arrays`. Scores lie in [0, 1], on the readable scale
+    (module docstring). Keys must be distinct.
     """
     if not candidates:
         return []
@@ -366,6 +393,7 @@ def fuse(
         np.array([c.importance for c in candidates], dtype=np.float64),
         params,
         now=now,
+        prior=None if prior is None else np.asarray(prior, dtype=np.float64),
     )
     out: list[tuple[Candidate, Scores]] = []
     for i in fused.order.tolist():
@@ -389,8 +417,8 @@ def context_keys(
     """Keys the engine should add as candidates so conversational context can apply.
 
     A memory that answers a top hit (the one written right after it) is often
-    in neither candidate list. Returns ``key + 1`` of the first
-    ``params.context_expand`` ranked hits when that key is not a candidate yet.
+    in neither candidate list. Returns ``key + 1`` ... ``key + context_depth`` of
+    the first ``params.context_expand`` ranked hits when not a candidate yet.
     The engine fetches those that exist in the same namespace (others are
     simply skipped), computes their signals like any candidate's, and fuses
     again on the enlarged list.
@@ -400,13 +428,14 @@ def context_keys(
 
 def successor_keys(ranked_keys: Sequence[int], params: FusionParams = DEFAULT_PARAMS) -> list[int]:
     """:func:`context_keys` for the candidates' keys, best first."""
-    if params.context_weight <= 0.0 or params.context_expand <= 0:
+    if params.context_weight <= 0.0 or params.context_expand <= 0 or params.context_depth <= 0:
         return []
     present = set(ranked_keys)
     wanted: list[int] = []
     for key in ranked_keys[: params.context_expand]:
-        nxt = key + 1
-        if nxt not in present:
-            present.add(nxt)
-            wanted.append(nxt)
+        for ahead in range(1, params.context_depth + 1):
+            nxt = key + ahead
+            if nxt not in present:
+                present.add(nxt)
+                wanted.append(nxt)
     return wanted

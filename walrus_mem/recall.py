@@ -15,7 +15,9 @@ namespace's caught-up index. Local only: no network.
 2. exact cosine for FTS-only candidates from the index's vector copies;
 3. :func:`walrus_mem.ranking.fuse_arrays` (numpy over all candidates), then
    the successors of the top hits (:func:`~walrus_mem.ranking.context_keys`'
-   rule) joined and fused again;
+   rule) joined and fused again; when the query names someone or a time
+   (:mod:`walrus_mem.query_features`), each candidate's prior comes from one
+   FTS5 query ("starts with the name") and, for a time, the candidates' rows;
 4. expiry, metadata filters and the ``min_score`` cutoff, counted; full rows
    are read for the k winners only (or for all candidates when a filter must
    see whole records). A filter that removed too many candidates widens N x4
@@ -27,6 +29,7 @@ from __future__ import annotations
 import math
 import sqlite3
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Final
@@ -38,8 +41,10 @@ from .catalog import Catalog
 from .filters import Predicate
 from .index import NamespaceIndex
 from .models import RecallHit, RecallResult
+from .query_features import QueryFeatures, analyse, candidate_prior
 from .ranking import FusionParams, fts_query, fuse_arrays, successor_keys
-from .rows import record_from_row, view_of_row
+from .rows import loads_metadata, record_from_row, view_of_row
+from .temporal import memory_time
 
 __all__ = ["FTS_BUDGET_FACTOR", "MIN_CANDIDATES", "hybrid_recall", "informative_terms",
            "lexical_match"]
@@ -78,6 +83,30 @@ def _kept_terms(counts: dict[str, int], budget: int) -> list[str]:
         kept.append(term)
         used += counts[term]
     return kept
+
+
+def _priors(catalog: Catalog, ns: str, features: QueryFeatures, keys: list[int],
+            slots: dict[int, int] | set[int], params: FusionParams) -> dict[int, float] | None:
+    """The query-understanding prior of the candidates and of the successors the context
+    step may add (one FTS5 query for subjects, one row read for times)."""
+    if not features:
+        return None
+    chosen = set(keys)
+    wanted = keys + [key + ahead for key in keys for ahead in range(1, params.context_depth + 1)
+                     if key + ahead not in chosen and key + ahead in slots]
+    wanted = list(dict.fromkeys(wanted))
+
+    def times(keys: Sequence[int]) -> list[float]:
+        rows = catalog.memories_by_keys(ns, keys)
+        return [memory_time(loads_metadata(rows[key]["metadata"]), float(rows[key]["created_at"]))
+                if key in rows else math.nan for key in keys]
+
+    prior = candidate_prior(
+        features, wanted, params,
+        subject_rows=lambda match, keys: set(catalog.fts_scores(ns, match, keys)),
+        times=times,
+    )
+    return None if prior is None else dict(zip(wanted, prior.tolist(), strict=True))
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +183,7 @@ def hybrid_recall(
     if total == 0:
         return RecallResult()
     match = lexical_match(catalog, ns, query, total)
+    features = analyse(query, now=time.time())
     n = max(4 * k, MIN_CANDIDATES)
     slots = idx.slots
     nan = math.nan
@@ -174,7 +204,9 @@ def hybrid_recall(
             # context step below may add: a second FTS query would cost as much again.
             # (A successor outside the namespace is not in its FTS5 table: no match.)
             chosen = set(keys)
-            wanted = keys + [key + 1 for key in keys if key + 1 not in chosen]
+            wanted = keys + [key + ahead for key in keys
+                             for ahead in range(1, params.context_depth + 1)
+                             if key + ahead not in chosen]
             bm25 = {key: -score for key, score in catalog.fts_scores(ns, match, wanted).items()}
         # Exact cosine: USearch's for dense candidates, the index's vector copies for
         # the keyword-only ones. Ranking needs created_at / importance / expires_at,
@@ -195,8 +227,10 @@ def hybrid_recall(
 
         key_arr = np.asarray(keys, dtype=np.int64)
         lex = np.fromiter((bm25.get(key, nan) for key in keys), np.float64, len(keys))
+        priors = _priors(catalog, ns, features, keys, slots, params)
+        prior = None if priors is None else np.array([priors.get(key, 1.0) for key in keys])
         fused = fuse_arrays(key_arr, dense, lex, idx.created_at[at], idx.importance[at],
-                            params, now=now)
+                            params, now=now, prior=prior)
         # Conversational context: the memory written right after a top hit (the
         # answer after a question) joins as a candidate with its own signals.
         following = [key for key in successor_keys(key_arr[fused.order].tolist(), params)
@@ -212,8 +246,10 @@ def hybrid_recall(
             key_arr = np.asarray(keys, dtype=np.int64)
             lex = np.concatenate([lex, np.fromiter((bm25.get(key, nan) for key in following),
                                                    np.float64, len(following))])
+            if priors is not None:
+                prior = np.array([priors.get(key, 1.0) for key in keys])
             fused = fuse_arrays(key_arr, dense, lex, idx.created_at[at], idx.importance[at],
-                                params, now=now)
+                                params, now=now, prior=prior)
         # Expiry and filters remove a candidate; the cutoff counts it as below.
         removed = np.zeros(len(keys), dtype=bool)
         if not include_expired:

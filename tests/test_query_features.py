@@ -1,0 +1,199 @@
+"""Query understanding: time expressions, memory dates, names, and the recall prior."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from walrus_mem import temporal
+from walrus_mem.config import Settings
+from walrus_mem.memory import Memory
+from walrus_mem.query_features import QueryFeatures, analyse, candidate_prior, names
+from walrus_mem.ranking import DEFAULT_PARAMS
+from walrus_mem.temporal import Span, memory_time, parse_time, query_spans
+from walrus_mem.testing import HashEmbedder
+
+DAY = 86400.0
+
+
+def ts(year: int, month: int, day: int, hour: int = 0) -> float:
+    return datetime(year, month, day, hour, tzinfo=UTC).timestamp()
+
+
+# --------------------------------------------------------------------------- temporal
+
+
+@pytest.mark.parametrize(
+    ("text", "start", "end"),
+    [
+        ("What did Gina find on 1 February, 2023?", ts(2023, 2, 1), ts(2023, 2, 2)),
+        ("What was accepted on May 23, 2023?", ts(2023, 5, 23), ts(2023, 5, 24)),
+        ("What happened on the 3rd of June 2023", ts(2023, 6, 3), ts(2023, 6, 4)),
+        ("notes from 2024-02-29", ts(2024, 2, 29), ts(2024, 3, 1)),
+        ("What did Maria donate in December 2023?", ts(2023, 12, 1), ts(2024, 1, 1)),
+        ("Where did I travel in Sept. 2022?", ts(2022, 9, 1), ts(2022, 10, 1)),
+        ("How often did she go to the beach in 2023?", ts(2023, 1, 1), ts(2024, 1, 1)),
+    ],
+)
+def test_absolute_dates_become_spans(text: str, start: float, end: float) -> None:
+    assert query_spans(text) == [Span(start, end)]
+
+
+def test_a_month_without_a_year_matches_that_month_of_any_year() -> None:
+    (span,) = query_spans("When did Melanie go camping in June?")
+    assert span == Span(month=6)
+    assert span.contains(ts(2023, 6, 30)) and span.contains(ts(1999, 6, 1))
+    assert not span.contains(ts(2023, 7, 9))
+    assert span.contains(ts(2023, 7, 6), slack_days=7)  # told a few days later
+
+
+def test_words_that_only_look_like_months_are_not_times() -> None:
+    assert query_spans("What may Ana like for dinner?") == []
+    assert query_spans("Did Mar go to the March for science?") == []  # no preposition
+    assert query_spans("What did I buy on 31 February, 2023?") == []  # no such day
+    assert query_spans("What is 2023 minus 5?") == []  # a bare number is not a year
+
+
+def test_relative_times_need_the_time_of_the_query() -> None:
+    assert query_spans("What did I do yesterday?") == []
+    now = ts(2026, 11, 24, 15)  # a Tuesday
+    assert query_spans("What did I do yesterday?", now) == [Span(ts(2026, 11, 23),
+                                                                 ts(2026, 11, 24))]
+    assert query_spans("meetings last week", now) == [Span(ts(2026, 11, 16), ts(2026, 11, 23))]
+    assert query_spans("books I read last month", now) == [Span(ts(2026, 10, 1),
+                                                               ts(2026, 11, 1))]
+    assert query_spans("trips this year", now) == [Span(ts(2026, 1, 1), ts(2027, 1, 1))]
+
+
+def test_a_span_reaches_slack_days_past_its_end() -> None:
+    day = Span(ts(2023, 5, 8), ts(2023, 5, 9))
+    assert day.contains(ts(2023, 5, 8, 13))
+    assert not day.contains(ts(2023, 5, 10)) and day.contains(ts(2023, 5, 10), slack_days=7)
+    assert not day.contains(ts(2023, 5, 7, 23), slack_days=7)  # never before the span
+    assert not day.contains(float("nan"))
+
+
+def test_parse_time_reads_the_usual_date_shapes() -> None:
+    assert parse_time("1:56 pm on 8 May, 2023") == ts(2023, 5, 8)
+    assert parse_time("2023-05-08T13:56:00Z") == ts(2023, 5, 8, 13) + 56 * 60
+    assert parse_time("2023-05-08") == ts(2023, 5, 8)
+    assert parse_time(1683500000) == 1683500000.0
+    assert parse_time(datetime(2023, 5, 8, tzinfo=UTC)) == ts(2023, 5, 8)
+    for junk in (True, None, "", "soon", float("nan"), float("inf"), [2023], {"y": 1}):
+        assert parse_time(junk) is None
+
+
+def test_memory_time_prefers_a_date_in_metadata_over_the_write_time() -> None:
+    written = ts(2026, 1, 1)
+    assert memory_time({"date_time": "1:56 pm on 8 May, 2023"}, written) == ts(2023, 5, 8)
+    assert memory_time({"date": "not a date", "timestamp": ts(2020, 1, 1)}, written) == ts(
+        2020, 1, 1)
+    assert memory_time({"topic": "May 8, 2023"}, written) == written  # not a date key
+    assert memory_time({}, written) == written
+
+
+@given(st.text(max_size=300))
+def test_time_parsing_never_raises(text: str) -> None:
+    for span in query_spans(text, now=ts(2026, 1, 1)):
+        assert span.month is not None or span.start < span.end
+    parse_time(text)
+    analyse(text, now=ts(2026, 1, 1))
+
+
+# --------------------------------------------------------------------------- names and prior
+
+
+def test_names_are_capitalised_words_that_are_not_stopwords_months_or_verbs() -> None:
+    assert names("When did Caroline go to the LGBTQ support group?") == ["caroline", "lgbtq"]
+    assert names("What did Tim suggest to John, and did John agree?") == ["tim", "john"]
+    assert names("What snacks should I avoid in June? Tell me.") == []
+    assert names("Caroline's hobbies") == ["caroline"]
+
+
+def _prior(features: QueryFeatures, keys: Sequence[int], subject: set[int],
+           times: dict[int, float], **params: float) -> list[float] | None:
+    prior = candidate_prior(
+        features, keys, replace(DEFAULT_PARAMS, **params),
+        subject_rows=lambda match, keys: subject & set(keys),
+        times=lambda keys: [times.get(k, float("nan")) for k in keys],
+    )
+    return None if prior is None else prior.tolist()
+
+
+def test_prior_lowers_the_candidates_that_miss_a_named_subject_or_time() -> None:
+    feats = analyse("What did Ana do on 8 May, 2023?")
+    times = {1: ts(2023, 5, 8, 13), 2: ts(2023, 5, 9), 3: ts(2023, 9, 1), 4: ts(2023, 5, 20)}
+    got = _prior(feats, [1, 2, 3, 4], {1, 3}, times)
+    # 2 is dated the day after (within the slack) but is not Ana's; 4 is neither
+    assert got == pytest.approx([1.0, 0.75, 0.5, 0.75 * 0.5])
+    assert _prior(feats, [1, 2, 3], {1, 3}, times, subject_weight=0.0, time_weight=0.0) is None
+
+
+def test_prior_changes_nothing_when_every_or_no_candidate_matches() -> None:
+    feats = analyse("What did Ana do in 2022?")
+    times = {1: ts(2023, 5, 8), 2: ts(2023, 6, 1)}
+    assert _prior(feats, [1, 2], {1, 2}, times) is None  # all start with Ana; none in 2022
+    assert _prior(feats, [1, 2], set(), times) is None
+    assert _prior(QueryFeatures(), [1, 2], {1}, times) is None
+
+
+def test_prior_asks_nothing_it_does_not_need() -> None:
+    def boom(*_: object) -> set[int]:
+        raise AssertionError("should not be asked")
+
+    plain = analyse("what do I like to eat")
+    assert not plain
+    assert candidate_prior(plain, [1, 2], DEFAULT_PARAMS, subject_rows=boom, times=boom) is None
+    off = replace(DEFAULT_PARAMS, subject_weight=0.0, time_weight=0.0)
+    assert candidate_prior(analyse("Ana in June 2023"), [1], off, subject_rows=boom,
+                           times=boom) is None
+
+
+# --------------------------------------------------------------------------- through recall
+
+
+@pytest.fixture
+def memory(tmp_path: Path) -> Memory:
+    settings = Settings(config_file=None, data_dir=tmp_path, publisher_url=None,
+                        aggregator_urls=[])
+    return Memory(settings, embedder=HashEmbedder(dim=256), master_key="00" * 32)
+
+
+def test_recall_ranks_the_named_subjects_memory_first(memory: Memory) -> None:
+    with memory as mem:
+        mem.remember_many([
+            "Bo: Ana and I go hiking",
+            "Ana: I go hiking in the hills",
+        ])
+        query = "Where does Ana go hiking?"
+        off = replace(DEFAULT_PARAMS, subject_weight=0.0)
+        assert mem.recall(query, min_score=0, params=off)[0].text.startswith("Bo:")
+        hits = mem.recall(query, min_score=0)
+        assert hits[0].text.startswith("Ana:")
+        by_text = {h.text[:3]: h.score for h in hits}
+        plain = {h.text[:3]: h.score for h in mem.recall(query, min_score=0, params=off)}
+        assert by_text["Ana"] == plain["Ana"] and by_text["Bo:"] < plain["Bo:"]  # only lowers
+
+
+def test_recall_matches_a_named_date_against_the_memorys_own_date(memory: Memory) -> None:
+    with memory as mem:
+        mem.remember_many([
+            {"text": "Went to the beach with the whole family",
+             "metadata": {"date": "2023-07-02"}},
+            {"text": "Went to the beach with friends",
+             "metadata": {"date_time": "1:56 pm on 8 May, 2023"}},
+            {"text": "Cleaned the garage"},  # no date in metadata: its write time
+        ])
+        query = "Who went to the beach in July 2023?"
+        off = replace(DEFAULT_PARAMS, time_weight=0.0)
+        assert "friends" in mem.recall(query, min_score=0, params=off)[0].text
+        assert "family" in mem.recall(query, min_score=0)[0].text
+        # a date no memory has changes nothing
+        assert [h.text for h in mem.recall("Who went to the beach in 2019?", min_score=0)] == [
+            h.text for h in mem.recall("Who went to the beach in 2019?", min_score=0, params=off)]
