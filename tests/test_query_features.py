@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from walrus_mem import temporal
 from walrus_mem.config import Settings
 from walrus_mem.memory import Memory
 from walrus_mem.query_features import QueryFeatures, analyse, candidate_prior, names

@@ -36,8 +36,9 @@ Every hit gets a score in [0, 1]::
   ``context_window_s``) inherits ``context_weight`` (0.8) of that memory's
   relevance when that is higher than its own; the "previous memories" are
   the ``context_depth`` (2) written just before it, so in a two-person
-  conversation a turn also inherits from its speaker's previous turn. Answers follow questions: "What
-  concert was it?" -> "It was Matt Patterson!". The inheritance is gated by
+  conversation a turn also inherits from its speaker's previous turn.
+  Answers follow questions: "What concert was it?" -> "It was Matt
+  Patterson!". The inheritance is gated by
   the memory's *own* cosine like keywords are (full from ``context_gate`` =
   0.4): an unrelated fact remembered right after a relevant one ("We deploy
   the billing service on Fridays", cosine 0.005 to "what does Ana do for a
