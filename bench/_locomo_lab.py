@@ -341,7 +341,7 @@ def recency_check(path: Path) -> None:
 # --------------------------------------------------------------------------- --agent-cases
 
 BEFORE_QUERY_FEATURES = replace(ranking.DEFAULT_PARAMS, context_depth=1, subject_weight=0.0,
-                                time_weight=0.0)
+                                time_weight=0.0, when_weight=0.0)
 """Recall as it was before issue 15's changes (one memory of context, no query priors)."""
 
 
@@ -405,9 +405,12 @@ CHANGES: list[tuple[str, dict[str, Any], dict[str, tuple[Any, ...]]]] = [
      {"subject_weight": (0.0, 0.1, 0.15, 0.2, 0.25, 0.3)}),
     ("+ time prior (named date vs the memory's date)", {"time_weight": 0.5},
      {"time_weight": (0.0, 0.2, 0.3, 0.4, 0.5)}),
+    ("+ when prior (a 'when' question wants a dated memory)", {"when_weight": 0.3},
+     {"when_weight": (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)}),
     ("all weights by LOCO", {}, {"dense_weight": (0.4, 0.5, 0.6),
                                   "lexical_floor": (8.0, 12.0, 16.0),
-                                  "subject_weight": (0.15, 0.25), "time_weight": (0.3, 0.5)}),
+                                  "subject_weight": (0.15, 0.25), "time_weight": (0.3, 0.5),
+                                  "when_weight": (0.2, 0.3)}),
 ]
 
 
@@ -441,6 +444,42 @@ def changes(path: Path) -> None:
         print(f"  picked: {picked}")
 
 
+# --------------------------------------------------------------------------- --misses
+
+
+def misses(path: Path, params: ranking.FusionParams = ranking.DEFAULT_PARAMS) -> None:
+    """Where the evidence turns that miss the top 5 are, per category (what limits R@5).
+
+    Positions are the engine's fusion over every turn of the conversation;
+    "outside pools" counts evidence in neither the dense top 80 nor the bm25
+    top 80 (the engine's candidate lists at k = 20), which only the context
+    step can still bring in.
+    """
+    sigs = build(path)
+    bins = [(0, 5, "top 5"), (5, 10, "6-10"), (10, 20, "11-20"), (20, 10**9, "21+")]
+    print(f"{'category':<16}{'evidence':>9}" + "".join(f"{b[2]:>8}" for b in bins)
+          + f"{'outside pools':>15}{'questions w/ >1 evidence':>26}")
+    for cat in ("1", "2", "3", "4", "1-4"):
+        rows = [x for x in sigs if (str(x.category) == cat or (cat == "1-4" and x.category != 5))]
+        counts = [0] * len(bins)
+        outside = multi = total = 0
+        for x in rows:
+            n = len(x.cos)
+            ranked = [i for i, _ in locomo.hybrid_rank(x.cos, x.lex, n, params, pool=n,
+                                                       prior=x.prior(params))]
+            pos = {ev: r for r, i in enumerate(ranked) for ev in x.hit_ids[i]}
+            pools = set(np.argsort(-x.cos, kind="stable")[:80].tolist()) | set(
+                sorted(x.lex, key=lambda i: (-x.lex[i], i))[:80])
+            multi += len(x.evidence) > 1
+            for ev in x.evidence:
+                total += 1
+                row = next(i for i, ids in enumerate(x.hit_ids) if ev in ids)
+                outside += row not in pools
+                r = pos.get(ev, n)
+                counts[next(j for j, (lo, hi, _) in enumerate(bins) if lo <= r < hi)] += 1
+        print(f"{locomo._label(cat):<16}{total:>9}" + "".join(f"{c / total:>8.3f}" for c in counts)
+              + f"{outside / total:>15.3f}{multi / max(len(rows), 1):>26.3f}")
+
 
 def parse_grid(items: list[str]) -> dict[str, list[Any]]:
     grid = dict(DEFAULT_GRID) if not items else {}
@@ -462,7 +501,12 @@ def main() -> int:
                         help="tests/data/relevance_pairs.json figures before/after (real model)")
     parser.add_argument("--changes", action="store_true",
                         help="issue 15's changes one at a time, pooled and LOCO")
+    parser.add_argument("--misses", action="store_true",
+                        help="where the evidence that misses the top 5 ranks, per category")
     args = parser.parse_args()
+    if args.misses:
+        misses(args.path)
+        return 0
     if args.changes:
         changes(args.path)
         return 0

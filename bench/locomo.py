@@ -50,7 +50,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -69,6 +69,7 @@ from walrus_mem.query_features import (  # noqa: E402
     analyse,
     candidate_prior,
     subject_match,
+    when_match,
 )
 from walrus_mem.temporal import memory_time  # noqa: E402
 
@@ -562,7 +563,7 @@ class QuestionSignals:
     cos: FloatArray
     lex: dict[int, float]
     features: QueryFeatures = QueryFeatures()
-    subject_rows: frozenset[int] = frozenset()  # documents starting with a named subject
+    fts_rows: dict[str, frozenset[int]] = field(default_factory=dict)  # the priors' FTS5 queries
     times: FloatArray | None = None  # per document: its own date (metadata date_time)
 
     def outcome(self, rows: Iterable[int]) -> Outcome:
@@ -578,7 +579,7 @@ class QuestionSignals:
         def of(rows: list[int]) -> dict[int, float] | None:
             factor = candidate_prior(
                 self.features, rows, params,
-                subject_rows=lambda _match, keys: self.subject_rows & set(keys),
+                fts_rows=lambda match, keys: self.fts_rows[match] & set(keys),
                 times=lambda keys: [math.nan if times is None else float(times[i])
                                     for i in keys],
             )
@@ -611,10 +612,10 @@ def question_signals(
         for q, qvec in zip(conv.questions, qvecs, strict=True):
             cos, lex = store.signals(conv.sample_id, q.text, qvec, query)
             features = analyse(q.text)
-            match = subject_match(features)
-            subjects = frozenset(store.lexical(conv.sample_id, match)) if match else frozenset()
+            rows = {match: frozenset(store.lexical(conv.sample_id, match))
+                    for match in (subject_match(features), when_match(features)) if match}
             out.append(QuestionSignals(conv.sample_id, q.category, q.text, q.evidence,
-                                       hit_ids[conv.sample_id], cos, lex, features, subjects,
+                                       hit_ids[conv.sample_id], cos, lex, features, rows,
                                        times[conv.sample_id]))
     return out
 
@@ -725,7 +726,7 @@ BENCH_MASTER_KEY = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d
 
 # The baselines through the same engine: fusion reduced to one signal, no query priors.
 _ONE_SIGNAL = replace(ranking.DEFAULT_PARAMS, context_weight=0.0, subject_weight=0.0,
-                      time_weight=0.0)
+                      time_weight=0.0, when_weight=0.0)
 BASELINE_PARAMS = {
     "bm25": replace(_ONE_SIGNAL, dense_weight=0.0, lexical_gate=0.0),
     "dense": replace(_ONE_SIGNAL, dense_weight=1.0),

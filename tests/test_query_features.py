@@ -115,11 +115,21 @@ def test_names_are_capitalised_words_that_are_not_stopwords_months_or_verbs() ->
     assert names("Caroline's hobbies") == ["caroline"]
 
 
+@pytest.mark.parametrize(
+    ("query", "asks"),
+    [("When did Caroline go to the support group?", True), ("how long has Ana lived there", True),
+     ("What year did Jon open his studio?", True), ("Which day is the dentist?", True),
+     ("What did Caroline research?", False), ("Whenever I travel, what do I pack?", False)],
+)
+def test_a_question_for_a_time_is_recognised(query: str, asks: bool) -> None:
+    assert analyse(query).asks_when is asks
+
+
 def _prior(features: QueryFeatures, keys: Sequence[int], subject: set[int],
            times: dict[int, float], **params: float) -> list[float] | None:
     prior = candidate_prior(
         features, keys, replace(DEFAULT_PARAMS, **params),
-        subject_rows=lambda match, keys: subject & set(keys),
+        fts_rows=lambda match, keys: subject & set(keys),
         times=lambda keys: [times.get(k, float("nan")) for k in keys],
     )
     return None if prior is None else prior.tolist()
@@ -132,6 +142,19 @@ def test_prior_lowers_the_candidates_that_miss_a_named_subject_or_time() -> None
     # 2 is dated the day after (within the slack) but is not Ana's; 4 is neither
     assert got == pytest.approx([1.0, 0.75, 0.5, 0.75 * 0.5])
     assert _prior(feats, [1, 2, 3], {1, 3}, times, subject_weight=0.0, time_weight=0.0) is None
+
+
+def test_a_when_question_lowers_the_candidates_that_mention_no_time() -> None:
+    feats = analyse("when did they move?")
+    asked: list[str] = []
+
+    def rows(match: str, keys: Sequence[int]) -> set[int]:
+        asked.append(match)
+        return {2} & set(keys)
+
+    prior = candidate_prior(feats, [1, 2], DEFAULT_PARAMS, fts_rows=rows, times=lambda k: [])
+    assert prior is not None and prior.tolist() == pytest.approx([0.7, 1.0])
+    assert '"yesterday"' in asked[0] and '"week"' in asked[0]
 
 
 def test_prior_changes_nothing_when_every_or_no_candidate_matches() -> None:
@@ -148,9 +171,9 @@ def test_prior_asks_nothing_it_does_not_need() -> None:
 
     plain = analyse("what do I like to eat")
     assert not plain
-    assert candidate_prior(plain, [1, 2], DEFAULT_PARAMS, subject_rows=boom, times=boom) is None
-    off = replace(DEFAULT_PARAMS, subject_weight=0.0, time_weight=0.0)
-    assert candidate_prior(analyse("Ana in June 2023"), [1], off, subject_rows=boom,
+    assert candidate_prior(plain, [1, 2], DEFAULT_PARAMS, fts_rows=boom, times=boom) is None
+    off = replace(DEFAULT_PARAMS, subject_weight=0.0, time_weight=0.0, when_weight=0.0)
+    assert candidate_prior(analyse("When was Ana here in June 2023?"), [1], off, fts_rows=boom,
                            times=boom) is None
 
 
@@ -196,3 +219,13 @@ def test_recall_matches_a_named_date_against_the_memorys_own_date(memory: Memory
         # a date no memory has changes nothing
         assert [h.text for h in mem.recall("Who went to the beach in 2019?", min_score=0)] == [
             h.text for h in mem.recall("Who went to the beach in 2019?", min_score=0, params=off)]
+
+
+def test_recall_answers_a_when_question_with_the_memory_that_says_when(memory: Memory) -> None:
+    with memory as mem:
+        mem.remember_many(["Ana: moved to Lisbon, I love the city",
+                           "Ana: I moved to Lisbon the summer after graduating"])
+        query = "When did Ana move to Lisbon?"
+        off = replace(DEFAULT_PARAMS, when_weight=0.0)
+        assert "love" in mem.recall(query, min_score=0, params=off)[0].text
+        assert "summer" in mem.recall(query, min_score=0)[0].text

@@ -50,8 +50,9 @@ Every hit gets a score in [0, 1]::
   [0, 1]. They can only lower a score, so an irrelevant memory never climbs.
 * The prior (:mod:`walrus_mem.query_features`) is 1 unless the query names
   someone or a time: then the candidates that do not start with the name
-  are scaled by ``1 - subject_weight`` and those whose own date misses the
-  time by ``1 - time_weight``. It too only lowers scores.
+  are scaled by ``1 - subject_weight``, those whose own date misses the
+  time by ``1 - time_weight``, and for a "when" question those that mention
+  no time by ``1 - when_weight``. It too only lowers scores.
 
 Defaults were chosen on LoCoMo (bench/locomo.py, figures in
 docs/benchmarks.md): ``dense_weight``, ``context_weight`` and
@@ -184,6 +185,9 @@ class FusionParams:
     """When the query names a time ("in May 2023") and some candidates' own dates match it,
     the others' relevance is scaled by ``1 - time_weight`` (0 = off;
     :mod:`walrus_mem.temporal`)."""
+    when_weight: float = 0.3
+    """When the query asks when ("When did ...?") and some candidates mention a time
+    ("yesterday", "last week", ...), the others' relevance is scaled by ``1 - when_weight``."""
     recency_weight: float = 0.0
     """0 = off; at 1 an old memory's score decays fully with age."""
     recency_half_life_days: float = 30.0
@@ -192,7 +196,7 @@ class FusionParams:
 
     def __post_init__(self) -> None:
         for name in ("dense_weight", "context_weight", "recency_weight", "importance_weight",
-                     "subject_weight", "time_weight"):
+                     "subject_weight", "time_weight", "when_weight"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:  # also rejects NaN
                 raise ConfigError(f"FusionParams.{name} must be in [0, 1], got {value!r}")

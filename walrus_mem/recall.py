@@ -16,8 +16,9 @@ namespace's caught-up index. Local only: no network.
 3. :func:`walrus_mem.ranking.fuse_arrays` (numpy over all candidates), then
    the successors of the top hits (:func:`~walrus_mem.ranking.context_keys`'
    rule) joined and fused again; when the query names someone or a time
-   (:mod:`walrus_mem.query_features`), each candidate's prior comes from one
-   FTS5 query ("starts with the name") and, for a time, the candidates' rows;
+   (:mod:`walrus_mem.query_features`), each candidate's prior comes from an
+   FTS5 query ("starts with the name", "mentions a time" for a "when"
+   question) and, for a named time, the candidates' rows;
 4. expiry, metadata filters and the ``min_score`` cutoff, counted; full rows
    are read for the k winners only (or for all candidates when a filter must
    see whole records). A filter that removed too many candidates widens N x4
@@ -88,7 +89,7 @@ def _kept_terms(counts: dict[str, int], budget: int) -> list[str]:
 def _priors(catalog: Catalog, ns: str, features: QueryFeatures, keys: list[int],
             slots: dict[int, int] | set[int], params: FusionParams) -> dict[int, float] | None:
     """The query-understanding prior of the candidates and of the successors the context
-    step may add (one FTS5 query for subjects, one row read for times)."""
+    step may add (an FTS5 query for subjects and one for "when", one row read for times)."""
     if not features:
         return None
     chosen = set(keys)
@@ -103,7 +104,7 @@ def _priors(catalog: Catalog, ns: str, features: QueryFeatures, keys: list[int],
 
     prior = candidate_prior(
         features, wanted, params,
-        subject_rows=lambda match, keys: set(catalog.fts_scores(ns, match, keys)),
+        fts_rows=lambda match, keys: set(catalog.fts_scores(ns, match, keys)),
         times=times,
     )
     return None if prior is None else dict(zip(wanted, prior.tolist(), strict=True))
