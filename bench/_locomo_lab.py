@@ -398,7 +398,9 @@ def agent_cases(params_by_name: dict[str, ranking.FusionParams]) -> None:
 # Issue 15's changes, one at a time: each step's parameter is picked by
 # leave-one-conversation-out among its values (the others as in the step).
 CHANGES: list[tuple[str, dict[str, Any], dict[str, tuple[Any, ...]]]] = [
-    ("before (fusion weights by LOCO)", {}, dict(locomo.LOCO_GRID)),
+    ("before (fusion weights by LOCO)", {}, {"dense_weight": (0.4, 0.5, 0.6),
+                                              "lexical_floor": (8.0, 12.0, 16.0),
+                                              "context_weight": (0.6, 0.7, 0.8, 0.9)}),
     ("+ context from the previous two memories", {"context_depth": 2},
      {"context_depth": (1, 2, 3, 4)}),
     ("+ subject prior (named person starts the memory)", {"subject_weight": 0.25},

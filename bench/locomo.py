@@ -50,7 +50,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -68,8 +68,7 @@ from walrus_mem.query_features import (  # noqa: E402
     QueryFeatures,
     analyse,
     candidate_prior,
-    subject_match,
-    when_match,
+    wanted,
 )
 from walrus_mem.temporal import memory_time  # noqa: E402
 
@@ -563,7 +562,7 @@ class QuestionSignals:
     cos: FloatArray
     lex: dict[int, float]
     features: QueryFeatures = QueryFeatures()
-    fts_rows: dict[str, frozenset[int]] = field(default_factory=dict)  # the priors' FTS5 queries
+    texts: tuple[str, ...] = ()  # per document: its text
     times: FloatArray | None = None  # per document: its own date (metadata date_time)
 
     def outcome(self, rows: Iterable[int]) -> Outcome:
@@ -572,17 +571,13 @@ class QuestionSignals:
 
     def prior(self, params: ranking.FusionParams) -> Prior | None:
         """The engine's query-understanding prior over this question's documents."""
-        if not self.features:
+        if not wanted(self.features, params):
             return None
-        times = self.times
+        times = self.times if self.times is not None else np.full(len(self.texts), math.nan)
 
         def of(rows: list[int]) -> dict[int, float] | None:
-            factor = candidate_prior(
-                self.features, rows, params,
-                fts_rows=lambda match, keys: self.fts_rows[match] & set(keys),
-                times=lambda keys: [math.nan if times is None else float(times[i])
-                                    for i in keys],
-            )
+            factor = candidate_prior(self.features, [self.texts[i] for i in rows],
+                                     lambda: [float(times[i]) for i in rows], params)
             return None if factor is None else dict(zip(rows, factor.tolist(), strict=True))
 
         return of
@@ -596,27 +591,26 @@ def question_signals(
     query: Callable[[str], str | None] = ranking.fts_query,
 ) -> list[QuestionSignals]:
     """Every question's cosine to every document, bm25 of the matching ones, and what
-    recall's query understanding reads (subjects via FTS5, each document's date)."""
+    recall's query understanding reads (each document's text and date)."""
     store = StandaloneStore(tokenize)
     hit_ids: dict[str, tuple[tuple[str, ...], ...]] = {}
     times: dict[str, FloatArray] = {}
+    texts: dict[str, tuple[str, ...]] = {}
     for conv in convs:
         docs = conv.documents(captions)
         hit_ids[conv.sample_id] = tuple(d.dia_ids for d in docs)
         times[conv.sample_id] = np.array([memory_time(d.metadata(), math.nan) for d in docs])
-        texts = [d.text for d in docs]
-        store.add(conv.sample_id, texts, embedder.embed(texts))
+        texts[conv.sample_id] = tuple(d.text for d in docs)
+        store.add(conv.sample_id, list(texts[conv.sample_id]),
+                  embedder.embed(list(texts[conv.sample_id])))
     out: list[QuestionSignals] = []
     for conv in convs:
         qvecs = embedder.embed([q.text for q in conv.questions])
         for q, qvec in zip(conv.questions, qvecs, strict=True):
             cos, lex = store.signals(conv.sample_id, q.text, qvec, query)
-            features = analyse(q.text)
-            rows = {match: frozenset(store.lexical(conv.sample_id, match))
-                    for match in (subject_match(features), when_match(features)) if match}
             out.append(QuestionSignals(conv.sample_id, q.category, q.text, q.evidence,
-                                       hit_ids[conv.sample_id], cos, lex, features, rows,
-                                       times[conv.sample_id]))
+                                       hit_ids[conv.sample_id], cos, lex, analyse(q.text),
+                                       texts[conv.sample_id], times[conv.sample_id]))
     return out
 
 
@@ -663,8 +657,11 @@ def run_standalone(
 # The fusion parameters that move LoCoMo rankings (bench/_locomo_lab.py searches wider).
 LOCO_GRID: dict[str, tuple[float, ...]] = {
     "dense_weight": (0.4, 0.5, 0.6),
-    "lexical_floor": (8.0, 12.0, 16.0),
-    "context_weight": (0.6, 0.7, 0.8, 0.9),
+    "lexical_floor": (12.0, 16.0),
+    "context_weight": (0.8, 0.9),
+    "subject_weight": (0.15, 0.25),
+    "time_weight": (0.3, 0.5),
+    "when_weight": (0.2, 0.3),
 }
 
 

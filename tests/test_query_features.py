@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -13,7 +12,14 @@ from hypothesis import strategies as st
 
 from walrus_mem.config import Settings
 from walrus_mem.memory import Memory
-from walrus_mem.query_features import QueryFeatures, analyse, candidate_prior, names
+from walrus_mem.query_features import (
+    analyse,
+    candidate_prior,
+    mentions_time,
+    names,
+    starts_with,
+    wanted,
+)
 from walrus_mem.ranking import DEFAULT_PARAMS
 from walrus_mem.temporal import Span, memory_time, parse_time, query_spans
 from walrus_mem.testing import HashEmbedder
@@ -125,56 +131,46 @@ def test_a_question_for_a_time_is_recognised(query: str, asks: bool) -> None:
     assert analyse(query).asks_when is asks
 
 
-def _prior(features: QueryFeatures, keys: Sequence[int], subject: set[int],
-           times: dict[int, float], **params: float) -> list[float] | None:
-    prior = candidate_prior(
-        features, keys, replace(DEFAULT_PARAMS, **params),
-        fts_rows=lambda match, keys: subject & set(keys),
-        times=lambda keys: [times.get(k, float("nan")) for k in keys],
-    )
+def _prior(query: str, texts: list[str], times: list[float], **params: float) -> list[float] | None:
+    prior = candidate_prior(analyse(query), texts, lambda: times, replace(DEFAULT_PARAMS, **params))
     return None if prior is None else prior.tolist()
 
 
+NAN = float("nan")
+
+
 def test_prior_lowers_the_candidates_that_miss_a_named_subject_or_time() -> None:
-    feats = analyse("What did Ana do on 8 May, 2023?")
-    times = {1: ts(2023, 5, 8, 13), 2: ts(2023, 5, 9), 3: ts(2023, 9, 1), 4: ts(2023, 5, 20)}
-    got = _prior(feats, [1, 2, 3, 4], {1, 3}, times)
-    # 2 is dated the day after (within the slack) but is not Ana's; 4 is neither
+    texts = ["Ana: went to the fair", "Bo: went too", "Ana's brother went", "Cy: so did I"]
+    times = [ts(2023, 5, 8, 13), ts(2023, 5, 9), ts(2023, 9, 1), ts(2023, 5, 20)]
+    got = _prior("What did Ana do on 8 May, 2023?", texts, times)
+    # Bo is dated the day after (within the slack) but is not Ana; Cy is neither
     assert got == pytest.approx([1.0, 0.75, 0.5, 0.75 * 0.5])
-    assert _prior(feats, [1, 2, 3], {1, 3}, times, subject_weight=0.0, time_weight=0.0) is None
+    assert _prior("What did Ana do on 8 May, 2023?", texts, times, subject_weight=0.0,
+                  time_weight=0.0) is None
 
 
 def test_a_when_question_lowers_the_candidates_that_mention_no_time() -> None:
-    feats = analyse("when did they move?")
-    asked: list[str] = []
-
-    def rows(match: str, keys: Sequence[int]) -> set[int]:
-        asked.append(match)
-        return {2} & set(keys)
-
-    prior = candidate_prior(feats, [1, 2], DEFAULT_PARAMS, fts_rows=rows, times=lambda k: [])
-    assert prior is not None and prior.tolist() == pytest.approx([0.7, 1.0])
-    assert '"yesterday"' in asked[0] and '"week"' in asked[0]
+    texts = ["Bo: we moved, it was great", "Bo: we moved last summer", "Bo: moved in 2019"]
+    assert _prior("when did Bo move?", texts, [NAN] * 3) == pytest.approx([0.7, 1.0, 1.0])
+    assert _prior("where did Bo move?", texts, [NAN] * 3) is None
 
 
 def test_prior_changes_nothing_when_every_or_no_candidate_matches() -> None:
-    feats = analyse("What did Ana do in 2022?")
-    times = {1: ts(2023, 5, 8), 2: ts(2023, 6, 1)}
-    assert _prior(feats, [1, 2], {1, 2}, times) is None  # all start with Ana; none in 2022
-    assert _prior(feats, [1, 2], set(), times) is None
-    assert _prior(QueryFeatures(), [1, 2], {1}, times) is None
+    times = [ts(2023, 5, 8), ts(2023, 6, 1)]
+    # both start with Ana; neither is in 2022
+    assert _prior("What did Ana do in 2022?", ["Ana: a", "Ana: b"], times) is None
+    assert _prior("What did Ana do in 2022?", ["Bo: a", "Cy: b"], times) is None
+    assert _prior("what do I like to eat", ["Bo: a", "Cy: b"], times) is None
 
 
-def test_prior_asks_nothing_it_does_not_need() -> None:
-    def boom(*_: object) -> set[int]:
-        raise AssertionError("should not be asked")
-
-    plain = analyse("what do I like to eat")
-    assert not plain
-    assert candidate_prior(plain, [1, 2], DEFAULT_PARAMS, fts_rows=boom, times=boom) is None
-    off = replace(DEFAULT_PARAMS, subject_weight=0.0, time_weight=0.0, when_weight=0.0)
-    assert candidate_prior(analyse("When was Ana here in June 2023?"), [1], off, fts_rows=boom,
-                           times=boom) is None
+def test_subjects_and_times_are_read_from_the_start_and_the_words_of_a_text() -> None:
+    assert starts_with("Ana: hello", ("ana",)) and starts_with("ANA's car", ("ana",))
+    assert not starts_with("Bo met Ana", ("ana",)) and not starts_with("", ("ana",))
+    assert mentions_time("see you next week") and mentions_time("back in 2019")
+    assert mentions_time("two days ago") and not mentions_time("I like the lake")
+    assert not wanted(analyse("what do I like"), DEFAULT_PARAMS)
+    assert not wanted(analyse("When did Ana go?"), replace(
+        DEFAULT_PARAMS, subject_weight=0.0, when_weight=0.0))
 
 
 # --------------------------------------------------------------------------- through recall

@@ -459,6 +459,17 @@ class Catalog:
         return {int(r["key"]): r for r in rows}
 
     @_guarded
+    def texts_by_keys(self, namespace: str,
+                      keys: Sequence[int]) -> dict[int, tuple[str, str, float]]:
+        """(text, metadata JSON, created_at) of the given keys: recall's query priors."""
+        rows = self.query(
+            "SELECT key, text, metadata, created_at FROM memories WHERE key IN "
+            "(SELECT value FROM json_each(?)) AND namespace = ?",
+            (json.dumps([int(k) for k in keys]), namespace),
+        )
+        return {int(r[0]): (str(r[1]), str(r[2]), float(r[3])) for r in rows}
+
+    @_guarded
     def memories_by_ids(self, namespace: str, ids: Sequence[str]) -> dict[str, sqlite3.Row]:
         rows = self.query(
             f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id IN "

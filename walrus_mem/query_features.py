@@ -19,9 +19,12 @@
   a date in their metadata, else when they were written) fall in a named
   span and others do not, the others are scaled by ``1 - time_weight``;
 * when the query asks when and some candidates mention a time
-  (:data:`TIME_WORDS`: "yesterday", "last week", "in June", "ago", ...) and
-  others do not, the others are scaled by ``1 - when_weight``: the answer to
-  "When did Ana move?" is the memory that says when.
+  (:func:`mentions_time`: "yesterday", "last week", "in June", "2019",
+  "ago", ...) and others do not, the others are scaled by ``1 - when_weight``:
+  the answer to "When did Ana move?" is the memory that says when.
+
+The engine reads the candidates' text, metadata and write time in one
+query, only for queries that name someone or a time or ask when.
 
 Both factors only ever lower a score, and only relative to other candidates
 of the same query: a query whose subject or time matches no candidate (or
@@ -31,7 +34,7 @@ every candidate) ranks exactly as without them.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -41,8 +44,8 @@ import numpy.typing as npt
 from .ranking import _STOPWORDS, FusionParams
 from .temporal import Span, matches, query_spans
 
-__all__ = ["TIME_WORDS", "QueryFeatures", "analyse", "candidate_prior", "names",
-           "subject_match", "when_match"]
+__all__ = ["TIME_SLACK_DAYS", "QueryFeatures", "analyse", "candidate_prior", "mentions_time",
+           "names", "starts_with", "wanted"]
 
 _NAME: Final = re.compile(r"\b([A-Z]\w*)")
 _NOT_NAMES: Final = frozenset(
@@ -58,16 +61,28 @@ _ASKS_WHEN: Final = re.compile(
     r"(?:what|which) (?:year|month|date|day|time|week|weekend)\b)",
     re.IGNORECASE,
 )
-TIME_WORDS: Final = (
-    "yesterday today tonight tomorrow ago last next recently weekend week month year day "
-    "since monday tuesday wednesday thursday friday saturday sunday january february march "
-    "april june july august september october november december summer winter spring"
-).split()
-"""Words that date what a memory says (FTS5 matches them after stemming: "weeks", "days")."""
-_TIME_WORDS_MATCH: Final = " OR ".join(f'"{w}"' for w in TIME_WORDS)
+_TIME_WORD: Final = re.compile(
+    r"\b(?:yesterday|today|tonight|tomorrow|ago|last|next|recently|since|"
+    r"(?:week|weekend|month|year|day)s?|"
+    r"monday|tuesday|wednesday|thursday|friday|saturday|sunday|"
+    r"january|february|march|april|june|july|august|september|october|november|december|"
+    r"summer|winter|spring|(?:19|20)\d\d)\b",
+)  # matched on lower-cased text: 3x faster than re.IGNORECASE
+_FIRST_WORD: Final = re.compile(r"\w+")
 TIME_SLACK_DAYS: Final = 7.0
 """A memory dated up to this many days after a named span still matches it (people
 tell of an event in the days after)."""
+
+
+def mentions_time(text: str) -> bool:
+    """Whether ``text`` dates what it says ("yesterday", "last week", "in June", "2019")."""
+    return _TIME_WORD.search(text.lower()) is not None
+
+
+def starts_with(text: str, subjects: Collection[str]) -> bool:
+    """Whether the first word of ``text`` is one of ``subjects`` ("Ana: ...", "Ana's ...")."""
+    m = _FIRST_WORD.match(text) or _FIRST_WORD.search(text)
+    return m is not None and m.group(0).lower() in subjects
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,49 +114,38 @@ def analyse(query: str, now: float | None = None) -> QueryFeatures:
                          bool(_ASKS_WHEN.match(query)))
 
 
-def when_match(features: QueryFeatures) -> str | None:
-    """FTS5 expression matching rows that mention a time, for a query that asks when."""
-    return _TIME_WORDS_MATCH if features.asks_when else None
-
-
-def subject_match(features: QueryFeatures) -> str | None:
-    """FTS5 expression matching rows whose *first* word is a subject (``^"ana" OR ...``)."""
-    if not features.subjects:
-        return None
-    return " OR ".join(f'^"{name}"' for name in features.subjects)  # \w+: no quote inside
-
-
 def candidate_prior(
     features: QueryFeatures,
-    keys: Sequence[int],
+    texts: Sequence[str],
+    times: Callable[[], Sequence[float]],
     params: FusionParams,
-    *,
-    fts_rows: Callable[[str, Sequence[int]], set[int]],
-    times: Callable[[Sequence[int]], Sequence[float]],
 ) -> npt.NDArray[np.float64] | None:
-    """Per-candidate factor in (0, 1] for ``keys`` (``None``: all 1).
-
-    ``fts_rows(match, keys)`` returns the keys whose text matches the FTS5
-    expression (:func:`subject_match`, :func:`when_match`); ``times(keys)``
-    their own dates (POSIX seconds). Nothing is asked for a feature the query
-    does not have or whose weight is 0.
-    """
-    if not features or not keys:
+    """Per-candidate factor in (0, 1] for candidates with these texts; ``None`` when
+    every factor is 1. ``times()`` gives their own dates (POSIX seconds, NaN:
+    unknown); it is called only when the query names a time."""
+    if not features or not texts:
         return None
-    prior = np.ones(len(keys))
+    prior = np.ones(len(texts))
     changed = False
 
     def lower(hit: npt.NDArray[np.bool_], weight: float) -> None:
         nonlocal changed
-        if hit.any() and not hit.all():
+        if weight > 0.0 and hit.any() and not hit.all():
             prior[~hit] *= 1.0 - weight
             changed = True
 
-    for match, weight in ((subject_match(features), params.subject_weight),
-                          (when_match(features), params.when_weight)):
-        if match is not None and weight > 0.0:
-            found = fts_rows(match, keys)
-            lower(np.fromiter((key in found for key in keys), bool, len(keys)), weight)
+    if features.subjects and params.subject_weight > 0.0:
+        subjects = frozenset(features.subjects)
+        lower(np.array([starts_with(t, subjects) for t in texts]), params.subject_weight)
+    if features.asks_when and params.when_weight > 0.0:
+        lower(np.array([mentions_time(t) for t in texts]), params.when_weight)
     if features.spans and params.time_weight > 0.0:
-        lower(matches(features.spans, times(keys), TIME_SLACK_DAYS), params.time_weight)
+        lower(matches(features.spans, times(), TIME_SLACK_DAYS), params.time_weight)
     return prior if changed else None
+
+
+def wanted(features: QueryFeatures, params: FusionParams) -> bool:
+    """Whether :func:`candidate_prior` can change anything (else skip reading rows)."""
+    return bool((features.subjects and params.subject_weight > 0.0)
+                or (features.asks_when and params.when_weight > 0.0)
+                or (features.spans and params.time_weight > 0.0))

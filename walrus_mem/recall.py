@@ -16,9 +16,8 @@ namespace's caught-up index. Local only: no network.
 3. :func:`walrus_mem.ranking.fuse_arrays` (numpy over all candidates), then
    the successors of the top hits (:func:`~walrus_mem.ranking.context_keys`'
    rule) joined and fused again; when the query names someone or a time
-   (:mod:`walrus_mem.query_features`), each candidate's prior comes from an
-   FTS5 query ("starts with the name", "mentions a time" for a "when"
-   question) and, for a named time, the candidates' rows;
+   (:mod:`walrus_mem.query_features`) or asks when, each candidate's prior
+   comes from one read of the candidates' text, metadata and write time;
 4. expiry, metadata filters and the ``min_score`` cutoff, counted; full rows
    are read for the k winners only (or for all candidates when a filter must
    see whole records). A filter that removed too many candidates widens N x4
@@ -30,7 +29,6 @@ from __future__ import annotations
 import math
 import sqlite3
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Final
@@ -42,7 +40,7 @@ from .catalog import Catalog
 from .filters import Predicate
 from .index import NamespaceIndex
 from .models import RecallHit, RecallResult
-from .query_features import QueryFeatures, analyse, candidate_prior
+from .query_features import QueryFeatures, analyse, candidate_prior, wanted
 from .ranking import FusionParams, fts_query, fuse_arrays, successor_keys
 from .rows import loads_metadata, record_from_row, view_of_row
 from .temporal import memory_time
@@ -87,27 +85,23 @@ def _kept_terms(counts: dict[str, int], budget: int) -> list[str]:
 
 
 def _priors(catalog: Catalog, ns: str, features: QueryFeatures, keys: list[int],
-            slots: dict[int, int] | set[int], params: FusionParams) -> dict[int, float] | None:
+            slots: dict[int, int], params: FusionParams) -> dict[int, float] | None:
     """The query-understanding prior of the candidates and of the successors the context
-    step may add (an FTS5 query for subjects and one for "when", one row read for times)."""
-    if not features:
+    step may add: one read of their text, metadata and write time."""
+    if not wanted(features, params):
         return None
     chosen = set(keys)
-    wanted = keys + [key + ahead for key in keys for ahead in range(1, params.context_depth + 1)
-                     if key + ahead not in chosen and key + ahead in slots]
-    wanted = list(dict.fromkeys(wanted))
-
-    def times(keys: Sequence[int]) -> list[float]:
-        rows = catalog.memories_by_keys(ns, keys)
-        return [memory_time(loads_metadata(rows[key]["metadata"]), float(rows[key]["created_at"]))
-                if key in rows else math.nan for key in keys]
-
+    more = [key + ahead for key in keys for ahead in range(1, params.context_depth + 1)
+            if key + ahead not in chosen and key + ahead in slots]
+    rows = catalog.texts_by_keys(ns, list(dict.fromkeys(keys + more)))
+    found = list(rows)
     prior = candidate_prior(
-        features, wanted, params,
-        fts_rows=lambda match, keys: set(catalog.fts_scores(ns, match, keys)),
-        times=times,
+        features,
+        [rows[key][0] for key in found],
+        lambda: [memory_time(loads_metadata(rows[key][1]), rows[key][2]) for key in found],
+        params,
     )
-    return None if prior is None else dict(zip(wanted, prior.tolist(), strict=True))
+    return None if prior is None else dict(zip(found, prior.tolist(), strict=True))
 
 
 @dataclass(frozen=True, slots=True)

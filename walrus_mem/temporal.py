@@ -20,6 +20,7 @@ candidates match it, the others are ranked lower
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -176,6 +177,12 @@ def parse_time(value: object) -> float | None:
         return _ts(value)
     if not isinstance(value, str) or not value.strip():
         return None
+    return _parse_string(value)
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_string(value: str) -> float | None:
+    """:func:`parse_time` of a string, cached: memories of one day share its stamp."""
     try:
         when = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
     except ValueError:
