@@ -423,6 +423,7 @@ class StandaloneStore:
         self.tables: dict[str, str] = {}
         self.next_key = 1
         self.created_at = 0.0
+        self._df: dict[tuple[str, str], int] = {}  # (namespace, term) -> rows matching it
 
     def add(self, namespace: str, docs: Sequence[str], vectors: FloatArray) -> None:
         if namespace in self.namespaces:
@@ -460,8 +461,33 @@ class StandaloneStore:
         qvec: FloatArray,
         query: Callable[[str], str | None] = ranking.fts_query,
     ) -> tuple[FloatArray, dict[int, float]]:
-        """Exact cosine to every row, and -bm25 of the rows matching ``query(question)``."""
-        return self.dense(namespace, qvec), self.lexical(namespace, query(question))
+        """Exact cosine to every row, and -bm25 of the rows matching ``query(question)``.
+
+        With the engine's query builder, the terms in more than half the
+        namespace's rows are left out as the engine leaves them out
+        (:func:`walrus_mem.recall.informative_terms`: their bm25 weight is
+        clamped to nothing).
+        """
+        match = query(question)
+        if query is ranking.fts_query:
+            match = self.informative(namespace, match)
+        return self.dense(namespace, qvec), self.lexical(namespace, match)
+
+    def informative(self, namespace: str, match: str | None) -> str | None:
+        """:func:`walrus_mem.recall.lexical_match` on this store: the informative terms."""
+        if match is None:
+            return None
+        from walrus_mem.recall import informative_terms
+
+        table = self.tables[namespace]
+        counts = {}
+        for term in match.split(" OR "):  # fts_query's format
+            if (namespace, term) not in self._df:
+                self._df[namespace, term] = int(self.db.execute(
+                    f"SELECT count(*) FROM {table} WHERE {table} MATCH ?", (term,)).fetchone()[0])
+            counts[term] = self._df[namespace, term]
+        rows = len(self.namespaces[namespace][1])
+        return " OR ".join(informative_terms(counts, rows)) or None
 
     def recall(
         self,
@@ -478,7 +504,7 @@ class StandaloneStore:
         return hybrid_rank(cos, lex, k, params, pool=pool, first_key=first, now=self.created_at)
 
     def bm25_only(self, namespace: str, question: str, k: int) -> list[int]:
-        lex = self.lexical(namespace, ranking.fts_query(question))
+        lex = self.lexical(namespace, self.informative(namespace, ranking.fts_query(question)))
         return sorted(lex, key=lambda i: (-lex[i], i))[:k]
 
     def dense_only(self, namespace: str, qvec: FloatArray, k: int) -> list[int]:
