@@ -298,3 +298,11 @@ def test_category_string_is_never_rendered_unscreened(tmp_path, master_hex):
         assert "beverages" not in json.dumps(listed) and odd.id in json.dumps(listed)
     finally:
         mem.close()
+
+
+def test_fresh_sets_written_after_tuning():
+    """In-sample now (see the file's 'about'): a regression guard, not a generalisation figure."""
+    fresh = json.loads((DATA / "injection_fresh.json").read_text(encoding="utf-8"))
+    benign = fresh["benign_a"] + fresh["benign_b"]
+    assert [t for t in benign if detect_injection(t)] == []
+    assert [t for t in fresh["attacks"] if not detect_injection(t)] == []

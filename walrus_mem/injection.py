@@ -188,23 +188,31 @@ def windows(text: str, size: int = _WINDOW, overlap: int = _OVERLAP) -> Iterator
 _F: Final = re.IGNORECASE
 _BEFORE = r"(?:earlier|before|above|previously|prior|so\s+far|until\s+now|at\s+the\s+start)"
 _VOID = (r"(?:outdated|obsolete|void|invalid|null|superseded|cancel+ed|revoked|expired|irrelevant"
+         r"|withdrawn|rescinded|retracted|lifted"
          r"|no\s+longer\s+(?:valid|applies|apply|counts?|matters?|in\s+force|relevant)"
          r"|(?:does|do)\s*(?:n't|\s+not)\s+(?:count|apply|matter)(?:\s+any\s*more)?)")
-_GUIDANCE = (r"(?:setup|set-up|configuration|config|guidance|directives?|instructions?|rules"
+_GUIDANCE = (r"(?:setup|set-up|configuration|config|guidance|directives?|directions|instructions?"
+             r"|rules"
              r"|polic(?:y|ies)|guardrails?|restrictions?|limits|persona|programming|safety\s+"
              r"(?:policy|rules|settings)|content\s+(?:policy|filters?|restrictions)"
              r"|system\s+(?:message|prompt|instructions?)|operator'?s?\s+(?:rules|guidance)"
              r"|safeguards?|filters?)")
 PARAPHRASES: Final[tuple[tuple[str, re.Pattern[str]], ...]] = tuple(
     (label, re.compile(rx, _F)) for label, rx in (
-        ("override", rf"\b(?:everything|all|anything|whatever)\b[^.\n]{{0,60}}\b{_BEFORE}\b"
-                     rf"[^.\n]{{0,40}}\b{_VOID}"),
-        ("override", rf"\b(?:earlier|previous|prior|original|initial|old|usual|existing|your"
-                     rf"|the|these|those|all)\s+(?:\w+\s+)?{_GUIDANCE}\b[^.\n]{{0,40}}?\b"
+        ("override", rf"\b(?:everything|all|anything|whatever)\b(?:(?!\babout\s+(?:the|my|our)\b)"
+                     rf"[^.\n]){{0,60}}\b{_BEFORE}\b(?:(?!\babout\s+(?:the|my|our)\b)[^.\n]){{0,40}}"
+                     rf"\b{_VOID}"),
+        ("override", rf"(?<!\bmy\s)(?<!\bour\s)\b(?:earlier|previous|prior|original|initial|old"
+                     rf"|usual|existing|your|the|these|those|all)\s+(?:(?:safety|content|system"
+                     rf"|operator'?s?|developer'?s?|current|previous|prior|earlier|original|usual"
+                     rf"|existing|default|core|hidden|old|setup)\s+)?{_GUIDANCE}\b"
+                     rf"(?!\s+(?:for|of|about|on)\s+(?!(?:this|the)\s+(?:chat|conversation|session"
+                     rf"|assistant|ai|model)\b|you\b))[^.\n]{{0,40}}?\b"
                      r"(?:no\s+longer\s+appl(?:y|ies)|(?:do|does)\s*(?:n't|\s+not)\s+appl(?:y|ies)"
                      r"|(?:are|is|was|were|have\s+been|has\s+been|got)\s+(?:now\s+)?(?:void|"
                      r"cancel+ed|revoked|lifted|superseded|outdated|obsolete|switched\s+off|"
-                     r"turned\s+off|disabled|removed|expired|suspended|waived))"),
+                     r"turned\s+off|disabled|removed|expired|suspended|waived|withdrawn|rescinded"
+                     r"|retracted))"),
         ("override", rf"\bwhatever\s+you\s+were\s+(?:configured|told|instructed|set\s+up)\s+"
                      rf"with\b[^.\n]{{0,40}}\b{_VOID}"),
         ("override", r"\b(?:treat|consider|regard|take)\s+(?:the\s+text\s+in\s+)?(?:this|these)\s+"
@@ -228,6 +236,26 @@ PARAPHRASES: Final[tuple[tuple[str, re.Pattern[str]], ...]] = tuple(
                      r"|\btrust\s+only\s+the\s+memor"),
         ("override", r"\bfrom\s+(?:this\s+point|here\s+on|now\s+on|this\s+moment)\b[^.\n]{0,30}"
                      r"\b(?:act\s+on|obey|follow|trust)\s+(?:my|this|these|only)\b"),
+        ("override", r"\b(?:operator|developer|system|admin(?:istrator)?)'?s?\s+(?:guidance|rules"
+                     r"|instructions|directions|prompt)\s+(?:is|are)\s+(?:now\s+)?(?:cancel+ed|void"
+                     r"|revoked|withdrawn|suspended)|\byou\s+answer\s+to\s+me\s+alone\b"
+                     r"|\bcomply\s+with\s+this\s+(?:note|memory|message)\b"),
+        ("override", r"\byou\s+may\s+now\s+(?:share|reveal|send|disclose|ignore|disregard|access"
+                     r"|read|forward|skip)\b|\b(?:it'?s|it\s+is)\s+(?:fine|ok|okay|allowed)\s+to\s+"
+                     r"(?:read|share|send|reveal|forward|publish|disclose)\b[^.\n]{0,40}\b(?:private|"
+                     r"secret|internal|personal|confidential|messages|documents|passwords?)"),
+        ("role_hijack", r"\btreat\s+(?:whatever|anything|everything|what)\s+(?:the\s+)?(?:next\s+)?"
+                        r"(?:user|person|message)\s+(?:says|writes|sends)\s+as\s+(?:(?:coming\s+)?"
+                        r"from\s+)?(?:the\s+)?(?:system|admin(?:istrator)?|developer|operator|root)"),
+        ("prompt_leak", r"\b(?:tell|show)\s+me\s+what\s+your\s+(?:hidden\s+|secret\s+|internal\s+)?"
+                        r"(?:configuration|config|instructions|prompt|rules)\s+say|\bdrop\s+the\s+"
+                        r"(?:assistant|ai)\s+act\b"),
+        ("exfiltration", r"\b(?:paste|print|include|put|copy|dump)\s+(?:the\s+)?(?:full\s+)?"
+                         r"contents?\s+of\s+(?:the\s+|your\s+|my\s+)?(?:\.env|env\s+file|secrets?"
+                         r"|credentials|keychain|vault|password\s+file|config\s+file)"),
+        ("exfiltration", r"\b(?:whenever|when|if)\s+(?:the\s+)?user\s+"
+                         r"(?:mentions|types|shares|gives)\s+(?:a\s+|their\s+|his\s+|her\s+)?(?:password|pin|card|code|key)\b"
+                         r"[^.\n]{0,40}\b(?:repeat|store|save|record|send|log)\b"),
         ("role_hijack", r"\b(?:upgraded|switched|moved|put|promoted|unlocked)\s+(?:you\s+)?"
                         r"(?:to|into)\s+(?:developer|admin|god|debug|unrestricted|maintenance|root"
                         r"|jailbreak)\s+mode\b"),
@@ -267,6 +295,7 @@ LEXICONS: Final[dict[str, tuple[str, ...]]] = {
         r"\bbefolge\s+(?:nur\s+noch|ausschließlich|nur)\b",
         r"\b(?:zeig|zeige|verrate|gib)\w*\s+(?:mir\s+)?(?:deinen|den|dein)\s+system-?prompt",
         r"\b(?:du\s+bist|bist\s+du)\s+(?:ab\s+jetzt|jetzt|nun|ab\s+sofort)\b",
+        r"\bleite\w*\s+[^.\n]{0,60}(?:automatisch|ohne\s+\w+)?[^.\n]{0,30}\bweiter\b",
         r"\bohne\s+(?:filter|einschränkungen|regeln|beschränkungen)\b[^.\n]{0,20}$|assistent\s+"
         r"ohne\s+(?:filter|einschränkungen)",
     ),
@@ -280,6 +309,7 @@ LEXICONS: Final[dict[str, tuple[str, ...]]] = {
         r"\b(?:affiche|montre|révèle)[rz]?\s+(?:ton|votre|le)\s+(?:prompt|message)\s+système",
         r"\b(?:tu\s+es|vous\s+êtes)\s+(?:désormais|maintenant)\b|\bdésormais,?\s+(?:tu|vous)\b",
         r"\bsans\s+(?:aucune\s+)?restrictions?\b",
+        r"\bconsigne\s+permanente\b",
     ),
     "es": (
         r"\b(?:ignora|ignore|ignorar|olvida|olvidar|olvide)\s+(?:\w+\s+){0,3}(?:instrucciones"
@@ -292,6 +322,8 @@ LEXICONS: Final[dict[str, tuple[str, ...]]] = {
         r"\b(?:a\s+partir\s+de\s+ahora|desde\s+ahora)\s+eres\b|\bahora\s+eres\s+(?:un|una)\b",
         r"\b(?:revela|muestra|enseña)\s+(?:tu|el)\s+(?:prompt|mensaje)\s+(?:del?\s+)?sistema",
         r"\bsin\s+(?:reglas|restricciones|límites|filtros)\b",
+        r"\bregla\s+(?:del\s+usuario|permanente)\b[^.\n]{0,80}\b(?:transfiere|envía|reenvía"
+        r"|manda|ignora|revela)",
     ),
     "pt": (
         r"\b(?:ignore|ignora|esqueça|esqueca|desconsidere)\s+(?:\w+\s+){0,3}(?:instruções"
@@ -305,12 +337,13 @@ LEXICONS: Final[dict[str, tuple[str, ...]]] = {
         r"\b(?:ignora|dimentica)\s+(?:\w+\s+){0,3}(?:istruzioni|regole|indicazioni)\b",
         r"\b(?:d'ora\s+in\s+poi|da\s+ora\s+in\s+poi|da\s+adesso|da\s+ora|adesso|ora)\s+sei\b",
         r"\b(?:rivela|mostra)\w*\s+(?:il\s+)?(?:tuo\s+)?prompt\s+di\s+sistema",
-        r"\bnon\s+seguire\s+più\b|\b(?:segui|obbedisci)\s+solo\b|\bsenza\s+limiti\b",
+        r"\bnon\s+seguire\s+più\b|\b(?:segui|obbedisci)\s+solo\b|\bsenza\s+(?:limiti|filtri)\b",
+        r"\bignora\s+(?:il\s+)?prompt\s+di\s+sistema\b|\bvera\s+istruzione\b",
         r"\btutto\s+(?:ciò|quello)\s+che\s+è\s+stato\s+detto\b[^.\n]{0,40}\b(?:non\s+vale|superato"
         r"|nullo)",
     ),
     "nl": (
-        r"\bnegeer\s+(?:\w+\s+){0,3}(?:instructies|regels|aanwijzingen)\b",
+        r"\bnegeer\s+(?:\w+\s+){0,3}(?:instructies|regels|aanwijzingen|richtlijnen)\b",
         r"\bvergeet\s+(?:\w+\s+){0,2}(?:regels|instructies)\b",
         r"\balles\s+wat\s+eerder\b[^.\n]{0,50}\b(?:achterhaald|vervalt|ongeldig"
         r"|geldt\s+niet\s+meer)",
@@ -324,6 +357,7 @@ LEXICONS: Final[dict[str, tuple[str, ...]]] = {
         r"покажи\s+(?:свой\s+)?системн\w*\s+(?:промпт|prompt)",
         r"всё\s+(?:сказанное|что\s+было\s+сказано)\b[^.\n]{0,40}(?:устарел|недействител|отмен)",
         r"\b(?:следуй|выполняй)\s+только\b",
+        r"(?:^|\s)система\s*:[^.\n]{0,40}(?:правила|инструкци)",
     ),
     "zh": (
         r"(?:忽略|无视|忘记|忘掉|不要理会|不理会)[^。\n]{0,12}(?:指令|指示|说明|规则|提示|命令|设定|要求)",
@@ -331,6 +365,7 @@ LEXICONS: Final[dict[str, tuple[str, ...]]] = {
         r"只(?:按照|遵循|听从|执行)",
         r"你现在是|从现在开始[，,]?你|没有任何限制的(?:助手|ai|模型)",
         r"(?:显示|输出|泄露|告诉我|给我看)(?:你的)?系统提示",
+        r"助手[^。\n]{0,20}(?:以后|今后|每次|所有)[^。\n]{0,30}(?:发到|发送|转发|链接|广告)",
     ),
     "ja": (
         r"(?:以前|前|上記|これまで|今まで|先ほど)の[^。\n]{0,10}(?:指示|命令|ルール|指令|プロンプト)"
@@ -339,6 +374,7 @@ LEXICONS: Final[dict[str, tuple[str, ...]]] = {
         r"(?:今から|これから)あなたは|制限のない(?:ai|アシスタント|モデル)",
         r"システムプロンプトを[^。\n]{0,6}(?:表示|教え|出力|見せ)",
         r"これまでの(?:内容|指示|会話)は[^。\n]{0,4}無効",
+        r"アシスタントは[^。\n]{0,20}(?:今後|これから|すべての回答)[^。\n]{0,30}(?:リンク|広告|送信|転送)",
     ),
     "ko": (r"(?:이전|위의|모든)[^.\n]{0,10}(?:지시|명령|규칙|지침)\w*\s*(?:무시|잊어)",
            r"시스템\s*프롬프트를?\s*(?:보여|출력|알려)"),
@@ -363,6 +399,7 @@ def lexicon_hits(view: str) -> Iterator[tuple[str, str]]:
 # ---------------------------------------------------------------------------
 
 _SEND = (r"(?:send|sent|sends|sending|forward\w*|e-?mail\w*|mail|upload\w*|post|posts|copy|copies"
+         r"|attach\w*|reply"
          r"|bcc|cc|transfer\w*|wire|share|sync|mirror|leak|exfiltrate|transmit|dump|paste|append"
          r"|push|report|route|redirect|pay|sende\w*|schick\w*|leite\w*|übermittl\w*|envoie\w*"
          r"|envoy\w*|transf[eé]r\w*|transmet\w*|env[ií]a\w*|reenv[ií]a\w*|manda\w*|encaminh\w*"
@@ -379,7 +416,8 @@ _SENSITIVE: Final = re.compile(
     r"|пароли?|密码|パスワード|api\s*keys?|keys?|secrets?|tokens?|credentials?|ssh|private\s+keys?"
     r"|card\s+numbers?|saved\s+cards?|inbox|conversation|chat(?:\s+(?:history|log))?"
     r"|chatverlauf|historique|historial|histórico|cronologia|memories|memory\s+store|files"
-    r"|vault|home\s+address|phone\s+number|personal\s+data|data)\b",
+    r"|vault|home\s+address|phone\s+number|personal\s+data|data|threads?|contracts?"
+    r"|invoices?|calendar\w*|kalenderdaten|fichiers|archivos|documents)\b",
     _F,
 )
 _STANDING: Final = re.compile(
@@ -389,7 +427,11 @@ _STANDING: Final = re.compile(
     _F,
 )
 _ADDRESSED: Final = re.compile(
-    r"\b(?:(?:note|message|attention|important|p\.?\s?s\.?|reminder|instruction)\s+(?:to|for)\s+"
+    r"^\W*(?:assistant|ai|model|bot|assistente|asistente|assistent(?:en)?|ki|ia|ассистент"
+    r"|助手|アシスタント)\s*[:,]|\bhinweis\s+an\s+(?:den|die)\s+(?:assistent\w*|ki)\b"
+    r"|\b(?:note|message|memo)\s+from\s+(?:it|the\s+it\s+team|security|the\s+admin|support)\s*:"
+    r"|\b(?:standing|permanent)\s+(?:instruction|rule)\b|\buser\s+(?:setting|rule)\s*:"
+    r"|\b(?:(?:note|message|attention|important|p\.?\s?s\.?|reminder|instruction)\s+(?:to|for)\s+"
     r"(?:the|any|all|every)?\s*(?:ai|model|assistant|llm|agent|bot|chatbot)s?\b"
     r"|(?:attention|hey|dear)\s+(?:ai|model|assistant|llm|agent|bot)\b"
     r"|(?:ai|model|assistant|llm|agent)s?\s+(?:reading|processing|recalling|seeing)\s+this"
@@ -414,8 +456,9 @@ _CUES: Final[tuple[tuple[str, re.Pattern[str]], ...]] = tuple(
                            r"(?:instead\s+of|rather\s+than)\s+the\s+original"),
         ("money_redirect", r"\b(?:approve|approved|execute|process)\w*\b[^.\n]{0,40}\b(?:payments?"
                            r"|transfers?|wires?|transactions?)\b[^.\n]{0,40}\bwithout\s+"
-                           r"(?:asking|any|further|my)?\s*(?:for\s+)?(?:confirmation|approval"
-                           r"|checking|permission)|\b(?:wire|payments?)\s+(?:payments?\s+)?"
+                           r"(?:(?:asking|any|further|my)?\s*(?:for\s+)?(?:confirmation|approval"
+                           r"|checking|permission)|showing|telling|notifying|informing|asking"
+                           r"|checking|confirming)|\b(?:wire|payments?)\s+(?:payments?\s+)?"
                            r"approved\s+without"),
         ("money_redirect", r"\ball\s+payments?\s+(?:go|should\s+go|must\s+go|are\s+sent|get\s+sent)"
                            r"\b"),
@@ -442,6 +485,16 @@ _CUES: Final[tuple[tuple[str, re.Pattern[str]], ...]] = tuple(
     )
 )
 _SEND_RX: Final = re.compile(rf"\b{_SEND}", _F)
+_IMPERATIVE: Final = re.compile(
+    rf"^\W*(?:(?:please|also|always|automatically|quietly|silently|then|and|now|remember|note"
+    rf"|fyi|memo|reminder|important|(?:user\s+)?(?:preference|setting|rule)s?)\b[\s:,-]*)*{_SEND}",
+    _F,
+)
+_PREFERENCE_FRAME: Final = re.compile(
+    r"\b(?:prefer\w*|wants?|wish|would\s+like|'d\s+like|like\s+it\s+when|preference|setting"
+    r"|standing\s+(?:rule|order|instruction)|going\s+forward|from\s+now\s+on)\b",
+    _F,
+)
 
 
 def structural_cues(view: str) -> Iterator[tuple[str, str]]:
@@ -454,11 +507,13 @@ def structural_cues(view: str) -> Iterator[tuple[str, str]]:
         send = _SEND_RX.search(sentence)
         outside = _OUTSIDE.search(sentence)
         if send and outside:
-            # an action towards an outside address is an instruction when it is a
-            # standing rule, about sensitive data, or addressed to the model
-            if (_STANDING.search(sentence) or _SENSITIVE.search(sentence)
-                    or _ADDRESSED.search(sentence) or re.search(r"\byou\b|\bassistant\b",
-                                                                  sentence, _F)):
+            # an action towards an outside address is an instruction when it is
+            # addressed to the model, concerns sensitive data, or is a standing rule
+            # given as an order or a preference (not "the school emails reports to ...")
+            standing_order = _STANDING.search(sentence) and (
+                _IMPERATIVE.match(sentence) or _PREFERENCE_FRAME.search(sentence))
+            if (standing_order or _SENSITIVE.search(sentence) or _ADDRESSED.search(sentence)
+                    or re.search(r"\byou\b|\bassistant\b", sentence, _F)):
                 yield "exfiltration", sentence[:120]
                 return
         if _ADDRESSED.search(sentence) and (_HARMFUL_CLAIM.search(sentence) or send

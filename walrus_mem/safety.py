@@ -119,12 +119,16 @@ _STRONG_TARGET = (
     r"|conditioning|alignment|moderation|censorship|ethics)"
 )
 _WEAK_TARGET = r"(?:messages?|context|conversation|commands?|orders|settings|text)"
+# "the rules of Monopoly", "the instructions for the desk": narrowed to a topic, not an override
+_NOT_NARROWED = (r"(?!\s+(?:of|for|about|on|in)\s+(?!(?:this|the|your|our)\s+(?:chat|conversation"
+                 r"|session|system|assistant|ai|model|bot)\b|you\b))")
 
 _INJECTION_PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = tuple(
     (label, re.compile(rx, _F))
     for label, rx in (
         # -- instruction override ------------------------------------------------
-        ("override", rf"\b{_OVERRIDE_VERB}\b(?:[\s,]+{_QUAL}\b){{0,6}}[\s,]+{_STRONG_TARGET}\b"),
+        ("override", rf"\b{_OVERRIDE_VERB}\b(?:[\s,]+{_QUAL}\b){{0,6}}[\s,]+{_STRONG_TARGET}\b"
+                     rf"{_NOT_NARROWED}"),
         (
             "override",
             rf"\b{_OVERRIDE_VERB}\b(?:[\s,]+{_QUAL}\b){{0,5}}[\s,]+(?:all|every|any)\b"
@@ -526,6 +530,12 @@ class InjectionResult:
         return self.flagged
 
 
+# Letters spaced out ("i g n o r e"), or words mixing letters with digits or symbols ("1gn0r3").
+_OBFUSCATION_SIGNS: Final = re.compile(
+    r"(?:\b\w\W{1,3}){4,}\w\b|\b(?=\w*[a-z])(?=\w*[0-9])\w{3,}\b|[a-z][@$!|][a-z]", re.IGNORECASE
+)
+
+
 def _labelled_hits(view: str) -> Iterable[tuple[str, str]]:
     """Every layer on one normalised view: pattern families, paraphrases, lexicons, cues."""
     for label, pattern in _INJECTION_PATTERNS:
@@ -536,6 +546,8 @@ def _labelled_hits(view: str) -> Iterable[tuple[str, str]]:
     for _lang, snippet in injection.lexicon_hits(view):
         yield "non_english", snippet
     yield from injection.structural_cues(view)
+    if not _OBFUSCATION_SIGNS.search(view):
+        return  # squashing plain prose only loses context ("ignore the rules of Monopoly")
     squashed = _squash(view)
     for pattern in _SQUASHED_PATTERNS:
         found = pattern.search(squashed)
