@@ -486,7 +486,8 @@ _CUES: Final[tuple[tuple[str, re.Pattern[str]], ...]] = tuple(
 )
 _SEND_RX: Final = re.compile(rf"\b{_SEND}", _F)
 _IMPERATIVE: Final = re.compile(
-    rf"^\W*(?:(?:please|also|always|automatically|quietly|silently|then|and|now|remember|note"
+    rf"^\W*(?:[^:\n]{{0,40}}:\s*)?(?:(?:please|also|always|automatically|quietly|silently|then"
+    rf"|and|now|remember|note"
     rf"|fyi|memo|reminder|important|(?:user\s+)?(?:preference|setting|rule)s?)\b[\s:,-]*)*{_SEND}",
     _F,
 )
