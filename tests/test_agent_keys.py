@@ -439,3 +439,12 @@ def test_agent_key_import_prints_the_variable_and_derived_agents_have_none(tmp_p
     out = invoke(["--config", str(cfg), "keys", "export", "--agent", "writer", "--yes"],
                  expect=1)
     assert "derived from the master key" in out.stderr and out.stdout == ""
+
+
+def test_init_writes_owner_only_config_and_key(tmp_path):
+    invoke(["init", "--store", "file"])
+    from walrus_mem.config import default_config_path
+
+    for path in (default_config_path(), default_key_file()):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+        assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700, path.parent

@@ -492,8 +492,10 @@ def _write_starter_config(path: Path, data_dir: Path | None) -> bool:
         f"data_dir = {json.dumps(str(data_dir))}" if data_dir is not None
         else "# data_dir = \"~/.local/share/walrus-mem\""
     )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(STARTER_CONFIG.format(data_dir_line=data_dir_line), encoding="utf-8")
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # owner only, like keys
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(STARTER_CONFIG.format(data_dir_line=data_dir_line))
     return True
 
 

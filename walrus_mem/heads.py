@@ -268,13 +268,14 @@ class HeadsFile:
     def replace(self, namespace: str, new: HeadRef, superseded: Iterable[HeadRef]) -> None:
         """Write ``new`` for ``namespace`` and drop the lines of ``superseded`` heads."""
         drop = {r.blob_id for r in superseded} | {new.blob_id}
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(self.path) + ".lock", timeout=30):
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with FileLock(str(self.path) + ".lock", timeout=30, mode=0o600):
             kept = [(ns, ref) for ns, ref in self.read()
                     if not (ns == namespace and ref.blob_id in drop)]
             kept.append((namespace, new))
             tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
-            with open(tmp, "w", encoding="utf-8") as fh:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # owner only
+            with open(fd, "w", encoding="utf-8") as fh:
                 fh.write(self.HEADER)
                 for ns, ref in sorted(kept, key=lambda p: (p[0], -p[1].seq, p[1].blob_id)):
                     fh.write(f"{ns} {ref}\n")
