@@ -482,6 +482,53 @@ def misses(path: Path, params: ranking.FusionParams = ranking.DEFAULT_PARAMS) ->
         print(f"{locomo._label(cat):<16}{total:>9}" + "".join(f"{c / total:>8.3f}" for c in counts)
               + f"{outside / total:>15.3f}{multi / max(len(rows), 1):>26.3f}")
 
+# --------------------------------------------------------------------------- --latency
+
+
+def latency(path: Path) -> None:
+    """CPU time of recall through the API before issue 15, with context depth 2 only, and now.
+
+    Every question is asked once with each parameter set, in alternating order,
+    twice; the second pass is timed with the thread's CPU time (wall time on
+    a shared machine measures the neighbours).
+    """
+    import tempfile
+    import time
+
+    from walrus_mem.config import Settings
+
+    convs = locomo.load_locomo(path)
+    embedder = locomo.CachedEmbedder()
+    variants = {
+        "before issue 15": BEFORE_QUERY_FEATURES,
+        "context depth 2, no priors": replace(ranking.DEFAULT_PARAMS, subject_weight=0.0,
+                                              time_weight=0.0, when_weight=0.0),
+        "default": ranking.DEFAULT_PARAMS,
+    }
+    spent: dict[str, list[float]] = {name: [] for name in variants}
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = Settings(config_file=None, data_dir=Path(tmp), publisher_url=None,
+                            aggregator_urls=[])
+        with locomo._memory_class()(settings, embedder=embedder,
+                                    master_key=locomo.BENCH_MASTER_KEY) as mem:
+            for conv in convs:
+                mem.remember_many([{"text": d.text, "metadata": d.metadata()}
+                                   for d in conv.documents()], namespace=conv.sample_id)
+            questions = [(c.sample_id, q.text) for c in convs for q in c.questions]
+            for timed in (False, True):
+                for i, (ns, text) in enumerate(questions):
+                    names = list(variants) if i % 2 == 0 else list(variants)[::-1]
+                    for name in names:
+                        started = time.thread_time()
+                        mem.recall(text, namespace=ns, k=5, params=variants[name])
+                        if timed:
+                            spent[name].append(time.thread_time() - started)
+    for name, values in spent.items():
+        ms = np.array(values) * 1000
+        print(f"{name:<28} n {len(ms)}  CPU ms p50 {np.percentile(ms, 50):.2f}  "
+              f"p95 {np.percentile(ms, 95):.2f}  mean {ms.mean():.2f}")
+
+
 
 def parse_grid(items: list[str]) -> dict[str, list[Any]]:
     grid = dict(DEFAULT_GRID) if not items else {}
@@ -505,7 +552,12 @@ def main() -> int:
                         help="issue 15's changes one at a time, pooled and LOCO")
     parser.add_argument("--misses", action="store_true",
                         help="where the evidence that misses the top 5 ranks, per category")
+    parser.add_argument("--latency", action="store_true",
+                        help="recall CPU time before/after issue 15 (API, 2 x every question)")
     args = parser.parse_args()
+    if args.latency:
+        latency(args.path)
+        return 0
     if args.misses:
         misses(args.path)
         return 0
