@@ -31,6 +31,8 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/recall.py
+	$(BIN)/python bench/cold.py
+	$(BIN)/python bench/embedders.py
 	$(BIN)/python bench/ingest.py
 	$(BIN)/python bench/locomo.py ../shared/data/locomo-dev.json
 

@@ -27,7 +27,7 @@ the machine's drifting load hits every case alike:
   start of a thin client process (``python -c "import json, socket"``) and a
   warm server's answer (the second ``memory_search`` of the MCP process above).
 
-Wall time, user+system CPU and peak RSS per process (``os.wait4``). Prints a
+Wall time, user+system CPU (``os.wait4``) and peak RSS (GNU time) per process. Prints a
 table with n, median, min-max and the load average; writes
 ``.bench-results/cold.json``.
 """
@@ -91,19 +91,38 @@ def _walrus_mem() -> str:
     return found or str(Path(sys.executable).with_name("walrus-mem"))
 
 
-def _sample(wall: float, usage: Any) -> dict[str, float]:
+TIME = Path("/usr/bin/time")
+
+
+def _wrapped(cmd: list[str], rss_file: Path) -> list[str]:
+    """``cmd`` under GNU time, which writes the child's own peak RSS to ``rss_file``.
+
+    The bench's own ``wait4`` cannot tell it: a child forked from this (large)
+    process starts its life with the parent's resident pages counted.
+    """
+    return [str(TIME), "-f", "%M", "-o", str(rss_file), *cmd] if TIME.exists() else cmd
+
+
+def _sample(wall: float, usage: Any, rss_file: Path) -> dict[str, float]:
     sample = {"wall_s": wall}
     if usage is not None:
         sample["cpu_s"] = usage.ru_utime + usage.ru_stime
-        sample["rss_mb"] = usage.ru_maxrss / 1024
+    try:
+        sample["rss_mb"] = int(rss_file.read_text().split()[-1]) / 1024
+        rss_file.unlink()
+    except (OSError, ValueError, IndexError):
+        pass
     return sample
+
+
+_RSS = Path(tempfile.gettempdir()) / f"walrus-mem-cold-{os.getpid()}.rss"
 
 
 def _run_reaped(cmd: list[str], env: dict[str, str]) -> dict[str, float]:
     """Run ``cmd`` in a fresh process, reaped with ``wait4``: wall s, CPU s, peak RSS MB."""
     started = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(_wrapped(cmd, _RSS), env=env, stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None and proc.stderr is not None
     out = proc.stdout.read()
     err = proc.stderr.read()
@@ -112,13 +131,13 @@ def _run_reaped(cmd: list[str], env: dict[str, str]) -> dict[str, float]:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise RuntimeError(f"{cmd[:3]} failed ({proc.returncode}): {err[-2000:]!r} {out[-500:]!r}")
-    return _sample(wall, usage)
+    return _sample(wall, usage, _RSS)
 
 
 def mcp_first_answer(env: dict[str, str]) -> tuple[dict[str, float], float]:
     """Spawn ``walrus-mem mcp``; time to the first search answer, then a warm second one."""
     started = time.perf_counter()
-    proc = subprocess.Popen([_walrus_mem(), "mcp"], env=env, stdin=subprocess.PIPE,
+    proc = subprocess.Popen(_wrapped([_walrus_mem(), "mcp"], _RSS), env=env, stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
     assert proc.stdin is not None and proc.stdout is not None
 
@@ -157,7 +176,7 @@ def mcp_first_answer(env: dict[str, str]) -> tuple[dict[str, float], float]:
     proc.stdin.close()
     _, _, usage = os.wait4(proc.pid, 0)
     proc.returncode = 0
-    return _sample(first, usage), warm
+    return _sample(first, usage, _RSS), warm
 
 
 HOOK = """

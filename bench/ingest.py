@@ -125,6 +125,9 @@ def main(argv: list[str] | None = None) -> int:
                              "instead of a child process")
     parser.add_argument("--rounds", type=int, default=1,
                         help="split the facts into this many remember_many calls")
+    parser.add_argument("--backend", default="auto", choices=["auto", "numpy", "torch"],
+                        help="the model's runtime (embedding_backend)")
+    parser.add_argument("--threads", type=int, default=1, help="embedding_threads (0: defaults)")
     args = parser.parse_args(argv)
     if args.fake:
         from walrus_mem.testing import HashEmbedder
@@ -133,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         from walrus_mem.embeddings import SentenceTransformerEmbedder
 
-        inner = SentenceTransformerEmbedder()
+        inner = SentenceTransformerEmbedder(backend=args.backend, threads=args.threads)
     texts = make_texts(args.facts)
     inner.embed(texts[:64])  # load and warm up the model
     rounds = max(1, args.rounds)

@@ -298,8 +298,79 @@ def run_size(n: int, queries: int, model: Any, workdir: Path, *, common: bool = 
         out["recall_model"] = percentiles(samples)
         out["recall_model_neighbour"] = busy_neighbour
         out["model_backend"] = getattr(model, "backend", "?")
-    mem.close()
+    started = time.perf_counter()
+    mem.close()  # saves the index and its rows
+    out["close_s"] = round(time.perf_counter() - started, 2)
+    out["disk_mb"] = disk_usage(settings.data_dir)
+    np.savez(workdir / f"queries-{n}.npz", texts=np.asarray(q_texts), vectors=q_vectors)
+    out["reopen"] = reopen_in_fresh_process(settings.data_dir, workdir / f"queries-{n}.npz")
     return out
+
+
+def disk_usage(data_dir: Path) -> dict[str, float]:
+    """MB on disk: the catalog (rows, FTS5, vectors) and the index directory."""
+    def size(paths: Any) -> float:
+        return round(sum(p.stat().st_size for p in paths if p.is_file()) / 2**20, 1)
+    return {"catalog": size(data_dir.glob("catalog.sqlite3*")),
+            "index": size((data_dir / "index").glob("*"))}
+
+
+def reopen_in_fresh_process(data_dir: Path, queries: Path) -> dict[str, Any]:
+    """Reopen the data dir in a new process: open + first recall, RSS, then the mix again."""
+    out = subprocess.run([sys.executable, __file__, "--reopen-child", str(data_dir), str(queries)],
+                         capture_output=True, text=True, check=False, timeout=3600)
+    if out.returncode != 0:
+        raise RuntimeError(f"reopen child failed: {out.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def _rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return round(int(line.split()[1]) / 1024, 1)
+    return float("nan")
+
+
+def reopen_child(data_dir: str, queries: str) -> int:
+    """The fresh process: time Memory() + the index open, then recalls (JSON on stdout)."""
+    saved = np.load(queries)
+    texts = [str(t) for t in saved["texts"]]
+    embedder = LookupEmbedder()
+    embedder.table = dict(zip(texts, saved["vectors"], strict=True))
+    rss_start = _rss_mb()
+    settings = Settings(config_file=None, data_dir=Path(data_dir), use_keyring=False,
+                        publisher_url=None, aggregator_urls=[])
+    t0 = time.perf_counter()
+    mem = Memory(settings, embedder=embedder, master_key=MASTER)
+    mem._indexes.get(NAMESPACE, embedder.model_id, DIM)
+    open_s = time.perf_counter() - t0
+    rss_open = _rss_mb()
+    t1 = time.perf_counter()
+    mem.recall(texts[0], namespace=NAMESPACE, k=K, min_score=0)
+    first_s = time.perf_counter() - t1
+    samples = []
+    for text in texts[1:]:
+        t2 = time.perf_counter()
+        mem.recall(text, namespace=NAMESPACE, k=K, min_score=0)
+        samples.append(time.perf_counter() - t2)
+    rss_after = _rss_mb()
+    # again, now that the pages the mix touches are in
+    again = []
+    for text in texts[1:]:
+        mem._query_cache.clear()
+        t2 = time.perf_counter()
+        mem.recall(text, namespace=NAMESPACE, k=K, min_score=0)
+        again.append(time.perf_counter() - t2)
+    mem.close()
+    print(json.dumps({
+        "open_s": round(open_s, 3), "first_recall_s": round(first_s, 4),
+        "reopen_to_first_answer_s": round(open_s + first_s, 3),
+        "rss_mb_before_open": rss_start, "rss_mb_after_open": rss_open,
+        "rss_mb_after_queries": rss_after,
+        "recall_cold_pages": percentiles(samples), "recall": percentiles(again),
+    }))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -314,7 +385,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="the old corpus: no word in more than half of the memories")
     parser.add_argument("--no-neighbour", action="store_true",
                         help="time the real-model recalls without a busy neighbour process")
+    parser.add_argument("--reopen-child", nargs=2, metavar=("DATA_DIR", "QUERIES"),
+                        help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.reopen_child:
+        return reopen_child(*args.reopen_child)
     model = None
     if not args.no_model:
         from walrus_mem.embeddings import SentenceTransformerEmbedder
@@ -333,7 +408,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.queries} queries per size")
     header = (f"{'memories':>9} {'recall p50':>11} {'p99':>8} {'common-word q':>13} "
               f"{'dense-only':>10} {'lexical':>8} {'lex top-k':>9} {'usearch n':>9} "
-              f"{'÷floor':>6} {'+model p50':>11} {'build s':>8}")
+              f"{'÷floor':>6} {'+model p50':>11} {'build s':>8} {'reopen s':>8} "
+              f"{'RSS open':>8} {'reopened p50/p99':>16}")
     print(header)
     for r in results:
         model_p50 = f"{r['recall_model']['p50_ms']:.2f}" if "recall_model" in r else "-"
@@ -342,7 +418,10 @@ def main(argv: list[str] | None = None) -> int:
               f" {r['recall_dense_only']['p50_ms']:>8.3f}ms"
               f" {r['fts5_only']['p50_ms']:>6.3f}ms {r['lexical_raw_topk']['p50_ms']:>7.3f}ms"
               f" {r['usearch_n']['p50_ms']:>7.3f}ms {r['ratio_p50_vs_floor']:>6.2f}"
-              f" {model_p50:>9}ms {r['index_build_s']:>8.1f}")
+              f" {model_p50:>9}ms {r['index_build_s']:>8.1f}"
+              f" {r['reopen']['reopen_to_first_answer_s']:>8.2f}"
+              f" {r['reopen']['rss_mb_after_open']:>6.0f}MB"
+              f" {r['reopen']['recall']['p50_ms']:>7.2f}/{r['reopen']['recall']['p99_ms']:.2f}ms")
     RESULTS.mkdir(exist_ok=True)
     payload = {
         "benchmark": "recall",
