@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from walrus_mem.config import Settings
@@ -103,7 +103,17 @@ def test_memory_time_prefers_a_date_in_metadata_over_the_write_time() -> None:
     assert memory_time({}, written) == written
 
 
+def test_dates_at_the_edge_of_the_calendar_are_no_times() -> None:
+    for text in ("in December 9999", "on 31 December, 9999", "9999-12-31", "in december 0000"):
+        assert query_spans(text) == []
+    june = Span(month=6)
+    for ts_ in (1e20, -1e20, float("inf")):  # a "timestamp" in metadata can be anything
+        assert not june.contains(ts_, 7)
+        assert not Span(0.0, DAY).contains(ts_, 7)
+
+
 @given(st.text(max_size=300))
+@example("in December 9999 or on 31 December, 9999")
 def test_time_parsing_never_raises(text: str) -> None:
     for span in query_spans(text, now=ts(2026, 1, 1)):
         assert span.month is not None or span.start < span.end
@@ -225,3 +235,15 @@ def test_recall_answers_a_when_question_with_the_memory_that_says_when(memory: M
         off = replace(DEFAULT_PARAMS, when_weight=0.0)
         assert "love" in mem.recall(query, min_score=0, params=off)[0].text
         assert "summer" in mem.recall(query, min_score=0)[0].text
+
+
+def test_recall_survives_odd_dates_in_queries_and_metadata(memory: Memory) -> None:
+    with memory as mem:
+        mem.remember_many([
+            {"text": "Ana: the far future", "metadata": {"timestamp": 1e300}},
+            {"text": "Ana: the distant past", "metadata": {"date": "0001-01-01"}},
+            {"text": "Ana: a bad date", "metadata": {"date_time": "soon-ish", "time": True}},
+        ])
+        for query in ("When did Ana go in December 9999?", "What did Ana do in June?",
+                      "What did Ana do yesterday?", "When was 0001-01-01?"):
+            assert len(mem.recall(query, min_score=0)) == 3

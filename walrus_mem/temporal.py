@@ -86,8 +86,11 @@ class Span:
         if math.isnan(ts):
             return False
         if self.month is not None:
-            when = datetime.fromtimestamp(ts, UTC)
-            earlier = datetime.fromtimestamp(ts - slack_days * _DAY_S, UTC)
+            try:
+                when = datetime.fromtimestamp(ts, UTC)
+                earlier = datetime.fromtimestamp(ts - slack_days * _DAY_S, UTC)
+            except (OverflowError, ValueError, OSError):  # beyond datetime's years 1-9999
+                return False
             return self.month in (when.month, earlier.month)
         return self.start <= ts < self.end + slack_days * _DAY_S
 
@@ -99,14 +102,17 @@ def _ts(d: date) -> float:
 def _day(year: str, month: str, day: str) -> Span | None:
     try:
         d = date(int(year), _MONTHS[month], int(day))
-    except (ValueError, KeyError):
+        return Span(_ts(d), _ts(d + timedelta(days=1)))
+    except (ValueError, KeyError, OverflowError):  # no such day, or past 9999-12-31
         return None
-    return Span(_ts(d), _ts(d + timedelta(days=1)))
 
 
-def _month(year: int, month: int) -> Span:
-    first = date(year, month, 1)
-    after = date(year + (month == 12), month % 12 + 1, 1)
+def _month(year: int, month: int) -> Span | None:
+    try:
+        first = date(year, month, 1)
+        after = date(year + (month == 12), month % 12 + 1, 1)
+    except (ValueError, OverflowError):  # year 0, or December 9999
+        return None
     return Span(_ts(first), _ts(after))
 
 
@@ -124,9 +130,9 @@ def _relative(phrase: str, now: float) -> Span:
         return Span(week_start, week_start + 7 * _DAY_S)
     if phrase == "last month":
         year, month = (today.year, today.month - 1) if today.month > 1 else (today.year - 1, 12)
-        return _month(year, month)
+        return _month(year, month) or Span()
     if phrase == "this month":
-        return _month(today.year, today.month)
+        return _month(today.year, today.month) or Span()
     year = today.year - (phrase == "last year")
     return Span(_ts(date(year, 1, 1)), _ts(date(year + 1, 1, 1)))
 
@@ -150,8 +156,7 @@ def query_spans(text: str, now: float | None = None) -> list[Span]:
     take(_ISO_DATE, lambda m: _day(m.group(1), _month_name(m.group(2)), m.group(3)))
     take(_DAY_MONTH_YEAR, lambda m: _day(m.group(3), m.group(2), m.group(1)))
     take(_MONTH_DAY_YEAR, lambda m: _day(m.group(3), m.group(1), m.group(2)))
-    take(_MONTH_YEAR, lambda m: _month(int(m.group(2)), _MONTHS[m.group(1)])
-         if 1 <= int(m.group(2)) <= 9999 else None)
+    take(_MONTH_YEAR, lambda m: _month(int(m.group(2)), _MONTHS[m.group(1)]))
     take(_YEAR_ALONE, lambda m: Span(_ts(date(int(m.group(1)), 1, 1)),
                                      _ts(date(int(m.group(1)) + 1, 1, 1))))
     take(_MONTH_ALONE, lambda m: Span(month=_MONTHS[m.group(1)]))
