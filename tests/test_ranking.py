@@ -567,6 +567,11 @@ def test_default_min_score_separates_supported_from_unsupported_hits() -> None:
         ("context_window_s", float("nan")),
         ("recency_half_life_days", 0.0),
         ("context_expand", -1),
+        ("context_depth", -1),
+        ("context_depth", 17),
+        ("subject_weight", 1.5),
+        ("time_weight", -0.1),
+        ("when_weight", float("nan")),
     ],
 )
 def test_bad_params_raise_config_error(field: str, value: float) -> None:

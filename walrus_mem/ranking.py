@@ -158,6 +158,9 @@ class Candidate:
     importance: float
 
 
+MAX_CONTEXT_DEPTH: Final = 16
+
+
 @dataclass(frozen=True)
 class FusionParams:
     """Knobs of :func:`fuse` (see the module docstring for the formula)."""
@@ -212,6 +215,9 @@ class FusionParams:
         for name in ("context_expand", "context_depth"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"FusionParams.{name} must be >= 0, got {getattr(self, name)!r}")
+        if self.context_depth > MAX_CONTEXT_DEPTH:  # each step is a pass over the candidates
+            raise ConfigError(f"FusionParams.context_depth must be <= {MAX_CONTEXT_DEPTH}, "
+                              f"got {self.context_depth!r}")
 
 
 DEFAULT_PARAMS: Final = FusionParams()
