@@ -210,9 +210,11 @@ class AsyncMemory:
         *,
         allow_stale: bool = False,
         allow_unrelated: bool = False,
+        allow_legacy: bool = False,
     ) -> RestoreReport:
         return await self._run(self.sync_memory.restore, namespace, manifest_blob_id, progress,
-                               allow_stale=allow_stale, allow_unrelated=allow_unrelated)
+                               allow_stale=allow_stale, allow_unrelated=allow_unrelated,
+                               allow_legacy=allow_legacy)
 
     async def pull(
         self,
@@ -222,10 +224,11 @@ class AsyncMemory:
         allow_stale: bool = False,
         allow_unrelated: bool = False,
         progress: ProgressCallback | None = None,
+        allow_legacy: bool = False,
     ) -> PullReport:
         return await self._run(self.sync_memory.pull, heads, namespace=namespace,
                                allow_stale=allow_stale, allow_unrelated=allow_unrelated,
-                               progress=progress)
+                               progress=progress, allow_legacy=allow_legacy)
 
     async def stats(self, namespace: str | None = None) -> MemoryStats:
         return await self._run(self.sync_memory.stats, namespace)

@@ -1315,14 +1315,18 @@ class _progress:
               help="Accept a head older than one this data dir has seen.")
 @click.option("--allow-unrelated", is_flag=True,
               help="Accept a head whose history shares nothing with this data dir's.")
+@click.option("--legacy", "allow_legacy", is_flag=True,
+              help="HEAD is the blob id of a format-1 manifest (printed by sync before head "
+                   "references): restore it although a rollback cannot be detected for it.")
 @pass_state
 def restore(state: CliState, head: str | None, manifest_blob_id: str | None,
-            allow_stale: bool, allow_unrelated: bool) -> None:
+            allow_stale: bool, allow_unrelated: bool, allow_legacy: bool) -> None:
     """Rebuild (or finish rebuilding) the namespace from Walrus alone.
 
     HEAD is the head reference `walrus-mem sync` printed where the namespace was
     written (<blob id>.<seq>.<digest>). Without it: resume an interrupted
     restore, else the newest heads this data dir or the heads file knows.
+    With --legacy, HEAD is the blob id of a manifest from before format 2.
     """
     if head and manifest_blob_id and head != manifest_blob_id:
         raise click.UsageError("give the head once (HEAD or --manifest)")
@@ -1330,7 +1334,7 @@ def restore(state: CliState, head: str | None, manifest_blob_id: str | None,
         report = state.memory.restore(
             state.namespace, head or manifest_blob_id,
             progress=lambda done, total: advance(done=done, total=total),
-            allow_stale=allow_stale, allow_unrelated=allow_unrelated,
+            allow_stale=allow_stale, allow_unrelated=allow_unrelated, allow_legacy=allow_legacy,
         )
     if state.as_json:
         state.emit_json(_dump(report))
@@ -1359,9 +1363,11 @@ def restore(state: CliState, head: str | None, manifest_blob_id: str | None,
               help="Accept heads older than one this data dir has seen.")
 @click.option("--allow-unrelated", is_flag=True,
               help="Accept heads whose history shares nothing with this data dir's.")
+@click.option("--legacy", "allow_legacy", is_flag=True,
+              help="The one HEAD is the blob id of a format-1 manifest (see restore --legacy).")
 @pass_state
 def pull(state: CliState, heads: tuple[str, ...], allow_stale: bool,
-         allow_unrelated: bool) -> None:
+         allow_unrelated: bool, allow_legacy: bool) -> None:
     """Merge other machines' heads of the namespace into this data dir.
 
     HEADS are head references printed by `walrus-mem sync` elsewhere; none: the
@@ -1371,7 +1377,7 @@ def pull(state: CliState, heads: tuple[str, ...], allow_stale: bool,
     with _progress(state, "pulling", None) as advance:
         report = state.memory.pull(
             list(heads) or None, namespace=state.namespace, allow_stale=allow_stale,
-            allow_unrelated=allow_unrelated,
+            allow_unrelated=allow_unrelated, allow_legacy=allow_legacy,
             progress=lambda done, total: advance(done=done, total=total))
     if state.as_json:
         state.emit_json(_dump(report))
@@ -1379,8 +1385,10 @@ def pull(state: CliState, heads: tuple[str, ...], allow_stale: bool,
         if report.up_to_date:
             state.out.print(f"Namespace {report.namespace} already holds every head given.")
         else:
+            source = (f"format-1 manifest {report.legacy}" if report.legacy
+                      else f"{len(report.heads)} head(s)")
             state.out.print(
-                f"Pulled {len(report.heads)} head(s) into {report.namespace}: "
+                f"Pulled {source} into {report.namespace}: "
                 f"{report.added} added, {report.updated} updated, {report.forgotten} forgotten, "
                 f"{report.conflicts} conflicts, {report.deduplicated} deduplicated, "
                 f"{len(report.missing)} missing, {len(report.expired)} expired, "

@@ -51,6 +51,7 @@ these with ``raise ... from exc``. Messages never contain key material.
     │   └── CatalogCorrupt             unreadable / inconsistent SQLite catalog
     ├── LogError                       the namespace log refuses (docs/sync.md)
     │   ├── InvalidHead (ValueError)   malformed head reference / bare blob id never seen here
+    │   │   └── LegacyManifest         a format-1 manifest id given without allow_legacy
     │   ├── HeadMismatch               bytes served for a head are not the manifest it names
     │   ├── StaleManifest              a head older than one this data dir has seen (rollback)
     │   ├── ForkedHead                 a head sharing no history with this data dir's
@@ -93,6 +94,7 @@ __all__ = [
     "KeyMaterialError",
     "KeyNotFound",
     "KeyringUnavailable",
+    "LegacyManifest",
     "LocalStoreError",
     "LogError",
     "MalformedKey",
@@ -373,6 +375,14 @@ class LogError(WalrusMemError):
 class InvalidHead(LogError, ValueError):
     """A malformed head reference, or a bare blob id this data dir has never seen
     (a bare id cannot be checked: pass the full ``<blob id>.<seq>.<digest>``)."""
+
+
+class LegacyManifest(InvalidHead):
+    """A format-1 manifest (from before head references) given without ``allow_legacy``.
+
+    Format 1 binds no digest or seq to the blob id, so a rollback to an older
+    manifest of the namespace cannot be detected; ``allow_legacy=True``
+    (``--legacy``) restores it anyway, as a root of no history."""
 
 
 class HeadMismatch(LogError):

@@ -1203,6 +1203,7 @@ class Memory:
         *,
         allow_stale: bool = False,
         allow_unrelated: bool = False,
+        allow_legacy: bool = False,
     ) -> RestoreReport:
         """Rebuild (or complete) a namespace's catalog and index from Walrus alone.
 
@@ -1219,6 +1220,13 @@ class Memory:
         one already seen (unless ``allow_stale``), ForkedHead for one with an
         unrelated history (unless ``allow_unrelated``); a failure leaves the
         data dir as it was (a wrong key changes nothing).
+
+        ``manifest_blob_id`` may also be the bare blob id of a format-1
+        manifest (what ``sync`` reported before head references) when
+        ``allow_legacy`` is set; without it that raises LegacyManifest, since
+        nothing can detect a rollback to an older format-1 manifest. Its
+        memories are merged as a root of no history: the next ``sync``
+        publishes a format-2 manifest with no parents (docs/sync.md).
         """
         self._check_open()
         ns = self._ns(namespace)
@@ -1235,8 +1243,10 @@ class Memory:
                 "reference `walrus-mem sync` printed where it was written (or configure "
                 "heads_file)")
         report = self._log.pull(ns, heads, allow_stale=allow_stale,
-                                allow_unrelated=allow_unrelated, progress=progress, recheck=True)
-        head = report.heads[0] if report.heads else (self.stats(ns).manifest_blob_id or "")
+                                allow_unrelated=allow_unrelated, progress=progress, recheck=True,
+                                allow_legacy=allow_legacy)
+        head = report.heads[0] if report.heads else (
+            report.legacy or self.stats(ns).manifest_blob_id or "")
         return RestoreReport(
             namespace=ns, manifest_blob_id=head, total=report.total,
             restored=report.added + report.updated,
@@ -1253,6 +1263,7 @@ class Memory:
         allow_stale: bool = False,
         allow_unrelated: bool = False,
         progress: ProgressCallback | None = None,
+        allow_legacy: bool = False,
     ) -> PullReport:
         """Merge other machines' heads of a namespace into this data dir.
 
@@ -1263,7 +1274,8 @@ class Memory:
         then later update, then larger digest; the loser stays in
         ``history`` as CONFLICT) and a forget anywhere wins (docs/sync.md).
         The next ``sync`` publishes a manifest descending from every head
-        pulled. Raises StaleManifest / ForkedHead like :meth:`restore`.
+        pulled. Raises StaleManifest / ForkedHead like :meth:`restore`; a
+        format-1 manifest's blob id needs ``allow_legacy`` (see :meth:`restore`).
         """
         self._check_open()
         ns = self._ns(namespace)
@@ -1274,7 +1286,8 @@ class Memory:
             if not heads:
                 raise InvalidInput("pull needs at least one head reference")
         return self._log.pull(ns, heads, allow_stale=allow_stale,
-                              allow_unrelated=allow_unrelated, progress=progress)
+                              allow_unrelated=allow_unrelated, progress=progress,
+                              allow_legacy=allow_legacy)
 
     def rotate_key(self, namespace: str | None = None, *, delete_old: bool = False
                    ) -> RotationReport:

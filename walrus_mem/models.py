@@ -229,6 +229,8 @@ class PullReport(BaseModel):
 
     namespace: str
     heads: list[str] = Field(default_factory=list)
+    legacy: str | None = None
+    """Blob id of the format-1 manifest merged (``allow_legacy``); it has no head."""
     total: int = 0
     added: int = 0
     updated: int = 0

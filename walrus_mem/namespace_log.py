@@ -52,18 +52,22 @@ from .errors import (
     InvalidHead,
     InvalidInput,
     KeyMaterialError,
+    LegacyManifest,
     LocalStoreError,
     LogError,
     RestoreIncomplete,
     StaleManifest,
+    TamperedBlob,
     VerificationFailed,
     WalrusMemError,
+    WrongNamespace,
 )
 from .expiry import EpochClock
 from .heads import HeadRef, HeadsFile, SeenHead, SeenHeads, parse_head
 from .index import IndexStore, index_file_stem
 from .inputs import new_memory_id
 from .keys import NamespaceKeys
+from .legacy_manifest import LegacyRoot, is_format_1, parse_page_v1, parse_root_v1
 from .merge import LocalVersion, MergePlan, dedupe_survivor, plan_merge
 from .models import PullReport
 from .walrus import WalrusClient
@@ -165,7 +169,8 @@ class NamespaceLog:
             raise InvalidHead(
                 f"blob id {parsed} is not a manifest this data dir has seen for namespace "
                 f"{ns!r}, so nothing binds its content: pass the full head reference "
-                "<blob id>.<seq>.<digest> that `walrus-mem sync` printed"
+                "<blob id>.<seq>.<digest> that `walrus-mem sync` printed (a manifest id from "
+                "before format 2 needs allow_legacy=True / --legacy)"
             )
         return seen.ref
 
@@ -557,6 +562,7 @@ class NamespaceLog:
         progress: ProgressCallback | None = None,
         quiet: bool = False,
         recheck: bool = False,
+        allow_legacy: bool = False,
     ) -> PullReport:
         """Merge heads into the local state of ``ns`` (see merge.py for the rule).
 
@@ -566,10 +572,28 @@ class NamespaceLog:
         heads read from the heads file); one sharing no history with the
         local state raises ForkedHead, unless allowed. ``recheck=True``
         (restore) merges heads already merged again, fetching whatever the
-        local state lacks of them.
+        local state lacks of them. A bare blob id of a format-1 manifest
+        raises LegacyManifest unless ``allow_legacy`` (:meth:`_merge_legacy`).
         """
         keys = self._keys_readonly(ns)
         marker = self.tables.restoring(ns)
+        legacy_marker = (marker or {}).get("legacy")
+        legacy: LegacyRoot | None = None
+        if heads is not None:
+            heads, legacy = self._split_legacy(ns, keys, heads, allow_legacy)
+        elif isinstance(legacy_marker, str):  # resume: consent was given when it started
+            legacy = self._read_legacy_root(keys, legacy_marker)
+        if legacy is not None:
+            if marker is not None and legacy_marker != legacy.blob_id:
+                raise RestoreIncomplete(
+                    f"another restore of {ns!r} was interrupted: run `walrus-mem restore "
+                    f"--namespace {ns}` (no head) to finish it first")
+            return self._merge_legacy(ns, keys, legacy, progress=progress,
+                                      resumed=marker is not None)
+        if isinstance(legacy_marker, str):
+            raise RestoreIncomplete(
+                f"the restore of format-1 manifest {legacy_marker} into {ns!r} was interrupted: "
+                f"run `walrus-mem restore --namespace {ns}` (no head) to finish it first")
         resumed = [HeadRef.parse(h) for h in (marker or {}).get("heads", [])]
         if heads is None:
             wanted = list(dict.fromkeys([*resumed, *self.newest(ns)]))
@@ -631,16 +655,32 @@ class NamespaceLog:
                         "allow_unrelated=True (`--allow-unrelated`) to merge it anyway")
         for r in reads:
             r.entries = self._read_entries(keys, r.root)
+        return self._merge_read(ns, keys, reads, progress=progress, resumed=resumed)
+
+    def _merge_read(
+        self,
+        ns: str,
+        keys: NamespaceKeys,
+        reads: list[_Read],
+        *,
+        progress: ProgressCallback | None,
+        resumed: bool,
+        legacy: tuple[str, list[mf.Entry]] | None = None,
+    ) -> PullReport:
+        """Merge verified manifests (``legacy``: a format-1 manifest's blob id and entries,
+        which adds no head) into the local state."""
         # Everything verified: from here on the data dir changes.
         self.host.keys_for(ns)
         self.host.check_model(ns)
         for r in reads:
             self._remember(ns, r.ref, r.root)
+        marker: dict[str, Any] = {"heads": [str(r.ref) for r in reads], "started": time.time()}
+        if legacy is not None:
+            marker["legacy"] = legacy[0]
         with self.lock:
-            self.tables.set_restoring(ns, {"heads": [str(r.ref) for r in reads],
-                                           "started": time.time()})
+            self.tables.set_restoring(ns, marker)
             self._fill_digests(ns)
-        remote = [e for r in reads for e in r.entries]
+        remote = [e for r in reads for e in r.entries] + (legacy[1] if legacy else [])
         live, tombstones = self._local_state(ns)
         plan = plan_merge(remote, live, tombstones)
         # Progress counts live memories; tombstones are applied first, uncounted.
@@ -690,12 +730,96 @@ class NamespaceLog:
         with self.lock:
             self.indexes.save_all()
         return PullReport(
-            namespace=ns, heads=[str(r.ref) for r in reads], total=total,
+            namespace=ns, heads=[str(r.ref) for r in reads],
+            legacy=None if legacy is None else legacy[0], total=total,
             added=tally.added, updated=tally.updated, forgotten=tally.forgotten,
             conflicts=tally.conflicts, deduplicated=tally.deduplicated,
             unchanged=plan.unchanged, missing=tally.missing, expired=tally.expired,
             failed=tally.failed, complete=complete, resumed=resumed,
         )
+
+    # -- format 1 (read-only) ------------------------------------------------------------
+
+    def _split_legacy(
+        self, ns: str, keys: NamespaceKeys, heads: Sequence[str | HeadRef], allow_legacy: bool,
+    ) -> tuple[list[str | HeadRef], LegacyRoot | None]:
+        """Take out a bare blob id that names a format-1 manifest (read to find out)."""
+        rest: list[str | HeadRef] = []
+        found: LegacyRoot | None = None
+        for head in heads:
+            if not isinstance(head, HeadRef):
+                parsed = parse_head(head)
+                if isinstance(parsed, str) and self.seen.get(ns, parsed) is None:
+                    legacy = self._peek_legacy(keys, parsed, strict=allow_legacy)
+                    if legacy is not None:
+                        if not allow_legacy:
+                            raise LegacyManifest(
+                                f"{parsed} is a format-1 manifest of {ns!r} (from before head "
+                                "references): it has no digest binding or seq, so a rollback "
+                                "to an older manifest cannot be detected for it; pass "
+                                "allow_legacy=True (`walrus-mem restore --legacy BLOB_ID`) to "
+                                "restore it anyway")
+                        if len(heads) > 1:
+                            raise InvalidInput(
+                                "a format-1 manifest is merged on its own: give its blob id "
+                                "alone, then pull the head references")
+                        found = legacy
+                        continue
+            rest.append(head)
+        return rest, found
+
+    def _peek_legacy(self, keys: NamespaceKeys, blob_id: str, *,
+                     strict: bool) -> LegacyRoot | None:
+        """The format-1 root ``blob_id`` names, or None if it is something else.
+
+        ``strict``: errors reading or opening it (wrong key, missing blob) are raised,
+        else they mean "not a format-1 manifest we can read" (None).
+        """
+        try:
+            return self._read_legacy_root(keys, blob_id, any_format=True)
+        except (WalrusMemError, ValueError):
+            if strict:
+                raise
+            return None
+
+    def _read_legacy_root(self, keys: NamespaceKeys, blob_id: str, *,
+                          any_format: bool = False) -> LegacyRoot | None:
+        """Read and check a format-1 root (envelope: this namespace's key, kind
+        ``manifest``). ``any_format``: a manifest of another format gives None."""
+        def check(data: bytes) -> None:
+            open_envelope(keys, data, expected_kind="manifest")
+
+        data = read_checked(self.host.walrus, check, blob_id=blob_id,
+                            fail_fast=(WrongNamespace,))
+        record = open_envelope(keys, data, expected_kind="manifest")
+        if not is_format_1(record):
+            if any_format:
+                return None
+            raise InvalidHead(f"{blob_id} is not a format-1 manifest")
+        return parse_root_v1(record, blob_id)
+
+    def _merge_legacy(self, ns: str, keys: NamespaceKeys, root: LegacyRoot, *,
+                      progress: ProgressCallback | None, resumed: bool) -> PullReport:
+        """Merge a format-1 manifest's memories as a root of no history: no head is
+        recorded for it (the local state's heads, if any, stay as they were), so the
+        next manifest published descends from nothing it names."""
+        client = self.host.walrus
+        entries = list(root.entries or [])
+        for blob_id, patch_id, digest, count in root.pages:
+            def check(data: bytes, digest: str = digest, count: int = count) -> None:
+                parse_page_v1(open_envelope(keys, data, expected_id=f"page-{digest}",
+                                            expected_kind="manifest-page"), digest, count)
+
+            raw = read_checked(client, check, blob_id=blob_id, patch_id=patch_id)
+            entries.extend(parse_page_v1(open_envelope(
+                keys, raw, expected_id=f"page-{digest}", expected_kind="manifest-page"),
+                digest, count))
+        if len({e.memory_id for e in entries}) != len(entries):
+            raise TamperedBlob(f"format-1 manifest {root.blob_id} lists a memory twice")
+        log.warning("merging format-1 manifest %s of %r (seq %d, %d memories): no rollback "
+                    "check is possible for it", root.blob_id, ns, root.seq, len(entries))
+        return self._merge_read(ns, keys, [], progress=progress, resumed=resumed,
+                                legacy=(root.blob_id, entries))
 
     def _local_state(self, ns: str) -> tuple[dict[str, LocalVersion], dict[str, int]]:
         live = {mid: LocalVersion(version, updated_at, digest or "")
