@@ -724,6 +724,11 @@ class NamespaceLog:
                 done += len(chunk)
                 if progress is not None:
                     progress(done, total)
+        if plan.forget or plan.tombstones or tally.deduplicated:
+            # Text left the catalog: push it out of the FTS5 segments and the WAL,
+            # as Memory.forget does (a forget must not linger on the pulling machine).
+            with self.lock:
+                self.catalog.scrub()
         complete = not tally.failed
         if complete:
             self._finish(ns, keys, [r.ref for r in reads], remote, plan)
