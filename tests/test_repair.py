@@ -321,3 +321,54 @@ def test_repair_salvages_queued_memories_from_a_damaged_catalog(mem_settings) ->
         texts = {r.text for r in mem.list(limit=100)}
         assert {r.text for r in queued} <= texts
         assert mem.sync().still_queued == 0
+
+
+def _remember_and_save_index(mem_settings, texts: list[str]) -> tuple[Path, Path]:
+    with Memory(mem_settings, embedder=HashEmbedder(), master_key=MASTER_HEX) as mem:
+        mem.remember_many(texts)
+        mem.recall("subject 3")
+        return mem._indexes.directory, mem._indexes.path_for("default")
+
+
+def test_index_check_survives_a_damaged_graph_body(mem_settings) -> None:
+    """Random bytes flipped past the header: doctor's check used to search the graph and die
+    with SIGSEGV; it now reports the damage (keys/vectors first, any search in a child)."""
+    import random
+
+    index_dir, path = _remember_and_save_index(
+        mem_settings, [f"index fact {i} about subject {i % 13}" for i in range(900)])
+    rng = random.Random(5)
+    body = bytearray(path.read_bytes())
+    for _ in range(200):
+        body[rng.randrange(512, len(body))] = rng.randrange(256)
+    path.write_bytes(bytes(body))
+    with Memory(mem_settings, embedder=HashEmbedder(), master_key=MASTER_HEX) as mem:
+        health = check_index_file(mem._catalog, index_dir, "default", "test-hash-embedder-64", 64)
+        assert not health.ok
+        assert repair_namespace(mem, "default").index_rebuilt
+        healed = check_index_file(mem._catalog, index_dir, "default", "test-hash-embedder-64", 64)
+    assert healed.ok and healed.sampled > 0
+
+
+def test_search_probe_reports_a_crashing_search_without_dying(tmp_path: Path) -> None:
+    from walrus_mem.integrity import search_probe
+
+    missing = tmp_path / "no-such.usearch"
+    problem = search_probe(missing, 64, np.ones((2, 64), dtype=np.float32), {1, 2})
+    assert problem is not None and "search of the index file" in problem
+
+
+def test_index_check_passes_a_healthy_index_full_of_duplicate_embeddings(mem_settings) -> None:
+    """700 memories, 300 of them sharing a handful of embeddings: HNSW's approximate search
+    does not reach the duplicate clusters, and the old lookup check said FAIL on a fresh index."""
+    base = "remember to water the plants"
+    variants = sorted({"".join(c.upper() if (mask >> (i % 8)) & 1 else c
+                               for i, c in enumerate(base)) + p
+                       for mask in range(256) for p in ("", ".", "!", "?", " .")})[:300]
+    texts = [f"distinct memory number {i} about item {i * 7 % 101}" for i in range(400)]
+    index_dir, _ = _remember_and_save_index(mem_settings, texts + variants)
+    with Memory(mem_settings, embedder=HashEmbedder(), master_key=MASTER_HEX) as mem:
+        health = check_index_file(mem._catalog, index_dir, "default", "test-hash-embedder-64", 64)
+        assert health.ok, health.describe()
+        assert health.sampled == 32 and health.bad_lookups == 0
+        assert not repair_namespace(mem, "default").index_rebuilt

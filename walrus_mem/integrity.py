@@ -3,8 +3,9 @@
 Each check reads; none writes. They look at:
 
 * the catalog file (SQLite's ``PRAGMA integrity_check``);
-* a namespace's index file on disk against the catalog: count, keys, and a
-  sample of lookups (the stored vector of a key and a search for it);
+* a namespace's index file on disk against the catalog: count, keys, the
+  stored vectors of a sample of keys, and (only when all of that agrees) a
+  search of the graph in a child process, which a damaged graph may crash;
 * the outbox against memory statuses: a ``queued`` memory must have an outbox
   row, or nothing would ever publish it;
 * the sealed bytes kept for re-publishing: each must open under the
@@ -20,8 +21,13 @@ Each check reads; none writes. They look at:
 
 from __future__ import annotations
 
+import io
+import json
 import logging
+import math
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -198,7 +204,7 @@ class IndexHealth:
         if self.missing or self.extra:
             parts.append(f"{self.missing} keys missing, {self.extra} unknown keys")
         parts.append(f"{self.sampled - self.bad_lookups}/{self.sampled} sampled lookups agree")
-        return ", ".join(parts)
+        return ", ".join(parts + self.notes)
 
 
 def _sample(keys: Sequence[int], size: int) -> list[int]:
@@ -246,16 +252,23 @@ def check_index_file(
     health.missing = sum(1 for k in settled if k not in in_file)
     health.extra = sum(1 for k in in_file if k not in settled_set and k not in pending_set)
     chosen = [k for k in _sample(settled, sample) if k in in_file]
-    if chosen:
-        rows = catalog.query(
-            "SELECT key, vector FROM memories WHERE namespace = ? AND key IN "
-            f"({','.join('?' * len(chosen))}) ORDER BY key", (namespace, *chosen))
-        vectors = vectors_from_blobs([r[1] for r in rows], dim).astype(np.float32)
-        for r, vector in zip(rows, vectors, strict=True):
-            key = int(r[0])
-            health.sampled += 1
-            if not _lookup_agrees(idx, key, vector):
-                health.bad_lookups += 1
+    if not chosen:
+        return health
+    rows = catalog.query(
+        "SELECT key, vector FROM memories WHERE namespace = ? AND key IN "
+        f"({','.join('?' * len(chosen))}) ORDER BY key", (namespace, *chosen))
+    keys = [int(r[0]) for r in rows]
+    vectors = vectors_from_blobs([r[1] for r in rows], dim).astype(np.float32)
+    for key, vector in zip(keys, vectors, strict=True):
+        health.sampled += 1
+        if not _stored_vector_agrees(idx, key, vector):
+            health.bad_lookups += 1
+    if health.missing or health.extra or health.bad_lookups:
+        return health  # a graph that failed these checks is never searched (it may crash)
+    problem = search_probe(idx.path, dim, vectors, in_file)
+    if problem is not None:
+        health.bad_lookups = health.sampled
+        health.notes.append(problem)
     return health
 
 
@@ -264,8 +277,12 @@ def _cosine(a: np.ndarray[Any, Any], b: np.ndarray[Any, Any]) -> float:
     return 0.0 if na == 0 or nb == 0 else float(a @ b) / (na * nb)
 
 
-def _lookup_agrees(idx: NamespaceIndex, key: int, vector: np.ndarray[Any, Any]) -> bool:
-    """The file's vector for ``key`` is the catalog's, and a search for it finds it."""
+def _stored_vector_agrees(idx: NamespaceIndex, key: int, vector: np.ndarray[Any, Any]) -> bool:
+    """The graph's vector for ``key`` (and the rows' copy, when loaded) is the catalog's.
+
+    Exact per key: memories sharing one embedding cannot make it fail, as an
+    approximate search for the key could (HNSW need not reach a duplicate cluster).
+    """
     try:
         stored = idx.index.get(np.uint64(key))
     except (KeyError, ValueError, IndexError, sqlite3.Error):
@@ -274,5 +291,62 @@ def _lookup_agrees(idx: NamespaceIndex, key: int, vector: np.ndarray[Any, Any]) 
         return False
     if _cosine(np.asarray(stored, dtype=np.float32).reshape(-1), vector) < _SIMILAR:
         return False
-    keys, sims = idx.search(vector, 5)
-    return any(k == key or s >= _SIMILAR for k, s in zip(keys, sims, strict=True))
+    if idx.rows_loaded:
+        slot = idx.slots.get(key)
+        if slot is None:
+            return False
+        if _cosine(idx.vectors[slot].astype(np.float32), vector) < _SIMILAR:
+            return False
+    return True
+
+
+_PROBE: Final = """
+import io, json, sys
+import numpy as np
+from usearch.index import Index
+path, dim = sys.argv[1], int(sys.argv[2])
+vectors = np.load(io.BytesIO(sys.stdin.buffer.read()), allow_pickle=False)
+index = Index(ndim=dim, metric="cos", dtype="f16")
+index.load(path)
+found = index.search(vectors, 5)
+keys = np.asarray(found.keys).reshape(len(vectors), -1)
+dist = np.asarray(found.distances, dtype=np.float64).reshape(len(vectors), -1)
+counts = np.asarray(found.counts).reshape(-1)
+rows = [zip(keys[i][:counts[i]], dist[i][:counts[i]]) for i in range(len(vectors))]
+print(json.dumps([[[int(k), float(1.0 - d)] for k, d in row] for row in rows]))
+"""
+PROBE_TIMEOUT: Final = 60.0
+
+
+def search_probe(
+    path: Path, dim: int, vectors: np.ndarray[Any, Any], known: set[int]
+) -> str | None:
+    """Search the graph file for ``vectors`` in a child process; why it is unusable, or None.
+
+    The graph's links are not covered by the key and vector checks, and a
+    search over damaged links can crash the native library (SIGSEGV): the
+    child dies, not doctor or repair. Every key it returns must be a known
+    key with a finite similarity. Whether a key finds itself is not asked:
+    an approximate search need not reach memories that share one embedding.
+    """
+    buf = io.BytesIO()
+    np.save(buf, np.ascontiguousarray(vectors, dtype=np.float32), allow_pickle=False)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _PROBE, str(path), str(dim)], input=buf.getvalue(),
+            capture_output=True, timeout=PROBE_TIMEOUT, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"a search of the index file failed ({type(exc).__name__})"
+    if done.returncode != 0:
+        if done.returncode < 0:
+            return f"a search of the index file crashed (signal {-done.returncode})"
+        tail = done.stderr.decode(errors="replace").strip().splitlines()[-1:]
+        return f"a search of the index file failed ({' '.join(tail) or done.returncode})"
+    try:
+        results = json.loads(done.stdout)
+        pairs = [(int(k), float(s)) for found in results for k, s in found]
+    except (ValueError, TypeError):
+        return "a search of the index file returned nothing readable"
+    if any(k not in known or not math.isfinite(s) or abs(s) > 1.01 for k, s in pairs):
+        return "a search of the index file returned unknown keys or bad similarities"
+    return None
