@@ -295,3 +295,37 @@ def test_analyze_and_compact():
     assert j(["compact"]) == {"namespace": "default", "compacted": True}
     assert "Compacted" in invoke(["compact"]).stdout
     assert len(j(["list"])) == len(texts) - 1 + sum(1 for r in leaked["records"])
+
+
+def test_heads_starting_with_a_dash_reach_restore_and_pull(monkeypatch):
+    """Blob ids are base64url: about one head in 64 starts with '-' and is no option."""
+    from walrus_mem.memory import Memory
+
+    seen: list[tuple[str, object]] = []
+
+    def fake_restore(self, ns, head, **kw):
+        seen.append(("restore", (head, kw["allow_stale"])))
+        raise SystemExit(0)
+
+    def fake_pull(self, heads, **kw):
+        seen.append(("pull", (heads, kw["allow_stale"])))
+        raise SystemExit(0)
+
+    monkeypatch.setattr(Memory, "restore", fake_restore)
+    monkeypatch.setattr(Memory, "pull", fake_pull)
+    head = "-bq12WUjAbCdEfGhIjKlMnOpQrStUvWxYz_0123456-.6." + "f9ba" * 16
+    other = "Xbq12WUjAbCdEfGhIjKlMnOpQrStUvWxYz_0123456-.2." + "0a1b" * 16
+    bare = "-hq12WUjAbCdEfGhIjKlMnOpQrStUvWxYz_0123456-"  # '-h' is the help option
+    invoke(["restore", head])
+    invoke(["restore", "--allow-stale", head])
+    invoke(["restore", "--legacy", bare])
+    invoke(["restore", "--manifest", head])
+    invoke(["restore", "--", head])
+    invoke(["pull", head, other, "--allow-stale"])
+    invoke(["pull", "--", head])
+    assert seen == [
+        ("restore", (head, False)), ("restore", (head, True)), ("restore", (bare, False)),
+        ("restore", (head, False)), ("restore", (head, False)),
+        ("pull", ([other, head], True)), ("pull", ([head], False)),
+    ]
+    assert "No such option" in invoke(["restore", "--no-such-flag"], expect=2).stderr

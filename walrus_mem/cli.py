@@ -1307,7 +1307,25 @@ class _progress:
         self._bar.stop()
 
 
-@cli.command()
+# A blob id is base64url, so about one head in 64 starts with '-'; click would read it
+# as an option ("No such option: -b"). Such an argument is a head, never an option.
+_DASH_HEAD = re.compile(r"-[A-Za-z0-9_-]{30,}(\.\d+\.[0-9a-fA-F]+)?")
+
+
+class _HeadArgsCommand(click.Command):
+    """A command whose positional HEAD(s) may start with '-' (``--`` also works)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if "--" not in args:
+            heads = [i for i, a in enumerate(args) if _DASH_HEAD.fullmatch(a)
+                     and not (i and args[i - 1] == "--manifest")]
+            if heads:
+                args = ([a for i, a in enumerate(args) if i not in heads]
+                        + ["--"] + [args[i] for i in heads])
+        return super().parse_args(ctx, args)
+
+
+@cli.command(cls=_HeadArgsCommand)
 @click.argument("head", required=False)
 @click.option("--manifest", "manifest_blob_id", metavar="HEAD",
               help="Same as HEAD (kept for scripts written before head references).")
@@ -1357,7 +1375,7 @@ def restore(state: CliState, head: str | None, manifest_blob_id: str | None,
         sys.exit(1)
 
 
-@cli.command()
+@cli.command(cls=_HeadArgsCommand)
 @click.argument("heads", nargs=-1)
 @click.option("--allow-stale", is_flag=True,
               help="Accept heads older than one this data dir has seen.")
