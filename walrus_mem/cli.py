@@ -1673,8 +1673,11 @@ def repair(state: CliState, manifest_blob_id: str | None) -> None:
                 state.out.print(f"  {ns}: restored {restored.restored} of {restored.total} "
                                 f"from {restored.manifest_blob_id}")
             if rebuild.salvaged:
-                state.out.print(f"  {len(rebuild.salvaged)} queued memories salvaged from the "
-                                "old file (written again; new ids where they were new)")
+                late = len(rebuild.salvaged_published)
+                state.out.print(
+                    f"  {len(rebuild.salvaged)} memories in no restored head salvaged from the "
+                    f"old file ({len(rebuild.salvaged) - late} queued, {late} published after "
+                    "the last manifest; written again and queued, new ids where they were new)")
             if rebuild.salvage_note:
                 state.out.print(f"  note: {escape(rebuild.salvage_note)}")
             for why in rebuild.unsalvaged[:20]:

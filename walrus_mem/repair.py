@@ -238,9 +238,11 @@ class CatalogRebuild(BaseModel):
     problems: list[str] = Field(default_factory=list)
     restored: dict[str, RestoreReport] = Field(default_factory=dict)
     failed: dict[str, str] = Field(default_factory=dict)  # namespace -> why its restore failed
-    # Queued (never published) memories read back from the moved-aside file:
+    # Memories read back from the moved-aside file that no restored head held
+    # (queued ones, and published ones acknowledged after the last manifest):
     salvaged: dict[str, str] = Field(default_factory=dict)  # old id -> id now
-    unsalvaged: list[str] = Field(default_factory=list)  # queued ones that could not be stored
+    salvaged_published: list[str] = Field(default_factory=list)  # old ids of published ones
+    unsalvaged: list[str] = Field(default_factory=list)  # ones that could not be stored
     salvage_note: str = ""  # e.g. the old file is not readable at all
     missing_heads: list[str] = Field(default_factory=list)  # namespaces with no head to use
 
@@ -259,40 +261,75 @@ def remembered_heads(data_dir: Path) -> dict[str, str]:
 
 
 def salvage_queued(mem: Memory, aside: Path, rebuild: CatalogRebuild) -> None:
-    """Put the queued memories still readable in a moved-aside catalog into the new one.
+    """Put every memory still readable in a moved-aside catalog that the restored state lacks
+    back into the new one.
 
-    They were never published, so no head holds them. Each is written again
-    through the public API: an update when the restored catalog has the
-    memory (a queued new version), else a new memory (new id; the mapping is
+    Queued memories were never published, so no head holds them; published
+    ones acknowledged after the last manifest are in no head either. Each row
+    the restored catalog does not hold (same id at the same or a newer
+    version) is written again through the public API, so it is sealed anew and
+    queued for publishing: an update when the restored catalog has an older
+    version of the memory, else a new memory (new id; the mapping is
     reported). A file SQLite cannot read at all salvages nothing, and says so.
     """
-    try:
-        conn = sqlite3.connect(f"file:{aside}?mode=ro", uri=True)
+    rows, error = _readable_rows(aside)
+    if error is not None:
+        rebuild.salvage_note = (
+            f"part of {aside.name} is unreadable ({error}): {len(rows)} memories read from it; "
+            "memories stored in its damaged pages and in no published manifest are lost with it")
+        if not rows:
+            return
+    tried = 0
+    for mid, ns, text, metadata, category, importance, expires_at, version, status in rows:
         try:
-            rows = conn.execute(
-                "SELECT id, namespace, text, metadata, category, importance, expires_at "
-                "FROM memories NOT INDEXED WHERE status = 'queued' ORDER BY key").fetchall()
-        finally:
-            conn.close()
-    except sqlite3.Error as exc:
-        rebuild.salvage_note = (f"no queued memory could be read from {aside.name} ({exc}); "
-                                "memories never published are lost with it")
-        return
-    for mid, ns, text, metadata, category, importance, expires_at in rows:
-        try:
+            held = mem._catalog.memory(ns, mid)
+            if held is not None and int(held["version"]) >= int(version) and (
+                    status != "queued" or int(held["version"]) > int(version)
+                    or str(held["text"]) == str(text)):
+                continue  # the restored state holds this version already
+            tried += 1
             meta = json.loads(metadata or "{}")
-            if mem._catalog.memory(ns, mid) is not None:
+            if held is not None:
                 rec = mem.update(mid, text, namespace=ns, metadata=meta, category=category,
                                  importance=importance, expires_at=expires_at)
             else:
                 rec = mem.remember(text, namespace=ns, metadata=meta, category=category,
                                    importance=importance, expires_at=expires_at)
             rebuild.salvaged[str(mid)] = rec.id
-        except (WalrusMemError, ValueError) as exc:
+            if status != "queued":
+                rebuild.salvaged_published.append(str(mid))
+        except (WalrusMemError, ValueError, TypeError) as exc:
             rebuild.unsalvaged.append(f"{mid}: {type(exc).__name__}: {exc}")
-    if rows:
-        log.warning("salvaged %d of %d queued memories from %s", len(rebuild.salvaged),
-                    len(rows), aside)
+    if tried:
+        log.warning("salvaged %d of %d memories in no restored head from %s",
+                    len(rebuild.salvaged), tried, aside)
+
+
+_SALVAGE_SQL: Final = (
+    "SELECT id, namespace, text, metadata, category, importance, expires_at, version, status "
+    "FROM memories NOT INDEXED ORDER BY rowid {order}")
+
+
+def _readable_rows(path: Path) -> tuple[list[Any], str | None]:
+    """The memory rows SQLite can still read from ``path`` (a scan from each end, so damage
+    in the middle of the table loses only what lies there), and the first error met."""
+    found: dict[tuple[str, str], Any] = {}
+    error: str | None = None
+    for order in ("ASC", "DESC"):
+        try:
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        except sqlite3.Error as exc:
+            return [], str(exc)
+        try:
+            for row in conn.execute(_SALVAGE_SQL.format(order=order)):
+                found.setdefault((str(row[1]), str(row[0])), row)
+            if error is None:
+                break  # the whole table read forwards: no need to read it backwards
+        except sqlite3.Error as exc:
+            error = error or str(exc)
+        finally:
+            conn.close()
+    return list(found.values()), error
 
 
 def _lacks_head(mem: Memory, ns: str) -> bool:
