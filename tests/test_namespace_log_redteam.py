@@ -48,3 +48,32 @@ def test_forget_pulled_from_another_machine_leaves_no_text_on_disk(tmp_path: Pat
         assert report.forgotten == 1 and x.id not in live(b, "fp")
         assert b._catalog.fts_search("fp", '"sky"', 10) != []
     assert _disk_holds(tmp_path / "b", b"4321", b"9876") == []
+
+
+def test_a_heads_file_line_that_cannot_be_merged_does_not_block_sync(tmp_path: Path,
+                                                                     server) -> None:
+    heads = tmp_path / "shared" / "heads.txt"
+    with machine(tmp_path / "a", server.url, heads_file=heads) as a:
+        a.remember("heads file fact A", namespace="hf")
+        blob, _, digest = a.sync().manifests["hf"].split(".")
+    good = heads.read_text()
+    gone = "A" * 43  # a well-formed blob id no one stored (gone / expired)
+    bad = [f"{gone}.5.{'ab' * 32}", f"{blob}.9.{digest}", f"{blob}.1.{'cd' * 32}"]
+    heads.write_text(good + "".join(f"hf {line}\n" for line in bad))
+    with machine(tmp_path / "a", server.url, heads_file=heads) as a:
+        a.remember("fact 2 after the bad lines", namespace="hf")
+        report = a.sync()
+        assert report.errors == [] and "hf" in report.manifests
+        assert len(report.skipped_heads) == 3
+        for line, reason in zip(bad, ("BlobNotFound", "HeadMismatch", "HeadMismatch"),
+                                strict=True):
+            assert any(s.startswith(f"hf {line}: {reason}") for s in report.skipped_heads)
+        new_head = report.manifests["hf"]
+        # sync dropped the lines of the real blob (its new head supersedes them); the
+        # gone one stays: pull without heads reports it and does not raise.
+        pulled = a.pull(namespace="hf")
+        assert pulled.up_to_date and [s.split(":")[0] for s in pulled.skipped] == [bad[0]]
+    with machine(tmp_path / "b", server.url) as b:
+        b.restore("hf", new_head)
+        assert sorted(live(b, "hf").values()) == ["fact 2 after the bad lines",
+                                                  "heads file fact A"]

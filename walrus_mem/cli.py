@@ -1413,6 +1413,9 @@ def pull(state: CliState, heads: tuple[str, ...], allow_stale: bool,
                 f"{len(report.failed)} failed")
         for mid, msg in report.failed[:20]:
             state.out.print(f"  {mid}: {escape(msg)}")
+        for line in report.skipped:
+            state.out.print(f"  skipped heads-file head (cannot be merged; remove its line): "
+                            f"{escape(line)}", soft_wrap=True)
     if report.failed:
         sys.exit(1)
 
@@ -1436,6 +1439,9 @@ def sync(state: CliState) -> None:
                             f"{pulled.conflicts} conflicts")
         for ns, head in report.manifests.items():
             state.out.print(f"Head for {ns}: {head}", soft_wrap=True)
+        for line in report.skipped_heads:
+            state.out.print(f"  skipped heads-file line (cannot be merged; remove it): "
+                            f"{escape(line)}", soft_wrap=True)
         for err in report.errors:
             state.out.print(f"  error: {escape(err)}")
     if report.errors:

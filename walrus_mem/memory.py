@@ -1121,6 +1121,7 @@ class Memory:
         renewed = 0
         manifests: dict[str, str] = {}
         pulled: dict[str, PullReport] = {}
+        skipped: list[str] = []
         names = [ns] if ns is not None else self._known_namespaces()
         for name in names:
             try:
@@ -1129,6 +1130,7 @@ class Memory:
                         f"restore of {name!r} was interrupted: run `walrus-mem restore "
                         f"--namespace {name}` to finish it; no manifest until then")
                 report = self._log.pull(name, None)
+                skipped += [f"{name} {line}" for line in report.skipped]
                 if not report.up_to_date:
                     pulled[name] = report
             except WalrusMemError as exc:
@@ -1162,6 +1164,7 @@ class Memory:
             manifests=manifests,
             renewed=renewed,
             pulled=pulled,
+            skipped_heads=skipped,
         )
 
     def _known_namespaces(self) -> builtins.list[str]:

@@ -244,6 +244,8 @@ class PullReport(BaseModel):
     complete: bool = True
     resumed: bool = False
     up_to_date: bool = False
+    skipped: list[str] = Field(default_factory=list)
+    """Heads-file heads that cannot be merged (``"<head>: <reason>"``), left out."""
 
 
 class SyncReport(BaseModel):
@@ -258,6 +260,10 @@ class SyncReport(BaseModel):
     renewed: int = 0  # memories re-published because their blobs were about to end
     pulled: dict[str, PullReport] = Field(default_factory=dict)
     """namespace -> what merging heads learned from the heads file / heads store changed."""
+    skipped_heads: list[str] = Field(default_factory=list)
+    """``"<namespace> <head>: <reason>"`` of heads-file lines that cannot be merged
+    (blob gone, forged, another key's namespace): skipped with a warning, the manifest
+    is published without them (a manifest that omits memories deletes none)."""
 
 
 class RestoreReport(BaseModel):

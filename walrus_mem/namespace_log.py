@@ -147,6 +147,7 @@ class NamespaceLog:
         self.seen = SeenHeads(host.data_dir / "heads.sqlite3")
         self._manifest_locks: dict[str, tuple[threading.Lock, FileLock]] = {}
         self._verified_pages: set[tuple[str, str, str | None]] = set()
+        self._unusable: dict[tuple[str, HeadRef], str] = {}
 
     def close(self) -> None:
         self.seen.close()
@@ -195,8 +196,41 @@ class NamespaceLog:
     def unmerged(self, ns: str, keys: NamespaceKeys) -> list[HeadRef]:
         """Newest seen heads the local state does not contain yet."""
         merged = self.merged(ns)
-        return [ref for ref in self.newest(ns)
+        usable, _ = self.usable_newest(ns, keys)
+        return [ref for ref in usable
                 if not any(self.descends(ns, keys, m, ref) for m in merged)]
+
+    def usable_newest(self, ns: str, keys: NamespaceKeys) -> tuple[list[HeadRef], list[str]]:
+        """:meth:`newest`, less the heads-file heads that cannot be merged, and those
+        (``"<head>: <reason>"``).
+
+        Anyone who can write the shared heads file can add a line; one whose manifest
+        is gone or expired, forged (seq / digest), or of another key's namespace of the
+        same name must not block every later sync. Skipping it loses nothing: a
+        manifest that omits memories deletes none (docs/sync.md, union rule).
+        """
+        usable: list[HeadRef] = []
+        skipped: list[str] = []
+        for ref in self.newest(ns):
+            seen = self.seen.get(ns, ref.blob_id)
+            if seen is not None and seen.ref == ref:
+                usable.append(ref)
+                continue
+            reason = self._unusable.get((ns, ref))
+            if reason is None:
+                try:
+                    self._learn(ns, keys, ref) if seen is None else self._read_root(ns, keys, ref)
+                except (WalrusMemError, ValueError) as exc:
+                    reason = f"{type(exc).__name__}: {exc}"
+                    self._unusable[(ns, ref)] = reason
+                    log.warning("heads file %s: skipped line '%s %s' (%s); it cannot be "
+                                "merged, remove it from the file", self.host.settings.heads_file,
+                                ns, ref, reason)
+            if reason is None:
+                usable.append(ref)
+            else:
+                skipped.append(f"{ref}: {reason}")
+        return usable, skipped
 
     def descends(self, ns: str, keys: NamespaceKeys, newer: HeadRef, older: HeadRef) -> bool:
         """Whether ``newer`` is ``older`` or descends from it (walks parents, fetching
@@ -595,8 +629,10 @@ class NamespaceLog:
                 f"the restore of format-1 manifest {legacy_marker} into {ns!r} was interrupted: "
                 f"run `walrus-mem restore --namespace {ns}` (no head) to finish it first")
         resumed = [HeadRef.parse(h) for h in (marker or {}).get("heads", [])]
+        skipped: list[str] = []
         if heads is None:
-            wanted = list(dict.fromkeys([*resumed, *self.newest(ns)]))
+            usable, skipped = self.usable_newest(ns, keys)
+            wanted = list(dict.fromkeys([*resumed, *usable]))
             quiet = True
         else:
             wanted = list(dict.fromkeys([*(self.resolve(ns, h) for h in heads), *resumed]))
@@ -629,9 +665,11 @@ class NamespaceLog:
                     expected_seq=max(n.seq for n in newer))
             todo.append(ref)
         if not todo:
-            return PullReport(namespace=ns, heads=[str(h) for h in wanted], up_to_date=True)
-        return self._merge(ns, keys, todo, progress=progress, allow_unrelated=allow_unrelated,
-                           resumed=bool(resumed))
+            return PullReport(namespace=ns, heads=[str(h) for h in wanted], up_to_date=True,
+                              skipped=skipped)
+        report = self._merge(ns, keys, todo, progress=progress,
+                             allow_unrelated=allow_unrelated, resumed=bool(resumed))
+        return report.model_copy(update={"skipped": skipped}) if skipped else report
 
     def _merge(
         self,
