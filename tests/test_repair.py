@@ -412,3 +412,36 @@ def _damage_catalog_index_page(path: Path) -> None:
     with open(path, "r+b") as f:  # garbage over one index page: tables stay readable
         f.seek((page - 1) * size + 8)
         f.write(b"\xa5" * (size - 8))
+
+
+def test_repair_moves_a_corrupt_heads_store_aside_and_rebuilds_it(mem_settings) -> None:
+    """A garbled heads.sqlite3 made every sync fail (LocalStoreError) and repair itself
+    exit 1; repair now moves it aside and reads the catalog's heads back into a new one."""
+    from walrus_mem.doctor import check_local_store
+    from walrus_mem.repair import repair_data_dir
+
+    settings = make_settings(mem_settings.data_dir, master_key=MASTER_HEX)
+    with Memory(settings, embedder=HashEmbedder(), master_key=MASTER_HEX) as mem:
+        mem.remember_many([f"heads store fact {i}" for i in range(10)])
+        head = mem.sync().manifests["default"]
+    path = Path(settings.data_dir) / "heads.sqlite3"
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    body = bytearray(path.read_bytes())
+    body[100:] = bytes((i * 7 + 3) % 256 for i in range(len(body) - 100))
+    path.write_bytes(bytes(body))
+    for extra in ("-wal", "-shm"):
+        path.with_name(path.name + extra).unlink(missing_ok=True)
+    checks = check_local_store(settings, embedder=HashEmbedder())
+    assert any(c.status == "fail" and "walrus-mem repair" in (c.fix or "") for c in checks)
+    rebuild, _ = repair_data_dir(settings, embedder=HashEmbedder())
+    assert rebuild is not None and rebuild.heads_moved_to is not None
+    assert rebuild.heads_moved_to.read_bytes() == bytes(body)  # moved, never deleted
+    assert rebuild.heads_relearned == [f"default {head}"] and not rebuild.heads_unreadable
+    with Memory(settings, embedder=HashEmbedder(), master_key=MASTER_HEX) as mem:
+        mem.remember("written after the repair")
+        report = mem.sync()
+        assert not report.errors and report.manifests["default"] != head
+        new = mem._log.seen.get("default", report.manifests["default"].split(".")[0])
+        assert new is not None and [str(p) for p in new.parents] == [head]
+        assert mem.restore("default", report.manifests["default"]).total == 11

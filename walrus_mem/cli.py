@@ -1690,6 +1690,14 @@ def repair(state: CliState, manifest_blob_id: str | None) -> None:
                 state.out.print(f"  NOT SALVAGED {escape(why)}")
             for ns, why in rebuild.failed.items():
                 state.out.print(f"  {ns}: restore FAILED {escape(why)}; run repair again")
+            if rebuild.heads_moved_to is not None:
+                state.out.print(
+                    f"Heads store unusable ({escape(rebuild.heads_problem)}); moved aside to "
+                    f"{rebuild.heads_moved_to}; rebuilt from the catalog: "
+                    f"{len(rebuild.heads_relearned)} heads read back")
+                for why in rebuild.heads_unreadable[:20]:
+                    state.out.print(f"  head not read back (kept without parents): "
+                                    f"{escape(why)}")
             for ns in rebuild.missing_heads:
                 state.out.print(f"  {ns}: no head known here; run `walrus-mem -n {ns} repair "
                                 "--manifest BLOB_ID` with the id `walrus-mem sync` printed")

@@ -347,8 +347,15 @@ def check_local_store(settings: Settings, *, embedder: Any = None) -> list[Check
         return [Check("local store", "ok", f"no catalog yet in {settings.data_dir} (nothing "
                                            "remembered here)")]
     from .memory import Memory
+    from .repair import heads_store_problem
 
     checks: list[Check] = []
+    heads = Path(settings.data_dir).expanduser() / "heads.sqlite3"
+    problem = heads_store_problem(heads)
+    if problem is not None:
+        # every check below reads the heads store: repair first
+        return [Check("heads store", "fail", f"heads store {heads} is unusable ({problem})",
+                      "walrus-mem repair (moves it aside and rebuilds it from the catalog)")]
     try:
         mem = Memory(settings, embedder=embedder)
     except WalrusMemError as exc:
@@ -548,6 +555,8 @@ def run_checks(
         embedder = make_embedder(settings) if make_embedder is not None else None
         checks += check_local_store(settings, embedder=embedder)
     except WalrusMemError as exc:
-        checks.append(Check("local store", "fail", str(exc),
-                            "see docs/cli.md#walrus-mem-doctor"))
+        fix = ("walrus-mem repair (moves the heads store aside and rebuilds it from the "
+               "catalog)" if str(exc).startswith("heads store") else
+               "see docs/cli.md#walrus-mem-doctor")
+        checks.append(Check("local store", "fail", str(exc), fix))
     return checks

@@ -172,6 +172,11 @@ class SeenHeads:
             c.execute("INSERT INTO meta (key, value) VALUES ('writer', ?)", (writer,))
             return writer
 
+    def set_writer(self, writer: str) -> None:
+        """Keep ``writer`` as this data dir's writer id (a heads store rebuilt by repair)."""
+        with self._tx() as c:
+            c.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('writer', ?)", (writer,))
+
     def add(self, namespace: str, head: SeenHead) -> None:
         with self._tx() as c:
             c.execute(

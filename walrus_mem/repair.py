@@ -245,6 +245,73 @@ class CatalogRebuild(BaseModel):
     unsalvaged: list[str] = Field(default_factory=list)  # ones that could not be stored
     salvage_note: str = ""  # e.g. the old file is not readable at all
     missing_heads: list[str] = Field(default_factory=list)  # namespaces with no head to use
+    # An unusable heads.sqlite3, moved aside and rebuilt from the catalog's heads:
+    heads_moved_to: Path | None = None
+    heads_problem: str = ""
+    heads_relearned: list[str] = Field(default_factory=list)  # head refs read back into it
+    heads_unreadable: list[str] = Field(default_factory=list)  # "<ns> <head>: why"
+
+
+def heads_store_problem(path: Path) -> str | None:
+    """Why ``heads.sqlite3`` is unusable (SQLite's integrity check, its tables readable),
+    or None when it is sound or absent."""
+    if not path.exists():
+        return None
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            found = [str(r[0]) for r in conn.execute("PRAGMA integrity_check(5)")]
+            for table in ("meta", "heads", "edges"):
+                conn.execute(f"SELECT count(*) FROM {table}").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        return str(exc)
+    return None if found == ["ok"] else "; ".join(found)
+
+
+def move_heads_store_aside(path: Path) -> tuple[Path, str | None]:
+    """Rename an unusable heads store (and its -wal/-shm) aside, never delete it; return the
+    new path and the writer id still readable in it (kept, so this data dir's manifests keep
+    one writer)."""
+    writer: str | None = None
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'writer'").fetchone()
+            writer = str(row[0]) if row is not None else None
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        pass
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    aside = path.with_name(f"{path.name}.corrupt-{stamp}")
+    for suffix in ("", "-wal", "-shm"):
+        src = path.with_name(path.name + suffix)
+        if src.exists():
+            src.replace(aside.with_name(aside.name + suffix))
+    log.warning("moved the unusable heads store aside to %s", aside)
+    return aside, writer
+
+
+def rebuild_heads_store(mem: Memory, rebuild: CatalogRebuild, writer: str | None) -> None:
+    """Fill a fresh heads store from what the catalog knows: each namespace's merged heads,
+    read back from Walrus (writer, parents, origins) under the namespace key."""
+    from .heads import SeenHead
+
+    log_ = mem._log
+    if writer is not None:
+        log_.seen.set_writer(writer)
+    for ns in mem.namespaces():
+        for ref in log_.merged(ns):
+            try:
+                log_._learn(ns, mem._derive(ns), ref)
+                rebuild.heads_relearned.append(f"{ns} {ref}")
+            except (WalrusMemError, ValueError) as exc:
+                # still remembered, so a later restore starts from it; parents are learnt
+                # again when the next manifest is published
+                log_.seen.add(ns, SeenHead(ref, writer or "", (), (ref.blob_id,)))
+                rebuild.heads_unreadable.append(f"{ns} {ref}: {type(exc).__name__}: {exc}")
 
 
 def remembered_heads(data_dir: Path) -> dict[str, str]:
@@ -356,6 +423,12 @@ def repair_data_dir(
     data_dir = Path(settings.data_dir).expanduser()
     rebuild: CatalogRebuild | None = None
     problems: list[str] = []
+    heads_path = data_dir / "heads.sqlite3"
+    heads_problem = heads_store_problem(heads_path)
+    heads_aside: Path | None = None
+    writer: str | None = None
+    if heads_problem is not None:
+        heads_aside, writer = move_heads_store_aside(heads_path)
     try:
         mem = Memory(settings, embedder=embedder)
         problems = catalog_problems(mem._catalog)
@@ -388,6 +461,11 @@ def repair_data_dir(
                 rebuild.missing_heads.append(mem._ns(namespace))
             if rebuild.moved_to is not None:
                 salvage_queued(mem, rebuild.moved_to, rebuild)
+        if heads_aside is not None:
+            if rebuild is None:
+                rebuild = CatalogRebuild(moved_to=None)
+            rebuild.heads_moved_to, rebuild.heads_problem = heads_aside, heads_problem or ""
+            rebuild_heads_store(mem, rebuild, writer)
         names = [mem._ns(namespace)] if namespace is not None else mem.namespaces()
         reports = [repair_namespace(mem, ns) for ns in names if ns in mem.namespaces()]
     return rebuild, reports
