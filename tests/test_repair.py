@@ -445,3 +445,20 @@ def test_repair_moves_a_corrupt_heads_store_aside_and_rebuilds_it(mem_settings) 
         new = mem._log.seen.get("default", report.manifests["default"].split(".")[0])
         assert new is not None and [str(p) for p in new.parents] == [head]
         assert mem.restore("default", report.manifests["default"]).total == 11
+
+
+def test_doctor_gives_no_sync_advice_while_a_restore_is_unfinished(mem_settings) -> None:
+    """sync refuses (RestoreIncomplete) while the restore marker is set: doctor advised both
+    the restore and a sync ('no manifest published yet')."""
+    from walrus_mem.doctor import check_local_store
+
+    settings = make_settings(mem_settings.data_dir, master_key=MASTER_HEX)
+    with Memory(settings, embedder=HashEmbedder(), master_key=MASTER_HEX) as mem:
+        mem.remember("published but in no manifest")
+        before = check_local_store(settings, embedder=HashEmbedder())
+        assert any(c.fix.startswith("walrus-mem -n default sync") for c in before)
+        mem._log.tables.set_restoring("default", {"heads": ["x"]})
+    checks = check_local_store(settings, embedder=HashEmbedder())
+    fixes = [c.fix for c in checks if c.status != "ok"]
+    assert "walrus-mem -n default restore (resumes where it stopped)" in fixes
+    assert not any(fix.startswith("walrus-mem -n default sync") for fix in fixes), fixes

@@ -389,7 +389,21 @@ def check_local_store(settings: Settings, *, embedder: Any = None) -> list[Check
                          else "index built from the catalog on first recall")
                 checks.append(Check(name, "ok", f"{st.memories} memories, {index}, "
                                                 f"manifest {manifest}"))
+        _no_sync_advice_while_restoring(mem, namespaces, checks)
     return checks
+
+
+def _no_sync_advice_while_restoring(mem: Any, namespaces: list[str], checks: list[Check]) -> None:
+    """``sync`` refuses (RestoreIncomplete) while a restore is unfinished: advise the restore."""
+    for ns in namespaces:
+        if mem._log.tables.restoring(ns) is None:
+            continue
+        advice = f"walrus-mem -n {ns} sync"
+        for i, check in enumerate(checks):
+            if check.fix.startswith(advice):
+                checks[i] = Check(check.name, check.status, check.detail,
+                                  f"walrus-mem -n {ns} restore first (sync refuses until the "
+                                  "interrupted restore is finished)")
 
 
 # -- integrity: catalog, index, outbox, sealed copies, expiry, head ----------------------
