@@ -331,7 +331,11 @@ def test_two_machines_converge_with_one_conflict_rule(tmp_path: Path, server) ->
         assert live(a, "cv")[base[2].id] == "fact two, B second edit"  # higher version
         winner = live(a, "cv")[base[0].id]
         assert winner in ("fact zero as A wrote it", "fact zero as B wrote it")
-        assert ra.conflicts == 1 and rb.conflicts == 1 and rb.forgotten == 1
+        # fact 0 (same version) and fact 2 (B's v3 and A's v2 are concurrent) conflict
+        assert ra.conflicts == 2 and rb.conflicts == 2 and rb.forgotten == 1
+        for m in (a, b):
+            assert ("CONFLICT", "fact two, A single edit") in [
+                (h.event, h.text) for h in m.history(base[2].id, namespace="cv")]
         loser = ({"fact zero as A wrote it", "fact zero as B wrote it"} - {winner}).pop()
         for m in (a, b):
             events = [(h.event, h.text) for h in m.history(base[0].id, namespace="cv")]

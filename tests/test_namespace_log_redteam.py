@@ -77,3 +77,32 @@ def test_a_heads_file_line_that_cannot_be_merged_does_not_block_sync(tmp_path: P
         b.restore("hf", new_head)
         assert sorted(live(b, "hf").values()) == ["fact 2 after the bad lines",
                                                   "heads file fact A"]
+
+
+def test_concurrent_updates_with_unequal_version_counts_are_a_conflict(tmp_path: Path,
+                                                                       server) -> None:
+    with machine(tmp_path / "a", server.url) as a, machine(tmp_path / "b", server.url) as b:
+        y = a.remember("Y as written first", namespace="uv")
+        z = a.remember("Z as written first", namespace="uv")
+        b.restore("uv", a.sync().manifests["uv"])
+        a.update(y.id, "Y by A v2", namespace="uv")
+        a.update(y.id, "Y by A v3", namespace="uv")
+        b.update(y.id, "Y by B v2", namespace="uv")
+        ha, hb = a.sync().manifests["uv"], b.sync().manifests["uv"]
+        ra, rb = a.pull(hb, namespace="uv"), b.pull(ha, namespace="uv")
+        assert live(a, "uv") == live(b, "uv") and live(a, "uv")[y.id] == "Y by A v3"
+        assert (ra.conflicts, rb.conflicts) == (1, 1)
+        for m in (a, b):
+            assert ("CONFLICT", "Y by B v2") in [(h.event, h.text)
+                                                 for h in m.history(y.id, namespace="uv")]
+        # Sequential updates are no conflict: B takes A's v3 and updates it twice
+        # (v5); A updates Z once meanwhile; nothing here is concurrent.
+        a.sync(), b.sync()
+        b.update(y.id, "Y by B v4", namespace="uv")
+        b.update(y.id, "Y by B v5", namespace="uv")
+        a.update(z.id, "Z by A v2", namespace="uv")
+        ha, hb = a.sync().manifests["uv"], b.sync().manifests["uv"]
+        ra, rb = a.pull(hb, namespace="uv"), b.pull(ha, namespace="uv")
+        assert (ra.conflicts, rb.conflicts) == (0, 0) and ra.updated == rb.updated == 1
+        assert live(a, "uv") == live(b, "uv")
+        assert live(a, "uv")[y.id] == "Y by B v5" and live(a, "uv")[z.id] == "Z by A v2"

@@ -81,6 +81,7 @@ from .keys import (
     validate_namespace,
 )
 from .keystore import key_file_in_use
+from .lineage import next_lineage
 from .models import (
     ExtendReport,
     ForgetReport,
@@ -989,12 +990,10 @@ class Memory:
         vector = self._embed([item.text])[0] if text_changed else None
         now = time.time()
         version = int(row["version"]) + 1
-        sealed = seal(
-            keys,
-            _fact_record(mid, version, item.text, item.metadata, item.category, item.importance,
-                         float(row["created_at"]), now, item.expires_at),
-            max_plaintext=self._max_plaintext(),
-        )
+        record = _fact_record(mid, version, item.text, item.metadata, item.category,
+                              item.importance, float(row["created_at"]), now, item.expires_at)
+        record["lineage"] = self._lineage_after(keys, ns, mid)
+        sealed = seal(keys, record, max_plaintext=self._max_plaintext())
         with self._lock, self._catalog.write():
             current = self._catalog.memory(ns, mid)
             if current is None:
@@ -1166,6 +1165,21 @@ class Memory:
             pulled=pulled,
             skipped_heads=skipped,
         )
+
+    def _lineage_after(self, keys: NamespaceKeys, ns: str, mid: str) -> builtins.list[str]:
+        """Lineage of a version updated from the current one (lineage.py): the merge
+        tells a concurrent update from a later one by it."""
+        row = self._catalog.query_one(
+            "SELECT sealed, digest FROM memories WHERE id = ? AND namespace = ?", (mid, ns))
+        if row is None or row[0] is None:
+            return []
+        data = bytes(row[0])
+        previous: dict[str, Any] | None
+        try:
+            previous = open_envelope(keys, data, expected_id=mid, expected_kind="fact")
+        except (WalrusMemError, ValueError):
+            previous = None
+        return next_lineage(previous, row[1] or mf.sealed_digest(data))
 
     def _known_namespaces(self) -> builtins.list[str]:
         """Namespaces of the catalog, plus this configuration's own namespaces (the

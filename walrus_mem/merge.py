@@ -8,9 +8,12 @@ one deterministic rule:
 1. A tombstone wins over every version: a memory forgotten anywhere stays
    forgotten everywhere once the heads meet, and no later manifest lists it.
 2. Otherwise the higher ``version`` wins (more updates);
-3. on equal versions (both sides updated concurrently) the later
-   ``updated_at`` wins, then the larger digest. The losing version is kept
-   in ``history`` as a ``CONFLICT`` entry and counted in the report.
+3. on equal versions the later ``updated_at`` wins, then the larger digest.
+
+When both sides updated a memory concurrently (equal versions with
+different content, or a lower version that is not an ancestor of the higher
+one by content: lineage.py), the losing version is kept in ``history`` as a
+``CONFLICT`` entry and counted in the report, on both machines.
 
 Absence is not deletion: a manifest that does not list a memory says nothing
 about it, so an old or partial snapshot can never remove anything. The rule
@@ -25,7 +28,7 @@ the texts are known (namespace_log.py) with :func:`dedupe_survivor`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from .manifest import Entry
@@ -54,9 +57,10 @@ class MergePlan:
     replace: list[Entry] = field(default_factory=list)
     """Remote version wins over the local one: fetch and make it current."""
     conflicts: list[Entry] = field(default_factory=list)
-    """Replaced at the same version (the local version loses, kept in history)."""
+    """Replaced at the same version (the local version loses, kept in history); a
+    higher remote version is found concurrent only once fetched (namespace_log.py)."""
     kept: list[Entry] = field(default_factory=list)
-    """Local version wins at the same version: the remote loser goes to history."""
+    """Local version wins over a concurrent remote one: the remote loser goes to history."""
     forget: list[Entry] = field(default_factory=list)
     """Remote tombstones of memories live here."""
     tombstones: list[Entry] = field(default_factory=list)
@@ -72,8 +76,13 @@ def plan_merge(
     remote: Iterable[Entry],
     live: Mapping[str, LocalVersion],
     tombstones: Mapping[str, int],
+    concurrent: Callable[[str, Entry], bool] | None = None,
 ) -> MergePlan:
-    """Decide, entry by entry, how ``remote`` merges into the local state."""
+    """Decide, entry by entry, how ``remote`` merges into the local state.
+
+    ``concurrent(id, entry)``: whether a remote version lower than the local one is
+    not its ancestor (then the remote loser goes to history as a conflict).
+    """
     plan = MergePlan()
     best: dict[str, Entry] = {}
     for entry in remote:  # several heads may list one memory: keep the winner
@@ -101,7 +110,8 @@ def plan_merge(
             plan.replace.append(entry)
             if entry.version == local.version:
                 plan.conflicts.append(entry)
-        elif entry.version == local.version:
+        elif entry.version == local.version or (
+                concurrent is not None and concurrent(mid, entry)):
             plan.kept.append(entry)
         else:
             plan.unchanged += 1  # an older version of ours

@@ -68,6 +68,7 @@ from .index import IndexStore, index_file_stem
 from .inputs import new_memory_id
 from .keys import NamespaceKeys
 from .legacy_manifest import LegacyRoot, is_format_1, parse_page_v1, parse_root_v1
+from .lineage import is_ancestor
 from .merge import LocalVersion, MergePlan, dedupe_survivor, plan_merge
 from .models import PullReport
 from .walrus import WalrusClient
@@ -720,7 +721,7 @@ class NamespaceLog:
             self._fill_digests(ns)
         remote = [e for r in reads for e in r.entries] + (legacy[1] if legacy else [])
         live, tombstones = self._local_state(ns)
-        plan = plan_merge(remote, live, tombstones)
+        plan = plan_merge(remote, live, tombstones, self._concurrent_check(ns, keys))
         # Progress counts live memories; tombstones are applied first, uncounted.
         total = len({e.memory_id for e in remote} - {e.memory_id for e in remote if e.deleted})
         tally = _Tally()
@@ -864,6 +865,28 @@ class NamespaceLog:
         return self._merge_read(ns, keys, [], progress=progress, resumed=resumed,
                                 legacy=(root.blob_id, entries))
 
+    def _local_sealed(self, ns: str, mid: str) -> tuple[bytes | None, str | None]:
+        row = self.catalog.query_one(
+            "SELECT sealed, digest FROM memories WHERE id = ? AND namespace = ?", (mid, ns))
+        if row is None or row[0] is None:
+            return None, None
+        data = bytes(row[0])
+        return data, row[1] or mf.sealed_digest(data)
+
+    def _concurrent_check(self, ns: str, keys: NamespaceKeys) -> Callable[[str, mf.Entry], bool]:
+        """For plan_merge: a remote version lower than ours is concurrent unless our
+        version's lineage holds its digest (lineage.py)."""
+        def concurrent(mid: str, entry: mf.Entry) -> bool:
+            data, _ = self._local_sealed(ns, mid)
+            if data is None or entry.digest is None:
+                return False
+            try:
+                ours = open_envelope(keys, data, expected_id=mid, expected_kind="fact")
+            except (WalrusMemError, ValueError):
+                return False
+            return not is_ancestor(entry.digest, ours)
+        return concurrent
+
     def _local_state(self, ns: str) -> tuple[dict[str, LocalVersion], dict[str, int]]:
         live = {mid: LocalVersion(version, updated_at, digest or "")
                 for mid, (version, updated_at, digest) in self.catalog.versions_now(ns).items()}
@@ -937,7 +960,11 @@ class NamespaceLog:
                 current = self.catalog.memory(ns, mid)
                 if current is None:  # forgotten meanwhile
                     continue
-                if mid in conflicts:  # ours loses at the same version: it goes to history
+                if mid not in conflicts and entry.version > int(current["version"]):
+                    _, our_digest = self._local_sealed(ns, mid)
+                    if not is_ancestor(our_digest, rec):  # concurrent, ours loses
+                        conflicts.add(mid)
+                if mid in conflicts:  # ours loses to a concurrent version: it goes to history
                     self.catalog.add_history(
                         ns, mid, int(current["version"]), "CONFLICT", now,
                         text=str(current["text"]), metadata=str(current["metadata"]),
