@@ -841,6 +841,29 @@ def test_nothing_verifies_gives_verification_failed(mock, clock) -> None:
     assert client.stats.verification_failures >= 3
 
 
+def test_exhausted_read_says_what_every_aggregator_answered(mock, clock) -> None:
+    """A liar's verification failure is the error raised, but the notes also name what the
+    honest aggregator answered (here: only 500s on a quilt route, then dropped), so an
+    operator can tell a lying endpoint from an overloaded one."""
+    mock.get(f"{AGGREGATORS[0]}/v1/blobs/by-quilt-patch-id/{PATCH_A}").mock(
+        return_value=httpx.Response(200, content=b"lie"))
+    mock.get(f"{AGGREGATORS[1]}/v1/blobs/by-quilt-patch-id/{PATCH_A}").mock(
+        return_value=httpx.Response(500, json=envelope("INTERNAL", 500, "INTERNAL_ERROR")))
+
+    def verify(data: bytes) -> None:
+        raise ValueError("another memory")
+
+    with make(clock, AGGREGATORS[:2], read_deadline=3) as client, \
+            pytest.raises(VerificationFailed) as info:
+        client.read_quilt_patch(PATCH_A, verify=verify)
+    notes = [n for n in getattr(info.value, "__notes__", []) if "per aggregator" in n]
+    assert len(notes) == 1
+    liar, honest = notes[0].split(": ", 1)[1].split("; ")
+    assert liar.startswith(f"{AGGREGATORS[0]}: verification x")
+    assert honest == (f"{AGGREGATORS[1]}: http_500 x3 (not asked again in this call: "
+                      "3 answers of 500 to a quilt route)")
+
+
 def test_404_from_one_aggregator_asks_the_others(mock, client) -> None:
     mock.get(blob_url(AGGREGATORS[0])).mock(return_value=httpx.Response(404, json=BLOB_NOT_FOUND))
     mock.get(blob_url(AGGREGATORS[1])).mock(return_value=httpx.Response(200, content=b"here"))

@@ -684,6 +684,9 @@ class _Core:
         last_verify: Failure | None = None
         finals: list[Failure] = []
         quilt_500: Counter[str] = Counter()
+        # What each aggregator answered, for the error: the final one alone (often a liar's
+        # verification failure) would hide why the others did not serve the read.
+        answers: _Answers = _Answers(active)
         round_no = 0
         while True:
             not_found: Failure | None = None
@@ -693,7 +696,8 @@ class _Core:
                     self.stats._add("failovers")
                 if round_no > 0 or index > 0:
                     if deadline.remaining() < self.policy.min_request_time:
-                        raise self._read_exhausted(last, last_verify, round_no, deadline)
+                        raise self._read_exhausted(last, last_verify, round_no, deadline,
+                                                   answers)
                 send = _Send("GET", base + path, "aggregator", self._timeout(deadline),
                              params=params, follow_redirects=True,
                              budget=deadline.remaining(), max_body=cap)
@@ -710,6 +714,7 @@ class _Core:
                     result = Failure("not_found_after_store", result.error, True,
                                      cause=result.cause)
                 self.stats._fault(result.kind)
+                answers.add(base, result.kind)
                 if quilt_route and result.kind == "http_500":
                     quilt_500[base] += 1
                     if quilt_500[base] >= _QUILT_500_LIMIT:
@@ -719,6 +724,7 @@ class _Core:
                         )
                         finals.append(result)
                         active.remove(base)
+                        answers.drop(base, f"{_QUILT_500_LIMIT} answers of 500 to a quilt route")
                         continue
                 if _unhealthy(result):
                     self.aggregator_health.failed(base)
@@ -729,6 +735,7 @@ class _Core:
                     if isinstance(result.error, ForbiddenBlob | BodyTooLarge):
                         finals.append(result)  # this operator's limit or blocklist
                         active.remove(base)
+                        answers.drop(base, result.kind)
                         continue
                     raise result.error from result.cause
                 if result.kind == "verification":
@@ -739,6 +746,7 @@ class _Core:
                 connect_failures[base] = connect_failures[base] + 1 if result.connect else 0
                 if connect_failures[base] >= self.policy.max_connect_failures:
                     active.remove(base)
+                    answers.drop(base, f"{connect_failures[base]} failed connections in a row")
             if not_found is not None:
                 raise not_found.error from not_found.cause
             if not active:
@@ -751,10 +759,11 @@ class _Core:
                     raise chosen.error from chosen.cause
                 assert last is not None
                 last.error.add_note("every aggregator refused the connection")
-                raise self._read_exhausted(last, last_verify, round_no, deadline, note=False)
+                raise self._read_exhausted(last, last_verify, round_no, deadline, answers,
+                                           note=False)
             delay = self.policy.delay(round_no, self.rng, retry_after)
             if not deadline.allows(delay, self.policy.min_request_time):
-                raise self._read_exhausted(last, last_verify, round_no, deadline)
+                raise self._read_exhausted(last, last_verify, round_no, deadline, answers)
             self.stats._retry(last.kind if last is not None else "unknown")
             logger.debug("read round %d failed (%s); retry in %.3f s", round_no + 1,
                          last.kind if last else "?", delay)
@@ -783,6 +792,7 @@ class _Core:
         last_verify: Failure | None,
         rounds: int,
         deadline: Deadline,
+        answers: _Answers | None = None,
         *,
         note: bool = True,
     ) -> StorageError:
@@ -795,6 +805,8 @@ class _Core:
             error.__cause__ = chosen.cause
         if note:
             self._exhausted(error, rounds + 1, deadline)
+        if answers is not None and len(self.aggregator_urls) > 1:
+            error.add_note(answers.summary())
         return error
 
     def status_op(self) -> _Op[dict[str, bool]]:
@@ -807,6 +819,29 @@ class _Core:
                                   max_body=_JSON_CAP)
             reachable[label] = isinstance(outcome, httpx.Response) and outcome.status_code == 200
         return reachable
+
+
+class _Answers:
+    """Failed answers per aggregator within one read call, and why any was dropped."""
+
+    def __init__(self, urls: Sequence[str]) -> None:
+        self._kinds: dict[str, Counter[str]] = {url: Counter() for url in urls}
+        self._dropped: dict[str, str] = {}
+
+    def add(self, url: str, kind: str) -> None:
+        self._kinds.setdefault(url, Counter())[kind] += 1
+
+    def drop(self, url: str, reason: str) -> None:
+        self._dropped[url] = reason
+
+    def summary(self) -> str:
+        parts = []
+        for url, kinds in self._kinds.items():
+            counted = ", ".join(f"{kind} x{n}" for kind, n in kinds.most_common()) or "no answer"
+            dropped = f" (not asked again in this call: {self._dropped[url]})" \
+                if url in self._dropped else ""
+            parts.append(f"{_origin(url)}: {counted}{dropped}")
+        return "failed answers per aggregator: " + "; ".join(parts)
 
 
 def _read_cap(expected: int | None, limit: int) -> int:
