@@ -386,6 +386,29 @@ def test_heads_file_exchanges_heads_through_sync(tmp_path: Path, server) -> None
         assert live(a, "hf") == live(b, "hf")
 
 
+def test_two_first_manifests_shared_through_the_heads_file_converge(tmp_path: Path,
+                                                                    server) -> None:
+    """Two writers that each published a first manifest before seeing the other's (they
+    synced at the same moment, or a line was lost) merge through the heads file; an
+    explicit pull of such a head still needs allow_unrelated."""
+    heads = tmp_path / "synced-folder" / "walrus-mem-heads.txt"
+    with machine(tmp_path / "a", server.url) as a, machine(tmp_path / "c", server.url) as c:
+        a.remember("first written on a", namespace="tr")
+        c.remember("first written on c", namespace="tr")
+        ha, hc = a.sync().manifests["tr"], c.sync().manifests["tr"]
+        with pytest.raises(ForkedHead):
+            c.pull(ha, namespace="tr")
+    heads.parent.mkdir(parents=True)
+    heads.write_text(f"tr {ha}\ntr {hc}\n", encoding="utf-8")
+    with machine(tmp_path / "a", server.url, heads_file=heads) as a, \
+            machine(tmp_path / "c", server.url, heads_file=heads) as c:
+        report = a.sync()
+        assert report.errors == [] and report.pulled["tr"].added == 1
+        assert c.sync().errors == []
+        assert set(live(a, "tr").values()) == {"first written on a", "first written on c"}
+        assert live(a, "tr") == live(c, "tr")
+
+
 # -- a real kill, and the embedded relayer ------------------------------------------------
 
 _KILLER = """

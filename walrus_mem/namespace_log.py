@@ -635,6 +635,11 @@ class NamespaceLog:
             usable, skipped = self.usable_newest(ns, keys)
             wanted = list(dict.fromkeys([*resumed, *usable]))
             quiet = True
+            # Heads this data dir was handed through its own log or the heads file are
+            # the namespace's other writers: two machines that each published a first
+            # manifest before seeing the other's are two roots of one namespace (same
+            # key, signed), not an intruder, and refusing them would never converge.
+            allow_unrelated = True
         else:
             wanted = list(dict.fromkeys([*(self.resolve(ns, h) for h in heads), *resumed]))
         merged = self.merged(ns)
