@@ -23,6 +23,7 @@ from tests.helpers_log import (
 )
 from tests.helpers_memory import OTHER_MASTER_HEX, make_settings
 from walrus_mem.errors import (
+    BlobNotFound,
     ForkedHead,
     InvalidHead,
     RestoreIncomplete,
@@ -494,3 +495,37 @@ def test_losing_heads_sqlite_keeps_the_chain(tmp_path: Path, server) -> None:
         assert a._log.seen.get("hl", h2.blob_id).parents == (h1,)  # from the catalog
     with machine(tmp_path / "b", server.url) as b:  # same history: no ForkedHead
         assert b.pull(str(h2), namespace="hl").added == 1
+
+
+def test_pulled_forget_deletes_this_machines_blobs_of_the_memory(tmp_path: Path,
+                                                                  server) -> None:
+    """B updated X before A's forget arrived: pulling the forget deletes B's version
+    blob of X (docs/forget.md), and nothing of the memories still live."""
+    url, ns = server.url, "fp"
+    with machine(tmp_path / "a", url) as a:
+        x = a.remember("bank pin hint original", namespace=ns)
+        y = a.remember("a memory that stays", namespace=ns)
+        a.sync(ns)
+        base = head_of(a, ns)
+    with machine(tmp_path / "b", url) as b:
+        b.restore(ns, str(base))
+        b.update(x.id, "bank pin hint changed on B", namespace=ns)
+        b.sync(ns)
+        b_blob = b.get(x.id, namespace=ns).blob_id
+        assert b_blob is not None
+        b.walrus.read_blob(b_blob, deadline=2.0)
+    with machine(tmp_path / "a", url) as a:
+        a.forget(x.id, namespace=ns)
+        a.sync(ns)
+        forgotten_head = head_of(a, ns)
+    with machine(tmp_path / "b", url) as b:
+        report = b.pull(str(forgotten_head), namespace=ns)
+        assert report.forgotten == 1 and x.id not in live(b, ns)
+        assert b_blob in report.deleted_blobs
+        assert httpx.get(f"{url}/v1/blobs/{b_blob}").status_code == 404
+        with pytest.raises(BlobNotFound):
+            b.walrus.read_blob(b_blob, deadline=2.0)
+        y_blob = b.get(y.id, namespace=ns).blob_id
+        assert y_blob is not None and y_blob not in report.deleted_blobs
+        assert b.walrus.read_blob(y_blob, deadline=2.0)
+        assert live(b, ns) == {y.id: "a memory that stays"}

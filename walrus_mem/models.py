@@ -220,6 +220,9 @@ class PullReport(BaseModel):
     ``added`` / ``updated`` / ``forgotten`` count local changes; ``conflicts``
     versions that lost the merge rule (kept in ``history`` as CONFLICT);
     ``deduplicated`` memories collapsed into another with the same text;
+    ``deleted_blobs`` / ``kept_blobs``: this data dir's blobs of the memories
+    forgotten by the merge, deleted or kept with the reason, as in
+    :class:`ForgetReport`;
     ``missing`` / ``expired`` (memory id, blob id) pairs whose blob is gone;
     ``failed`` fetches that may succeed later (then ``complete`` is False and
     the namespace stays marked until a pull or restore finishes it).
@@ -237,6 +240,8 @@ class PullReport(BaseModel):
     forgotten: int = 0
     conflicts: int = 0
     deduplicated: int = 0
+    deleted_blobs: list[str] = Field(default_factory=list)
+    kept_blobs: dict[str, str] = Field(default_factory=dict)
     unchanged: int = 0
     missing: list[tuple[str, str]] = Field(default_factory=list)
     expired: list[tuple[str, str]] = Field(default_factory=list)

@@ -26,7 +26,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -113,6 +113,10 @@ class LogHost(Protocol):
 
     def check_model(self, namespace: str) -> None: ...
 
+    def _delete_blobs(
+        self, blobs: Mapping[str, bool | None]
+    ) -> tuple[list[str], dict[str, str]]: ...
+
 
 @dataclass
 class _Read:
@@ -130,6 +134,7 @@ class _Tally:
     forgotten: int = 0
     conflicts: int = 0
     deduplicated: int = 0
+    forgotten_blobs: dict[str, bool | None] = field(default_factory=dict)
     missing: list[tuple[str, str]] = field(default_factory=list)
     expired: list[tuple[str, str]] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)
@@ -745,8 +750,10 @@ class NamespaceLog:
         now = time.time()
         with self.lock, self.catalog.write():
             for entry in plan.forget:
-                if self.catalog.forget_memory(ns, entry.memory_id, now, entry.version) is not None:
+                blobs = self.catalog.forget_memory(ns, entry.memory_id, now, entry.version)
+                if blobs is not None:
                     tally.forgotten += 1
+                    tally.forgotten_blobs.update(blobs)
             for entry in plan.tombstones:
                 self.catalog.forget_memory(ns, entry.memory_id, now, entry.version)
         if plan.forget:
@@ -773,6 +780,16 @@ class NamespaceLog:
             # as Memory.forget does (a forget must not linger on the pulling machine).
             with self.lock:
                 self.catalog.scrub()
+        # Delete this data dir's blobs of the forgotten memories as Memory.forget does
+        # (best effort, quilts still holding live memories kept), after the fetches so
+        # every memory restored by this pull counts as live; a blob any remote live
+        # entry lists is kept too (its memory may not have been fetched yet).
+        listed = {str(e.blob_id) for e in remote if not e.deleted and e.blob_id}
+        kept_blobs = {b: "a live memory in the merged heads is stored in this blob"
+                      for b in tally.forgotten_blobs if b in listed}
+        deleted_blobs, kept_now = self.host._delete_blobs(
+            {b: d for b, d in tally.forgotten_blobs.items() if b not in listed})
+        kept_blobs.update(kept_now)
         complete = not tally.failed
         if complete:
             self._finish(ns, keys, [r.ref for r in reads], remote, plan)
@@ -783,6 +800,7 @@ class NamespaceLog:
             legacy=None if legacy is None else legacy[0], total=total,
             added=tally.added, updated=tally.updated, forgotten=tally.forgotten,
             conflicts=tally.conflicts, deduplicated=tally.deduplicated,
+            deleted_blobs=deleted_blobs, kept_blobs=kept_blobs,
             unchanged=plan.unchanged, missing=tally.missing, expired=tally.expired,
             failed=tally.failed, complete=complete, resumed=resumed,
         )
