@@ -529,3 +529,30 @@ def test_pulled_forget_deletes_this_machines_blobs_of_the_memory(tmp_path: Path,
         assert y_blob is not None and y_blob not in report.deleted_blobs
         assert b.walrus.read_blob(y_blob, deadline=2.0)
         assert live(b, ns) == {y.id: "a memory that stays"}
+
+
+def test_the_same_update_on_two_machines_is_not_a_conflict(tmp_path: Path, server) -> None:
+    """Identical edits (text and metadata, same version) sealed on two machines differ
+    only in their nonces: merged without CONFLICT rows, converging on one version."""
+    with machine(tmp_path / "a", server.url) as a, machine(tmp_path / "b", server.url) as b:
+        x, y = a.remember_many(["same update original", "edited apart"], namespace="su")
+        b.restore("su", a.sync().manifests["su"])
+        for m in (a, b):
+            m.update(x.id, "same update NEW", metadata={"k": 1}, namespace="su")
+        a.update(y.id, "edited apart on A", namespace="su")  # a real conflict beside it
+        b.update(y.id, "edited apart on B", namespace="su")
+        ha, hb = a.sync().manifests["su"], b.sync().manifests["su"]
+        ra, rb = a.pull(hb, namespace="su"), b.pull(ha, namespace="su")
+        assert ra.conflicts == 1 and rb.conflicts == 1  # only y
+        assert live(a, "su") == live(b, "su")
+        assert live(a, "su")[x.id] == "same update NEW"
+        for m in (a, b):
+            events = [h.event for h in m.history(x.id, namespace="su")]
+            assert "CONFLICT" not in events
+            assert m.get(x.id, namespace="su").metadata == {"k": 1}
+        # one version on both: the next exchange changes nothing
+        ha2, hb2 = a.sync().manifests["su"], b.sync().manifests["su"]
+        assert a.get(x.id, namespace="su").blob_id == b.get(x.id, namespace="su").blob_id
+        again = a.pull(hb2, namespace="su")
+        assert again.updated == 0 and again.conflicts == 0
+        assert b.pull(ha2, namespace="su").conflicts == 0

@@ -13,7 +13,9 @@ one deterministic rule:
 When both sides updated a memory concurrently (equal versions with
 different content, or a lower version that is not an ancestor of the higher
 one by content: lineage.py), the losing version is kept in ``history`` as a
-``CONFLICT`` entry and counted in the report, on both machines.
+``CONFLICT`` entry and counted in the report, on both machines, unless the two
+versions hold the same fact (the same edit made on both machines, sealed with
+different nonces): that is decided once both are opened (namespace_log.py).
 
 Absence is not deletion: a manifest that does not list a memory says nothing
 about it, so an old or partial snapshot can never remove anything. The rule

@@ -946,6 +946,9 @@ class NamespaceLog:
             self.catalog.adopt_model(ns, emb.model_id, emb.dim)
             for entry, _, rec in fetched:
                 if entry.memory_id in kept:  # ours wins at the same version: theirs -> history
+                    ours = self.catalog.memory(ns, entry.memory_id)
+                    if ours is not None and _same_content(ours, rec):
+                        continue  # the same edit made on both machines is no conflict
                     self.catalog.add_history(
                         ns, entry.memory_id, entry.version, "CONFLICT", now,
                         text=str(rec.get("text", "")), metadata=_metadata_json(rec),
@@ -987,7 +990,10 @@ class NamespaceLog:
                     _, our_digest = self._local_sealed(ns, mid)
                     if not is_ancestor(our_digest, rec):  # concurrent, ours loses
                         conflicts.add(mid)
-                if mid in conflicts:  # ours loses to a concurrent version: it goes to history
+                if mid in conflicts and not _same_content(current, rec):
+                    # ours loses to a concurrent version: it goes to history (an identical
+                    # edit made on both machines is no conflict: the winner's blob is
+                    # adopted so the digests converge, and ours stays in history)
                     self.catalog.add_history(
                         ns, mid, int(current["version"]), "CONFLICT", now,
                         text=str(current["text"]), metadata=str(current["metadata"]),
@@ -1016,6 +1022,18 @@ class NamespaceLog:
             self.tables.set_head_state(ns, [str(h) for h in sorted(newest, reverse=True)],
                                        ahead=ahead)
             self.tables.set_restoring(ns, None)
+
+
+def _same_content(current: Any, record: dict[str, Any]) -> bool:
+    """Whether a local row and a fetched record hold the same fact (text, metadata,
+    category, importance, expiry): then two versions differ only in sealing."""
+    importance = float(record.get("importance") or DEFAULT_IMPORTANCE)
+    return (str(current["text"]) == str(record.get("text", ""))
+            and json.loads(str(current["metadata"] or "{}")) == json.loads(
+                _metadata_json(record))
+            and current["category"] == record.get("category")
+            and float(current["importance"]) == importance
+            and current["expires_at"] == record.get("expires_at"))
 
 
 def _metadata_json(record: dict[str, Any]) -> str:
