@@ -556,3 +556,25 @@ def test_the_same_update_on_two_machines_is_not_a_conflict(tmp_path: Path, serve
         again = a.pull(hb2, namespace="su")
         assert again.updated == 0 and again.conflicts == 0
         assert b.pull(ha2, namespace="su").conflicts == 0
+
+
+def test_pulled_forget_keeps_a_quilt_that_holds_live_memories(tmp_path: Path,
+                                                              server) -> None:
+    with machine(tmp_path / "a", server.url) as a:
+        x, y = a.remember_many(["quilt member forgotten", "quilt member kept"],
+                               namespace="fq").records
+        quilt = x.blob_id
+        assert quilt is not None and y.blob_id == quilt
+        base = a.sync().manifests["fq"]
+    with machine(tmp_path / "b", server.url) as b:
+        b.restore("fq", base)
+    with machine(tmp_path / "a", server.url) as a:
+        a.forget(x.id, namespace="fq")  # A keeps the quilt too: y lives in it
+        a.sync("fq")
+        head = str(head_of(a, "fq"))
+    with machine(tmp_path / "b", server.url) as b:
+        report = b.pull(head, namespace="fq")
+        assert report.forgotten == 1 and report.deleted_blobs == []
+        assert quilt in report.kept_blobs  # y, live here and in the heads, is in it
+        assert live(b, "fq") == {y.id: "quilt member kept"}
+        assert httpx.get(f"{server.url}/v1/blobs/{quilt}").status_code == 200
