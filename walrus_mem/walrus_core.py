@@ -715,9 +715,12 @@ class _Core:
                                      cause=result.cause)
                 self.stats._fault(result.kind)
                 answers.add(base, result.kind)
-                if quilt_route and result.kind == "http_500":
-                    quilt_500[base] += 1
-                    if quilt_500[base] >= _QUILT_500_LIMIT:
+                # Consecutive 500s only: a transient 500 between other answers is an
+                # overloaded node, not the non-quilt-blob answer.
+                quilt_500[base] = quilt_500[base] + 1 \
+                    if quilt_route and result.kind == "http_500" else 0
+                if quilt_500[base] >= _QUILT_500_LIMIT and not answers.only_liars_besides(
+                        base, active):
                         result.error.add_note(
                             f"{_QUILT_500_LIMIT} answers of 500 to a quilt route: real Walrus "
                             "answers so for a blob that is not a quilt"
@@ -830,6 +833,15 @@ class _Answers:
 
     def add(self, url: str, kind: str) -> None:
         self._kinds.setdefault(url, Counter())[kind] += 1
+
+    def only_liars_besides(self, url: str, active: Sequence[str]) -> bool:
+        """Whether every other aggregator still asked has failed verification in this call.
+
+        Dropping ``url`` then would leave only endpoints that served wrong bytes, so the
+        call could only end in VerificationFailed: keep asking it until the deadline.
+        """
+        others = [other for other in active if other != url]
+        return bool(others) and all(self._kinds[other]["verification"] for other in others)
 
     def drop(self, url: str, reason: str) -> None:
         self._dropped[url] = reason
