@@ -621,6 +621,24 @@ def test_refused_connection_fails_fast(mock, clock) -> None:
     assert "refused" in str(info.value)
 
 
+def test_flaky_connections_do_not_drop_the_only_honest_aggregator(mock, clock) -> None:
+    """Three connect timeouts in a row (a loaded box) would drop an aggregator; not when
+    the only one left has served wrong bytes: the read could then only fail."""
+    mock.get(blob_url(AGGREGATORS[0])).mock(return_value=httpx.Response(200, content=b"lie"))
+    honest = mock.get(blob_url(AGGREGATORS[1])).mock(side_effect=[
+        httpx.ConnectTimeout("slow accept"), httpx.ConnectTimeout("slow accept"),
+        httpx.ConnectTimeout("slow accept"), httpx.ConnectTimeout("slow accept"),
+        httpx.Response(200, content=b"good")])
+
+    def verify(data: bytes) -> None:
+        if data != b"good":
+            raise ValueError("another blob")
+
+    with make(clock, AGGREGATORS[:2], read_deadline=30) as client:
+        assert client.read_blob(BLOB_ID, verify=verify) == b"good"
+    assert honest.call_count == 5
+
+
 def test_truncated_store_body_is_retried(mock, client) -> None:
     full = json.dumps(NEWLY_CREATED).encode()
     route = mock.put(PUT_BLOBS).mock(side_effect=[

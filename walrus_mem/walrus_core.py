@@ -747,7 +747,8 @@ class _Core:
                 if result.retry_after is not None:
                     retry_after = max(retry_after or 0.0, result.retry_after)
                 connect_failures[base] = connect_failures[base] + 1 if result.connect else 0
-                if connect_failures[base] >= self.policy.max_connect_failures:
+                if connect_failures[base] >= self.policy.max_connect_failures \
+                        and not answers.only_liars_besides(base, active):
                     active.remove(base)
                     answers.drop(base, f"{connect_failures[base]} failed connections in a row")
             if not_found is not None:
