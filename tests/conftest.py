@@ -4,6 +4,7 @@ a temp data dir, a clean WALRUS_MEM_* environment, and an in-memory keyring."""
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,9 +34,18 @@ class MemoryKeyring(KeyringBackend):
         self.store.pop((service, username), None)
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Keep session- and module-scoped fixtures off the real per-user state dir
+    (walrus_mem.heads_mirror) too: each test then gets its own (clean_environ)."""
+    state = Path(tempfile.mkdtemp(prefix="walrus-mem-test-state-"))
+    os.environ["WALRUS_MEM_STATE_DIR"] = str(state / "walrus-mem")
+    os.environ["XDG_STATE_HOME"] = str(state)
+
+
 @pytest.fixture(autouse=True)
 def clean_environ(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
-    """Strip WALRUS_MEM_* and proxy vars; point the data dir at a temp dir."""
+    """Strip WALRUS_MEM_* and proxy vars; point the data dir and the per-user state dir
+    (seen-heads mirror) at temp dirs of this test, so tests never see each other's."""
     for name in list(os.environ):
         if name.startswith("WALRUS_MEM_") or name.lower() in {
             "http_proxy", "https_proxy", "all_proxy", "no_proxy"
@@ -43,6 +53,8 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[P
             monkeypatch.delenv(name, raising=False)
     data_dir = tmp_path / "walrus-data"
     monkeypatch.setenv("WALRUS_MEM_DATA_DIR", str(data_dir))
+    monkeypatch.setenv("WALRUS_MEM_STATE_DIR", str(tmp_path / "walrus-state"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
     yield data_dir

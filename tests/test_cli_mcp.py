@@ -25,6 +25,7 @@ async def test_walrus_mem_mcp_serves_the_tools_over_stdio(tmp_path):
         "WALRUS_MEM_USE_KEYRING": "false",
         "WALRUS_MEM_DATA_DIR": str(tmp_path / "not-this-one"),
         "XDG_CONFIG_HOME": str(tmp_path / "xdg"),
+        "WALRUS_MEM_STATE_DIR": str(tmp_path / "state"),
         "HF_HUB_OFFLINE": "1",
         "PYTHONUNBUFFERED": "1",
     }

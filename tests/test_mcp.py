@@ -28,6 +28,7 @@ def server_params(tmp_path, master_hex, *args: str) -> StdioServerParameters:
     config.write_text('[agents.researcher]\nnamespace = "research"\n', encoding="utf-8")
     env = {
         "WALRUS_MEM_DATA_DIR": str(tmp_path / "data"),
+        "WALRUS_MEM_STATE_DIR": str(tmp_path / "state"),
         "WALRUS_MEM_MASTER_KEY": master_hex,
         "WALRUS_MEM_EMBEDDING_MODEL": "test-hash",
         "WALRUS_MEM_USE_KEYRING": "false",

@@ -195,13 +195,18 @@ def test_stale_backup_without_heads_exchange_forks_and_merges_back(tmp_path: Pat
     with machine(a_dir, server.url) as a:
         a.remember_many([f"fork newer {i}" for i in range(30)], namespace="fk")
         h_new = a.sync().manifests["fk"]
-    with machine(tmp_path / "backup", server.url) as b:
+    # The backup restored on another machine (another user state dir: the seen-heads
+    # mirror there knows nothing of h_new): nobody told it about h_new, a fork.
+    with machine(tmp_path / "backup", server.url, state_dir=tmp_path / "elsewhere") as b:
         b.remember("fork from the backup", namespace="fk")
-        h_fork = b.sync().manifests["fk"]  # nobody told it about h_new: a fork
+        h_fork = b.sync().manifests["fk"]
         assert HeadRef.parse(h_fork).seq == HeadRef.parse(h_new).seq
     with machine(tmp_path / "third", server.url) as third:
         report = third.pull([h_new, h_fork], namespace="fk")
         assert report.added == 51 and len(live(third, "fk")) == 51
+        # one writer id, two manifests with one seq: named, and both merged
+        assert len(report.equivocations) == 1
+        assert h_new in report.equivocations[0] and h_fork in report.equivocations[0]
         merged = HeadRef.parse(third.sync().manifests["fk"])
         assert set(third._log.seen.get("fk", merged.blob_id).parents) == {
             HeadRef.parse(h_new), HeadRef.parse(h_fork)}

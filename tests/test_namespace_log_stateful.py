@@ -2,8 +2,10 @@
 
 One relayer_mock over loopback HTTP for the whole test; each example gets fresh
 data dirs and a fresh namespace. Rules: remember, update, forget, sync, pull
-another machine's head, back a data dir up / restore it from the backup (its
-unsynced changes are lost, as they would be), and a restore killed halfway
+another machine's head, back a whole data dir up / restore it from the backup
+(its unsynced changes are lost, as they would be; what it had published or
+merged comes back from the per-user seen-heads mirror at its next sync, never
+a second manifest with a seq it already used), and a restore killed halfway
 (then refused publishing, then resumed). After every head ever published has
 been pulled everywhere, each machine must hold exactly the live memories of
 the model, nothing forgotten anywhere may be live, and the final manifests must
@@ -11,7 +13,9 @@ list every live memory and no forgotten one.
 
 The model: per machine, memory id -> (version, texts that may hold that
 version) and a set of forgotten ids; a published head carries a copy of its
-machine's model. Merging is the rule of walrus_mem.merge: a tombstone wins,
+machine's model; ``seen`` per machine is the merge of every head it published
+or merged (the mirror outlives a data dir restored from a backup, so a sync
+merges it back). Merging is the rule of walrus_mem.merge: a tombstone wins,
 then the higher version; equal versions with different texts leave either
 text acceptable (the real rule picks one, deterministically, on every machine).
 """
@@ -130,6 +134,7 @@ class ThreeMachines(RuleBasedStateMachine):
         self.heads: list[tuple[str, Model]] = [(genesis, start)]
         self.latest: list[tuple[str, Model] | None] = [(genesis, start)] * MACHINES
         self.backups: dict[int, Model] = {}
+        self.seen: list[Model] = [start] * MACHINES
         self.texts = itertools.count()
 
     def _open(self, i: int) -> Memory:
@@ -137,6 +142,21 @@ class ThreeMachines(RuleBasedStateMachine):
 
     def _reopen(self, i: int) -> None:
         self.world.reopen(i)
+
+    def _published(self, i: int, head: str) -> None:
+        self.heads.append((head, self.model[i]))
+        self.latest[i] = (head, self.model[i])
+        self.seen[i] = merge(self.seen[i], self.model[i])
+
+    def _catch_up(self, i: int) -> None:
+        """Publishing (or a restore with no head) first merges every head this machine
+        has seen: a no-op unless its data dir was restored from a backup."""
+        self.model[i] = merge(self.model[i], self.seen[i])
+
+    def _holds(self, i: int, content: Model) -> bool:
+        """``content`` adds nothing to what machine i holds or has seen."""
+        known = merge(self.model[i], self.seen[i])
+        return merge(known, content) == known
 
     def _text(self) -> str:
         return f"fact number {next(self.texts)} of {self.ns}"
@@ -170,17 +190,17 @@ class ThreeMachines(RuleBasedStateMachine):
         report = self.mems[i].forget(mid, namespace=self.ns)
         self.model[i] = ({k: v for k, v in alive.items() if k != mid}, dead | {mid})
         if report.manifest_blob_id is not None:  # published at once: a head like sync's
-            self.heads.append((report.manifest_blob_id, self.model[i]))
-            self.latest[i] = (report.manifest_blob_id, self.model[i])
+            self._catch_up(i)
+            self._published(i, report.manifest_blob_id)
 
     @rule(i=st.integers(0, MACHINES - 1))
     def sync(self, i: int) -> None:
         report = self.mems[i].sync(self.ns)
         assert not report.errors, report.errors
+        self._catch_up(i)
         head = report.manifests.get(self.ns)
         if head is not None:
-            self.heads.append((head, self.model[i]))
-            self.latest[i] = (head, self.model[i])
+            self._published(i, head)
 
     @rule(i=st.integers(0, MACHINES - 1), j=st.integers(0, MACHINES - 1))
     def pull(self, i: int, j: int) -> None:
@@ -191,10 +211,11 @@ class ThreeMachines(RuleBasedStateMachine):
         try:
             self.mems[i].pull(head, namespace=self.ns)
         except StaleManifest:
-            # Refused as older than what i holds: then it adds nothing to i.
-            assert merge(self.model[i], content) == self.model[i]
+            # Refused as older than what i holds or has seen: it adds nothing to i.
+            assert self._holds(i, content)
             return
         self.model[i] = merge(self.model[i], content)
+        self.seen[i] = merge(self.seen[i], content)
 
     @rule(i=st.integers(0, MACHINES - 1))
     def backup(self, i: int) -> None:
@@ -230,7 +251,7 @@ class ThreeMachines(RuleBasedStateMachine):
         try:
             self.mems[i].restore(self.ns, head, progress=killer)
         except StaleManifest:
-            assert merge(self.model[i], content) == self.model[i]
+            assert self._holds(i, content)
             return
         except Interrupt:
             self._reopen(i)  # the process died
@@ -241,7 +262,9 @@ class ThreeMachines(RuleBasedStateMachine):
                 self.mems[i]._publish_manifest(self.ns)
             resumed = self.mems[i].restore(self.ns)
             assert resumed.resumed and resumed.complete
+            self._catch_up(i)  # a restore with no head also merges every head seen
         self.model[i] = merge(self.model[i], content)
+        self.seen[i] = merge(self.seen[i], content)
 
     # -- checks ------------------------------------------------------------------------
 
@@ -283,6 +306,10 @@ class ThreeMachines(RuleBasedStateMachine):
             mem.pull([h for h in merged if h], namespace=self.ns, allow_stale=True)
         views = [live(mem, self.ns) for mem in self.mems]
         assert views[0] == views[1] == views[2]
+        # every head of every machine is known everywhere now: no writer ever published
+        # two manifests with one seq (a data dir restored from a backup merges first)
+        for mem in self.mems:
+            assert mem._log.seen.equivocations(self.ns) == []
         assert set(views[0]) == set(alive)
         for mid, text in views[0].items():
             assert text in alive[mid][1]

@@ -369,6 +369,9 @@ class Settings(BaseSettings):
     # sync re-publishes memories whose blobs end within this many epochs
     renew_margin_epochs: int = Field(default=1, ge=0, le=52)
     heads_file: Path | None = None  # shared file of namespace heads (docs/sync.md)
+    # per-user copy of every data dir's seen heads, outside the data dirs (heads_mirror.py);
+    # None: the platform's user state dir, e.g. ~/.local/state/walrus-mem
+    state_dir: Path | None = None
     agents: dict[str, AgentConfig] = Field(default_factory=dict)
     # Session-key segments (regexes, full match, case-insensitive) that make a session
     # read-only; None = walrus_mem.sessions.DEFAULT_READ_ONLY_PATTERNS.
@@ -408,7 +411,7 @@ class Settings(BaseSettings):
     def _strip_url(cls, v: str | None) -> str | None:
         return _http_url(v) or None if v and v.strip() else None
 
-    @field_validator("data_dir", "key_file", mode="before")
+    @field_validator("data_dir", "key_file", "state_dir", mode="before")
     @classmethod
     def _expand(cls, v: Any) -> Any:
         return expand_path(v)

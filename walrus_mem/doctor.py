@@ -340,6 +340,24 @@ def _writable(directory: Path) -> bool:
 # -- local catalog and index ------------------------------------------------------------
 
 
+def _check_seen_heads_mirror(mem: Any) -> list[Check]:
+    """What the per-user seen-heads mirror (heads_mirror.py) said when the data dir opened."""
+    out = []
+    for ns, refs in sorted(mem._log.rolled_back.items()):
+        out.append(Check(
+            f"heads {ns}", "warn",
+            f"this data dir had forgotten {len(refs)} manifest(s) of {ns!r} it had seen "
+            f"(newest seq {refs[0].seq}): restored from a backup or copied; the next sync "
+            "merges them before publishing", f"walrus-mem -n {ns} sync"))
+    mirror = mem._log.seen.mirror
+    if mirror is not None and mirror.disabled is not None:
+        out.append(Check(
+            "heads mirror", "warn",
+            f"{mirror.path} is unusable ({mirror.disabled}): a data dir restored whole from "
+            "a backup is not detected", "make the state dir writable (WALRUS_MEM_STATE_DIR)"))
+    return out
+
+
 def check_local_store(settings: Settings, *, embedder: Any = None) -> list[Check]:
     """The catalog opens; per namespace: model, queued writes, manifest, index file."""
     catalog = Path(settings.data_dir).expanduser() / "catalog.sqlite3"
@@ -363,6 +381,7 @@ def check_local_store(settings: Settings, *, embedder: Any = None) -> list[Check
                       "walrus-mem repair (moves the catalog aside and restores from Walrus)")]
     with mem:
         checks += check_integrity(mem)
+        checks += _check_seen_heads_mirror(mem)
         namespaces = mem.namespaces()
         if not namespaces:
             checks.append(Check("local store", "ok", f"catalog {catalog} is empty"))

@@ -54,6 +54,7 @@ these with ``raise ... from exc``. Messages never contain key material.
     │   │   └── LegacyManifest         a format-1 manifest id given without allow_legacy
     │   ├── HeadMismatch               bytes served for a head are not the manifest it names
     │   ├── StaleManifest              a head older than one this data dir has seen (rollback)
+    │   │   └── StaleDataDir           a rolled-back data dir would reuse its own seq
     │   ├── ForkedHead                 a head sharing no history with this data dir's
     │   └── RestoreIncomplete          an interrupted restore / pull: resume it first
     ├── EmbeddingError                 model cannot be loaded / produced bad vectors
@@ -108,6 +109,7 @@ __all__ = [
     "RateLimited",
     "ReadOnlySession",
     "RestoreIncomplete",
+    "StaleDataDir",
     "StaleManifest",
     "StorageError",
     "StoreFailed",
@@ -403,6 +405,13 @@ class StaleManifest(LogError):
         super().__init__(message)
         self.served_seq = served_seq
         self.expected_seq = expected_seq
+
+
+class StaleDataDir(StaleManifest):
+    """This data dir would publish a manifest whose seq its own writer id already used:
+    its state is older than a manifest it published (a whole data dir restored from a
+    backup, or copied) and that manifest could not be merged first. Publishing would
+    fork the namespace under one writer id and drop what the newer manifest holds."""
 
 
 class ForkedHead(LogError):

@@ -38,6 +38,7 @@ from typing import Final
 from filelock import FileLock
 
 from .errors import InvalidHead, LocalStoreError
+from .heads_mirror import HeadsMirror
 
 __all__ = ["HeadRef", "HeadsFile", "SeenHead", "SeenHeads", "parse_head"]
 
@@ -111,11 +112,14 @@ class SeenHeads:
     """``<data_dir>/heads.sqlite3``: every manifest this data dir has seen, per namespace.
 
     The file is created on the first write only, so reading (and failing a
-    restore with the wrong key) leaves a data dir exactly as it was.
+    restore with the wrong key) leaves a data dir exactly as it was. Every row
+    is also written to ``mirror`` (heads_mirror.py, outside the data dir), and
+    :meth:`catch_up` copies back what a rolled-back data dir forgot.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, mirror: HeadsMirror | None = None) -> None:
         self.path = Path(path)
+        self.mirror = mirror
         self._lock = threading.RLock()
         self._conn: sqlite3.Connection | None = None
 
@@ -161,35 +165,100 @@ class SeenHeads:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+        if self.mirror is not None:
+            self.mirror.close()
+
+    @staticmethod
+    def _writer_in(c: sqlite3.Connection) -> str:
+        row = c.execute("SELECT value FROM meta WHERE key = 'writer'").fetchone()
+        if row is not None:
+            return str(row[0])
+        writer = secrets.token_hex(8)
+        c.execute("INSERT INTO meta (key, value) VALUES ('writer', ?)", (writer,))
+        return writer
 
     def writer_id(self) -> str:
-        """This data dir's writer id (random, created on first use)."""
+        """This data dir's writer id (random, created with the store)."""
         with self._tx() as c:
-            row = c.execute("SELECT value FROM meta WHERE key = 'writer'").fetchone()
-            if row is not None:
-                return str(row[0])
-            writer = secrets.token_hex(8)
-            c.execute("INSERT INTO meta (key, value) VALUES ('writer', ?)", (writer,))
-            return writer
+            return self._writer_in(c)
+
+    def _stored_writer(self) -> str | None:
+        rows = self._query("SELECT value FROM meta WHERE key = 'writer'", ())
+        return str(rows[0][0]) if rows else None
 
     def set_writer(self, writer: str) -> None:
         """Keep ``writer`` as this data dir's writer id (a heads store rebuilt by repair)."""
         with self._tx() as c:
             c.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('writer', ?)", (writer,))
+        if self.mirror is not None:
+            self.mirror.record(writer, [])
+
+    @staticmethod
+    def _insert(c: sqlite3.Connection, namespace: str, head: SeenHead) -> None:
+        c.execute(
+            "INSERT OR IGNORE INTO heads (namespace, blob_id, seq, digest, writer, parents, "
+            "origins, seen_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (namespace, head.ref.blob_id, head.ref.seq, head.ref.digest, head.writer,
+             json.dumps([str(p) for p in head.parents]), json.dumps(list(head.origins)),
+             time.time()),
+        )
+        c.executemany(
+            "INSERT OR IGNORE INTO edges (namespace, child, parent) VALUES (?, ?, ?)",
+            [(namespace, head.ref.blob_id, p.blob_id) for p in head.parents],
+        )
 
     def add(self, namespace: str, head: SeenHead) -> None:
         with self._tx() as c:
-            c.execute(
-                "INSERT OR IGNORE INTO heads (namespace, blob_id, seq, digest, writer, parents, "
-                "origins, seen_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (namespace, head.ref.blob_id, head.ref.seq, head.ref.digest, head.writer,
-                 json.dumps([str(p) for p in head.parents]), json.dumps(list(head.origins)),
-                 time.time()),
-            )
-            c.executemany(
-                "INSERT OR IGNORE INTO edges (namespace, child, parent) VALUES (?, ?, ?)",
-                [(namespace, head.ref.blob_id, p.blob_id) for p in head.parents],
-            )
+            self._insert(c, namespace, head)
+            writer = self._writer_in(c)  # a store with heads always has a writer id
+        if self.mirror is not None:
+            self.mirror.record(writer, [(namespace, head)])
+
+    def catch_up(self) -> dict[str, list[SeenHead]]:
+        """Copy in the heads the mirror holds for this data dir and its store lacks
+        (a data dir restored from a backup, or copied), per namespace; seed the mirror
+        with what it lacks (a store from before the mirror)."""
+        mirror = self.mirror
+        if mirror is None:
+            return {}
+        owner = self._stored_writer() or mirror.owner_of_data_dir()
+        if owner is None:
+            return {}
+        theirs = {(str(r[0]), str(r[1])): (str(r[0]), self._row(r[1:]))
+                  for r in mirror.rows(owner)}
+        ours = {(str(r[0]), str(r[1])): (str(r[0]), self._row(r[1:])) for r in self._query(
+            "SELECT namespace, blob_id, seq, digest, writer, parents, origins FROM heads", ())}
+        missing = [theirs[k] for k in sorted(theirs.keys() - ours.keys())]
+        if missing:
+            with self._tx() as c:
+                if c.execute("SELECT 1 FROM meta WHERE key = 'writer'").fetchone() is None:
+                    c.execute("INSERT INTO meta (key, value) VALUES ('writer', ?)", (owner,))
+                for ns, head in missing:
+                    self._insert(c, ns, head)
+        unmirrored = [ours[k] for k in sorted(ours.keys() - theirs.keys())]
+        if unmirrored or mirror.owner_of_data_dir() != owner:
+            mirror.record(owner, unmirrored)
+        out: dict[str, list[SeenHead]] = {}
+        for ns, head in missing:
+            out.setdefault(ns, []).append(head)
+        return out
+
+    def equivocations(self, namespace: str) -> list[tuple[SeenHead, SeenHead]]:
+        """Pairs of seen heads one writer published with the same seq: a data dir
+        restored from a backup (or copied) that forgot its own newer manifest."""
+        rows = self._query(
+            "SELECT a.blob_id, a.seq, a.digest, a.writer, a.parents, a.origins, "
+            "b.blob_id, b.seq, b.digest, b.writer, b.parents, b.origins FROM heads a "
+            "JOIN heads b ON a.namespace = b.namespace AND a.writer = b.writer "
+            "AND a.seq = b.seq AND a.blob_id < b.blob_id WHERE a.namespace = ? AND a.writer != ''"
+            " ORDER BY a.seq, a.blob_id", (namespace,))
+        return [(self._row(r[:6]), self._row(r[6:])) for r in rows]
+
+    def max_own_seq(self, namespace: str, writer: str) -> int:
+        """The highest seq this data dir's writer id published of ``namespace`` (seen)."""
+        rows = self._query("SELECT max(seq) FROM heads WHERE namespace = ? AND writer = ?",
+                           (namespace, writer))
+        return int(str(rows[0][0])) if rows and rows[0][0] is not None else 0
 
     def _query(self, sql: str, params: tuple[object, ...]) -> list[tuple[object, ...]]:
         with self._lock:

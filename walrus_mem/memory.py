@@ -1270,6 +1270,7 @@ class Memory:
             skipped=report.total - report.added - report.updated - len(report.failed),
             failed=report.failed, missing=report.missing, expired=report.expired,
             forgotten=report.forgotten, conflicts=report.conflicts,
+            equivocations=report.equivocations,
             complete=report.complete, resumed=report.resumed)
 
     def pull(

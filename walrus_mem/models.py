@@ -251,6 +251,10 @@ class PullReport(BaseModel):
     up_to_date: bool = False
     skipped: list[str] = Field(default_factory=list)
     """Heads-file heads that cannot be merged (``"<head>: <reason>"``), left out."""
+    equivocations: list[str] = Field(default_factory=list)
+    """Pairs of different manifests one writer published with the same seq (a data dir
+    restored from a backup, or copied, that forgot its newer manifest), among the heads
+    merged here: both were merged (nothing either lists is lost) and are named here."""
 
 
 class SyncReport(BaseModel):
@@ -292,6 +296,8 @@ class RestoreReport(BaseModel):
     expired: list[tuple[str, str]] = Field(default_factory=list)
     forgotten: int = 0
     conflicts: int = 0
+    equivocations: list[str] = Field(default_factory=list)
+    """As :attr:`PullReport.equivocations`."""
     complete: bool = True
     resumed: bool = False
 

@@ -56,6 +56,7 @@ from .errors import (
     LocalStoreError,
     LogError,
     RestoreIncomplete,
+    StaleDataDir,
     StaleManifest,
     TamperedBlob,
     VerificationFailed,
@@ -64,6 +65,7 @@ from .errors import (
 )
 from .expiry import EpochClock
 from .heads import HeadRef, HeadsFile, SeenHead, SeenHeads, parse_head
+from .heads_mirror import HeadsMirror, default_state_dir
 from .index import IndexStore, index_file_stem
 from .inputs import new_memory_id
 from .keys import NamespaceKeys
@@ -150,10 +152,28 @@ class NamespaceLog:
         self.tables = LogTables(catalog)
         self.indexes = indexes
         self.lock = lock
-        self.seen = SeenHeads(host.data_dir / "heads.sqlite3")
+        state_dir = host.settings.state_dir or default_state_dir()
+        self.seen = SeenHeads(host.data_dir / "heads.sqlite3",
+                              HeadsMirror(state_dir, host.data_dir))
         self._manifest_locks: dict[str, tuple[threading.Lock, FileLock]] = {}
         self._verified_pages: set[tuple[str, str, str | None]] = set()
         self._unusable: dict[tuple[str, HeadRef], str] = {}
+        self.rolled_back: dict[str, list[HeadRef]] = {}
+        """Per namespace, heads the per-user mirror knew and this data dir had forgotten
+        (restored from a backup, or copied) when it opened: merged before it publishes."""
+        try:
+            caught_up = self.seen.catch_up()
+        except LocalStoreError as exc:  # a broken heads store: doctor / repair report it
+            log.warning("heads store not readable (%s); mirror not consulted", exc)
+            caught_up = {}
+        for ns, heads in caught_up.items():
+            refs = sorted((h.ref for h in heads), reverse=True)
+            self.rolled_back[ns] = refs
+            log.warning(
+                "data dir %s had forgotten %d manifest(s) of %r it had seen (newest seq %d): "
+                "it was restored from a backup or copied; they are merged before its next "
+                "manifest is published (docs/sync.md)", host.data_dir, len(refs), ns,
+                refs[0].seq)
 
     def close(self) -> None:
         self.seen.close()
@@ -510,6 +530,14 @@ class NamespaceLog:
         origins = sorted(self.origins(ns))
         seq = max((p.seq for p in parents), default=0) + 1
         writer = self.seen.writer_id()
+        own = self.seen.max_own_seq(ns, writer)
+        if seq <= own:  # this writer's seq must only grow: never publish a second seq `own`
+            raise StaleDataDir(
+                f"this data dir already published manifest seq {own} of {ns!r}, but its state "
+                f"does not contain it (restored from a backup, or copied?) and it could not be "
+                f"merged; a manifest now (seq {seq}) would fork the namespace and drop what "
+                f"that one holds: `walrus-mem pull` its head, then sync",
+                served_seq=seq, expected_seq=own)
         root = mf.root_record(
             manifest_id=f"manifest-{new_memory_id()}", seq=seq, writer=writer,
             parents=[str(p) for p in parents], origins=origins, created_at=time.time(),
@@ -723,6 +751,7 @@ class NamespaceLog:
         self.host.check_model(ns)
         for r in reads:
             self._remember(ns, r.ref, r.root)
+        equivocations = self._equivocations(ns, {r.ref for r in reads})
         marker: dict[str, Any] = {"heads": [str(r.ref) for r in reads], "started": time.time()}
         if legacy is not None:
             marker["legacy"] = legacy[0]
@@ -803,7 +832,21 @@ class NamespaceLog:
             deleted_blobs=deleted_blobs, kept_blobs=kept_blobs,
             unchanged=plan.unchanged, missing=tally.missing, expired=tally.expired,
             failed=tally.failed, complete=complete, resumed=resumed,
+            equivocations=equivocations,
         )
+
+    def _equivocations(self, ns: str, refs: set[HeadRef]) -> list[str]:
+        """Seen pairs of manifests one writer published with the same seq, one of them
+        among ``refs`` (being merged now): both are merged, and named (warning + report)."""
+        out = []
+        for a, b in self.seen.equivocations(ns):
+            if a.ref in refs or b.ref in refs:
+                text = (f"writer {a.writer} published two manifests of {ns!r} with seq "
+                        f"{a.ref.seq}: {a.ref} and {b.ref} (a data dir restored from a backup "
+                        "or copied); both merged")
+                log.warning("equivocation: %s", text)
+                out.append(text)
+        return out
 
     # -- format 1 (read-only) ------------------------------------------------------------
 

@@ -1,0 +1,131 @@
+"""The per-user seen-heads mirror (walrus_mem.heads_mirror): a whole data dir restored
+from a backup (heads.sqlite3 rolled back with it) must not publish a manifest that
+forks its own history and drops what it had published (docs/sync.md)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from relayer_mock.server import RelayerServer
+from tests.helpers_log import live, machine
+from walrus_mem import Settings
+from walrus_mem.doctor import _check_seen_heads_mirror
+from walrus_mem.errors import StaleDataDir
+from walrus_mem.heads import HeadRef
+from walrus_mem.heads_mirror import MIRROR_FILE, default_state_dir
+from walrus_mem.namespace_log import NamespaceLog
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayerServer]:
+    with RelayerServer(tmp_path_factory.mktemp("walrus")) as srv:
+        yield srv
+
+
+def restore_in_place(backup: Path, data_dir: Path) -> None:
+    shutil.rmtree(data_dir)
+    shutil.copytree(backup, data_dir)
+
+
+def test_tests_use_a_state_dir_of_their_own(tmp_path: Path) -> None:
+    assert Settings(config_file=None).state_dir == tmp_path / "walrus-state"
+    assert default_state_dir() == tmp_path / "xdg-state" / "walrus-mem"
+
+
+def test_whole_data_dir_restored_from_a_backup_merges_before_publishing(
+        tmp_path: Path, server) -> None:
+    a_dir = tmp_path / "a"
+    with machine(a_dir, server.url) as a:
+        a.remember_many([f"acknowledged fact {i}" for i in range(100)], namespace="bk")
+        a.sync()
+    shutil.copytree(a_dir, tmp_path / "backup")
+    with machine(a_dir, server.url) as a:
+        a.remember_many([f"later fact {i}" for i in range(100)], namespace="bk")
+        h2 = HeadRef.parse(a.sync().manifests["bk"])
+    restore_in_place(tmp_path / "backup", a_dir)  # heads.sqlite3 rolled back with it
+    with machine(a_dir, server.url) as a:
+        assert a.stats("bk").memories == 100
+        assert a._log.rolled_back == {"bk": [h2]}
+        found = {c.name: c for c in _check_seen_heads_mirror(a)}
+        assert found["heads bk"].status == "warn" and "sync" in found["heads bk"].fix
+        a.remember_many([f"after the backup {i}" for i in range(10)], namespace="bk")
+        report = a.sync()
+        assert not report.errors and report.pulled["bk"].added == 100
+        h3 = HeadRef.parse(report.manifests["bk"])
+        assert h3.seq == h2.seq + 1  # no second manifest with h2's seq
+        assert a._log.seen.get("bk", h3.blob_id).parents == (h2,)
+    with machine(tmp_path / "fresh", server.url) as fresh:
+        result = fresh.restore("bk", str(h3))
+        assert result.restored == 210 and result.complete
+
+
+def test_a_backup_older_than_the_heads_store_is_recognised_by_its_path(
+        tmp_path: Path, server) -> None:
+    a_dir = tmp_path / "a"
+    with machine(a_dir, server.url) as a:
+        a.remember_many([f"unsynced {i}" for i in range(5)], namespace="old")
+    assert not (a_dir / "heads.sqlite3").exists()
+    shutil.copytree(a_dir, tmp_path / "backup")
+    with machine(a_dir, server.url) as a:
+        a.remember_many([f"synced later {i}" for i in range(7)], namespace="old")
+        h1 = HeadRef.parse(a.sync().manifests["old"])
+    restore_in_place(tmp_path / "backup", a_dir)
+    with machine(a_dir, server.url) as a:
+        writer = a._log.seen.writer_id()
+        report = a.sync()
+        assert not report.errors and report.pulled["old"].added == 7
+        h2 = HeadRef.parse(report.manifests["old"])
+        assert h2.seq == h1.seq + 1 and len(live(a, "old")) == 12
+        assert a._log.seen.get("old", h1.blob_id).writer == writer  # one writer, one history
+
+
+def test_mirror_is_owner_only(tmp_path: Path, server) -> None:
+    with machine(tmp_path / "a", server.url) as a:
+        a.remember("a fact", namespace="perm")
+        a.sync()
+    state = tmp_path / "walrus-state"
+    assert stat.S_IMODE(os.stat(state).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(state / MIRROR_FILE).st_mode) == 0o600
+
+
+def test_unwritable_state_dir_warns_and_continues(tmp_path: Path, server,
+                                                  caplog: pytest.LogCaptureFixture) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("x")
+    with caplog.at_level(logging.WARNING, logger="walrus_mem.heads_mirror"), \
+            machine(tmp_path / "a", server.url, state_dir=blocker / "state") as a:
+        a.remember("still works", namespace="nw")
+        report = a.sync()
+        assert not report.errors and "nw" in report.manifests
+        assert a._log.seen.mirror is not None and a._log.seen.mirror.disabled
+    warnings = [r.getMessage() for r in caplog.records if "mirror" in r.getMessage()]
+    assert len(warnings) == 1 and "own heads store only" in warnings[0]
+
+
+def test_a_rolled_back_data_dir_never_reuses_its_own_seq(tmp_path: Path, server,
+                                                         monkeypatch) -> None:
+    """The last line of defence: if the forgotten head is somehow not merged first, the
+    manifest that would reuse this writer's seq is refused, nothing published."""
+    a_dir = tmp_path / "a"
+    with machine(a_dir, server.url) as a:
+        a.remember("base", namespace="eq")
+        a.sync()
+    shutil.copytree(a_dir, tmp_path / "backup")
+    with machine(a_dir, server.url) as a:
+        a.remember("newer", namespace="eq")
+        h2 = HeadRef.parse(a.sync().manifests["eq"])
+    restore_in_place(tmp_path / "backup", a_dir)
+    monkeypatch.setattr(NamespaceLog, "unmerged", lambda self, ns, keys: [])
+    with machine(a_dir, server.url) as a:
+        a.remember("after the backup", namespace="eq")
+        with pytest.raises(StaleDataDir) as err:
+            a._publish_manifest("eq")
+        assert err.value.expected_seq == h2.seq
+        assert [h.ref for h in a._log.seen.newest("eq")] == [h2]
