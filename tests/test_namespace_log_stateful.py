@@ -236,6 +236,19 @@ class ThreeMachines(RuleBasedStateMachine):
         self.mems[i] = self._open(i)
         self.model[i] = self.backups[i]  # its unsynced changes are gone
 
+    @rule(i=st.integers(0, MACHINES - 1))
+    def restore_a_backup_older_than_its_last_sync(self, i: int) -> None:
+        """The red team's case in one step: the whole data dir (heads.sqlite3 included)
+        is backed up, the machine writes and publishes, then the backup is restored.
+        Its next publish must merge what it had published, never reuse its seq."""
+        self.backup(i)
+        text = self._text()
+        rec = self.mems[i].remember(text, namespace=self.ns)
+        alive, dead = self.model[i]
+        self.model[i] = ({**alive, rec.id: (1, frozenset({text}))}, dead)
+        self.sync(i)
+        self.restore_from_backup(sorted(self.backups).index(i))
+
     @rule(i=st.integers(0, MACHINES - 1), j=st.integers(0, MACHINES - 1))
     def kill_during_restore(self, i: int, j: int) -> None:
         published = self.latest[j]

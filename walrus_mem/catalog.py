@@ -987,6 +987,18 @@ class Catalog:
             (namespace, cursor[0], cursor[0], cursor[1], limit))
 
     @_guarded
+    def had_version(self, namespace: str, memory_id: str, version: int,
+                    blob_id: str | None, patch_id: str | None) -> bool:
+        """Whether this memory's own history (not a CONFLICT loser) held that version
+        in that blob: then the current version descends from it."""
+        if blob_id is None:
+            return False
+        return self.query_one(
+            "SELECT 1 FROM versions WHERE memory_id = ? AND namespace = ? AND version = ? "
+            "AND event != 'CONFLICT' AND blob_id = ? AND quilt_patch_id IS ?",
+            (memory_id, namespace, version, blob_id, patch_id)) is not None
+
+    @_guarded
     def history_rows(self, namespace: str, memory_id: str) -> list[sqlite3.Row]:
         return self.query(
             "SELECT * FROM versions WHERE memory_id = ? AND namespace = ? "

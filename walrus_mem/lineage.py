@@ -8,7 +8,8 @@ sealed versions it was updated from (the newest last, at most
 when its digest is in the newer one's lineage; otherwise the two are
 concurrent and the merge rule keeps the loser in history as CONFLICT. Facts
 sealed before lineage existed carry none: they are taken as ancestors (the
-rule before lineage).
+rule before lineage). A version older than the window is indistinguishable
+from a concurrent one and is taken as concurrent (see :data:`LINEAGE_MAX`).
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from typing import Any, Final
 __all__ = ["LINEAGE_MAX", "is_ancestor", "next_lineage", "short"]
 
 LINEAGE_MAX: Final = 64
-"""Ancestors kept per version (16 bytes each as hex). A memory updated more often
-than this between two merges is taken as descending (no conflict reported)."""
+"""Ancestors kept per version (16 bytes each as hex). Beyond them ancestry cannot be
+told from the record: such a pair is taken as concurrent (a CONFLICT kept in history,
+never a version dropped unseen), unless the machine holding the newer version still
+has the older one in its own history (namespace_log.py)."""
 
 
 def short(digest: str) -> str:
@@ -40,8 +43,7 @@ def is_ancestor(older_digest: str | None, newer: Mapping[str, Any]) -> bool:
     lineage = newer.get("lineage")
     if older_digest is None or not isinstance(lineage, list) or not lineage:
         return True  # no information: the rule before lineage (higher version descends)
-    if short(older_digest) in lineage:
-        return True
-    version = newer.get("version")
-    # beyond the window the lineage keeps: cannot tell, take it as descending
-    return isinstance(version, int) and len(lineage) >= LINEAGE_MAX and version > LINEAGE_MAX
+    # Not in the window: concurrent, or an ancestor older than the window. Taking it as
+    # concurrent can only add a CONFLICT entry to history; taking it as an ancestor
+    # could drop a concurrent version without a trace.
+    return short(older_digest) in lineage

@@ -67,6 +67,11 @@ class MergePlan:
     """Remote tombstones of memories live here."""
     tombstones: list[Entry] = field(default_factory=list)
     """Remote tombstones of memories not live here (recorded so they stay gone)."""
+    rivals: list[Entry] = field(default_factory=list)
+    """Remote versions that lost to another remote version of the same pull (several
+    heads at once) and are neither the local version nor its ancestor: once the winner
+    is in, each one concurrent with it goes to history as a conflict (namespace_log.py),
+    as it would have had the heads been pulled one by one."""
     unchanged: int = 0
 
     @property
@@ -91,6 +96,19 @@ def plan_merge(
         other = best.get(entry.memory_id)
         if other is None or _wins(entry, other):
             best[entry.memory_id] = entry
+    seen_rivals: set[tuple[str, str]] = set()
+    for entry in remote:
+        mid, win = entry.memory_id, best[entry.memory_id]
+        local = live.get(mid)
+        if (entry.deleted or win.deleted or mid in tombstones or entry.digest is None
+                or entry.digest == win.digest or (mid, entry.digest) in seen_rivals
+                or (local is not None and local.digest == entry.digest)):
+            continue
+        if (local is not None and concurrent is not None and entry.version < local.version
+                and not concurrent(mid, entry)):
+            continue  # an ancestor of our version: it conflicts with nothing new
+        seen_rivals.add((mid, entry.digest))
+        plan.rivals.append(entry)
     for mid, entry in best.items():
         if entry.deleted:
             if mid in live:

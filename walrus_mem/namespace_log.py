@@ -804,6 +804,8 @@ class NamespaceLog:
                 done += len(chunk)
                 if progress is not None:
                     progress(done, total)
+        self._record_rivals(ns, keys, [e for e in plan.rivals if not clock.expired(e.end_epoch)],
+                            tally)
         if plan.forget or plan.tombstones or tally.deduplicated:
             # Text left the catalog: push it out of the FTS5 segments and the WAL,
             # as Memory.forget does (a forget must not linger on the pulling machine).
@@ -950,7 +952,11 @@ class NamespaceLog:
                 ours = open_envelope(keys, data, expected_id=mid, expected_kind="fact")
             except (WalrusMemError, ValueError):
                 return False
-            return not is_ancestor(entry.digest, ours)
+            if is_ancestor(entry.digest, ours):
+                return False
+            # beyond the lineage window: ours descends from it if it once was ours
+            return not self.catalog.had_version(ns, mid, entry.version, entry.blob_id,
+                                                entry.patch_id)
         return concurrent
 
     def _local_state(self, ns: str) -> tuple[dict[str, LocalVersion], dict[str, int]]:
@@ -1049,6 +1055,44 @@ class NamespaceLog:
                 tally.updated += 1
         with self.lock:
             self.indexes.refresh(ns)
+
+    def _record_rivals(self, ns: str, keys: NamespaceKeys, rivals: list[mf.Entry],
+                       tally: _Tally) -> None:
+        """Remote versions that lost to another head of the same pull: each one concurrent
+        with the version now current goes to history as CONFLICT and is counted, as in
+        a pull of one head at a time (merge.py). A rival that cannot be fetched is left
+        out of history (logged), never fatal: it lost the merge either way."""
+        fetched: list[tuple[mf.Entry, bytes, dict[str, Any]]] = []
+        for entry in rivals:
+            try:
+                fetched.append(self._fetch(keys, entry))
+            except (WalrusMemError, ValueError) as exc:
+                log.info("losing version %d of %s not readable (%s); not kept in history",
+                         entry.version, entry.memory_id, type(exc).__name__)
+        if not fetched:
+            return
+        now = time.time()
+        with self.lock, self.catalog.write():
+            for entry, _, rec in fetched:
+                mid = entry.memory_id
+                current = self.catalog.memory(ns, mid)
+                data, digest = self._local_sealed(ns, mid)
+                if current is None or data is None or digest == entry.digest:
+                    continue  # forgotten / collapsed meanwhile, or it is the current version
+                try:
+                    ours = open_envelope(keys, data, expected_id=mid, expected_kind="fact")
+                except (WalrusMemError, ValueError):
+                    continue
+                same_version = entry.version == int(current["version"])
+                if not same_version and is_ancestor(entry.digest, ours):
+                    continue
+                if _same_content(current, rec):
+                    continue  # the same edit made elsewhere is no conflict
+                self.catalog.add_history(
+                    ns, mid, entry.version, "CONFLICT", now, text=str(rec.get("text", "")),
+                    metadata=_metadata_json(rec), blob_id=entry.blob_id,
+                    patch_id=entry.patch_id, end_epoch=entry.end_epoch)
+                tally.conflicts += 1
 
     def _finish(self, ns: str, keys: NamespaceKeys, refs: list[HeadRef],
                 remote: list[mf.Entry], plan: MergePlan) -> None:
