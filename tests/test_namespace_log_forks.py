@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 import walrus_mem.lineage as lineage
@@ -101,3 +102,25 @@ def test_beyond_the_lineage_window_a_lagging_machine_reports_a_conflict_only_on_
         assert live(a, "lg") == live(b, "lg") and live(b, "lg")[x.id] == "X by A v9"
         assert (ra.conflicts, rb.conflicts) == (0, 1)
         assert ("CONFLICT", "X first") in events(b, x.id, "lg")
+
+
+def test_a_deduplicated_memory_loses_its_blob_on_the_machine_that_held_it(
+        tmp_path: Path, server) -> None:
+    url = server.url
+    with machine(tmp_path / "a", url) as a, machine(tmp_path / "b", url) as b:
+        a.remember("seed", namespace="db")
+        b.restore("db", a.sync().manifests["db"])
+        x = a.remember("the same fact typed twice", namespace="db")
+        y = b.remember("the same fact typed twice", namespace="db")
+        ha, hb = a.sync().manifests["db"], b.sync().manifests["db"]
+        # the loser (larger id) is collapsed on the machine that stored it: its blob goes
+        holder, other_head, lost = (b, ha, y) if y.id > x.id else (a, hb, x)
+        blob = holder.get(lost.id, namespace="db").blob_id
+        assert blob is not None and httpx.get(f"{url}/v1/blobs/{blob}").status_code == 200
+        report = holder.pull(other_head, namespace="db")
+        assert report.deduplicated == 1 and lost.id not in live(holder, "db")
+        assert blob in report.deleted_blobs
+        assert httpx.get(f"{url}/v1/blobs/{blob}").status_code == 404
+        survivor = min(x.id, y.id)
+        kept = holder.get(survivor, namespace="db").blob_id
+        assert kept is not None and httpx.get(f"{url}/v1/blobs/{kept}").status_code == 200

@@ -315,6 +315,7 @@ def test_repair_salvages_queued_memories_from_a_damaged_catalog(mem_settings) ->
     assert rebuild.restored["default"].restored == 50
     assert set(rebuild.salvaged) == {r.id for r in queued} | {changed.id}
     assert rebuild.salvaged[changed.id] == changed.id and not rebuild.unsalvaged
+    assert all(rebuild.salvaged[r.id] == r.id for r in queued)
     with Memory(settings, embedder=HashEmbedder(), master_key=MASTER_HEX) as mem:
         assert mem.stats().memories == 55
         assert mem.get(changed.id).text == "published fact 0, changed while offline"
@@ -392,11 +393,14 @@ def test_repair_salvages_memories_published_after_the_last_manifest(mem_settings
     assert rebuild is not None and rebuild.moved_to is not None
     assert rebuild.restored["default"].restored == 50
     assert set(rebuild.salvaged) == {r.id for r in late} == set(rebuild.salvaged_published)
+    assert all(rebuild.salvaged[r.id] == r.id for r in late)  # they keep their ids
     assert not rebuild.unsalvaged
     with Memory(settings, embedder=HashEmbedder(), master_key=MASTER_HEX) as mem:
         assert mem.stats().memories == 55
         texts = {r.text for r in mem.list(limit=100)}
         assert {r.text for r in late} <= texts
+        assert {r.id: r.text for r in late} == {
+            r.id: mem.get(r.id).text for r in late}
         report = mem.sync()
         assert report.still_queued == 0 and not report.errors
         listed = mem.restore("default", mem.stats().manifest_blob_id)

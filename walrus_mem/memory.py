@@ -146,6 +146,7 @@ class _Item:
     importance: float
     expires_at: float | None
     dedupe_hash: str = ""
+    memory_id: str | None = None  # keep this id (repair salvage), else a new one
 
 
 class _Replay(Exception):
@@ -448,6 +449,18 @@ class Memory:
         record = result.records[0]
         return record.model_copy(update={"deduplicated": True}) if result.replayed else record
 
+    def _remember_as(self, memory_id: str, text: str, *, namespace: str,
+                     metadata: Mapping[str, Any] | None, category: str | None,
+                     importance: float | None, expires_at: Any) -> MemoryRecord:
+        """Remember a fact under an id it already had (repair salvage of a memory no head
+        lists): other machines that saw it under that id then merge, not duplicate, it.
+        A live memory with the same text wins as in :meth:`remember`."""
+        self._check_open()
+        ns = self._ns(namespace)
+        item = self._prepare(0, text, metadata, category, importance, expires_at)
+        item.memory_id = validate_memory_id(memory_id)
+        return self._store(ns, [item], [], None).records[0]
+
     def remember_many(
         self,
         items: Sequence[str | bytes | Mapping[str, Any]],
@@ -576,7 +589,7 @@ class Memory:
                 new_items.append(item)
         vectors = self._embed([it.text for it in new_items])
         now = time.time()
-        ids = [new_memory_id() for _ in new_items]
+        ids = [it.memory_id or new_memory_id() for it in new_items]
         sealed = [
             seal(
                 keys,

@@ -1009,12 +1009,15 @@ class NamespaceLog:
                 dedupe_hash = keys.dedupe_hash(text)
                 holder = self.catalog.ids_by_dedupe_hash(ns, [dedupe_hash]).get(dedupe_hash)
                 if holder is not None and holder != mid:
-                    if dedupe_survivor(holder, mid) == holder:
-                        self.catalog.forget_memory(ns, mid, now, entry.version + 1)
-                        tally.deduplicated += 1
-                        continue
-                    self.catalog.forget_memory(ns, holder, now)
+                    # the loser's blobs held by this data dir go as a forget's do (the
+                    # other machine deletes its own when it merges the tombstone)
+                    loser = mid if dedupe_survivor(holder, mid) == holder else holder
+                    blobs = self.catalog.forget_memory(
+                        ns, loser, now, entry.version + 1 if loser == mid else None)
+                    tally.forgotten_blobs.update(blobs or {})
                     tally.deduplicated += 1
+                    if loser == mid:
+                        continue
                 vector_bytes = vector_to_blob(vector)
                 row: dict[str, Any] = {
                     "id": mid, "text": text, "metadata": _metadata_json(rec),

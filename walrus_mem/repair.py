@@ -336,8 +336,10 @@ def salvage_queued(mem: Memory, aside: Path, rebuild: CatalogRebuild) -> None:
     the restored catalog does not hold (same id at the same or a newer
     version) is written again through the public API, so it is sealed anew and
     queued for publishing: an update when the restored catalog has an older
-    version of the memory, else a new memory (new id; the mapping is
-    reported). A file SQLite cannot read at all salvages nothing, and says so.
+    version of the memory, else a new memory under the **same id** at version 1
+    (a new id only if the restored state already holds its text: the mapping is
+    reported). A memory the restored state has a tombstone for stays forgotten.
+    A file SQLite cannot read at all salvages nothing, and says so.
     """
     rows, error = _readable_rows(aside)
     if error is not None:
@@ -347,8 +349,14 @@ def salvage_queued(mem: Memory, aside: Path, rebuild: CatalogRebuild) -> None:
         if not rows:
             return
     tried = 0
+    tombstones: dict[str, dict[str, int]] = {}
     for mid, ns, text, metadata, category, importance, expires_at, version, status in rows:
         try:
+            if ns not in tombstones:
+                tombstones[ns] = mem._catalog.tombstones(ns)
+            if str(mid) in tombstones[ns]:
+                rebuild.unsalvaged.append(f"{mid}: forgotten in the restored state")
+                continue
             held = mem._catalog.memory(ns, mid)
             if held is not None and int(held["version"]) >= int(version) and (
                     status != "queued" or int(held["version"]) > int(version)
@@ -359,9 +367,10 @@ def salvage_queued(mem: Memory, aside: Path, rebuild: CatalogRebuild) -> None:
             if held is not None:
                 rec = mem.update(mid, text, namespace=ns, metadata=meta, category=category,
                                  importance=importance, expires_at=expires_at)
-            else:
-                rec = mem.remember(text, namespace=ns, metadata=meta, category=category,
-                                   importance=importance, expires_at=expires_at)
+            else:  # no head lists it: the same id, so no machine ever sees it twice
+                rec = mem._remember_as(str(mid), text, namespace=ns, metadata=meta,
+                                       category=category, importance=importance,
+                                       expires_at=expires_at)
             rebuild.salvaged[str(mid)] = rec.id
             if status != "queued":
                 rebuild.salvaged_published.append(str(mid))
