@@ -105,8 +105,13 @@ def test_unwritable_state_dir_warns_and_continues(tmp_path: Path, server,
         report = a.sync()
         assert not report.errors and "nw" in report.manifests
         assert a._log.seen.mirror is not None and a._log.seen.mirror.disabled
+        found = {c.name: c for c in _check_seen_heads_mirror(a)}
+        assert found["heads mirror"].status == "warn"
+    with machine(tmp_path / "b", server.url, state_dir=blocker / "state") as b:
+        # doctor's probe names it before anything was written
+        assert {c.name for c in _check_seen_heads_mirror(b)} == {"heads mirror"}
     warnings = [r.getMessage() for r in caplog.records if "mirror" in r.getMessage()]
-    assert len(warnings) == 1 and "own heads store only" in warnings[0]
+    assert len(warnings) == 1 and "own heads store only" in warnings[0]  # once per process
 
 
 def test_a_rolled_back_data_dir_never_reuses_its_own_seq(tmp_path: Path, server,
@@ -129,3 +134,29 @@ def test_a_rolled_back_data_dir_never_reuses_its_own_seq(tmp_path: Path, server,
             a._publish_manifest("eq")
         assert err.value.expected_seq == h2.seq
         assert [h.ref for h in a._log.seen.newest("eq")] == [h2]
+
+
+def test_sync_through_a_heads_file_names_an_equivocation(tmp_path: Path, server) -> None:
+    """The backup restored on another machine (no mirror there) forks; a machine that
+    merged the fork and then finds the other head in the heads file names the pair."""
+    shared = tmp_path / "shared-heads.txt"
+    a_dir = tmp_path / "a"
+    with machine(a_dir, server.url, heads_file=shared) as a:
+        a.remember("base", namespace="hf")
+        a.sync()
+    shutil.copytree(a_dir, tmp_path / "copy")
+    with machine(a_dir, server.url, heads_file=shared) as a:
+        a.remember("newer on A", namespace="hf")
+        h_new = a.sync().manifests["hf"]
+    with machine(tmp_path / "copy", server.url, state_dir=tmp_path / "other-machine") as b:
+        b.remember("written on the restored copy", namespace="hf")
+        h_fork = b.sync().manifests["hf"]
+    assert HeadRef.parse(h_fork).seq == HeadRef.parse(h_new).seq
+    with machine(tmp_path / "c", server.url, heads_file=shared) as c:
+        c.restore("hf", h_fork)
+        report = c.sync()
+        assert not report.errors
+        pulled = report.pulled["hf"]
+        assert len(pulled.equivocations) == 1 and h_new in pulled.equivocations[0]
+        assert set(live(c, "hf").values()) == {
+            "base", "newer on A", "written on the restored copy"}

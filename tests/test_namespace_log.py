@@ -210,6 +210,10 @@ def test_stale_backup_without_heads_exchange_forks_and_merges_back(tmp_path: Pat
         merged = HeadRef.parse(third.sync().manifests["fk"])
         assert set(third._log.seen.get("fk", merged.blob_id).parents) == {
             HeadRef.parse(h_new), HeadRef.parse(h_fork)}
+    with machine(tmp_path / "fourth", server.url) as fourth:  # one restore, then the other
+        assert fourth.restore("fk", h_new).equivocations == []
+        again = fourth.restore("fk", h_fork)
+        assert len(again.equivocations) == 1 and len(live(fourth, "fk")) == 51
 
 
 def test_interrupted_restore_is_marked_refuses_to_publish_and_resumes(tmp_path: Path, server,

@@ -350,10 +350,11 @@ def _check_seen_heads_mirror(mem: Any) -> list[Check]:
             f"(newest seq {refs[0].seq}): restored from a backup or copied; the next sync "
             "merges them before publishing", f"walrus-mem -n {ns} sync"))
     mirror = mem._log.seen.mirror
-    if mirror is not None and mirror.disabled is not None:
+    problem = None if mirror is None else mirror.unwritable()
+    if mirror is not None and problem is not None:
         out.append(Check(
             "heads mirror", "warn",
-            f"{mirror.path} is unusable ({mirror.disabled}): a data dir restored whole from "
+            f"{mirror.path} is unusable ({problem}): a data dir restored whole from "
             "a backup is not detected", "make the state dir writable (WALRUS_MEM_STATE_DIR)"))
     return out
 

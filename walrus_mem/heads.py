@@ -105,6 +105,7 @@ _SCHEMA: Final = (
     "CREATE TABLE IF NOT EXISTS edges (namespace TEXT NOT NULL, child TEXT NOT NULL, "
     "parent TEXT NOT NULL, PRIMARY KEY (namespace, child, parent))",
     "CREATE INDEX IF NOT EXISTS edges_parent ON edges (namespace, parent)",
+    "CREATE INDEX IF NOT EXISTS heads_writer_seq ON heads (namespace, writer, seq)",
 )
 
 
@@ -253,6 +254,16 @@ class SeenHeads:
             "AND a.seq = b.seq AND a.blob_id < b.blob_id WHERE a.namespace = ? AND a.writer != ''"
             " ORDER BY a.seq, a.blob_id", (namespace,))
         return [(self._row(r[:6]), self._row(r[6:])) for r in rows]
+
+    def same_seq(self, namespace: str, head: SeenHead) -> list[SeenHead]:
+        """Other seen heads ``head``'s writer published with its seq (an equivocation)."""
+        if not head.writer:
+            return []
+        rows = self._query(
+            "SELECT blob_id, seq, digest, writer, parents, origins FROM heads WHERE "
+            "namespace = ? AND writer = ? AND seq = ? AND blob_id != ? ORDER BY blob_id",
+            (namespace, head.writer, head.ref.seq, head.ref.blob_id))
+        return [self._row(r) for r in rows]
 
     def max_own_seq(self, namespace: str, writer: str) -> int:
         """The highest seq this data dir's writer id published of ``namespace`` (seen)."""

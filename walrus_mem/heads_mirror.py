@@ -113,6 +113,21 @@ class HeadsMirror:
                 self._fail(exc)
                 return default
 
+    def unwritable(self) -> str | None:
+        """Why the mirror could not be written now (doctor's probe), or None."""
+        if self.disabled is not None:
+            return self.disabled
+        probe = self.path.parent
+        while not probe.exists() and probe != probe.parent:
+            probe = probe.parent
+        if probe != self.path.parent and not probe.is_dir():
+            return f"{probe} is not a directory"
+        if not os.access(probe, os.W_OK | os.X_OK):
+            return f"{probe} is not writable"
+        if self.path.exists() and not os.access(self.path, os.W_OK):
+            return f"{self.path} is not writable"
+        return None
+
     def close(self) -> None:
         with self._lock:
             if self._conn is not None:

@@ -163,8 +163,9 @@ class NamespaceLog:
         (restored from a backup, or copied) when it opened: merged before it publishes."""
         try:
             caught_up = self.seen.catch_up()
-        except LocalStoreError as exc:  # a broken heads store: doctor / repair report it
-            log.warning("heads store not readable (%s); mirror not consulted", exc)
+        except (LocalStoreError, ValueError) as exc:  # doctor / repair report a broken store
+            log.warning("heads store or mirror not readable (%s); mirror not consulted",
+                        type(exc).__name__)
             caught_up = {}
         for ns, heads in caught_up.items():
             refs = sorted((h.ref for h in heads), reverse=True)
@@ -751,7 +752,7 @@ class NamespaceLog:
         self.host.check_model(ns)
         for r in reads:
             self._remember(ns, r.ref, r.root)
-        equivocations = self._equivocations(ns, {r.ref for r in reads})
+        equivocations = self._equivocations(ns, [r.ref for r in reads])
         marker: dict[str, Any] = {"heads": [str(r.ref) for r in reads], "started": time.time()}
         if legacy is not None:
             marker["legacy"] = legacy[0]
@@ -837,15 +838,21 @@ class NamespaceLog:
             equivocations=equivocations,
         )
 
-    def _equivocations(self, ns: str, refs: set[HeadRef]) -> list[str]:
-        """Seen pairs of manifests one writer published with the same seq, one of them
-        among ``refs`` (being merged now): both are merged, and named (warning + report)."""
-        out = []
-        for a, b in self.seen.equivocations(ns):
-            if a.ref in refs or b.ref in refs:
-                text = (f"writer {a.writer} published two manifests of {ns!r} with seq "
-                        f"{a.ref.seq}: {a.ref} and {b.ref} (a data dir restored from a backup "
-                        "or copied); both merged")
+    def _equivocations(self, ns: str, refs: list[HeadRef]) -> list[str]:
+        """Seen manifests their writer also published with the seq of one of ``refs``
+        (being merged now): both are merged, and the pair named (warning + report)."""
+        out: list[str] = []
+        pairs: set[tuple[HeadRef, HeadRef]] = set()
+        for ref in refs:
+            head = self.seen.get(ns, ref.blob_id)
+            for other in [] if head is None else self.seen.same_seq(ns, head):
+                a, b = sorted((head.ref, other.ref), key=lambda r: r.blob_id)
+                if (a, b) in pairs:
+                    continue
+                pairs.add((a, b))
+                text = (f"writer {head.writer} published two manifests of {ns!r} with seq "
+                        f"{ref.seq}: {a} and {b} (a data dir restored from a backup or "
+                        "copied); both merged")
                 log.warning("equivocation: %s", text)
                 out.append(text)
         return out
