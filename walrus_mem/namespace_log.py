@@ -845,7 +845,9 @@ class NamespaceLog:
         pairs: set[tuple[HeadRef, HeadRef]] = set()
         for ref in refs:
             head = self.seen.get(ns, ref.blob_id)
-            for other in [] if head is None else self.seen.same_seq(ns, head):
+            if head is None:
+                continue
+            for other in self.seen.same_seq(ns, head):
                 a, b = sorted((head.ref, other.ref), key=lambda r: r.blob_id)
                 if (a, b) in pairs:
                     continue
