@@ -160,3 +160,25 @@ def test_sync_through_a_heads_file_names_an_equivocation(tmp_path: Path, server)
         assert len(pulled.equivocations) == 1 and h_new in pulled.equivocations[0]
         assert set(live(c, "hf").values()) == {
             "base", "newer on A", "written on the restored copy"}
+
+
+def test_the_cli_names_an_equivocation(tmp_path: Path, server, monkeypatch) -> None:
+    from tests.helpers_cli import TEST_MASTER_HEX, invoke
+
+    a_dir = tmp_path / "a"
+    with machine(a_dir, server.url) as a:
+        a.remember("base", namespace="cq")
+        a.sync()
+    shutil.copytree(a_dir, tmp_path / "copy")
+    with machine(a_dir, server.url) as a:
+        a.remember("newer on A", namespace="cq")
+        h_new = a.sync().manifests["cq"]
+    with machine(tmp_path / "copy", server.url, state_dir=tmp_path / "other-machine") as b:
+        b.remember("written on the restored copy", namespace="cq")
+        h_fork = b.sync().manifests["cq"]
+    for name, value in (("MASTER_KEY", TEST_MASTER_HEX), ("EMBEDDING_MODEL", "test-hash"),
+                        ("PUBLISHER_URL", server.url), ("AGGREGATOR_URLS", server.url),
+                        ("USE_KEYRING", "false")):
+        monkeypatch.setenv(f"WALRUS_MEM_{name}", value)
+    out = invoke(["--data-dir", str(tmp_path / "c"), "-n", "cq", "pull", h_new, h_fork]).stdout
+    assert "equivocation: writer" in out and "seq 2" in out

@@ -1369,6 +1369,8 @@ def restore(state: CliState, head: str | None, manifest_blob_id: str | None,
                 state.out.print(f"  {mid}: {label} {blob}")
         for mid, msg in report.failed[:20]:
             state.out.print(f"  {mid}: {escape(msg)}")
+        for line in report.equivocations:
+            state.out.print(f"  equivocation: {escape(line)}", soft_wrap=True)
         if not report.complete:
             state.out.print("Incomplete: run `walrus-mem restore` again to resume.")
     if report.failed:
@@ -1416,6 +1418,8 @@ def pull(state: CliState, heads: tuple[str, ...], allow_stale: bool,
         for line in report.skipped:
             state.out.print(f"  skipped heads-file head (cannot be merged; remove its line): "
                             f"{escape(line)}", soft_wrap=True)
+        for line in report.equivocations:
+            state.out.print(f"  equivocation: {escape(line)}", soft_wrap=True)
     if report.failed:
         sys.exit(1)
 
@@ -1437,6 +1441,8 @@ def sync(state: CliState) -> None:
             state.out.print(f"Merged {len(pulled.heads)} head(s) into {ns}: {pulled.added} added, "
                             f"{pulled.updated} updated, {pulled.forgotten} forgotten, "
                             f"{pulled.conflicts} conflicts")
+            for line in pulled.equivocations:
+                state.out.print(f"  equivocation: {escape(line)}", soft_wrap=True)
         for ns, head in report.manifests.items():
             state.out.print(f"Head for {ns}: {head}", soft_wrap=True)
         for line in report.skipped_heads:
