@@ -182,3 +182,29 @@ def test_the_cli_names_an_equivocation(tmp_path: Path, server, monkeypatch) -> N
         monkeypatch.setenv(f"WALRUS_MEM_{name}", value)
     out = invoke(["--data-dir", str(tmp_path / "c"), "-n", "cq", "pull", h_new, h_fork]).stdout
     assert "equivocation: writer" in out and "seq 2" in out
+
+
+def test_a_forgotten_head_whose_manifest_is_gone_does_not_block_sync(tmp_path: Path,
+                                                                     server) -> None:
+    """A backup older than its newer manifest's lifetime: that manifest expired (here:
+    deleted). The data dir cannot merge it, but must neither stay unable to sync for
+    good nor reuse its seq: it names it as a parent and says what it skipped."""
+    a_dir = tmp_path / "a"
+    with machine(a_dir, server.url) as a:
+        a.remember("base", namespace="gn")
+        a.sync()
+    shutil.copytree(a_dir, tmp_path / "backup")
+    with machine(a_dir, server.url) as a:
+        a.remember("newer", namespace="gn")
+        h2 = HeadRef.parse(a.sync().manifests["gn"])
+    server.relayer.store.delete(h2.blob_id)
+    restore_in_place(tmp_path / "backup", a_dir)
+    with machine(a_dir, server.url) as a:
+        a.remember("after the backup", namespace="gn")
+        report = a.sync()
+        assert not report.errors
+        assert [s for s in report.pulled["gn"].skipped if str(h2) in s and "gone" in s]
+        h3 = HeadRef.parse(report.manifests["gn"])
+        assert h3.seq == h2.seq + 1 and a._log.seen.get("gn", h3.blob_id).parents == (h2,)
+        assert set(live(a, "gn").values()) == {"base", "after the backup"}
+        assert a._log.seen.equivocations("gn") == []

@@ -250,7 +250,8 @@ class PullReport(BaseModel):
     resumed: bool = False
     up_to_date: bool = False
     skipped: list[str] = Field(default_factory=list)
-    """Heads-file heads that cannot be merged (``"<head>: <reason>"``), left out."""
+    """Heads-file heads that cannot be merged (``"<head>: <reason>"``), left out; and seen
+    heads whose manifest is gone from Walrus, recorded as parents (docs/sync.md)."""
     equivocations: list[str] = Field(default_factory=list)
     """Pairs of different manifests one writer published with the same seq (a data dir
     restored from a backup, or copied, that forgot its newer manifest), among the heads

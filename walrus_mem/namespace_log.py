@@ -464,7 +464,7 @@ class NamespaceLog:
         unmerged = self.unmerged(ns, keys)
         if unmerged:  # never publish a manifest that forgets what it did not know
             log.info("merging %d unmerged head(s) of %r before publishing", len(unmerged), ns)
-            report = self._merge(ns, keys, unmerged, progress=None)
+            report = self._merge(ns, keys, unmerged, progress=None, gone_ok=True)
             if report.failed:
                 raise RestoreIncomplete(
                     f"merging {len(unmerged)} head(s) of {ns!r} before publishing left "
@@ -708,8 +708,11 @@ class NamespaceLog:
             return PullReport(namespace=ns, heads=[str(h) for h in wanted], up_to_date=True,
                               skipped=skipped)
         report = self._merge(ns, keys, todo, progress=progress,
-                             allow_unrelated=allow_unrelated, resumed=bool(resumed))
-        return report.model_copy(update={"skipped": skipped}) if skipped else report
+                             allow_unrelated=allow_unrelated, resumed=bool(resumed),
+                             gone_ok=heads is None)
+        if skipped:
+            report = report.model_copy(update={"skipped": [*skipped, *report.skipped]})
+        return report
 
     def _merge(
         self,
@@ -720,8 +723,24 @@ class NamespaceLog:
         progress: ProgressCallback | None,
         allow_unrelated: bool = True,
         resumed: bool = False,
+        gone_ok: bool = False,
     ) -> PullReport:
-        reads = [_Read(ref, self._read_root(ns, keys, ref)) for ref in refs]
+        """``gone_ok``: a seen head whose manifest no aggregator has any more (expired or
+        deleted: BlobNotFound) is recorded as merged, so the next manifest names it as a
+        parent and never reuses its seq, instead of blocking every sync for good; what
+        only it listed cannot be merged, and the report says so (``skipped``)."""
+        reads: list[_Read] = []
+        gone: list[HeadRef] = []
+        for ref in refs:
+            try:
+                reads.append(_Read(ref, self._read_root(ns, keys, ref)))
+            except BlobNotFound:
+                if not gone_ok or self.seen.get(ns, ref.blob_id) is None:
+                    raise
+                log.warning("manifest of seen head %s of %r is gone from Walrus (expired or "
+                            "deleted): recorded as a parent; what only it listed is lost",
+                            ref, ns)
+                gone.append(ref)
         local_origins = self.origins(ns)
         if local_origins and not allow_unrelated and not resumed:
             for r in reads:
@@ -733,7 +752,13 @@ class NamespaceLog:
                         "allow_unrelated=True (`--allow-unrelated`) to merge it anyway")
         for r in reads:
             r.entries = self._read_entries(keys, r.root)
-        return self._merge_read(ns, keys, reads, progress=progress, resumed=resumed)
+        report = self._merge_read(ns, keys, reads, progress=progress, resumed=resumed,
+                                  gone=gone)
+        if gone:
+            report = report.model_copy(update={"skipped": [
+                f"{ref}: BlobNotFound: its manifest is gone from Walrus (expired or deleted); "
+                "recorded as a parent, what only it listed cannot be merged" for ref in gone]})
+        return report
 
     def _merge_read(
         self,
@@ -744,6 +769,7 @@ class NamespaceLog:
         progress: ProgressCallback | None,
         resumed: bool,
         legacy: tuple[str, list[mf.Entry]] | None = None,
+        gone: Sequence[HeadRef] = (),
     ) -> PullReport:
         """Merge verified manifests (``legacy``: a format-1 manifest's blob id and entries,
         which adds no head) into the local state."""
@@ -824,7 +850,7 @@ class NamespaceLog:
         kept_blobs.update(kept_now)
         complete = not tally.failed
         if complete:
-            self._finish(ns, keys, [r.ref for r in reads], remote, plan)
+            self._finish(ns, keys, [*(r.ref for r in reads), *gone], remote, plan)
         with self.lock:
             self.indexes.save_all()
         return PullReport(
