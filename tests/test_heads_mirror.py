@@ -208,3 +208,22 @@ def test_a_forgotten_head_whose_manifest_is_gone_does_not_block_sync(tmp_path: P
         assert h3.seq == h2.seq + 1 and a._log.seen.get("gn", h3.blob_id).parents == (h2,)
         assert set(live(a, "gn").values()) == {"base", "after the backup"}
         assert a._log.seen.equivocations("gn") == []
+
+
+def test_two_open_copies_of_one_data_dir_never_publish_the_same_seq(tmp_path: Path,
+                                                                    server) -> None:
+    """A data dir copied while both copies stay in use (one writer id): each publish
+    first takes in what the other published, through the mirror."""
+    with machine(tmp_path / "a", server.url) as a:
+        a.remember("base", namespace="cp")
+        a.sync()
+    shutil.copytree(tmp_path / "a", tmp_path / "copy")
+    with machine(tmp_path / "a", server.url) as a, \
+            machine(tmp_path / "copy", server.url) as c:
+        a.remember("on the original", namespace="cp")
+        h_a = HeadRef.parse(a.sync().manifests["cp"])
+        c.remember("on the copy", namespace="cp")
+        report = c.sync()
+        h_c = HeadRef.parse(report.manifests["cp"])
+        assert h_c.seq == h_a.seq + 1 and report.pulled["cp"].added == 1
+        assert set(live(c, "cp").values()) == {"base", "on the original", "on the copy"}

@@ -167,13 +167,23 @@ class NamespaceLog:
             log.warning("heads store or mirror not readable (%s); mirror not consulted",
                         type(exc).__name__)
             caught_up = {}
+        self._note_caught_up(caught_up)
+
+    def _refresh_from_mirror(self) -> None:
+        """Take in what a copy of this data dir (same writer id) published meanwhile."""
+        try:
+            self._note_caught_up(self.seen.catch_up())
+        except (LocalStoreError, ValueError) as exc:
+            log.warning("seen-heads mirror not readable (%s)", type(exc).__name__)
+
+    def _note_caught_up(self, caught_up: Mapping[str, list[SeenHead]]) -> None:
         for ns, heads in caught_up.items():
             refs = sorted((h.ref for h in heads), reverse=True)
-            self.rolled_back[ns] = refs
+            self.rolled_back[ns] = sorted({*self.rolled_back.get(ns, []), *refs}, reverse=True)
             log.warning(
                 "data dir %s had forgotten %d manifest(s) of %r it had seen (newest seq %d): "
                 "it was restored from a backup or copied; they are merged before its next "
-                "manifest is published (docs/sync.md)", host.data_dir, len(refs), ns,
+                "manifest is published (docs/sync.md)", self.host.data_dir, len(refs), ns,
                 refs[0].seq)
 
     def close(self) -> None:
@@ -461,6 +471,7 @@ class NamespaceLog:
                 f"it and publishes no manifest until `walrus-mem restore --namespace {ns}` "
                 "(Memory.restore) resumes and finishes it")
         keys = self.host.keys_for(ns)
+        self._refresh_from_mirror()
         unmerged = self.unmerged(ns, keys)
         if unmerged:  # never publish a manifest that forgets what it did not know
             log.info("merging %d unmerged head(s) of %r before publishing", len(unmerged), ns)
@@ -666,6 +677,7 @@ class NamespaceLog:
         resumed = [HeadRef.parse(h) for h in (marker or {}).get("heads", [])]
         skipped: list[str] = []
         if heads is None:
+            self._refresh_from_mirror()
             usable, skipped = self.usable_newest(ns, keys)
             wanted = list(dict.fromkeys([*resumed, *usable]))
             quiet = True
