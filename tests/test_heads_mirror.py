@@ -227,3 +227,27 @@ def test_two_open_copies_of_one_data_dir_never_publish_the_same_seq(tmp_path: Pa
         h_c = HeadRef.parse(report.manifests["cp"])
         assert h_c.seq == h_a.seq + 1 and report.pulled["cp"].added == 1
         assert set(live(c, "cp").values()) == {"base", "on the original", "on the copy"}
+
+
+def test_a_forget_made_after_the_backup_survives_its_restore(tmp_path: Path, server) -> None:
+    a_dir = tmp_path / "a"
+    with machine(a_dir, server.url) as a:
+        x = a.remember("my old locker code is 5150", namespace="fg")
+        a.remember("a memory that stays", namespace="fg")
+        a.sync()
+    shutil.copytree(a_dir, tmp_path / "backup")
+    with machine(a_dir, server.url) as a:
+        assert a.forget(x.id, namespace="fg").manifest_blob_id is not None  # published
+    restore_in_place(tmp_path / "backup", a_dir)
+    with machine(a_dir, server.url) as a:
+        assert x.id in live(a, "fg")  # the backup still holds it, until the next sync
+        report = a.sync()
+        assert not report.errors and report.pulled["fg"].forgotten == 1
+        assert x.id not in live(a, "fg")
+        head = a.stats("fg").manifest_blob_id  # the forget's own head: nothing new to publish
+        assert head is not None and "fg" not in report.manifests
+        _, entries = a._log.read("fg", head)
+        assert {e.memory_id for e in entries if e.deleted} == {x.id}
+        a.remember("written after the restore", namespace="fg")
+        _, entries = a._log.read("fg", a.sync().manifests["fg"])
+        assert x.id not in {e.memory_id for e in entries if not e.deleted}
