@@ -4,6 +4,7 @@ a temp data dir, a clean WALRUS_MEM_* environment, and an in-memory keyring."""
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,6 +39,7 @@ def pytest_configure(config: pytest.Config) -> None:
     """Keep session- and module-scoped fixtures off the real per-user state dir
     (walrus_mem.heads_mirror) too: each test then gets its own (clean_environ)."""
     state = Path(tempfile.mkdtemp(prefix="walrus-mem-test-state-"))
+    config.add_cleanup(lambda: shutil.rmtree(state, ignore_errors=True))
     os.environ["WALRUS_MEM_STATE_DIR"] = str(state / "walrus-mem")
     os.environ["XDG_STATE_HOME"] = str(state)
 
