@@ -3,6 +3,7 @@ a corrupt index with an intact header, an unusable catalog; doctor/repair throug
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from pathlib import Path
@@ -15,6 +16,7 @@ from tests.helpers_cli import TEST_MASTER_HEX, invoke, invoke_json
 from tests.helpers_memory import MASTER_HEX, make_settings, mock_admin, store_count
 from walrus_mem import Memory
 from walrus_mem.errors import CatalogCorrupt
+from walrus_mem.index import file_digest
 from walrus_mem.integrity import check_index_file, damaged_sealed, queued_without_outbox
 from walrus_mem.repair import repair_namespace
 from walrus_mem.testing import HashEmbedder
@@ -100,8 +102,13 @@ def test_outbox_replay_does_not_publish_a_damaged_copy(mem: Memory) -> None:
     assert mem.get(bad.id, verify=True).text == bad.text
 
 
-def _corrupt_index_keys(index_file: Path, dim: int, old_key: int, new_key: int) -> None:
-    """Rewrite the index file with one key renamed: a valid header and count, wrong content."""
+def _corrupt_index_keys(index_file: Path, dim: int, old_key: int, new_key: int, *,
+                        restamp: bool = False) -> None:
+    """Rewrite the index file with one key renamed: a valid header and count, wrong content.
+
+    ``restamp`` also records the new file's digest in the metadata, as a writer bug (not a
+    disk) would leave it: then only the comparison with the catalog can find the damage.
+    """
     old = Index(ndim=dim, metric="cos", dtype="f16")
     old.load(str(index_file))
     keys = np.asarray(old.keys, dtype=np.uint64)
@@ -110,6 +117,11 @@ def _corrupt_index_keys(index_file: Path, dim: int, old_key: int, new_key: int) 
     new = Index(ndim=dim, metric="cos", dtype="f16")
     new.add(keys, vectors)
     new.save(str(index_file))
+    if restamp:
+        meta_path = index_file.with_name(index_file.name.replace(".usearch", ".meta.json"))
+        meta = json.loads(meta_path.read_text())
+        meta["blake2b"] = file_digest(index_file)
+        meta_path.write_text(json.dumps(meta))
 
 
 def test_corrupt_index_with_intact_header_never_breaks_recall(mem_settings) -> None:
@@ -121,7 +133,7 @@ def test_corrupt_index_with_intact_header_never_breaks_recall(mem_settings) -> N
         path = mem._indexes.path_for("default")
     with Memory(mem_settings, embedder=HashEmbedder(), master_key=MASTER_HEX) as mem:
         key = int(mem._catalog.query("SELECT key FROM memories ORDER BY key")[2][0])
-        _corrupt_index_keys(path, 64, key, 1000)
+        _corrupt_index_keys(path, 64, key, 1000, restamp=True)
         health = check_index_file(mem._catalog, index_dir, "default", "test-hash-embedder-64", 64)
         assert not health.ok and health.missing == 1 and health.extra == 1
         assert health.index_count == 9
@@ -172,7 +184,7 @@ def test_doctor_and_repair_end_to_end_through_the_cli(tmp_path: Path, monkeypatc
     checks = _by_name(data)
     assert checks["catalog integrity"]["status"] == "ok"
     assert checks["index default"]["status"] == "fail"
-    assert "1 keys missing, 1 unknown keys" in checks["index default"]["detail"]
+    assert "does not match its checksum" in checks["index default"]["detail"]
     assert checks["sealed copies default"]["status"] == "fail"
     assert rows[0][1] in checks["sealed copies default"]["detail"]
     assert checks["outbox default"]["status"] == "warn"

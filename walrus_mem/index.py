@@ -15,9 +15,19 @@ The catalog is the source of truth; an index file is only a cache of it:
   on close / sync / every ``save_every`` applied changes, never on every write
   (that would be O(n) per write). A crash loses at most the unsaved tail,
   which the change log replays on the next open;
-* on open, a missing, unreadable or inconsistent file (wrong model, count not
-  matching the catalog after catch-up, change log already pruned past it) is
-  rebuilt from the vectors stored in the catalog, with a warning log.
+* each save records the BLAKE2b-256 digest of the USearch file in its
+  metadata. USearch trusts the graph's links: a file with damaged links but
+  an intact header, keys and vectors passes every cheap check and then
+  crashes the process (SIGSEGV) inside a search. An open therefore verifies
+  the digest before USearch reads the file, unless the file's
+  (size, mtime_ns, inode) and digest are exactly those this data dir last
+  verified or saved (catalog ``meta`` key ``index_verified:<stem>``): hashing
+  0.9 GB at every reopen of a 1M index would cost seconds
+  (docs/architecture.md, "Index file integrity");
+* on open, a missing, unreadable or inconsistent file (wrong model, digest
+  mismatch, count not matching the catalog after catch-up, change log
+  already pruned past it) is rebuilt from the vectors stored in the catalog,
+  with a warning log.
 """
 
 from __future__ import annotations
@@ -30,7 +40,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -38,15 +48,29 @@ from filelock import FileLock, Timeout
 from usearch.index import Index
 
 from .catalog import Catalog, vectors_from_blobs
-from .errors import LocalStoreError, ModelMismatch
+from .errors import LocalStoreError, ModelMismatch, WalrusMemError
 
-__all__ = ["IndexStore", "NamespaceIndex", "index_file_stem"]
+__all__ = ["IndexStore", "NamespaceIndex", "file_digest", "index_file_stem"]
 
 log = logging.getLogger(__name__)
 
-META_FORMAT: Final = 1
+META_FORMAT: Final = 2  # 2: the metadata carries the file's digest (1 had none)
 LOCK_TIMEOUT: Final = 60.0
 _REBUILD_BATCH: Final = 10_000
+VERIFIED_KEY: Final = "index_verified:"  # + file stem: catalog meta of the last verified file
+_LOAD_ATTEMPTS: Final = 3
+
+
+def file_digest(path: Path) -> str:
+    """BLAKE2b-256 of a file, read in chunks (hashlib releases the GIL while hashing)."""
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, lambda: hashlib.blake2b(digest_size=32)).hexdigest()
+
+
+def file_stamp(path: Path) -> list[int]:
+    """What changes when a file is rewritten or replaced: size, mtime_ns, inode."""
+    st = os.stat(path)
+    return [st.st_size, st.st_mtime_ns, st.st_ino]
 
 
 def index_file_stem(namespace: str) -> str:
@@ -94,6 +118,9 @@ class NamespaceIndex:
         self.applied_seq = 0
         self.unsaved = 0
         self.rows_loaded = False
+        # {"stamp", "blake2b"} of the file as last verified or saved by this object
+        self.verified: dict[str, Any] | None = None
+        self.damage: str | None = None  # why the last load refused the file as damaged
         self.clear_rows()
 
     def __len__(self) -> int:
@@ -248,10 +275,21 @@ class NamespaceIndex:
             return None
         return data if isinstance(data, dict) else None
 
-    def load(self) -> bool:
-        """Load the saved file if it matches this model; False if it must be rebuilt."""
+    def load(self, verified: object = None, *, full_check: bool = False) -> bool:
+        """Load the saved file if it matches this model and its digest; False: rebuild it.
+
+        ``verified`` is the record (:attr:`verified`) of the file as this data
+        dir last verified it: a file with the same stamp and digest is not
+        hashed again (``full_check`` hashes it anyway). Callers hold the
+        index's file lock, so no save replaces the file while it is read.
+        """
+        self.damage = None
         meta = self.read_meta()
         if not self.path.exists() and meta is None:
+            return False
+        if meta is not None and meta.get("format") == 1:
+            log.warning("index %s was saved without a checksum (older version); rebuilding",
+                        self.path.name)
             return False
         if meta is None or meta.get("format") != META_FORMAT:
             log.warning("index %s: metadata missing or unreadable; rebuilding", self.path.name)
@@ -262,12 +300,14 @@ class NamespaceIndex:
                 self.path.name, meta.get("model_id"), meta.get("dim"), self.model_id, self.dim,
             )
             return False
-        index = _new_index(self.dim)
-        try:
-            index.load(str(self.path))
-        except Exception as exc:
-            log.warning("index file %s is unreadable (%s); rebuilding from the catalog",
-                        self.path.name, exc)
+        for _ in range(_LOAD_ATTEMPTS):
+            index = self._load_verified(meta.get("blake2b"), verified, full_check)
+            if index is not False:
+                break
+            meta = self.read_meta() or meta  # replaced while read (a writer without the lock)
+        else:
+            return False
+        if index is None:
             return False
         if index.ndim != self.dim or len(index) != meta.get("count"):
             log.warning("index file %s does not match its metadata; rebuilding", self.path.name)
@@ -277,6 +317,33 @@ class NamespaceIndex:
         self.unsaved = 0
         self.rows_loaded = self._load_rows_file(meta)
         return True
+
+    def _load_verified(
+        self, digest: object, verified: object, full_check: bool
+    ) -> Index | None | Literal[False]:
+        """The USearch file, digest checked before USearch reads it; None if unusable,
+        False if the file changed while it was read (read it again)."""
+        try:
+            stamp = file_stamp(self.path)
+            record = {"stamp": stamp, "blake2b": digest}
+            if full_check or record != verified:
+                actual = file_digest(self.path)
+                if actual != digest:
+                    self.damage = "the index file does not match its checksum (damaged)"
+                    log.warning("index file %s does not match its checksum (damaged, or a "
+                                "save was cut short); rebuilding from the catalog",
+                                self.path.name)
+                    return None
+            index = _new_index(self.dim)
+            index.load(str(self.path))
+            if file_stamp(self.path) != stamp:
+                return False
+        except Exception as exc:
+            log.warning("index file %s is unreadable (%s); rebuilding from the catalog",
+                        self.path.name, exc)
+            return None
+        self.verified = record
+        return index
 
     def _load_rows_file(self, meta: dict[str, Any]) -> bool:
         """Map the saved per-memory rows named by ``meta``; False if they must be read again.
@@ -338,7 +405,9 @@ class NamespaceIndex:
                 tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
                 self.index.save(str(tmp))
                 os.chmod(tmp, 0o600)  # vectors say something about the texts: owner only
+                digest = file_digest(tmp)  # read back from the page cache
                 os.replace(tmp, self.path)
+                stamp = file_stamp(self.path)
                 rows_file = self._save_rows()
                 new_meta = {
                     "format": META_FORMAT,
@@ -347,12 +416,14 @@ class NamespaceIndex:
                     "count": len(self.index),
                     "applied_seq": self.applied_seq,
                     "rows_file": rows_file,
+                    "blake2b": digest,
                 }
                 tmp_meta = self.meta_path.with_name(self.meta_path.name + f".{os.getpid()}.tmp")
                 tmp_meta.write_text(json.dumps(new_meta, sort_keys=True), encoding="utf-8")
                 os.chmod(tmp_meta, 0o600)
                 os.replace(tmp_meta, self.meta_path)
                 self._drop_old_rows(rows_file)  # a reader that mapped one keeps its pages
+                self.verified = {"stamp": stamp, "blake2b": digest}
         except Timeout as exc:
             raise LocalStoreError(
                 f"index lock {self.lock_path} is held by another process"
@@ -452,10 +523,43 @@ class IndexStore:
             self._seen_version[namespace] = version
             return idx
 
+    def _verified_record(self, idx: NamespaceIndex) -> dict[str, Any] | None:
+        """The stamp and digest of the file as this data dir last verified or saved it."""
+        try:
+            raw = self.catalog.get_meta(VERIFIED_KEY + idx.path.stem)
+            data = json.loads(raw) if raw else None
+        except (ValueError, WalrusMemError, sqlite3.Error):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def _note_verified(self, idx: NamespaceIndex, before: object) -> None:
+        """Record what the last load verified or the last save wrote (best effort: a
+        catalog that cannot take it only costs a hash at the next open)."""
+        if idx.verified is None or idx.verified == before:
+            return
+        try:
+            self.catalog.set_meta(VERIFIED_KEY + idx.path.stem,
+                                  json.dumps(idx.verified, sort_keys=True))
+        except (WalrusMemError, sqlite3.Error) as exc:
+            log.info("could not record the verified index file (%s)", type(exc).__name__)
+
+    def _load_locked(self, idx: NamespaceIndex) -> bool:
+        """``idx.load`` under the index's file lock (no save replaces the file meanwhile)."""
+        verified = self._verified_record(idx)
+        try:
+            with FileLock(str(idx.lock_path), timeout=LOCK_TIMEOUT, mode=0o600):
+                loaded = idx.load(verified)
+        except Timeout as exc:
+            raise LocalStoreError(f"index lock {idx.lock_path} is held by another process") \
+                from exc
+        if loaded:
+            self._note_verified(idx, verified)
+        return loaded
+
     def _open(self, namespace: str, model_id: str, dim: int) -> NamespaceIndex:
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         idx = NamespaceIndex(namespace, self.directory, model_id, dim)
-        if idx.load():
+        if self._load_locked(idx):
             if not idx.rows_loaded:
                 self._load_rows(idx)
             if idx.applied_seq < self.catalog.changes_floor(namespace):
@@ -499,8 +603,7 @@ class IndexStore:
         floor = self.catalog.changes_floor(idx.namespace)
         if idx.applied_seq < floor:
             # Another process saved and pruned the log past us: its file is newer.
-            with FileLock(str(idx.lock_path), timeout=LOCK_TIMEOUT, mode=0o600):
-                reloaded = idx.load()
+            reloaded = self._load_locked(idx)
             if not reloaded or idx.applied_seq < floor:
                 self._rebuild(idx)
                 return
@@ -527,6 +630,7 @@ class IndexStore:
 
     def _save(self, idx: NamespaceIndex) -> None:
         if idx.save():
+            self._note_verified(idx, None)
             self.catalog.prune_changes(idx.namespace, idx.applied_seq)
 
     def refresh(self, namespace: str) -> None:

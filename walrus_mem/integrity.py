@@ -3,9 +3,11 @@
 Each check reads; none writes. They look at:
 
 * the catalog file (SQLite's ``PRAGMA integrity_check``);
-* a namespace's index file on disk against the catalog: count, keys, the
-  stored vectors of a sample of keys, and (only when all of that agrees) a
-  search of the graph in a child process, which a damaged graph may crash;
+* a namespace's index file on disk: its BLAKE2b digest against the one its
+  save recorded (the whole file, whatever the last verified open recorded),
+  then against the catalog: count, keys, the stored vectors of a sample of
+  keys, and (only when all of that agrees) a search of the graph in a child
+  process, which a damaged graph may crash;
 * the outbox against memory statuses: a ``queued`` memory must have an outbox
   row, or nothing would ever publish it;
 * the sealed bytes kept for re-publishing: each must open under the
@@ -34,11 +36,12 @@ from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
+from filelock import FileLock, Timeout
 
 from .catalog import Catalog, vectors_from_blobs
 from .envelope import open_envelope
 from .errors import EnvelopeError, LocalStoreError
-from .index import NamespaceIndex
+from .index import LOCK_TIMEOUT, NamespaceIndex
 from .keys import NamespaceKeys
 
 __all__ = [
@@ -189,13 +192,18 @@ class IndexHealth:
     sampled: int = 0
     bad_lookups: int = 0  # sampled keys whose stored vector or search disagrees
     pending: int = 0  # changes the file has not applied yet (replayed on open)
+    damage: str | None = None  # the file fails its checksum
     notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
+        if self.damage is not None:
+            return False
         return self.index_count is None or not (self.missing or self.extra or self.bad_lookups)
 
     def describe(self) -> str:
+        if self.damage is not None:
+            return f"{self.damage}: rebuilt from the catalog on the next recall or by repair"
         if self.index_count is None:
             return "; ".join(self.notes) or "no index file (built from the catalog on first recall)"
         parts = [f"{self.index_count} vectors in the file, {self.catalog_count} memories"]
@@ -234,7 +242,14 @@ def check_index_file(
     if not idx.path.exists():
         health.notes.append("no index file (built from the catalog on first recall)")
         return health
-    if not idx.load():
+    try:
+        with FileLock(str(idx.lock_path), timeout=LOCK_TIMEOUT, mode=0o600):
+            loaded = idx.load(full_check=True)  # the whole file hashed, whatever its stamp
+    except Timeout:
+        health.notes.append("index file busy (another process holds its lock): not checked")
+        return health
+    if not loaded:
+        health.damage = idx.damage
         health.notes.append("index file unreadable or for another model: rebuilt on next recall")
         return health
     if idx.applied_seq < catalog.changes_floor(namespace):
