@@ -10,9 +10,15 @@ import pytest
 
 from relayer_mock.server import RelayerServer
 from tests.helpers_memory import MASTER_HEX, make_settings
-from walrus_mem import Memory
+from walrus_mem import EpochUnknown, Memory
 from walrus_mem.catalog import Catalog
-from walrus_mem.expiry import META_KEY, EpochClock, learn_epoch_seconds
+from walrus_mem.expiry import (
+    META_KEY,
+    NETWORK_EPOCH_SECONDS,
+    EpochClock,
+    learn_epoch_seconds,
+    network_of,
+)
 from walrus_mem.testing import HashEmbedder
 
 
@@ -265,3 +271,114 @@ def test_a_manifest_never_lists_a_blob_past_its_end_epoch(tmp_path: Path) -> Non
         live = [e for e in entries if not e.deleted]
         assert [e.memory_id for e in live] == [new.id]
         assert all(e.end_epoch is None or e.end_epoch > current for e in live)
+
+
+# -- the default clock (epoch_seconds unset): known networks, learned bounds, probes ------
+
+
+@pytest.mark.parametrize(("urls", "network"), [
+    (["https://publisher.walrus-testnet.walrus.space"], "testnet"),
+    (["https://walrus-testnet-publisher.nodes.guru", "https://walrus-agg.testnet.pops.one"],
+     "testnet"),
+    (["https://aggregator.walrus-mainnet.walrus.space", None], "mainnet"),
+    (["https://aggregator.walrus-mainnet.walrus.space",
+      "https://publisher.walrus-testnet.walrus.space"], None),  # both named: neither
+    (["http://127.0.0.1:31415", "https://walrus.example.org"], None),
+])
+def test_the_endpoints_name_the_network(urls: list[str | None], network: str | None) -> None:
+    assert network_of(urls) == network
+
+
+def test_a_known_network_gives_the_clock_its_epoch_length(tmp_path: Path) -> None:
+    """Unset epoch_seconds on testnet endpoints: the clock moved only with stores before."""
+    settings = make_settings(tmp_path / "d", epoch_seconds=None,
+                             publisher_url="https://publisher.walrus-testnet.walrus.space",
+                             aggregator_urls="https://aggregator.walrus-testnet.walrus.space")
+    with Memory(settings, embedder=HashEmbedder(64), master_key=MASTER_HEX) as mem:
+        mem.epoch_clock.observe(40, at=time.time() - 3 * 86_400 - 60)
+        reading = mem.epoch_clock.reading()
+        assert (reading.epoch_seconds, reading.source) == (86_400.0, "network")
+        assert reading.current == 43 and reading.known
+    assert NETWORK_EPOCH_SECONDS["mainnet"] == 14 * 86_400.0
+
+
+def test_learned_bounds_say_when_the_clock_is_unknown(catalog: Catalog) -> None:
+    clock = EpochClock(catalog)
+    clock.observe(5, at=0.0)
+    assert not clock.reading(now=1.0).known  # one sighting bounds nothing
+    assert clock.reading(now=1.0).latest is None
+    clock.observe(5, at=100.0)  # epoch 5 lasts longer than 100 s
+    assert clock.reading(now=150.0).known and clock.reading(now=150.0).latest == 6
+    assert not clock.reading(now=250.0).known  # could be epoch 7 by now
+    assert clock.reading(now=250.0).latest == 7 and clock.reading(now=250.0).current == 5
+    # 5 seen over [0, 100], 8 first seen at 1000: 4 epochs outlast 1000 s and 2 whole
+    # ones lie in 900 s, so the length is in (250, 450]
+    clock.observe(8, at=1000.0)
+    reading = clock.reading(now=1100.0)
+    assert reading.source == "learned" and reading.epoch_seconds == pytest.approx(450.0)
+    assert reading.current == 8 and reading.latest == 9 and reading.known
+    assert "between 8 and 9" in reading.describe(now=1100.0)
+
+
+def _short_and_keeper(srv: RelayerServer, data: Path) -> tuple[set[str], str, int]:
+    """40 memories stored for 3 epochs and one kept for 30, then the relayer's clock past
+    the 40's end. Three epochs: a renewal margin of one epoch cannot hide a stale clock."""
+    settings = make_settings(data, publisher_url=srv.url, aggregator_urls=srv.url, epochs=3,
+                             manifest_every=10_000)  # epoch_seconds unset: the default
+    with Memory(settings, embedder=HashEmbedder(64), master_key=MASTER_HEX) as mem:
+        short = {r.id for r in mem.remember_many(
+            [f"short-lived fact {i}" for i in range(40)]).records}
+        keeper = mem.remember("the long-lived fact")
+        mem.extend([keeper.id], epochs=30)
+        last_end = max(int(r.end_epoch or 0) for r in mem.list(limit=100)
+                       if r.id != keeper.id)
+    deadline = time.monotonic() + 60
+    while _epoch(srv) < last_end + 1:  # expired on the network, and an epoch more
+        assert time.monotonic() < deadline, "relayer clock did not move"
+        time.sleep(0.1)
+    assert httpx.get(f"{srv.url}/v1/blobs/{keeper.blob_id}").status_code == 200
+    return short, keeper.id, last_end
+
+
+def test_expiring_says_the_epoch_is_unknown_instead_of_answering_0(tmp_path: Path) -> None:
+    """The red team's run: default settings, a publisher without admin routes, 40 of 41
+    blobs expired; `expiring(0)` returned 0 (the client's epoch only moved with stores)."""
+    from walrus_mem.doctor import _expiry_check
+
+    with RelayerServer(tmp_path / "walrus", admin=False, epoch_duration=1.0) as srv:
+        short, keeper, _ = _short_and_keeper(srv, tmp_path / "a")
+        settings = make_settings(tmp_path / "a", publisher_url=srv.url,
+                                 aggregator_urls=srv.url, epochs=1, manifest_every=10_000)
+        with Memory(settings, embedder=HashEmbedder(64), master_key=MASTER_HEX) as mem:
+            with pytest.raises(EpochUnknown, match="epoch_seconds"):
+                mem.expiring(0)
+            check = _expiry_check(mem, "default")
+            assert check.status == "warn" and "unknown" in check.detail
+            assert "--probe" in check.fix
+            assert {r.id for r in mem.expiring(0, probe=True)} == short  # one probe store
+            assert keeper in {r.id for r in mem.expiring(40)}  # the probe made it known
+            assert _expiry_check(mem, "default").status == "fail"  # 40 past their end
+
+
+def test_sync_probes_an_unknown_epoch_and_never_lists_an_expired_blob(tmp_path: Path) -> None:
+    """Same run, straight to sync: it published a manifest listing the 40 expired blobs,
+    and a restore from it got 1 of 41. Now it reads the epoch with a probe store first."""
+    with RelayerServer(tmp_path / "walrus", admin=False, epoch_duration=1.0) as srv:
+        short, keeper, _ = _short_and_keeper(srv, tmp_path / "a")
+
+        def settings(data_dir: Path):
+            return make_settings(data_dir, publisher_url=srv.url, aggregator_urls=srv.url,
+                                 epochs=30, manifest_every=10_000)
+
+        with Memory(settings(tmp_path / "a"), embedder=HashEmbedder(64),
+                    master_key=MASTER_HEX) as mem:
+            report = mem.sync()
+            assert report.renewed == 40 and not report.errors
+            head = report.manifests["default"]
+            now = _epoch(srv)
+            assert all(int(r.end_epoch or 0) > now for r in mem.list(limit=100))
+        with Memory(settings(tmp_path / "fresh"), embedder=HashEmbedder(64),
+                    master_key=MASTER_HEX) as fresh:
+            restored = fresh.restore("default", head)
+            assert restored.restored == 41 and not restored.failed and not restored.expired
+            assert {r.id for r in fresh.list(limit=100)} == short | {keeper}

@@ -240,9 +240,13 @@ class AsyncMemory:
         return await self._run(self.sync_memory.current_epoch)
 
     async def expiring(
-        self, within_epochs: int = 1, *, namespace: str | None = None
+        self, within_epochs: int = 1, *, namespace: str | None = None, probe: bool = False
     ) -> builtins.list[MemoryRecord]:
-        return await self._run(self.sync_memory.expiring, within_epochs, namespace=namespace)
+        return await self._run(self.sync_memory.expiring, within_epochs, namespace=namespace,
+                               probe=probe)
+
+    async def probe_epoch(self) -> int | None:
+        return await self._run(self.sync_memory.probe_epoch)
 
     async def extend(
         self,

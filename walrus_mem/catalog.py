@@ -1007,6 +1007,16 @@ class Catalog:
         )
 
     @_guarded
+    def has_end_epochs(self, namespace: str | None) -> bool:
+        """Some memory (of ``namespace``, or any) has a blob with an end epoch."""
+        if namespace is None:
+            row = self.query_one("SELECT 1 FROM memories WHERE end_epoch IS NOT NULL LIMIT 1")
+        else:
+            row = self.query_one("SELECT 1 FROM memories WHERE namespace = ? AND end_epoch "
+                                 "IS NOT NULL LIMIT 1", (namespace,))
+        return row is not None
+
+    @_guarded
     def expiring(self, namespace: str | None, limit_epoch: int) -> list[sqlite3.Row]:
         """Memories whose blob ends at or before ``limit_epoch`` (all namespaces if None)."""
         if namespace is None:

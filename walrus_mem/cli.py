@@ -1468,10 +1468,14 @@ def stats(state: CliState) -> None:
 @cli.command()
 @click.option("--within", "within_epochs", type=click.IntRange(0), default=1, show_default=True,
               help="Epochs from now.")
+@click.option("--probe", is_flag=True,
+              help="If the current epoch is unknown, store one small blob to read it (real "
+                   "Walrus has no epoch route).")
 @pass_state
-def expiring(state: CliState, within_epochs: int) -> None:
+def expiring(state: CliState, within_epochs: int, probe: bool) -> None:
     """Memories whose blobs expire within N epochs (all namespaces unless -n is given)."""
-    records = state.memory.expiring(within_epochs, namespace=state.namespace_option)
+    records = state.memory.expiring(within_epochs, namespace=state.namespace_option,
+                                    probe=probe)
     if state.as_json:
         state.emit_json([_dump(r) for r in records])
         return
@@ -1506,7 +1510,8 @@ def extend(
     mem = state.memory
     ids: list[str] | None
     if expiring_within is not None:
-        ids = [r.id for r in mem.expiring(expiring_within, namespace=state.namespace)]
+        ids = [r.id for r in mem.expiring(expiring_within, namespace=state.namespace,
+                                          probe=True)]  # extend stores anyway
     else:
         ids = list(memory_ids) if memory_ids else None
     if ids == []:

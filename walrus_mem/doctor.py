@@ -511,20 +511,29 @@ def _expiry_check(mem: Any, ns: str) -> Check:
         "SELECT end_epoch, count(*) FROM memories WHERE namespace = ? AND status = 'published' "
         "AND end_epoch IS NOT NULL GROUP BY end_epoch ORDER BY end_epoch", (ns,))
     name = f"expiry {ns}"
-    if reading.current is None:
+    probe = (f"walrus-mem -n {ns} expiring --probe (stores one small blob to read the "
+             "epoch), or set epoch_seconds")
+    current = exact if exact is not None else reading.current
+    if current is None:
+        if rows:
+            return Check(name, "warn", "the current epoch is unknown (no store answer seen): "
+                                       "cannot tell what has expired", probe)
         return Check(name, "ok", "no store answer seen yet: the epoch is unknown")
-    length = ("unknown (set epoch_seconds)" if reading.epoch_seconds is None
-              else f"{reading.epoch_seconds:g} s ({reading.source})")
     clock = (f"current epoch {exact} (relayer_mock's clock)" if exact is not None
-             else f"current epoch ~{reading.current}, epoch length {length}")
-    past = sum(int(n) for end, n in rows if int(end) <= reading.current)
-    soon = sum(int(n) for end, n in rows if reading.current < int(end) <= reading.current + margin)
+             else reading.describe())
+    past = sum(int(n) for end, n in rows if int(end) <= current)
+    soon = sum(int(n) for end, n in rows if current < int(end) <= current + margin)
     upcoming = [f"{n} end at epoch {end}{_when(reading.starts_at(int(end)))}"
-                for end, n in rows if int(end) > reading.current][:3]
+                for end, n in rows if int(end) > current][:3]
     detail = "; ".join([clock, *(upcoming or ["nothing published"])])
     if past:
         return Check(name, "fail", f"{past} memories are past their end epoch; {detail}",
                      f"walrus-mem -n {ns} sync (re-publishes them from the local sealed copies)")
+    if exact is None and not reading.known and rows:
+        bound = reading.latest
+        maybe = sum(int(n) for end, n in rows if bound is None or int(end) <= bound)
+        return Check(name, "warn", f"the current epoch is unknown: {maybe} memories may have "
+                                   f"expired; {detail}", probe)
     if soon:
         return Check(name, "warn", f"{soon} memories end within {margin} epoch(s); {detail}",
                      f"walrus-mem -n {ns} sync (or walrus-mem -n {ns} extend --expiring {margin})")

@@ -57,6 +57,7 @@ these with ``raise ... from exc``. Messages never contain key material.
     │   │   └── StaleDataDir           a rolled-back data dir would reuse its own seq
     │   ├── ForkedHead                 a head sharing no history with this data dir's
     │   └── RestoreIncomplete          an interrupted restore / pull: resume it first
+    ├── EpochUnknown                   the current Walrus epoch cannot be told (expiring)
     ├── EmbeddingError                 model cannot be loaded / produced bad vectors
     ├── ReadOnlySession (PermissionError)  subagent tried to write
     ├── NamespaceDenied (PermissionError)  a call named a namespace it is not bound to
@@ -78,6 +79,7 @@ __all__ = [
     "ConfigError",
     "EmbeddingError",
     "EnvelopeError",
+    "EpochUnknown",
     "ForbiddenBlob",
     "ForkedHead",
     "GrantError",
@@ -422,6 +424,12 @@ class ForkedHead(LogError):
 class RestoreIncomplete(LogError):
     """A restore or pull of this namespace was interrupted: the local state lacks part
     of a head it started to merge, so no manifest is published until ``restore`` resumes."""
+
+
+class EpochUnknown(WalrusMemError):
+    """The epoch clock cannot tell the current Walrus epoch closely enough to say what has
+    expired: no store answer seen recently and no known epoch length (see expiry.py).
+    Set ``epoch_seconds``, or probe the network (``expiring(probe=True)``)."""
 
 
 class EmbeddingError(WalrusMemError):

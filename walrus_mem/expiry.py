@@ -6,28 +6,42 @@ epoch is below its ``end_epoch``. Every *newly created* store answer names the
 epoch it was registered in, which is the current epoch at that moment. The
 clock keeps, per epoch seen, the first and last wall time it was seen
 (catalog ``meta`` key ``epoch_clock``, shared by every process on the data
-dir) and extrapolates from the newest one::
+dir) and extrapolates from the newest one in two directions:
 
-    current ≈ newest_seen + floor((now - first_seen(newest)) / epoch_seconds)
+* ``current`` (may lag, never ahead): ``newest + floor((now - first(newest)) / L_up)``,
+  with ``L_up`` an epoch length that is not shorter than the real one;
+* ``latest`` (may run ahead, never behind):
+  ``newest + 1 + floor((now - last(newest)) / L_lo)``, with ``L_lo`` not longer
+  than the real one; None when no such length is known.
 
-``epoch_seconds`` is ``Settings.epoch_seconds`` when configured (mainnet: 14
-days, testnet: 1 day), else learned from the epochs seen so far, else
-unknown: the clock then never moves past the newest epoch seen. A learned
-length is an **upper bound**, so the clock may lag but never runs ahead (a
-clock ahead of the network would leave live blobs out of manifests and skip
-them in restores): between the last sighting of epoch ``i`` and the first of
-epoch ``j >= i + 2`` at least ``j - i - 1`` whole epochs passed, so
-``epoch_seconds <= (first(j) - last(i)) / (j - i - 1)``; the smallest such bound
-is used, never less than the longest time one epoch was seen. Two adjacent
-epochs alone bound nothing. Since an epoch was first seen at or after its
-start, even the configured extrapolation lags the network by up to one epoch;
-every fresh store answer re-anchors it.
+The epoch length is ``Settings.epoch_seconds`` when configured, else the
+length of the Walrus network the endpoints name (a host containing
+``mainnet``: 14 days, ``testnet``: 1 day; Walrus docs, "Available networks"
+https://mystenlabs.github.io/walrus/usage/networks.html, network parameters table), and then
+``L_up = L_lo`` = that length. Otherwise both are learned from the sightings:
+
+* ``L_up``: between the last sighting of epoch ``i`` and the first of epoch
+  ``j >= i + 2`` at least ``j - i - 1`` whole epochs passed, so
+  ``L <= (first(j) - last(i)) / (j - i - 1)``; the smallest such bound, never
+  less than the longest time one epoch was seen. Two adjacent epochs alone
+  bound nothing.
+* ``L_lo``: epoch ``i`` began at or before ``first(i)`` and epoch ``j >= i``
+  ended after ``last(j)``, so ``j - i + 1`` epochs last longer than
+  ``last(j) - first(i)``; the largest such bound. One sighting bounds nothing.
+
+The clock is **known** when ``current`` and ``latest`` are at most one epoch
+apart (always, with a known length, once a store answer was seen). Otherwise
+``expiring`` raises :class:`~walrus_mem.errors.EpochUnknown` instead of
+answering from a stale epoch, ``doctor`` says so, and ``sync`` stores a small
+probe blob to read the epoch before it decides what to renew (see
+:mod:`walrus_mem.renewal`).
 
 **Usage**::
 
     clock = EpochClock(catalog, epoch_seconds=86400)
     clock.observe(stored.registered_epoch)       # Catalog.note_epoch does this
     clock.current()                              # estimated current epoch or None
+    clock.reading().known                        # current bounded to within one epoch?
     clock.expired(row["end_epoch"])              # past its end epoch?
 """
 
@@ -40,6 +54,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict
 
@@ -48,16 +63,22 @@ if TYPE_CHECKING:
 
 __all__ = [
     "META_KEY",
+    "NETWORK_EPOCH_SECONDS",
     "ClockReading",
     "EpochClock",
     "ExpiredEntry",
+    "network_of",
     "record_seen",
 ]
 
 META_KEY: Final = "epoch_clock"
 _KEEP_EPOCHS: Final = 64  # sightings kept (oldest dropped): enough to learn the length
 
-Source = Literal["configured", "learned", "unknown"]
+# Walrus docs, "Available networks" (network parameters): epoch duration 2 weeks on
+# Mainnet, 1 day on Testnet.
+NETWORK_EPOCH_SECONDS: Final = {"mainnet": 14 * 86_400.0, "testnet": 86_400.0}
+
+Source = Literal["configured", "network", "learned", "unknown"]
 R = TypeVar("R", bound=Any)  # a catalog row or mapping
 
 
@@ -77,17 +98,66 @@ class ExpiredEntry(BaseModel):
 class ClockReading:
     """What the clock knows: for ``doctor`` and reports."""
 
-    current: int | None  # estimated current epoch (None: never seen one)
+    current: int | None  # estimated current epoch, lagging (None: never seen one)
     newest_seen: int | None  # highest epoch a store answer named
     seen_at: float | None  # wall time that epoch was first seen
     epoch_seconds: float | None
     source: Source  # where epoch_seconds comes from
+    latest: int | None = None  # the highest the current epoch can be (None: unbounded)
+    last_seen: float | None = None  # wall time the newest epoch was last seen
+
+    @property
+    def known(self) -> bool:
+        """The current epoch is ``current`` or ``current + 1``: good enough to say what expired."""
+        return self.current is not None and self.latest is not None \
+            and self.latest - self.current <= 1
 
     def starts_at(self, epoch: int) -> float | None:
         """Estimated wall time at which ``epoch`` begins (None when unknown)."""
         if self.newest_seen is None or self.seen_at is None or self.epoch_seconds is None:
             return None
         return self.seen_at + (epoch - self.newest_seen) * self.epoch_seconds
+
+    def describe(self, now: float | None = None) -> str:
+        """One line for errors and doctor: the estimate and what it rests on."""
+        if self.current is None:
+            return "no store answer seen yet: the current epoch is unknown"
+        length = ("unknown" if self.epoch_seconds is None
+                  else f"{self.epoch_seconds:g} s ({self.source})")
+        span = (f"~{self.current}" if self.latest is not None and self.latest <= self.current
+                else f"between {self.current} and {self.latest}" if self.latest is not None
+                else f"{self.current} or later (no upper bound)")
+        seen = ""
+        if self.last_seen is not None:
+            ago = max(0.0, (time.time() if now is None else now) - self.last_seen)
+            seen = f"; epoch {self.newest_seen} last seen {_ago(ago)} ago"
+        return f"current epoch {span}{seen}; epoch length {length}"
+
+
+def _ago(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172_800:
+        return f"{seconds / 3600:.0f} h"
+    return f"{seconds / 86_400:.0f} days"
+
+
+def network_of(urls: Iterable[str | None]) -> str | None:
+    """``mainnet`` / ``testnet`` when the endpoints' hosts name exactly one of them.
+
+    Public endpoints do (``publisher.walrus-testnet.walrus.space``,
+    ``walrus-testnet-publisher.nodes.guru``, ``aggregator.walrus-mainnet.walrus.space``);
+    a host naming neither, or endpoints naming both, give None.
+    """
+    found: set[str] = set()
+    for url in urls:
+        if not url:
+            continue
+        host = (urlsplit(url).hostname or "").lower()
+        found.update(name for name in NETWORK_EPOCH_SECONDS if name in host)
+    return found.pop() if len(found) == 1 else None
 
 
 def _load(raw: str | None) -> dict[int, list[float]]:
@@ -137,6 +207,15 @@ def learn_epoch_seconds(seen: dict[int, list[float]]) -> float | None:
     return bound if bound > 0 else None
 
 
+def lower_epoch_seconds(seen: dict[int, list[float]]) -> float | None:
+    """A lower bound of the epoch length implied by the sightings (see the module doc),
+    or None while they span no time."""
+    epochs = sorted(seen)
+    bound = max(((seen[j][1] - seen[i][0]) / (j - i + 1)
+                 for a, i in enumerate(epochs) for j in epochs[a:]), default=0.0)
+    return bound if bound > 0 else None
+
+
 class EpochClock:
     """The current Walrus epoch as this data dir can know it (see the module doc)."""
 
@@ -145,10 +224,12 @@ class EpochClock:
         catalog: Catalog,
         *,
         epoch_seconds: float | None = None,
+        network_seconds: float | None = None,
         now: Callable[[], float] = time.time,
     ) -> None:
         self._catalog = catalog
         self._configured = epoch_seconds
+        self._network = network_seconds  # the length of the network the endpoints name
         self._now = now
 
     def observe(self, epoch: int | None, *, at: float | None = None) -> None:
@@ -192,23 +273,29 @@ class EpochClock:
     def reading(self, now: float | None = None) -> ClockReading:
         seen = self.sightings()
         floor = self._catalog.current_epoch()  # the highest epoch ever noted, sightings or not
-        if self._configured is not None:
-            seconds: float | None = float(self._configured)
-            source: Source = "configured"
+        lower: float | None
+        if self._configured is not None or self._network is not None:
+            seconds: float | None = float(self._configured or self._network or 0)
+            source: Source = "configured" if self._configured is not None else "network"
+            lower = seconds
         else:
             seconds = learn_epoch_seconds(seen)
             source = "learned" if seconds is not None else "unknown"
+            lower = lower_epoch_seconds(seen)
         if not seen:
             return ClockReading(floor, floor, None, seconds, source)
+        at = self._now() if now is None else now
         newest = max(seen)
-        first = seen[newest][0]
+        first, last = seen[newest]
         current = newest
         if seconds is not None:
-            elapsed = (self._now() if now is None else now) - first
-            current += max(0, math.floor(elapsed / seconds))
+            current += max(0, math.floor((at - first) / seconds))
+        latest = None if lower is None else newest + 1 + max(0, math.floor((at - last) / lower))
         if floor is not None:
             current = max(current, floor)
-        return ClockReading(current, newest, first, seconds, source)
+        if latest is not None:
+            latest = max(latest, current)
+        return ClockReading(current, newest, first, seconds, source, latest, last)
 
     def current(self, now: float | None = None) -> int | None:
         """The estimated current epoch (None before any store answer was seen)."""

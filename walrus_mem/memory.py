@@ -26,6 +26,7 @@ from __future__ import annotations
 import builtins
 import json
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -49,6 +50,7 @@ from .embeddings import Embedder, embed_checked, make_embedder
 from .envelope import open_envelope, seal
 from .errors import (
     ConfigError,
+    EpochUnknown,
     InvalidInput,
     KeyMaterialError,
     MemoryNotFound,
@@ -59,7 +61,7 @@ from .errors import (
     StorageError,
     WalrusMemError,
 )
-from .expiry import EpochClock
+from .expiry import NETWORK_EPOCH_SECONDS, EpochClock, network_of
 from .filters import compile_filters
 from .index import IndexStore
 from .inputs import (
@@ -1127,9 +1129,11 @@ class Memory:
         stay queued.
         """
         self._check_open()
+        started = time.time()
         ns = None if namespace is None else self._ns(namespace)
         requeue_lost(self._catalog, ns)  # queued memories whose outbox row was lost
         published, errors = self._flush(ns)
+        epoch: tuple[int | None, bool] | None = None  # (current, known), asked once
         renewed = 0
         manifests: dict[str, str] = {}
         pulled: dict[str, PullReport] = {}
@@ -1153,7 +1157,14 @@ class Memory:
                 continue
             if self._catalog.outbox_count(name) > 0:
                 continue  # a manifest now would miss the queued facts
-            renewed += renew_due(self, name, errors)  # blobs ending within the margin
+            if self._catalog.has_end_epochs(name):
+                if epoch is None:
+                    epoch = self._sync_epoch(started, errors)
+                if not epoch[1]:
+                    errors.append(f"manifest for {name!r}: the current Walrus epoch is unknown, "
+                                  "so a manifest could list expired blobs; not published")
+                    continue
+                renewed += renew_due(self, name, errors, epoch[0])  # ending within the margin
             info = self._catalog.namespace(name)
             assert info is not None
             if info["manifest_blob_id"] is None:
@@ -1178,6 +1189,15 @@ class Memory:
             pulled=pulled,
             skipped_heads=skipped,
         )
+
+    def _sync_epoch(self, started: float, errors: builtins.list[str]) -> tuple[int | None, bool]:
+        """The epoch sync renews against: trusted as in :meth:`epoch_estimate`, a store
+        answer of this sync counting as fresh, else probed."""
+        try:
+            return self.epoch_estimate(probe=True, fresh_since=started)
+        except WalrusMemError as exc:
+            errors.append(f"epoch probe: {type(exc).__name__}: {exc}")
+            return self.epoch_clock.current(), False
 
     def _lineage_after(self, keys: NamespaceKeys, ns: str, mid: str) -> builtins.list[str]:
         """Lineage of a version updated from the current one (lineage.py): the merge
@@ -1333,11 +1353,16 @@ class Memory:
 
     @property
     def epoch_clock(self) -> EpochClock:
-        """The epoch clock learned from store responses (see :mod:`walrus_mem.expiry`)."""
-        return EpochClock(self._catalog, epoch_seconds=self.settings.epoch_seconds)
+        """The epoch clock learned from store responses (see :mod:`walrus_mem.expiry`);
+        its epoch length is ``epoch_seconds``, else the network's the endpoints name."""
+        s = self.settings
+        network = network_of([s.publisher_url, *s.publisher_urls, *s.aggregator_urls])
+        return EpochClock(self._catalog, epoch_seconds=s.epoch_seconds,
+                          network_seconds=NETWORK_EPOCH_SECONDS.get(network or ""))
 
     def current_epoch(self) -> int | None:
-        """The current Walrus epoch: the mock's clock if it has one, else the epoch clock."""
+        """The current Walrus epoch: the mock's clock if it has one, else the epoch clock
+        (its lagging estimate; see :meth:`epoch_estimate` for whether it can be trusted)."""
         self._check_open()
         backend_epoch = self._get_backend().current_epoch()
         if backend_epoch is not None:
@@ -1345,30 +1370,76 @@ class Memory:
             return self._catalog.current_epoch()
         return self.epoch_clock.current()
 
+    def probe_epoch(self) -> int | None:
+        """Read the current epoch from the publisher: store 32 random bytes for one epoch
+        and note the epoch the answer names (real Walrus has no route that tells it).
+
+        Costs one small blob store (on a paid publisher, the price of one blob for one
+        epoch). Raises the store's :class:`StorageError` when the publisher fails.
+        """
+        self._check_open()
+        stored = self.walrus.store_blob(os.urandom(32), epochs=1,
+                                        deadline=self.settings.publish_deadline)
+        if stored.registered_epoch is None:
+            return None
+        self._catalog.note_epoch(stored.registered_epoch)
+        return int(stored.registered_epoch)
+
+    def epoch_estimate(
+        self, *, probe: bool = False, fresh_since: float | None = None
+    ) -> tuple[int | None, bool]:
+        """(current epoch, known): the mock's exact clock; else the epoch clock when it
+        bounds the epoch to within one (or its newest sighting is from ``fresh_since`` or
+        later); else, with ``probe``, the epoch a probe store names (:meth:`probe_epoch`).
+        Otherwise the clock's lagging estimate and ``known=False``."""
+        self._check_open()
+        exact = self._get_backend().current_epoch()
+        if exact is not None:
+            self._catalog.note_epoch(exact)
+            return self._catalog.current_epoch(), True
+        reading = self.epoch_clock.reading()
+        if reading.known or (fresh_since is not None and reading.last_seen is not None
+                             and reading.last_seen >= fresh_since):
+            return reading.current, True
+        if probe:
+            epoch = self.probe_epoch()
+            if epoch is not None:
+                return max(epoch, reading.current or epoch), True
+        return reading.current, False
+
     def expiring(
-        self, within_epochs: int = 1, *, namespace: str | None = None
+        self, within_epochs: int = 1, *, namespace: str | None = None, probe: bool = False
     ) -> builtins.list[MemoryRecord]:
         """Published memories whose blob expires within ``within_epochs`` epochs.
 
         ``namespace=None`` looks at every namespace. End epochs are exclusive:
         a blob with ``end_epoch = current + 1`` is readable for the rest of
-        the current epoch only.
+        the current epoch only. Raises :class:`EpochUnknown` when the epoch clock
+        cannot tell the current epoch to within one (no known epoch length and no
+        recent store answer) rather than answer from a stale epoch; ``probe=True``
+        then stores one small blob to read it (:meth:`probe_epoch`).
         """
         self._check_open()
         if isinstance(within_epochs, bool) or not isinstance(within_epochs, int) \
                 or within_epochs < 0:
             raise InvalidInput("within_epochs must be an integer >= 0")
-        current = self.current_epoch()
-        if current is None:
-            return []
+        ns = None if namespace is None else self._ns(namespace)
+        if ns is not None:
+            self._authorize(ns)
+        if not self._catalog.has_end_epochs(ns):
+            return []  # nothing published: nothing can expire, whatever the epoch
+        current, known = self.epoch_estimate(probe=probe)
+        if current is None or not known:
+            raise EpochUnknown(
+                f"cannot tell what expires: {self.epoch_clock.reading().describe()}. Set "
+                "epoch_seconds, or probe the network (expiring(probe=True), `walrus-mem "
+                "expiring --probe`, or `walrus-mem sync`): each stores one small blob")
         limit = current + within_epochs
-        if namespace is None:  # every namespace: only those whose key this process holds
+        if ns is None:  # every namespace: only those whose key this process holds
             rows = self._catalog.expiring(None, limit)
-            readable = {ns: self._readable(ns) for ns in {str(r["namespace"]) for r in rows}}
+            readable = {n: self._readable(n) for n in {str(r["namespace"]) for r in rows}}
             rows = [r for r in rows if readable[str(r["namespace"])]]
         else:
-            ns = self._ns(namespace)
-            self._authorize(ns)
             rows = self._catalog.expiring(ns, limit)
         return [record_from_row(r) for r in rows]
 

@@ -13,6 +13,13 @@ past it, so only what has already expired is renewed.
 The default margin of one epoch also covers the clock's lag (at most one
 epoch behind the network between stores), so a blob that has just expired is
 renewed rather than listed.
+
+``sync`` first makes sure the clock can be trusted (``Memory.epoch_estimate``):
+the mock's exact epoch, or a clock that bounds the epoch to within one (a
+configured or network-known epoch length, or learned bounds close enough), or
+a store answer seen during this sync; else it stores a small probe blob to
+read the epoch. Should even that fail, the namespace publishes no manifest
+(it could list an expired blob) and the sync reports why.
 """
 
 from __future__ import annotations
@@ -28,13 +35,13 @@ __all__ = ["renew_due"]
 log = logging.getLogger(__name__)
 
 
-def renew_due(mem: Memory, namespace: str, errors: list[str]) -> int:
-    """Renew ``namespace``'s blobs ending within the margin; return how many were renewed.
+def renew_due(mem: Memory, namespace: str, errors: list[str], current: int | None) -> int:
+    """Renew ``namespace``'s blobs ending within the margin of ``current`` (the
+    epoch sync trusts); return how many were renewed.
 
     Failures are appended to ``errors`` (the sync report's); nothing raises for
     storage errors.
     """
-    current = mem.current_epoch()
     if current is None:
         return 0  # no store answer seen yet: nothing can be known to expire
     margin = mem.settings.renew_margin_epochs
