@@ -163,6 +163,8 @@ def build_fault_config(
               help="Require Authorization: Bearer JWTs (HMAC secret) on publisher routes.")
 @click.option("--jwt-algorithm", type=click.Choice(["HS256", "HS384", "HS512"]), default="HS256")
 @click.option("--no-fsync", is_flag=True, help="Skip fsync of blob files (faster, less durable).")
+@click.option("--no-admin", is_flag=True,
+              help="Serve no /_mock/ admin routes, as real Walrus (no epoch route, no delete).")
 @click.option("--role", type=click.Choice(["publisher", "aggregator", "both"]), default="both",
               help="Routes to serve: like `walrus publisher`, `walrus aggregator` or "
                    "`walrus daemon`. Run one process per role on separate ports over one "
@@ -209,6 +211,7 @@ def relayer_command(
     jwt_secret: str | None,
     jwt_algorithm: str,
     no_fsync: bool,
+    no_admin: bool,
     role: str,
     lenient: bool,
     store_latency_ms: str,
@@ -248,6 +251,7 @@ def relayer_command(
         publisher_max_concurrent=publisher_max_concurrent,
         aggregator_max_concurrent=aggregator_max_concurrent,
         fsync=not no_fsync,
+        admin=not no_admin,
         jwt_secret=jwt_secret,
         jwt_algorithm=jwt_algorithm,
         strict=not lenient,

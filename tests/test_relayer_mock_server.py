@@ -325,6 +325,14 @@ def test_process_cli_fault_and_size_options(tmp_path: Path) -> None:
         assert proc.stop() in (0, -signal.SIGTERM)
 
 
+def test_process_without_admin_routes_is_like_real_walrus(tmp_path: Path) -> None:
+    with RelayerProcess(tmp_path / "w", extra_args=["--no-admin"]) as proc, \
+            httpx.Client(base_url=proc.url) as client:
+        assert client.get("/_mock/epoch").status_code == 404
+        stored = client.put("/v1/blobs", content=b"z").json()["newlyCreated"]["blobObject"]
+        assert stored["registeredEpoch"] == 1  # the epoch is in store answers only
+
+
 def test_process_faults_config_round_trips(tmp_path: Path) -> None:
     config = FaultConfig.mix(0.3, seed=5, kinds="5xx,429", latency_ms=(0, 1))
     with RelayerProcess(tmp_path / "w", faults=config) as proc:
