@@ -320,7 +320,8 @@ def test_learned_bounds_say_when_the_clock_is_unknown(catalog: Catalog) -> None:
     assert "between 8 and 9" in reading.describe(now=1100.0)
 
 
-def _short_and_keeper(srv: RelayerServer, data: Path) -> tuple[set[str], str, int]:
+def _short_and_keeper(srv: RelayerServer, data: Path, *, sync: bool = False
+                      ) -> tuple[set[str], str, int]:
     """40 memories stored for 3 epochs and one kept for 30, then the relayer's clock past
     the 40's end. Three epochs: a renewal margin of one epoch cannot hide a stale clock."""
     settings = make_settings(data, publisher_url=srv.url, aggregator_urls=srv.url, epochs=3,
@@ -330,6 +331,9 @@ def _short_and_keeper(srv: RelayerServer, data: Path) -> tuple[set[str], str, in
             [f"short-lived fact {i}" for i in range(40)]).records}
         keeper = mem.remember("the long-lived fact")
         mem.extend([keeper.id], epochs=30)
+        if sync:
+            mem.sync()
+            assert mem.stats().manifest_blob_id is not None  # (extend published one)
         last_end = max(int(r.end_epoch or 0) for r in mem.list(limit=100)
                        if r.id != keeper.id)
     deadline = time.monotonic() + 60
@@ -382,3 +386,29 @@ def test_sync_probes_an_unknown_epoch_and_never_lists_an_expired_blob(tmp_path: 
             restored = fresh.restore("default", head)
             assert restored.restored == 41 and not restored.failed and not restored.expired
             assert {r.id for r in fresh.list(limit=100)} == short | {keeper}
+
+
+def test_a_forget_on_an_unknown_epoch_leaves_the_manifest_to_sync(tmp_path: Path) -> None:
+    """forget publishes a manifest at once; on a stale clock that manifest listed the 40
+    expired blobs. Now it waits for the next sync, which probes the epoch and renews."""
+    with RelayerServer(tmp_path / "walrus", admin=False, epoch_duration=1.0) as srv:
+        short, keeper, _ = _short_and_keeper(srv, tmp_path / "a", sync=True)
+        settings = make_settings(tmp_path / "a", publisher_url=srv.url,
+                                 aggregator_urls=srv.url, epochs=30, manifest_every=10_000)
+        with Memory(settings, embedder=HashEmbedder(64), master_key=MASTER_HEX) as mem:
+            gone = sorted(short)[0]
+            report = mem.forget(gone)
+            if report.manifest_blob_id is not None:  # the old behaviour: check what it lists
+                _, entries = mem._log.read("default", report.manifest_blob_id)
+                now = _epoch(srv)
+                listed = [e for e in entries if not e.deleted]
+                assert all(e.end_epoch is None or e.end_epoch > now for e in listed)
+            synced = mem.sync()
+            assert synced.renewed == 39 and not synced.errors
+            head = synced.manifests["default"]
+        with Memory(make_settings(tmp_path / "fresh", publisher_url=srv.url,
+                                  aggregator_urls=srv.url, epochs=30),
+                    embedder=HashEmbedder(64), master_key=MASTER_HEX) as fresh:
+            restored = fresh.restore("default", head)
+            assert restored.restored == 40 and not restored.failed
+            assert {r.id for r in fresh.list(limit=100)} == (short - {gone}) | {keeper}

@@ -572,6 +572,7 @@ class Memory:
         failed: list[tuple[int, str]],
         idem_key: str | None,
     ) -> RememberManyResult:
+        started = time.time()
         keys = self.keys_for(ns)
         self._check_model(ns)
         if idem_key is not None:
@@ -655,7 +656,7 @@ class Memory:
             if self._breaker_open():  # publisher down: the rest wait for sync()
                 break
             self._publish_batch(batch_id, replay=False)  # sealed by this very call
-        self._maybe_manifest(ns)
+        self._maybe_manifest(ns, started)
         rows = self._catalog.memories_by_ids(ns, order)
         records: list[MemoryRecord] = []
         deduped_flags: list[bool] = []
@@ -970,6 +971,7 @@ class Memory:
         expiry. Re-embeds when the text changes.
         """
         self._check_open()
+        started = time.time()
         ns = self._ns(namespace)
         mid = validate_memory_id(memory_id)
         keys = self.keys_for(ns)
@@ -1030,7 +1032,7 @@ class Memory:
             self._indexes.refresh(ns)
         if not self._breaker_open():
             self._publish_batch(batch_id, replay=False)  # sealed by this very call
-        self._maybe_manifest(ns)
+        self._maybe_manifest(ns, started)
         return self.get(mid, namespace=ns)
 
     def forget(self, memory_id: str, *, namespace: str | None = None) -> ForgetReport:
@@ -1084,7 +1086,8 @@ class Memory:
         deleted, kept = self._delete_blobs(blob_refs)
         manifest_id = None
         info = self._catalog.namespace(ns)
-        if forgotten and info is not None and info["manifest_blob_id"] is not None:
+        if forgotten and info is not None and info["manifest_blob_id"] is not None \
+                and self._epoch_ok_for_manifest(ns, now):
             try:
                 manifest_id = self._publish_manifest(ns)
             except (StorageError, WalrusMemError) as exc:
@@ -1226,7 +1229,7 @@ class Memory:
             names += [n for n, _ in heads_file.read() if n in own]
         return list(dict.fromkeys(names))
 
-    def _maybe_manifest(self, ns: str) -> None:
+    def _maybe_manifest(self, ns: str, since: float) -> None:
         info = self._catalog.namespace(ns)
         if info is None or int(info["writes_since_manifest"]) < self.settings.manifest_every:
             return
@@ -1234,12 +1237,29 @@ class Memory:
             return
         if self._catalog.outbox_count(ns) > 0:
             return
+        if not self._epoch_ok_for_manifest(ns, since):
+            return
         try:
             with self._log.turn(ns, wait=False) as ours:
                 if ours:  # else another thread or process is publishing one right now
                     self._log.publish_now(ns)
         except StorageError as exc:
             log.info("periodic manifest for %r deferred: %s", ns, exc)
+
+    def _epoch_ok_for_manifest(self, ns: str, since: float) -> bool:
+        """A manifest published outside ``sync`` (periodic, after forget or extend) only
+        when the epoch is known or a store answer since ``since`` told it: else it
+        could list an expired blob, and the next ``sync`` (which probes) publishes it."""
+        if not self._catalog.has_end_epochs(ns):
+            return True
+        try:
+            known = self.epoch_estimate(fresh_since=since)[1]
+        except WalrusMemError:
+            known = False
+        if not known:
+            log.info("manifest of %r deferred to the next sync: the current epoch is unknown",
+                     ns)
+        return known
 
     def _publish_manifest(self, ns: str) -> str:
         """Publish a manifest of ``ns`` now (see :meth:`NamespaceLog.publish`); its head."""
@@ -1469,8 +1489,9 @@ class Memory:
             if isinstance(memory_ids, str):
                 memory_ids = [memory_ids]
             ids = [validate_memory_id(m) for m in memory_ids]
+        started = time.time()
         report = self._republish(ns, ids, epochs)
-        if report.extended:
+        if report.extended and self._epoch_ok_for_manifest(ns, started):
             try:
                 self._publish_manifest(ns)
             except StorageError as exc:
