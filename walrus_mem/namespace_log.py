@@ -115,6 +115,13 @@ class LogHost(Protocol):
 
     def check_model(self, namespace: str) -> None: ...
 
+    @property
+    def epoch_clock(self) -> EpochClock: ...
+
+    def epoch_estimate(
+        self, *, probe: bool = False, fresh_since: float | None = None
+    ) -> tuple[int | None, bool]: ...
+
     def _delete_blobs(
         self, blobs: Mapping[str, bool | None]
     ) -> tuple[list[str], dict[str, str]]: ...
@@ -575,7 +582,7 @@ class NamespaceLog:
         return str(ref)
 
     def _clock(self) -> EpochClock:
-        return EpochClock(self.catalog, epoch_seconds=self.host.settings.epoch_seconds)
+        return self.host.epoch_clock  # configured, network-known or learned epoch length
 
     def _store_pages(
         self, keys: NamespaceKeys, to_store: list[tuple[str, bytes]],
@@ -845,6 +852,8 @@ class NamespaceLog:
                     progress(done, total)
         self._record_rivals(ns, keys, [e for e in plan.rivals if not clock.expired(e.end_epoch)],
                             tally)
+        if tally.missing and not clock.reading().known:
+            self._name_expired(tally, {e.memory_id: e.end_epoch for e in fetches})
         if plan.forget or plan.tombstones or tally.deduplicated:
             # Text left the catalog: push it out of the FTS5 segments and the WAL,
             # as Memory.forget does (a forget must not linger on the pulling machine).
@@ -896,6 +905,22 @@ class NamespaceLog:
                 log.warning("equivocation: %s", text)
                 out.append(text)
         return out
+
+    def _name_expired(self, tally: _Tally, ends: dict[str, int | None]) -> None:
+        """Blobs that answered 404 while the clock could not tell the epoch: read it (the
+        mock's clock, or one probe store) and name those past their end as expired."""
+        try:
+            current, known = self.host.epoch_estimate(probe=True)
+        except WalrusMemError as exc:  # e.g. no publisher: an aggregator-only restore
+            log.info("epoch probe after missing blobs failed: %s", type(exc).__name__)
+            return
+        if current is None or not known:
+            return
+        still: list[tuple[str, str]] = []
+        for mid, blob in tally.missing:
+            end = ends.get(mid)
+            (tally.expired if end is not None and end <= current else still).append((mid, blob))
+        tally.missing = still
 
     # -- format 1 (read-only) ------------------------------------------------------------
 
