@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 
 import pytest
@@ -191,3 +192,23 @@ def test_unknown_agent_is_an_error_listing_the_known_ones(tmp_path, master_hex):
     result = CliRunner().invoke(mcp_command, ["--agent", "nobody"],
                                 obj=SimpleNamespace(settings=settings))
     assert result.exit_code == 1 and "unknown agent 'nobody'" in result.output
+
+
+SDK_IMPORT = """
+import sys
+import walrus_mem.mcp_server
+skipped = sorted(n for n in ("mcp.client", "mcp.server.mcpserver") if n in sys.modules)
+from mcp import Client  # completes the deferred package __init__
+import mcp.server
+print(skipped, Client.__module__, mcp.server.MCPServer.__name__, mcp.types.Tool.__name__)
+"""
+
+
+def test_the_server_imports_only_the_low_level_sdk_and_the_rest_stays_reachable():
+    """A cold `walrus-mem mcp` skips the SDK's client and high-level server (0.4 s), yet a
+    later `from mcp import Client` in the same process still gets the whole package."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = {**os.environ, "PYTHONPATH": root}
+    out = subprocess.run([sys.executable, "-c", SDK_IMPORT], capture_output=True, text=True,
+                         env=env, check=True, timeout=120)
+    assert out.stdout.split() == ["[]", "mcp.client.client", "MCPServer", "Tool"], out.stderr

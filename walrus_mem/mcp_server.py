@@ -33,15 +33,13 @@ from typing import Any
 import anyio
 import anyio.to_thread
 import click
-import mcp_types as types
-from mcp.server import Server, ServerRequestContext
-from mcp.server.stdio import stdio_server
 
 from . import __version__
 from .config import Settings
 from .embeddings import TEST_EMBEDDER_PREFIX
 from .errors import UnknownAgent, WalrusMemError
 from .hooks import namespace_instruction
+from .mcp_sdk import Server, ServerRequestContext, stdio_server, types
 from .sessions import AgentDirectory
 from .tools import READ_TOOLS, WRITE_TOOLS, call_tool, tool_specs
 
