@@ -100,6 +100,11 @@ def zipf_ranks(rng: np.random.Generator, size: int) -> np.ndarray:
 COMMON_SHARE = 0.6  # "prefers": in 60 % of the memories ("user": in all of them)
 
 
+def make_centres(n: int, rng: np.random.Generator) -> np.ndarray:
+    """The cluster centres: the first draw of ``make_corpus`` (so a kept data dir's are known)."""
+    return rng.standard_normal((max(50, n // 200), DIM)).astype(np.float32)
+
+
 def make_corpus(n: int, rng: np.random.Generator, *, common: bool = True
                 ) -> tuple[list[str], np.ndarray, np.ndarray]:
     """Texts, clustered unit vectors, and the cluster centres.
@@ -107,8 +112,8 @@ def make_corpus(n: int, rng: np.random.Generator, *, common: bool = True
     With ``common`` every text starts like an extracted fact ("User ...") and
     60 % say "prefers": two words in more than half of the memories.
     """
-    n_clusters = max(50, n // 200)
-    centres = rng.standard_normal((n_clusters, DIM)).astype(np.float32)
+    centres = make_centres(n, rng)
+    n_clusters = len(centres)
     labels = rng.integers(0, n_clusters, n)
     vectors = centres[labels] + 0.6 * rng.standard_normal((n, DIM)).astype(np.float32)
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
@@ -181,18 +186,27 @@ def percentiles(samples: list[float]) -> dict[str, float]:
 
 def run_size(n: int, queries: int, model: Any, workdir: Path, *, common: bool = True,
              busy_neighbour: bool = True) -> dict[str, Any]:
-    rng = np.random.default_rng(n)
-    texts, vectors, centres = make_corpus(n, rng, common=common)
     embedder = LookupEmbedder()
     settings = Settings(config_file=None, data_dir=workdir / f"n{n}", use_keyring=False,
                         publisher_url=None, aggregator_urls=[])  # embedded relayer only
+    built = workdir / f"n{n}.built.json"  # a kept data dir (--data-dir) from an earlier run
+    reused = built.exists()
     mem = Memory(settings, embedder=embedder, master_key=MASTER)
-    started = time.perf_counter()
-    bulk_load(mem, texts, vectors)
-    load_s = time.perf_counter() - started
+    if reused:
+        centres = make_centres(n, np.random.default_rng(n))
+        load_s, build_s = (json.loads(built.read_text())[k] for k in ("bulk_load_s", "build_s"))
+    else:
+        texts, vectors, centres = make_corpus(n, np.random.default_rng(n), common=common)
+        started = time.perf_counter()
+        bulk_load(mem, texts, vectors)
+        load_s = time.perf_counter() - started
+        del texts, vectors
     started = time.perf_counter()
     idx = mem._indexes.get(NAMESPACE, embedder.model_id, DIM)  # builds the USearch index
-    build_s = time.perf_counter() - started
+    if not reused:
+        build_s = time.perf_counter() - started
+        mem._indexes.save_all()
+        built.write_text(json.dumps({"bulk_load_s": load_s, "build_s": build_s}))
     assert len(idx) == n
 
     qrng = np.random.default_rng(n + 1)
@@ -267,6 +281,7 @@ def run_size(n: int, queries: int, model: Any, workdir: Path, *, common: bool = 
     out: dict[str, Any] = {
         "memories": n,
         "queries": queries,
+        "reused_data_dir": reused,
         "bulk_load_s": round(load_s, 2),
         "index_build_s": round(build_s, 2),
         "avg_hits": hits / queries,
@@ -393,6 +408,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="the old corpus: no word in more than half of the memories")
     parser.add_argument("--no-neighbour", action="store_true",
                         help="time the real-model recalls without a busy neighbour process")
+    parser.add_argument("--data-dir", default=None,
+                        help="keep the data dirs here and reuse them in later runs (the 1M "
+                             "build takes many minutes); built with the default corpus")
     parser.add_argument("--reopen-child", nargs=2, metavar=("DATA_DIR", "QUERIES"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -407,9 +425,11 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     loads = [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory(prefix="walrus-mem-bench-") as tmp:
+        workdir = Path(args.data_dir) if args.data_dir else Path(tmp)
+        workdir.mkdir(parents=True, exist_ok=True)
         for n in args.sizes:
             print(f"… {n:,} memories", file=sys.stderr, flush=True)
-            results.append(run_size(n, args.queries, model, Path(tmp), common=not args.no_common,
+            results.append(run_size(n, args.queries, model, workdir, common=not args.no_common,
                                     busy_neighbour=not args.no_neighbour))
             loads.append(os.getloadavg()[0])
     print(f"load average (1 min) {min(loads):.2f}-{max(loads):.2f}; "

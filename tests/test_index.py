@@ -192,8 +192,8 @@ def test_save_does_not_overwrite_a_newer_file(tmp_path: Path, cat: Catalog) -> N
 # -- the per-memory rows saved beside the index (reopen without reading the catalog) ------
 
 
-def _rows_files(tmp_path: Path) -> list[Path]:
-    return sorted((tmp_path / "index").glob("*.rows.npy"))
+def _rows_files(tmp_path: Path, kind: str = "rows") -> list[Path]:
+    return sorted((tmp_path / "index").glob(f"*.{kind}.npy"))
 
 
 def _state(idx) -> dict[int, tuple]:  # type: ignore[no-untyped-def]
@@ -214,8 +214,11 @@ def test_reopen_maps_the_saved_rows_instead_of_reading_the_catalog(
     store = IndexStore(tmp_path / "index", cat)
     idx = store.get("ns", "m", DIM)
     assert idx.rows_loaded and _state(idx) == before
-    # Writes after the reopen go to private pages: the mapped file is not changed in place.
+    assert idx.viewed and idx.search(unit(7), 1)[0] == [keys[7]]  # the graph is mapped
+    # Writes after the reopen go to private pages: the mapped files are not changed in place.
     saved = _rows_files(tmp_path)[0].read_bytes()
+    saved_vectors = _rows_files(tmp_path, "vectors")[0].read_bytes()
+    graph = idx.path.read_bytes()
     delete(cat, "ns", keys[0])
     more = add(cat, "ns", 2, start=100)
     store.refresh("ns")  # same connection: data_version does not move
@@ -223,10 +226,14 @@ def test_reopen_maps_the_saved_rows_instead_of_reading_the_catalog(
     assert keys[0] not in idx.slots and set(more) <= set(idx.slots)
     assert idx.search(unit(101), 1)[0] == [more[1]]
     assert idx.similarities([more[0]], unit(100))[0] == pytest.approx(1.0, abs=1e-3)
+    assert not idx.viewed  # copied into memory by the first write
     assert _rows_files(tmp_path)[0].read_bytes() == saved
-    store.close()  # saves a new rows file and drops the old one
+    assert _rows_files(tmp_path, "vectors")[0].read_bytes() == saved_vectors
+    assert idx.path.read_bytes() == graph
+    store.close()  # saves new rows files and drops the old ones
     files = _rows_files(tmp_path)
     assert len(files) == 1 and files[0].read_bytes() != saved
+    assert len(_rows_files(tmp_path, "vectors")) == 1
     store = IndexStore(tmp_path / "index", cat)
     idx = store.get("ns", "m", DIM)
     assert idx.rows_loaded and len(idx) == 41 and keys[0] not in idx.slots
@@ -235,7 +242,8 @@ def test_reopen_maps_the_saved_rows_instead_of_reading_the_catalog(
     store.close()
 
 
-@pytest.mark.parametrize("damage", ["missing", "garbage", "other-count", "bad-name"])
+@pytest.mark.parametrize("damage", ["missing", "garbage", "other-count", "bad-name",
+                                    "vectors-missing", "vectors-shape"])
 def test_damaged_rows_file_falls_back_to_the_catalog(
     tmp_path: Path, cat: Catalog, damage: str
 ) -> None:
@@ -244,6 +252,7 @@ def test_damaged_rows_file_falls_back_to_the_catalog(
     before = _state(store.get("ns", "m", DIM))
     store.close()
     rows = _rows_files(tmp_path)[0]
+    vectors = _rows_files(tmp_path, "vectors")[0]
     meta_path = tmp_path / "index" / f"{index_file_stem('ns')}.meta.json"
     if damage == "missing":
         rows.unlink()
@@ -253,6 +262,10 @@ def test_damaged_rows_file_falls_back_to_the_catalog(
         data = np.load(rows)
         data["key"][:3] = -1  # rows of another save: fewer memories than the index
         np.save(rows, data)
+    elif damage == "vectors-missing":
+        vectors.unlink()
+    elif damage == "vectors-shape":
+        np.save(vectors, np.load(vectors)[:, :-1])  # another dimension
     else:
         meta = json.loads(meta_path.read_text())
         meta["rows_file"] = "../../etc/passwd"
@@ -261,4 +274,8 @@ def test_damaged_rows_file_falls_back_to_the_catalog(
     idx = store.get("ns", "m", DIM)
     assert not idx.rows_loaded and _state(idx) == before
     assert idx.search(unit(3), 1)[0] == [4]
+    store.close()  # writes the rows read from the catalog: the next open maps them
+    store = IndexStore(tmp_path / "index", cat)
+    idx = store.get("ns", "m", DIM)
+    assert idx.rows_loaded and _state(idx) == before
     store.close()

@@ -82,13 +82,13 @@ def _new_index(dim: int) -> Index:
     return Index(ndim=dim, metric="cos", dtype="f16")
 
 
-def _rows_dtype(dim: int) -> np.dtype[np.void]:
-    return np.dtype([("key", "<i8"), ("created_at", "<f8"), ("importance", "<f8"),
-                     ("expires_at", "<f8"), ("norm", "<f4"), ("vector", "<f2", (dim,))])
+_ROWS_DTYPE: Final = np.dtype([("key", "<i8"), ("created_at", "<f8"), ("importance", "<f8"),
+                                ("expires_at", "<f8"), ("norm", "<f4")])
+_VECTOR_DTYPE: Final = np.dtype("<f2")
 
 
-def _empty_rows(count: int, dim: int) -> npt.NDArray[np.void]:
-    rows = np.zeros(count, _rows_dtype(dim))
+def _empty_rows(count: int) -> npt.NDArray[np.void]:
+    rows = np.zeros(count, _ROWS_DTYPE)
     rows["key"] = -1
     rows["norm"] = 1.0
     rows["expires_at"] = np.nan
@@ -103,7 +103,14 @@ class NamespaceIndex:
     lookups) and the attributes ranking needs (created_at, importance,
     expires_at), in numpy arrays addressed by slot: recall gathers them for a
     hundred candidates with one indexing operation instead of reading catalog
-    rows. That copy costs ``2 * dim`` bytes per memory (77 MB at 100k x 384).
+    rows. That copy costs ``2 * dim`` bytes per memory (77 MB at 100k x 384);
+    it is saved as its own file and mapped on open, so only the copies recalls
+    touch are ever read (the attributes, 36 bytes per memory, are read whole).
+
+    A saved graph is opened as a read-only memory map of its file (USearch's
+    ``view``): nothing is read until searches touch it, and a process that only
+    recalls never holds the graph in RAM. The first write copies it into memory
+    (:meth:`_writable`).
     """
 
     def __init__(self, namespace: str, directory: Path, model_id: str, dim: int) -> None:
@@ -115,6 +122,7 @@ class NamespaceIndex:
         self.meta_path = directory / f"{stem}.meta.json"
         self.lock_path = directory / f"{stem}.lock"
         self.index = _new_index(dim)
+        self.viewed = False  # self.index maps the saved file read-only
         self.applied_seq = 0
         self.unsaved = 0
         self.rows_loaded = False
@@ -131,17 +139,18 @@ class NamespaceIndex:
     def clear_rows(self) -> None:
         self.slots: dict[int, int] = {}  # catalog key -> slot in the arrays below
         self._free: list[int] = []
-        self._bind(_empty_rows(0, self.dim))
+        self._bind(_empty_rows(0), np.zeros((0, self.dim), _VECTOR_DTYPE))
 
-    def _bind(self, rows: npt.NDArray[np.void]) -> None:
-        """Use ``rows`` (one record per slot) and name its columns.
+    def _bind(self, rows: npt.NDArray[np.void], vectors: npt.NDArray[np.float16]) -> None:
+        """Use ``rows`` (one record per slot) and ``vectors`` (one row per slot).
 
-        One structured array holds every column so that it is saved as one
-        file and reopened as one memory map (:meth:`save_rows`, :meth:`load_rows`).
+        One structured array holds every attribute so that it is saved as one
+        file and reopened as one memory map; the vector copies are a second
+        file, so that reading the attributes on open touches none of them.
         """
         self.rows = rows
         self.keys: npt.NDArray[np.int64] = rows["key"]  # -1: free slot
-        self.vectors: npt.NDArray[np.float16] = rows["vector"]
+        self.vectors: npt.NDArray[np.float16] = vectors
         self.norms: npt.NDArray[np.float32] = rows["norm"]  # of the float16 copies
         self.created_at: npt.NDArray[np.float64] = rows["created_at"]
         self.importance: npt.NDArray[np.float64] = rows["importance"]
@@ -156,9 +165,11 @@ class NamespaceIndex:
         if needed <= size:
             return
         new = needed if exact else max(needed, 2 * size, 64)
-        rows = _empty_rows(new, self.dim)
+        rows = _empty_rows(new)
         rows[:size] = self.rows
-        self._bind(rows)
+        vectors = np.zeros((new, self.dim), _VECTOR_DTYPE)
+        vectors[:size] = self.vectors
+        self._bind(rows, vectors)
         self._free.extend(range(new - 1, size - 1, -1))  # lowest slot popped first
 
     def set_rows(
@@ -251,6 +262,7 @@ class NamespaceIndex:
     ) -> None:
         if not keys:
             return
+        self._writable()
         arr = np.asarray(keys, dtype=np.uint64)
         present = np.asarray(self.index.contains(arr), dtype=bool).reshape(-1)
         if present.any():
@@ -262,11 +274,18 @@ class NamespaceIndex:
     def remove(self, keys: list[int]) -> None:
         if not keys:
             return
+        self._writable()
         arr = np.asarray(keys, dtype=np.uint64)
         present = np.asarray(self.index.contains(arr), dtype=bool).reshape(-1)
         if present.any():
             self.index.remove(arr[present])
         self.drop_rows(keys)
+
+    def _writable(self) -> None:
+        """Copy a mapped graph into memory before its first change (a view is read-only)."""
+        if self.viewed:
+            self.index = self.index.copy()
+            self.viewed = False
 
     def read_meta(self) -> dict[str, Any] | None:
         try:
@@ -313,6 +332,7 @@ class NamespaceIndex:
             log.warning("index file %s does not match its metadata; rebuilding", self.path.name)
             return False
         self.index = index
+        self.viewed = True
         self.applied_seq = int(meta.get("applied_seq", 0))
         self.unsaved = 0
         self.rows_loaded = self._load_rows_file(meta)
@@ -335,7 +355,9 @@ class NamespaceIndex:
                                 self.path.name)
                     return None
             index = _new_index(self.dim)
-            index.load(str(self.path))
+            # Mapped, not read: opening costs no read of the graph (about 1 GB at 1M
+            # memories); replacing the file (save) leaves this mapping on the old one.
+            index.view(str(self.path))
             if file_stamp(self.path) != stamp:
                 return False
         except Exception as exc:
@@ -352,41 +374,47 @@ class NamespaceIndex:
         (at 1M memories they are 768 MB), pages come in as recalls touch them,
         and writes stay private to this process until the next save.
         """
-        name = meta.get("rows_file")
-        if not isinstance(name, str) or "/" in name or not name.startswith(self.path.stem):
+        names = meta.get("rows_file"), meta.get("vectors_file")
+        if not all(isinstance(name, str) and "/" not in name and name.startswith(self.path.stem)
+                   for name in names):
             return False
         try:
-            rows = np.load(self.path.parent / name, mmap_mode="c", allow_pickle=False)
+            rows, vectors = (np.load(self.path.parent / str(name), mmap_mode="c",
+                                     allow_pickle=False) for name in names)
         except (OSError, ValueError) as exc:
-            log.info("index rows %s unreadable (%s); reading the catalog", name, exc)
+            log.info("index rows %s unreadable (%s); reading the catalog", names, exc)
             return False
-        if rows.ndim != 1 or rows.dtype != _rows_dtype(self.dim):
+        if (rows.ndim != 1 or rows.dtype != _ROWS_DTYPE or vectors.dtype != _VECTOR_DTYPE
+                or vectors.shape != (len(rows), self.dim)):
             return False
         keys = rows["key"]
         present = np.flatnonzero(keys >= 0)
         if len(present) != len(self.index):
-            log.info("index rows %s do not match the index; reading the catalog", name)
+            log.info("index rows %s do not match the index; reading the catalog", names[0])
             return False
-        self._bind(rows)
+        self._bind(rows, vectors)
         self.slots = dict(zip(keys[present].tolist(), present.tolist(), strict=True))
         self._free = np.flatnonzero(keys < 0)[::-1].tolist()
         return True
 
-    def _save_rows(self) -> str:
-        """Write the per-memory rows to a new file (named in the metadata written next)."""
+    def _save_rows(self) -> tuple[str, str]:
+        """Write the rows and the vector copies to new files (named in the metadata next)."""
         if len(self._free) < len(self.slots) // 8:
             self._grow(len(self.slots) + len(self.slots) // 8 + 64, exact=True)  # headroom
-        name = f"{self.path.stem}.{os.urandom(6).hex()}.rows.npy"
-        tmp = self.path.with_name(name + f".{os.getpid()}.tmp")
-        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as fh:
-            np.save(fh, self.rows, allow_pickle=False)
-        os.replace(tmp, self.path.with_name(name))
-        return name
+        token = os.urandom(6).hex()
+        names = f"{self.path.stem}.{token}.rows.npy", f"{self.path.stem}.{token}.vectors.npy"
+        for name, array in zip(names, (self.rows, self.vectors), strict=True):
+            tmp = self.path.with_name(name + f".{os.getpid()}.tmp")
+            with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as fh:
+                np.save(fh, array, allow_pickle=False)
+            os.replace(tmp, self.path.with_name(name))
+        return names
 
-    def _drop_old_rows(self, keep: str) -> None:
-        for old in self.path.parent.glob(f"{self.path.stem}.*.rows.npy"):
-            if old.name != keep:
-                old.unlink(missing_ok=True)
+    def _drop_old_rows(self, keep: tuple[str, str]) -> None:
+        for pattern in ("rows", "vectors"):
+            for old in self.path.parent.glob(f"{self.path.stem}.*.{pattern}.npy"):
+                if old.name not in keep:
+                    old.unlink(missing_ok=True)
 
     def save(self) -> bool:
         """Write the index atomically unless a newer state is already on disk."""
@@ -408,7 +436,7 @@ class NamespaceIndex:
                 digest = file_digest(tmp)  # read back from the page cache
                 os.replace(tmp, self.path)
                 stamp = file_stamp(self.path)
-                rows_file = self._save_rows()
+                rows_file, vectors_file = self._save_rows()
                 new_meta = {
                     "format": META_FORMAT,
                     "model_id": self.model_id,
@@ -417,12 +445,14 @@ class NamespaceIndex:
                     "applied_seq": self.applied_seq,
                     "rows_file": rows_file,
                     "blake2b": digest,
+                    "vectors_file": vectors_file,
                 }
                 tmp_meta = self.meta_path.with_name(self.meta_path.name + f".{os.getpid()}.tmp")
                 tmp_meta.write_text(json.dumps(new_meta, sort_keys=True), encoding="utf-8")
                 os.chmod(tmp_meta, 0o600)
                 os.replace(tmp_meta, self.meta_path)
-                self._drop_old_rows(rows_file)  # a reader that mapped one keeps its pages
+                # a reader that mapped the old ones keeps their pages
+                self._drop_old_rows((rows_file, vectors_file))
                 self.verified = {"stamp": stamp, "blake2b": digest}
         except Timeout as exc:
             raise LocalStoreError(
@@ -562,6 +592,7 @@ class IndexStore:
         if self._load_locked(idx):
             if not idx.rows_loaded:
                 self._load_rows(idx)
+                idx.unsaved = max(idx.unsaved, 1)  # saved at close: the next open maps them
             if idx.applied_seq < self.catalog.changes_floor(namespace):
                 log.warning("index %s is older than the change log; rebuilding", idx.path.name)
             else:
@@ -582,6 +613,7 @@ class IndexStore:
 
     def _rebuild(self, idx: NamespaceIndex) -> None:
         idx.index = _new_index(idx.dim)
+        idx.viewed = False
         idx.clear_rows()
         idx.reserve(self.catalog.count(idx.namespace))
         with self.catalog.snapshot() as conn:
