@@ -27,7 +27,8 @@ the machine's drifting load hits every case alike:
   start of a thin client process (``python -c "import json, socket"``) and a
   warm server's answer (the second ``memory_search`` of the MCP process above).
 
-Wall time, user+system CPU (``os.wait4``) and peak RSS (GNU time) per process. Prints a
+Wall time, user+system CPU (``os.wait4``; for the MCP server also ``cpu_first_s``, its CPU
+up to the first answer, read from /proc) and peak RSS (GNU time) per process. Prints a
 table with n, median, min-max and the load average; writes
 ``.bench-results/cold.json``.
 """
@@ -134,6 +135,18 @@ def _run_reaped(cmd: list[str], env: dict[str, str]) -> dict[str, float]:
     return _sample(wall, usage, _RSS)
 
 
+def _cpu_so_far(pid: int) -> float | None:
+    """User+system CPU seconds ``pid`` and its children have used so far (Linux /proc)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except (OSError, IndexError):
+        return None
+    own = (int(fields[11]) + int(fields[12])) / tick
+    return own + sum(_cpu_so_far(int(child)) or 0.0 for child in children)
+
+
 def mcp_first_answer(env: dict[str, str]) -> tuple[dict[str, float], float]:
     """Spawn ``walrus-mem mcp``; time to the first search answer, then a warm second one."""
     started = time.perf_counter()
@@ -167,6 +180,7 @@ def mcp_first_answer(env: dict[str, str]) -> tuple[dict[str, float], float]:
     search = {"name": "memory_search", "arguments": {"query": "food allergies", "limit": 5}}
     result = call(2, "tools/call", search)
     first = time.perf_counter() - started
+    cpu_first = _cpu_so_far(proc.pid)  # the process's total below also counts its exit
     if result.get("isError"):
         raise RuntimeError(f"memory_search failed: {result}")
     t0 = time.perf_counter()
@@ -176,7 +190,10 @@ def mcp_first_answer(env: dict[str, str]) -> tuple[dict[str, float], float]:
     proc.stdin.close()
     _, _, usage = os.wait4(proc.pid, 0)
     proc.returncode = 0
-    return _sample(first, usage, _RSS), warm
+    sample = _sample(first, usage, _RSS)
+    if cpu_first is not None:
+        sample["cpu_first_s"] = cpu_first
+    return sample, warm
 
 
 HOOK = """
@@ -191,7 +208,7 @@ hooks.close()
 
 def summary(samples: list[dict[str, float]]) -> dict[str, Any]:
     out: dict[str, Any] = {"n": len(samples)}
-    for key in ("wall_s", "cpu_s", "rss_mb"):
+    for key in ("wall_s", "cpu_s", "cpu_first_s", "rss_mb"):
         values = [s[key] for s in samples if key in s]
         if values:
             out[key] = {"median": round(statistics.median(values), 3),
@@ -250,6 +267,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, r in results.items():
         wall = r["wall_s"]
         cpu = f"{r['cpu_s']['median']:.2f}s" if "cpu_s" in r else "-"
+        if "cpu_first_s" in r:  # the MCP server: CPU up to the answer (its total adds the exit)
+            cpu = f"{r['cpu_first_s']['median']:.2f}s"
         rss = f"{r['rss_mb']['median']:.0f}MB" if "rss_mb" in r else "-"
         print(f"{name:<38} {r['n']:>3} {wall['median']:>11.3f}s "
               f"{wall['min']:>6.2f}-{wall['max']:<6.2f}s {cpu:>7} {rss:>8}")
