@@ -245,8 +245,9 @@ def run_size(n: int, queries: int, model: Any, workdir: Path, *, common: bool = 
 
     def run_lexical(i: int) -> None:
         t0 = time.perf_counter()
-        if matches[i]:
-            mem._catalog.fts_search(NAMESPACE, matches[i], n_candidates)
+        match = matches[i]
+        if match:
+            mem._catalog.fts_search(NAMESPACE, match, n_candidates)
         raw_lexical_t.append(time.perf_counter() - t0)
 
     steps = [run_recall, run_usearch, run_lexical]
@@ -333,7 +334,7 @@ def run_size(n: int, queries: int, model: Any, workdir: Path, *, common: bool = 
 def disk_usage(data_dir: Path) -> dict[str, float]:
     """MB on disk: the catalog (rows, FTS5, vectors) and the index directory."""
     def size(paths: Any) -> float:
-        return round(sum(p.stat().st_size for p in paths if p.is_file()) / 2**20, 1)
+        return round(float(sum(p.stat().st_size for p in paths if p.is_file())) / 2**20, 1)
     return {"catalog": size(data_dir.glob("catalog.sqlite3*")),
             "index": size((data_dir / "index").glob("*"))}
 
