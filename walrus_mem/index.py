@@ -493,7 +493,8 @@ def _keys_agree(idx: NamespaceIndex, catalog: Catalog, sample: int = 16) -> bool
                             (idx.namespace,))
     count, total = (int(row[0]), float(row[1])) if row is not None else (0, 0.0)
     held = idx.keys[idx.keys >= 0]  # the rows' keys, as numpy (1M in milliseconds)
-    if len(idx.slots) != count or len(held) != count or float(held.sum(dtype=np.float64)) != total:
+    if (len(idx.index) != count or len(idx.slots) != count or len(held) != count
+            or float(held.sum(dtype=np.float64)) != total):
         return False
     if not idx.slots:
         return len(idx.index) == 0
@@ -598,7 +599,7 @@ class IndexStore:
                 log.warning("index %s is older than the change log; rebuilding", idx.path.name)
             else:
                 self._catch_up(idx)
-                if len(idx) == self.catalog.count(namespace) and _keys_agree(idx, self.catalog):
+                if _keys_agree(idx, self.catalog):  # counts included: one scan, not two
                     return idx
                 log.warning("index %s disagrees with the catalog; rebuilding", idx.path.name)
         self._rebuild(idx)
