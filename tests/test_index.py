@@ -279,3 +279,30 @@ def test_damaged_rows_file_falls_back_to_the_catalog(
     idx = store.get("ns", "m", DIM)
     assert idx.rows_loaded and _state(idx) == before
     store.close()
+
+
+def test_a_mapped_index_answers_exactly_as_the_one_it_was_saved_from(
+    tmp_path: Path, cat: Catalog
+) -> None:
+    """The reopened index (graph view + mapped rows and vector copies) is the fast path of
+    every recall; the index built in memory is the reference. Same keys, same scores."""
+    keys = add(cat, "ns", 300)
+    queries = [unit(1000 + i) for i in range(20)] + [unit(i) for i in (0, 150, 299)]
+    store = IndexStore(tmp_path / "index", cat)
+    built = store.get("ns", "m", DIM)
+    assert not built.viewed
+    want = [(built.search(q, 10), built.search_all(q), built.similarities(keys[::7], q))
+            for q in queries]
+    attrs = {k: (built.created_at[s], built.importance[s], built.expires_at[s].tobytes())
+             for k, s in built.slots.items()}
+    store.close()
+    store = IndexStore(tmp_path / "index", cat)
+    mapped = store.get("ns", "m", DIM)
+    assert mapped.viewed and mapped.rows_loaded
+    assert isinstance(mapped.vectors, np.memmap)
+    got = [(mapped.search(q, 10), mapped.search_all(q), mapped.similarities(keys[::7], q))
+           for q in queries]
+    assert got == want
+    assert {k: (mapped.created_at[s], mapped.importance[s], mapped.expires_at[s].tobytes())
+            for k, s in mapped.slots.items()} == attrs
+    store.close()
