@@ -2,8 +2,9 @@
 
 One HNSW index per namespace (metric cos, float16 storage), keyed by the
 catalog's ``memories.key``. Files live in ``<data_dir>/index/``, named by a
-hash of the namespace (``<hash>.usearch`` + ``<hash>.meta.json`` + ``.lock``)
-so a directory listing or a backup does not reveal namespace names.
+hash of the namespace (``<hash>.usearch`` + ``<hash>.meta.json`` + ``.lock``,
+and the per-memory ``<hash>.<token>.rows.npy`` / ``.vectors.npy`` the metadata
+names) so a directory listing or a backup does not reveal namespace names.
 
 The catalog is the source of truth; an index file is only a cache of it:
 
