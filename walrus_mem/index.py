@@ -205,8 +205,7 @@ class NamespaceIndex:
 
     def slots_of(self, keys: list[int]) -> npt.NDArray[np.intp]:
         """Slots of ``keys``; every key must be present (see :attr:`slots`)."""
-        slots = self.slots
-        return np.fromiter((slots[key] for key in keys), np.intp, len(keys))
+        return np.fromiter(map(self.slots.__getitem__, keys), np.intp, len(keys))
 
     # -- search -----------------------------------------------------------------------
 
@@ -393,7 +392,9 @@ class NamespaceIndex:
         if len(present) != len(self.index):
             log.info("index rows %s do not match the index; reading the catalog", names[0])
             return False
-        self._bind(rows, vectors)
+        # Plain ndarray views of the maps: np.memmap's Python-level __getitem__ costs
+        # about 0.1 ms per recall over its dozen gathers.
+        self._bind(rows.view(np.ndarray), vectors.view(np.ndarray))
         self.slots = dict(zip(keys[present].tolist(), present.tolist(), strict=True))
         self._free = np.flatnonzero(keys < 0)[::-1].tolist()
         return True
