@@ -30,6 +30,7 @@ import math
 import sqlite3
 import time
 from dataclasses import dataclass
+from itertools import repeat
 from operator import itemgetter
 from typing import Final
 
@@ -214,14 +215,14 @@ def hybrid_recall(
             dense[len(dense_keys):] = idx.similarities_at(at[len(dense_keys):], vector)
         else:
             dense_of = dict(zip(dense_keys, dense_sims, strict=True))
-            dense = np.fromiter((dense_of.get(key, nan) for key in keys), np.float64, len(keys))
+            dense = np.fromiter(map(dense_of.get, keys, repeat(nan)), np.float64, len(keys))
             missing = np.isnan(dense)
             if missing.any():
                 dense[missing] = idx.similarities_at(at[missing], vector)
         now = time.time()
 
         key_arr = np.asarray(keys, dtype=np.int64)
-        lex = np.fromiter((bm25.get(key, nan) for key in keys), np.float64, len(keys))
+        lex = np.fromiter(map(bm25.get, keys, repeat(nan)), np.float64, len(keys))
         priors = _priors(catalog, ns, features, keys, slots, params)
         prior = None if priors is None else np.array([priors.get(key, 1.0) for key in keys])
         fused = fuse_arrays(key_arr, dense, lex, idx.created_at[at], idx.importance[at],
@@ -239,7 +240,7 @@ def hybrid_recall(
             at = np.concatenate([at, more])
             dense = np.concatenate([dense, idx.similarities_at(more, vector)])
             key_arr = np.asarray(keys, dtype=np.int64)
-            lex = np.concatenate([lex, np.fromiter((bm25.get(key, nan) for key in following),
+            lex = np.concatenate([lex, np.fromiter(map(bm25.get, following, repeat(nan)),
                                                    np.float64, len(following))])
             if priors is not None:
                 prior = np.array([priors.get(key, 1.0) for key in keys])
