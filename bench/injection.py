@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     tuning_benign = np.array([s for s, b in zip(benign_scores, benign, strict=True)
                               if b["split"] == "tuning"])
     chosen = float(np.nextafter(tuning_benign.max(), 1.0)) if len(tuning_benign) else 1.0
-    shipped = SEMANTIC_THRESHOLDS[DEFAULT_EMBEDDING_MODEL]
+    shipped = SEMANTIC_THRESHOLDS[embedder.model_id]
     report["semantic_threshold"] = {"chosen_on_tuning": round(chosen, 4), "shipped": shipped}
     for split in ("tuning", "holdout"):
         a_idx = [i for i, a in enumerate(attacks) if a["split"] == split]

@@ -141,3 +141,36 @@ def test_readme_hook_example_injects_the_allergy(real_embedder: Any, tmp_path: P
                 assert hooks.before_prompt_build(unrelated, "agent:researcher:1").memories == ()
         finally:
             hooks.close()
+
+
+def test_query_gate_keeps_unrelated_prompts_out_and_answers_questions(
+    real_embedder: Any, tmp_path: Path
+) -> None:
+    """tests/data/recall_calibration.json through the hooks, defaults (bench/recall_calibration.py).
+
+    Measured on the held-out half: 45/54 questions of both corpora answered and
+    3/115 unrelated prompts injecting (before the gate: 48/54 and 32/115). Here the
+    new corpus alone, with one case of slack each.
+    """
+    data = json.loads((Path(__file__).parent / "data" / "recall_calibration.json").read_text())
+    facts = [p["fact"] for p in data["relevant"]] + data["extra_facts"]
+    random.Random(0).shuffle(facts)
+    with Memory(Settings(data_dir=tmp_path / "d"), embedder=real_embedder,  # type: ignore[call-arg]
+                master_key="00" * 32) as mem:
+        mem.remember_many(facts, namespace="cal")
+        hooks = MemoryHooks(mem, AgentConfig())
+        ungated = MemoryHooks(mem, AgentConfig(query_gate=False))
+        try:
+            def injected(h: MemoryHooks, prompt: str) -> list[str]:
+                return [m.text for m in h.before_prompt_build(prompt, "agent:cal").memories]
+
+            answered = sum(p["fact"] in injected(hooks, p["query"]) for p in data["relevant"])
+            leaking = [q for q in data["unrelated"] if injected(hooks, q)]
+            leaking_before = [q for q in data["unrelated"] if injected(ungated, q)]
+        finally:
+            hooks.close()
+            ungated.close()
+    assert len(data["relevant"]) >= 50 and len(data["unrelated"]) >= 100
+    assert answered >= 57  # measured 58/63
+    assert len(leaking) <= 2, leaking  # measured 1/121
+    assert len(leaking_before) >= 30  # the per-hit cutoff alone: 36/121

@@ -165,6 +165,9 @@ class AgentConfig(BaseModel):
     # recall hits scoring below this are not injected; the same calibrated default
     # as recall's own cutoff (walrus_mem.ranking.DEFAULT_MIN_SCORE, docs/benchmarks.md)
     min_relevance: float = Field(default=DEFAULT_MIN_SCORE, ge=0.0, le=1.0)
+    # first ask whether the prompt is one memory can answer at all (calibrated per
+    # embedding model, walrus_mem.relevance_gate); off = the per-hit cutoff only
+    query_gate: bool = True
     min_prompt_length: int = Field(default=10, ge=0)
     capture_max_messages: int = Field(default=10, ge=1, le=200)
     recall_token_budget: int = Field(default=800, ge=50)

@@ -12,6 +12,8 @@
 
 **Auto-recall** skips short prompts, slash commands and session-start
 boilerplate, and memory-triggered runs; recalls in the session's namespace;
+injects nothing when the prompt is not one memory answers (the calibrated
+query gate of :mod:`walrus_mem.relevance_gate`, for models with weights);
 drops hits under ``min_relevance`` and hits the injection detector flags;
 packs the rest into one nonce-framed, escaped ``<walrus-memories>`` block
 within the token budget; and reports every candidate in ``trace``.
@@ -52,6 +54,7 @@ import nacl.hash
 from nacl.encoding import HexEncoder
 
 from .consolidate import NOT_RETIRED, consolidate
+from .embeddings import embed_checked
 from .errors import InvalidSessionKey, KeyMaterialError
 from .extract import (
     ChatMessage,
@@ -60,6 +63,7 @@ from .extract import (
     normalize_messages,
 )
 from .prompt_screen import safe_category, screen_records
+from .relevance_gate import GATES, IntentBank, QueryVerdict, query_verdict
 from .safety import (
     MemoryItem,
     SecretPolicy,
@@ -103,6 +107,8 @@ _BOOTSTRAP: Final = re.compile(
 # it lets README's "What should I order for lunch today?" (0.246 vs 0.038) through.
 # Figures: bench/relevance_cutoff.py, docs/benchmarks.md.
 CLEAR_WINNER_FLOOR: Final = 0.15
+_INTENT_BANKS: dict[str, IntentBank] = {}  # per embedding model id, embedded once
+_INTENT_LOCK: Final = threading.Lock()
 CLEAR_WINNER_RATIO: Final = 2.5
 _FENCED_CODE: Final = re.compile(r"(?ms)^\s*(```|~~~).*?(?:^\s*\1\s*$|\Z)")
 _MAX_QUERY_CHARS: Final = 2000
@@ -159,8 +165,9 @@ def namespace_instruction(session: SessionInfo) -> str:
 class TraceEntry:
     """Why one recall candidate was included or excluded (never its text).
 
-    ``reason`` is ``included``, ``below_min_relevance``, ``injection:<labels>``,
-    ``over_max_results`` or ``over_token_budget``.
+    ``reason`` is ``included``, ``below_query_relevance`` (the prompt is not one
+    memory answers, :mod:`walrus_mem.relevance_gate`), ``below_min_relevance``,
+    ``injection:<labels>``, ``over_max_results`` or ``over_token_budget``.
     """
 
     memory_id: str
@@ -457,6 +464,13 @@ class MemoryHooks:
         trace: list[TraceEntry] = []
         chosen: list[Any] = []
         items: list[MemoryItem] = []
+        verdict = self._query_gate(query, hits) if options.query_gate else None
+        if verdict is not None and not verdict.passed:
+            # the prompt is not one memory answers: nothing is injected, whatever the scores
+            trace = [TraceEntry(h.record.id, float(h.score), False, "below_query_relevance")
+                     for h in hits]
+            self._count(recalls=1, candidates_excluded=len(trace))
+            return RecallContext("", system, session.namespace, session, trace=tuple(trace))
         floor = [options.min_relevance] * len(hits)
         if hits and clear_winner([float(h.score) for h in hits[:2]]):
             floor[0] = min(options.min_relevance, CLEAR_WINNER_FLOOR)
@@ -501,6 +515,22 @@ class MemoryHooks:
             block + "\n\n", system, session.namespace, session, tuple(chosen), tuple(trace),
             nonce, approx_tokens(block),
         )
+
+    def _query_gate(self, query: str, hits: Sequence[Any]) -> QueryVerdict | None:
+        """The calibrated query-level verdict, or ``None`` for models without weights."""
+        embedder = getattr(self.memory, "embedder", None)
+        params = GATES.get(getattr(embedder, "model_id", None) or "")
+        vector_of = getattr(self.memory, "query_vector", None)
+        if params is None or embedder is None or not callable(vector_of):
+            return None
+        with _INTENT_LOCK:
+            bank = _INTENT_BANKS.get(embedder.model_id)
+            if bank is None:
+                bank = IntentBank(lambda texts: embed_checked(embedder, texts, 32))
+                _INTENT_BANKS[embedder.model_id] = bank
+        intent = bank.intent(vector_of(query))
+        return query_verdict(params, query, intent,
+                             [(h.record.text, h.dense) for h in hits])
 
     # -- auto-capture ------------------------------------------------------------
 

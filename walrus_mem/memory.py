@@ -917,6 +917,11 @@ class Memory:
         return consolidate(self, namespace, similarity=similarity, min_age=min_age,
                            dry_run=dry_run)
 
+    def query_vector(self, text: str) -> npt.NDArray[np.float32]:
+        """The embedding recall uses for ``text`` (cached: right after a recall it is free)."""
+        self._check_open()
+        return self._embed_query(text.strip())
+
     def stored_vectors(
         self, ids: Sequence[str], *, namespace: str | None = None
     ) -> dict[str, npt.NDArray[np.float32]]:

@@ -24,8 +24,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any, Final
 
-from .config import DEFAULT_EMBEDDING_MODEL
-from .embeddings import embed_checked
+from .embeddings import DEFAULT_MODEL_ID, embed_checked
 from .extract import CATEGORIES
 from .injection import PrototypeBank
 from .safety import InjectionResult, detect_injection
@@ -40,7 +39,7 @@ __all__ = [
 ]
 
 #: Cosine threshold per embedding model id (calibrated on the tuning corpora).
-SEMANTIC_THRESHOLDS: dict[str, float] = {DEFAULT_EMBEDDING_MODEL: 0.68}
+SEMANTIC_THRESHOLDS: dict[str, float] = {DEFAULT_MODEL_ID: 0.68}
 _BANKS: dict[str, PrototypeBank] = {}
 _LOCK: Final = threading.Lock()
 _CATEGORY_SET: Final = frozenset(CATEGORIES)
