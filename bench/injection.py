@@ -26,7 +26,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from walrus_mem import injection, safety  # noqa: E402
+from walrus_mem import injection, injection_concepts, safety  # noqa: E402
 from walrus_mem.config import DEFAULT_EMBEDDING_MODEL  # noqa: E402
 from walrus_mem.embeddings import embed_checked, make_embedder  # noqa: E402
 from walrus_mem.prompt_screen import SEMANTIC_THRESHOLDS  # noqa: E402
@@ -44,6 +44,7 @@ def _layer_flags(text: str) -> dict[str, bool]:
         "paraphrases": any(True for v in all_views for _ in injection.paraphrase_hits(v)),
         "lexicons": any(True for v in all_views for _ in injection.lexicon_hits(v)),
         "structural": any(True for v in all_views for _ in injection.structural_cues(v)),
+        "concepts": any(True for v in all_views for _ in injection_concepts.concept_hits(v)),
         "beyond raw patterns": bool(safety.detect_injection(text))
         and not any(p.search(raw) for _, p in safety._INJECTION_PATTERNS),
     }
@@ -98,6 +99,33 @@ def main(argv: list[str] | None = None) -> int:
                 missed_families[fam] = missed_families.get(fam, 0) + 1
         report[split] = {"attacks": len(a_idx), "benign": len(b_idx), "layers": layers,
                          "missed_by_family": missed_families}
+    # session 4: a tuning set and a held-out set frozen before the concept layer existed
+    for name, path in (("session-4 tuning (in-sample)", "injection_tuning_s4.json"),
+                       ("session-4 held-out (frozen before tuning)", "injection_heldout_s4.json")):
+        data = json.loads((DATA / path).read_text(encoding="utf-8"))
+        atts = [a if isinstance(a, str) else a["text"] for a in data["attacks"]]
+        fams = ["" if isinstance(a, str) else a["family"] for a in data["attacks"]]
+        bens = list(data["benign"])
+        sem = bank.scores(embed_checked(embedder, atts + bens, 32)) >= shipped
+        a_layers = [_layer_flags(t) for t in atts]
+        b_layers = [_layer_flags(t) for t in bens]
+        layers = {key: {"detection": _rate([f[key] for f in a_layers]),
+                        "false_positive": _rate([f[key] for f in b_layers])}
+                  for key in a_layers[0]}
+        layers["semantic alone"] = {"detection": _rate(list(sem[: len(atts)])),
+                                    "false_positive": _rate(list(sem[len(atts):]))}
+        all_a = [f["all text layers"] or bool(x) for f, x in zip(a_layers, sem, strict=False)]
+        all_b = [f["all text layers"] or bool(x)
+                 for f, x in zip(b_layers, sem[len(atts):], strict=True)]
+        layers["all layers (shipped)"] = {"detection": _rate(all_a),
+                                          "false_positive": _rate(all_b)}
+        missed: dict[str, int] = {}
+        for fam, hit in zip(fams, all_a, strict=True):
+            if not hit:
+                missed[fam] = missed.get(fam, 0) + 1
+        report[name] = {"attacks": len(atts), "benign": len(bens), "layers": layers,
+                        "missed_by_family": missed,
+                        "benign_flagged": [b for b, f in zip(bens, all_b, strict=True) if f]}
     redacted_benign = [b["text"] for b in benign if safety.redact_secrets(b["text"])[1]]
     stored = 0
     for case in secrets:
@@ -114,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(report, indent=2))
         return 0
     print(f"threshold chosen on tuning {chosen:.3f}, shipped {shipped:.3f}")
-    for split in ("tuning", "holdout"):
+    for split in ("tuning", "holdout", "session-4 tuning (in-sample)",
+                  "session-4 held-out (frozen before tuning)"):
         r = report[split]
         print(f"\n{split}: {r['attacks']} attacks, {r['benign']} benign")
         for name, figures in r["layers"].items():

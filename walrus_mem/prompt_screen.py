@@ -39,7 +39,7 @@ __all__ = [
 ]
 
 #: Cosine threshold per embedding model id (calibrated on the tuning corpora).
-SEMANTIC_THRESHOLDS: dict[str, float] = {DEFAULT_MODEL_ID: 0.68}
+SEMANTIC_THRESHOLDS: dict[str, float] = {DEFAULT_MODEL_ID: 0.73}
 _BANKS: dict[str, PrototypeBank] = {}
 _LOCK: Final = threading.Lock()
 _CATEGORY_SET: Final = frozenset(CATEGORIES)

@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from . import injection
+from . import injection, injection_concepts
 from .secret_checks import normalised_view, validated_spans
 
 __all__ = [
@@ -546,6 +546,7 @@ def _labelled_hits(view: str) -> Iterable[tuple[str, str]]:
     for _lang, snippet in injection.lexicon_hits(view):
         yield "non_english", snippet
     yield from injection.structural_cues(view)
+    yield from injection_concepts.concept_hits(view)
     if not _OBFUSCATION_SIGNS.search(view):
         return  # squashing plain prose only loses context ("ignore the rules of Monopoly")
     squashed = _squash(view)
@@ -572,7 +573,7 @@ def detect_injection(text: str) -> InjectionResult:
     reasons: list[str] = []
     for window in injection.windows(text):
         all_views = injection.views(window)
-        decoded = set(all_views[4:]) if len(all_views) > 4 else set()
+        decoded = set(all_views) - set(injection.views(window, decode=False))
         for view in all_views:
             for label, snippet in _labelled_hits(view):
                 if view in decoded and label not in labels and "encoded" not in labels:
