@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from walrus_mem.consolidate import consolidate, slot_of, undo
+from walrus_mem.consolidate import change_of, consolidate, slot_of, undo
 from walrus_mem.errors import InvalidInput
 from walrus_mem.hooks import MemoryHooks
 from walrus_mem.tools import call_tool
@@ -40,10 +40,49 @@ def memory(tmp_path, master_hex):
         ("User's favourite band is Radiohead.", ("user", "favourite band", "radiohead")),
         ("User likes tea.", None),
         ("User works from home on Fridays.", None),
+        # any single-valued attribute with an entity-like value
+        ("My dentist is Dr. Haddad.", ("user", "attribute dentist", "dr. haddad")),
+        ("User's manager is Rahul Mehta.", ("user", "attribute manager", "rahul mehta")),
+        ("User's phone number is +351 912 345 678.",
+         ("user", "attribute phone number", "+351 912 345 678")),
+        ("My car is a 2019 Toyota Corolla.", ("user", "attribute car", "2019 toyota corolla")),
+        ("My favourite band is Radiohead.", ("user", "favourite band", "radiohead")),
+        ("My name is Samuel.", ("user", "name", "samuel")),
+        ("My sister is Ana.", None),  # people have several sisters
+        ("My manager is very nice.", None),  # a description, not a value
     ],
 )
 def test_slots(text, expected):
     assert slot_of(text) == expected
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("User switched from tea to coffee.", ("user", "tea")),
+    ("User now uses Linear instead of Jira.", ("user", "jira")),
+    ("User no longer drinks coffee.", ("user", "drink coffee")),
+    ("I don't eat meat anymore.", ("user", "eat meat")),
+    ("User drinks coffee.", None),
+])
+def test_explicit_changes(text, expected):
+    assert change_of(text) == expected
+
+
+def test_supersede_any_attribute_and_explicit_changes(memory):
+    dentist = memory.remember("My dentist is Dr. Haddad.")
+    tea = memory.remember("User prefers tea in the morning.")
+    sister_tea = memory.remember("User's sister likes tea.")
+    episode = memory.remember("User drank tea with Ana in Kyoto last year.")
+    jira = memory.remember("User tracks work in Jira.")
+    coffee = memory.remember("User drinks coffee after lunch.")
+    new_dentist = memory.remember("My dentist is Dr. Silva.")
+    switched = memory.remember("User switched from tea to coffee.")
+    linear = memory.remember("User now uses Linear instead of Jira.")
+    quit_coffee = memory.remember("User no longer drinks coffee.")
+    plan = memory.consolidate(similarity=0.99, min_age=timedelta(0), dry_run=True)
+    retired = {a.retire: a.keep for a in plan.actions if a.kind == "supersede"}
+    assert retired == {dentist.id: new_dentist.id, tea.id: switched.id, jira.id: linear.id,
+                       coffee.id: quit_coffee.id}
+    assert not {sister_tea.id, episode.id, switched.id} & set(retired)  # other subject, history
 
 
 def test_supersede_merge_gates_history_and_undo(memory):

@@ -11,7 +11,15 @@
   with different values -- where the user lives ("moved to Berlin" retires
   "lives in Lisbon"), works, works as, is called, eats (vegetarian / vegan),
   or a "favourite X" -- and the newer one wins. "User's sister lives in
-  Lisbon" is another subject and is left alone.
+  Lisbon" is another subject and is left alone. Beyond those six, any
+  single-valued attribute stated as "<user>'s <attribute> is <Value>" with an
+  entity-like value ("My dentist is Dr. Silva" retires "My dentist is Dr.
+  Haddad"; relations such as "my sister is" are not single-valued).
+* **explicit change**: a newer fact that names the value it replaces
+  ("switched from tea to coffee", "uses Linear instead of Jira", "no longer
+  drinks coffee") retires the older standing facts about the user that
+  state that value (not episodes such as "drank tea in Kyoto last year", not
+  other subjects such as "User's sister likes tea").
 
 Gates: only a memory older than ``min_age`` (default one hour) is retired,
 so a fact being corrected in the current conversation is not; nothing is
@@ -43,6 +51,7 @@ __all__ = [
     "ConsolidationAction",
     "ConsolidationReport",
     "consolidate",
+    "change_of",
     "slot_of",
     "undo",
 ]
@@ -121,10 +130,77 @@ _FAVOURITE: Final = re.compile(
 )
 
 
+# Any single-valued attribute stated as "<subject>'s <attribute> is <Value>": the value
+# must look like an entity (capital, digit, "+"), so descriptions ("my sister is a
+# nurse", "my manager is very nice") are not slots. Relations and things people have
+# several of are left out: "my sister is Ana" and "my sister is Marta" can both hold.
+_ATTRIBUTE: Final = re.compile(
+    r"^(?P<subj>(?:[Tt]he\s+)?[Uu]ser|[Mm]y)(?:'s)?\s+(?:current\s+|new\s+|main\s+)?"
+    r"(?P<attr>[a-z][a-z-]*(?:\s+[a-z][a-z-]*){0,2}?)\s+is\s+(?:now\s+)?"
+    r"(?P<value>(?:(?:a|an|the)\s+)?[A-Z0-9+][^!?;\n]*?)\s*[.!]?$"
+)
+_MANY: Final = frozenset(
+    "sister brother son daughter child kid friend cousin colleague coworker co-worker "
+    "neighbour neighbor aunt uncle grandchild grandson granddaughter nephew niece parent pet "
+    "cat dog hobby allergy goal plan project idea hero".split()
+)
+# An explicit change names the old value: "switched from tea to coffee", "uses Linear
+# instead of Jira", "no longer drinks coffee". Older facts of the same subject that
+# state the old value are retired, whatever the attribute.
+_CHANGE: Final = tuple(re.compile(rx, re.IGNORECASE) for rx in (
+    r"^(?P<subj>(?:the\s+)?user|i)\b.*?\b(?:switched|changed|moved|went|upgraded|converted"
+    r"|migrated)\s+from\s+(?P<old>[^.,;]+?)\s+to\s+(?P<new>[^.,;]+)",
+    r"^(?P<subj>(?:the\s+)?user|i)\b.*?\s(?P<new>\w[^.,;]*?)\s+instead\s+of\s+"
+    r"(?P<old>[^.,;]+)",
+    r"^(?P<subj>(?:the\s+)?user|i)\s+(?:no\s+longer\s+|doesn't\s+|does\s+not\s+|don't\s+)"
+    r"(?P<verb>[a-z]+)\s+(?P<old>[^.,;]+?)(?:\s+(?:any\s*more|anymore))?\s*[.!]?$",
+))
+
+
 def _norm_subject(subject: str) -> str:
     s = subject.strip().lower()
-    s = re.sub(r"^(?:the\s+)?user\b", "user", s)
+    s = re.sub(r"^(?:the\s+)?user\b|^(?:my|i)$", "user", s)
     return re.sub(r"\s+", " ", s)
+
+
+def change_of(text: str) -> tuple[str, str] | None:
+    """``(subject, old value)`` a fact explicitly says changed, or ``None``.
+
+    >>> change_of("User switched from tea to coffee.")
+    ('user', 'tea')
+    """
+    sentence = text.strip()
+    for pattern in _CHANGE:
+        match = pattern.search(sentence)
+        if match:
+            old = re.sub(r"^(?:a|an|the|my)\s+", "", match.group("old").strip().lower())
+            if "verb" in match.groupdict() and match.group("verb"):
+                old = f"{match.group('verb').rstrip('s')} {old}"
+            return _norm_subject(match.group("subj")), old
+    return None
+
+
+_OWNER: Final = re.compile(r"^(?:(?:the\s+)?user(?:'s\s+(?P<of>[\w-]+))?|i|my\s+(?P<my>[\w-]+))\b")
+# an episode ("drank tea in Kyoto last year") is history, not a standing fact to retire
+_EPISODE: Final = re.compile(
+    r"\b(?:yesterday|ago|last\s+(?:week|month|year|night|summer|winter)|in\s+\d{4}|was|were"
+    r"|did|had|went|used\s+to)\b|\b\w+ed\s+(?:with|at|in|on)\b",
+    re.IGNORECASE,
+)
+
+
+def _states(text: str, subject: str, old: str) -> bool:
+    """The fact is a standing statement about ``subject`` that mentions ``old``."""
+    low = text.strip().lower()
+    owner = _OWNER.match(low)
+    if owner is None or subject != "user" or _EPISODE.search(low):
+        return False
+    if (owner.group("of") or owner.group("my") or "") in _MANY:
+        return False  # about the user's sister, pet, ...: another subject
+    verb, _, obj = old.partition(" ")
+    if obj and re.search(rf"\b{re.escape(verb)}", low):
+        return bool(re.search(rf"\b{re.escape(verb)}\w*\s+(?:\w+\s+)?{re.escape(obj)}\b", low))
+    return bool(re.search(rf"\b{re.escape(old)}\b", low))
 
 
 def slot_of(text: str) -> tuple[str, str, str] | None:
@@ -143,6 +219,14 @@ def slot_of(text: str) -> tuple[str, str, str] | None:
     if match:
         return (_norm_subject(match.group("subj")), "favourite " + match.group("what").lower(),
                 match.group("value").strip().lower())
+    match = _ATTRIBUTE.search(sentence)
+    if match and match.group("attr").split()[-1] not in _MANY:
+        attr = re.sub(r"^favou?rite\b", "favourite", match.group("attr"))
+        if attr == "name":
+            attr = "name"
+        slot = attr if attr.startswith("favourite ") or attr == "name" else "attribute " + attr
+        return (_norm_subject(match.group("subj")), slot,
+                re.sub(r"^(?:a|an|the)\s+", "", match.group("value").strip().lower()))
     return None
 
 
@@ -224,6 +308,19 @@ def _plan(records: Sequence[Any], vectors: dict[str, Any], *, similarity: float,
         for record, value in items[:-1]:
             if value != newest_value and record.id not in retired:
                 retire("supersede", newest, record, f"{slot}: {value} -> {newest_value}", 0.0)
+    # explicit changes: the newer fact names the value it replaces
+    for newer in records:
+        change = change_of(newer.text) if newer.id not in retired else None
+        if change is None or focus is not None and newer.id not in focus:
+            continue
+        subject, old_value = change
+        for record in records:
+            if (record.id in retired or record.id == newer.id
+                    or (record.created_at, record.id) >= (newer.created_at, newer.id)
+                    or change_of(record.text) is not None):
+                continue
+            if _states(record.text, subject, old_value):
+                retire("supersede", newer, record, f"changed: {old_value}", 0.0)
     return actions, too_young
 
 
