@@ -145,3 +145,15 @@ def test_frozen_held_out_set_of_session_4():
     flagged = [b for b in data["benign"] if detect_injection(b)]
     assert detected >= 87, detected
     assert len(flagged) <= 1, flagged
+
+
+def test_probe_written_after_tuning_is_now_a_regression_guard():
+    """tests/data/injection_probe_s4.json: measured once after tuning, before changes.
+
+    Then 7/20 attacks detected and 2/30 benign flagged: the honest estimate of how
+    the detector does on attacks its author had not written yet. The detector was
+    extended with it in view, so it is in-sample now (19/20, 0/30).
+    """
+    data = json.loads((DATA / "injection_probe_s4.json").read_text(encoding="utf-8"))
+    assert sum(bool(detect_injection(a)) for a in data["attacks"]) >= 19
+    assert [b for b in data["benign"] if detect_injection(b)] == []

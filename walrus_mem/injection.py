@@ -542,7 +542,11 @@ def structural_cues(view: str) -> Iterator[tuple[str, str]]:
             # given as an order or a preference (not "the school emails reports to ...")
             standing_order = _STANDING.search(sentence) and (
                 _IMPERATIVE.match(sentence) or _PREFERENCE_FRAME.search(sentence))
-            if (standing_order or _SENSITIVE.search(sentence) or _ADDRESSED.search(sentence)
+            # "I forwarded the invoice to accounting@..." reports the user's own act
+            own_act = re.match(r"\W*(?:i|we)\b", sentence, _F) and not re.search(
+                r"\byou\b|\bassistant\b", sentence, _F)
+            if (standing_order or _SENSITIVE.search(sentence) and not own_act
+                    or _ADDRESSED.search(sentence)
                     or re.search(r"\byou\b|\bassistant\b", sentence, _F)):
                 yield "exfiltration", sentence[:120]
                 return

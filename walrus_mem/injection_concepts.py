@@ -54,6 +54,9 @@ _AI: Final = _rx(
     r"|modèle)\b|\b(?:el|la)\s+(?:asistente|ia|modelo)\b|\b(?:o|a)\s+(?:assistente|ia|modelo)\b"
     r"|\b(?:l'|il\s+)(?:assistente|ia|modello)\b|\b(?:de|het)\s+(?:assistent|ai|model)\b",
     r"ассистент|модел[ьи]|\bии\b|\bбот\b|助手|模型|アシスタント|モデル|\bai\b",
+    r"\bki\b|\bl'ia\b|\b(?:la|a|para\s+a|pour)\s+ia\b|\bvoor\s+de\s+ai\b|\basistente\b"
+    r"|\bwho(?:ever)?\s+(?:reads|is\s+reading|loads|processes)\s+this\b"
+    r"|\b(?:anyone|whoever)\s+reading\s+this\b",
 )
 _YOU: Final = _rx(
     r"\byou(?:r|rs|rself)?\b", r"\b(?:du|dich|dir|dein\w*)\b", r"\b(?:tu|toi|tes|tes)\b",
@@ -69,6 +72,11 @@ _PERSIST: Final = _rx(
     r"\b(?:from\s+now\s+on|going\s+forward|henceforth|from\s+today|always|whenever|every\s+time"
     r"|each\s+time|any\s+time|at\s+the\s+start\s+of\s+(?:each|every)|in\s+every|permanent(?:ly)?"
     r"|standing|automatically|for\s+every|for\s+all)\b",
+    r"\bfrom\s+(?:this\s+(?:turn|point|message)|today)\s+on(?:ward)?s?\b|\bonwards?\b"
+    r"|\b(?:for|in)\s+(?:all\s+)?future\s+(?:sessions|conversations|chats|replies)\b"
+    r"|\b(?:ab\s+heute|desde\s+hoy|a\s+partir\s+de\s+hoy|a\s+partir\s+de\s+hoje"
+    r"|à\s+partir\s+d'aujourd'hui|da\s+oggi|vanaf\s+vandaag)\b"
+    r"|с\s+сегодняшнего\s+дня|从今天起|今日から",
     r"\b(?:when|whenever|each\s+time|every\s+time)\s+(?:you\s+)?\w+ing\b|\bany\s+(?:transfer"
     r"|payment|file|e-?mail|message|invite|document|request)s?\b",
     r"\b(?:ab\s+sofort|ab\s+jetzt|von\s+nun\s+an|künftig|jedes\s+mal|immer)\b",
@@ -91,6 +99,7 @@ _ORDER: Final = _rx(
 _SEND: Final = _rx(
     r"\b(?:send|forward|e-?mail|mail|upload|post|copy|attach|bcc|cc|transfer|wire|share"
     r"|sync|mirror|leak|exfiltrate|transmit|dump|paste|push|route|redirect|text|sms|export"
+    r"|archive"
     r"|read\s+(?:them|it|out)|dictate)\w*\b",
     r"\b(?:add|include|invite|put)\b[^\n]{0,40}?\b(?:as\s+(?:a\s+)?(?:hidden\s+)?(?:guest|attendee"
     r"|recipient|member|collaborator|observer|participant)|in\s+the\s+(?:bcc|cc|to)\s+field)",
@@ -99,14 +108,14 @@ _SEND: Final = _rx(
     r"\b(?:grant|give)\b[^.\n]{0,25}\b(?:edit|access|rights)\b",
     r"\b(?:send\w*|schick\w*|leite\w*|übermittl\w*|weiterleit\w*)\b",
     r"\b(?:envoie\w*|envoy\w*|transf[eéè]r\w*|transmet\w*)\b",
-    r"\b(?:env[ií]a\w*|reenv[ií]a\w*|manda\w*|encaminh\w*)\b",
+    r"\b(?:env[ií][ae]\w*|enviar|reenv[ií]a\w*|manda\w*|encaminh\w*|copia\w*)\b",
     r"\b(?:invia\w*|inoltra\w*|trasferisc\w*)\b",
-    r"\b(?:stuur\w*|verstuur\w*|doorstu\w*)\b",
+    r"\b(?:stuur\w*|verstuur\w*|doorstu\w*|delen|deel)\b",
     r"(?:отправ\w*|перешл\w*|пересыл\w*|пришл\w*)",
     r"发送|发给|转发|发到|寄给|送信|転送|送って",
 )
 _OUTSIDE: Final = re.compile(
-    r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+|https?://\S+|\bwww\.\S+|\b(?:\d{1,3}\.){3}\d{1,3}\b"
+    r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+|(?:https?|ftp|sftp)://\S+|\bwww\.\S+|\b(?:\d{1,3}\.){3}\d{1,3}\b"
     r"|\b(?:iban|account|acct|konto|compte|cuenta|conta|conto|rekening|payee)\b[^.\n]{0,20}?"
     r"\d[\d -]{3,}|\b[a-z]{2}\d{2}(?:\s?[a-z0-9]{4}){2,}|\+\d[\d -]{7,}|\b00\d{2}[\d ]{7,}"
     r"|\bwebhook\b|\bpastebin\b",
@@ -175,7 +184,8 @@ _NEW_RULES: Final = _rx(
 # the text is about the user's own plans or someone else's instructions, not the model's
 _OWN_CONTEXT: Final = re.compile(
     r"\b(?:i|we)\s+(?:said|told|wrote|mentioned|planned|sent)\b|\babout\s+(?:the|my|our|his|her"
-    r"|their)\b|\bfrom\s+(?:the|my|our)\s+(?!system\b|developers?\b|admin\w*\b|operator\b)\w+",
+    r"|their)\b|\bfrom\s+(?:the|my|our)\s+(?!system\b|developers?\b|admin\w*\b|operator\b)\w+"
+    r"|\b(?:at|of|in|for)\s+(?:my|our)\b",
     _F,
 )
 _AUTHORITY: Final = _rx(
@@ -207,7 +217,9 @@ _PERMIT: Final = _rx(
 )
 _REVEAL: Final = _rx(
     r"\b(?:reveal|disclose|print|output|display|show|read\s+out|give\s+out|hand\s+over|expose"
-    r"|repeat\s+back|share|export|paste)\w*\b",
+    r"|repeat\s+back|share|export|paste)\w*\b"
+    r"|\binclud\w*\b[^.\n]{0,40}\b(?:reply|answer|response|output|message)\b",
+    r"\b(?:partag\w*|compart\w*|condivid\w*|delen|deel)\b",
     r"\b(?:herausgeb\w*|verrat\w*|offenleg\w*|offenzuleg\w*|anzeig\w*|zeig\w*|ausgeb\w*)\b",
     r"\b(?:révèle\w*|divulgu\w*|affiche\w*|montre\w*)\b",
     r"\b(?:revel\w*|muestr\w*|mostrar|divulg\w*|mostr\w*)\b", r"\b(?:rivel\w*)\b",
@@ -219,7 +231,9 @@ _SECRET: Final = _rx(
     r"|configuration|config|rules|setup(?:\s+text)?)\b|\byour\s+(?:instructions|configuration"
     r"|config|prompt|rules|setup)\b|\b(?:stored|saved)\s+(?:passwords?|credentials|logins?"
     r"|personal\s+data|data|records)\b|\b(?:passwords?|credentials|one-time\s+codes?"
-    r"|verification\s+codes?|api\s+keys?|logins?|personal\s+data|user\s+records)\b",
+    r"|verification\s+codes?|api\s+keys?|logins?|personal\s+data|user\s+records|pins?|vault"
+    r"|card\s+(?:numbers?|details|data)|cvv|security\s+codes?)\b",
+    r"\b(?:données|datos|dados|dati|gegevens|daten)\b|данные|数据|データ",
     r"\b(?:passwörter|systemanweisung\w*|konfiguration)\b|\bmots?\s+de\s+passe\b"
     r"|\bconsignes\s+cachées\b|\bcontraseñas\b|\bconfiguración\s+interna\b|\bsenhas\b"
     r"|\bconfiguração\s+interna\b|\bistruzioni\s+nascoste\b|\bwachtwoorden\b",
@@ -242,7 +256,8 @@ _CONCEAL: Final = _rx(
     r"не\s+говори|тайно|молча|незаметно|悄悄|偷偷|不要告诉|こっそり|伝えないで|知らせずに",
 )
 _USER3: Final = _rx(
-    r"\bthe\s+user(?:'s)?\b|\b(?:users|someone|anyone)\b|\b(?:if|when)\s+asked\b",
+    r"\bthe\s+user(?:'s)?\b|\b(?:users|someone|anyone)\b|\b(?:if|when)\s+asked\b"
+    r"|\bthe\s+(?:account\s+)?(?:owner|holder)(?:'s)?\b",
     r"\b(?:dem|der|den)\s+(?:nutzer|benutzer)\b|\bl'utilisateur\b|\bel\s+usuario\b"
     r"|\bal\s+usuario\b|\bo\s+usu[aá]rio\b|\bl'utente\b|\bde\s+gebruiker\b",
     r"пользовател\w*|用户|ユーザー",
@@ -266,6 +281,8 @@ _SELF_KEEP: Final = re.compile(
     _F,
 )
 _TRIGGER: Final = re.compile(
+    r"\b(?:any|every|each)\s+(?:request|message|question|prompt|mail|email)s?\s+(?:mentioning"
+    r"|containing|with|that\s+(?:mentions|contains|says))\b[^.\n]{0,20}['\"‘“«]|"
     r"\b(?:if|when|whenever|once|should)\b[^.\n]{0,40}\b(?:types?|says?|writes?|sends?|contains?"
     r"|mentions?|uses?)\b[^.\n]{0,30}(?:['\"‘“«]|\b(?:word|phrase|code\s*word|codeword"
     r"|passphrase)\b)|\b(?:code\s*word|codeword|trigger\s+word|passphrase)\b",
@@ -273,7 +290,7 @@ _TRIGGER: Final = re.compile(
 )
 _UNLOCK: Final = re.compile(
     r"\b(?:comply|permission|clearance|switch\s+off|turn\s+off|skip\w*|unlock\w*|obey|without"
-    r"\s+checks)\b",
+    r"\s+(?:checks|questions?|asking)|authori[sz]ed|fulfil\w*)\b",
     _F,
 )
 
@@ -312,6 +329,21 @@ _SHAPES: Final[tuple[tuple[str, re.Pattern[str]], ...]] = tuple(
                      r"|\bdeliberately\s+(?:wrong|incorrect|false|misleading)\b"
                      r"|\bkeep\s+charging\b"),
         ("sabotage", r"\brefuse\s+(?:every|all|any)\s+(?:requests?|questions?)\b"),
+        ("sabotage", r"\b(?:calling|call|describ\w*|label\w*)\s+(?:them|it|the\s+\w+)\s+(?:as\s+)?"
+                     r"(?:a\s+)?(?:scams?|frauds?|dangerous|unsafe|illegal)\b"),
+        ("override", r"\b(?:real|true|actual)\s+(?:instructions|rules|orders)\s+(?:are|is)\b"
+                     r"|\bsystem\s+(?:prompt|message)\s+is\s+(?:a\s+|just\s+a\s+)?(?:decoy|fake|test"
+                     r"|outdated|wrong|not\s+real)"),
+        ("exfiltration", r"\b(?:share|send|give|disclose|reveal|tell|forward)\w*\b[^.\n]{0,60}\b"
+                         r"(?:with|to)\s+(?:anyone|anybody|whoever|everyone)\s+(?:who|that)\s+"
+                         r"asks\b"),
+        ("consent_claim", r"\b(?:the\s+)?(?:user|owner|account\s+(?:owner|holder))\s+(?:has\s+)?"
+                          r"(?:pre-?approved|authori[sz]ed|consented|agreed|ok'?d|approved)\b"
+                          r"[^.\n]{0,60}\b(?:shar\w*|send\w*|forward\w*|disclos\w*|releas\w*"
+                          r"|giv\w*)\b"),
+        ("consent_claim", r"\b(?:l'utilisateur|el\s+usuario|o\s+usu[aá]rio|l'utente|der\s+nutzer"
+                          r"|de\s+gebruiker)\s+(?:a|ha|tem|hat|heeft)\s+(?:autoris\w*|autoriz\w*"
+                          r"|zugestimmt|toestemming|consenti\w*)"),
         ("sabotage", r"\b(?:tell|inform)\s+(?:the\s+user|them)\b[^.\n]{0,60}\b(?:impossible"
                      r"|rejected|corrupted|everything\s+is\s+fine|no\s+matter\s+what)\b"
                      r"|\bclaim\s+(?:that\s+)?the\s+\w+\s+(?:are|is)\s+(?:corrupted|lost|gone)\b"
