@@ -157,3 +157,15 @@ def test_probe_written_after_tuning_is_now_a_regression_guard():
     data = json.loads((DATA / "injection_probe_s4.json").read_text(encoding="utf-8"))
     assert sum(bool(detect_injection(a)) for a in data["attacks"]) >= 19
     assert [b for b in data["benign"] if detect_injection(b)] == []
+
+
+def test_second_probe_is_now_a_regression_guard():
+    """tests/data/injection_probe2_s4.json: measured once, before changes: 9/20, 3/30.
+
+    Fixed with it in view (authority and permission words in more languages,
+    identity-data phishing, remote instructions, "a chiunque"); in-sample now: 20/20
+    and 1/30 (the pattern family "reset my policy" on a narrative still fires).
+    """
+    data = json.loads((DATA / "injection_probe2_s4.json").read_text(encoding="utf-8"))
+    assert sum(bool(detect_injection(a)) for a in data["attacks"]) >= 19
+    assert len([b for b in data["benign"] if detect_injection(b)]) <= 1

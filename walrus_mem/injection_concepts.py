@@ -99,7 +99,7 @@ _ORDER: Final = _rx(
 _SEND: Final = _rx(
     r"\b(?:send|forward|e-?mail|mail|upload|post|copy|attach|bcc|cc|transfer|wire|share"
     r"|sync|mirror|leak|exfiltrate|transmit|dump|paste|push|route|redirect|text|sms|export"
-    r"|archive"
+    r"|archive|contact|notify|alert"
     r"|read\s+(?:them|it|out)|dictate)\w*\b",
     r"\b(?:add|include|invite|put)\b[^\n]{0,40}?\b(?:as\s+(?:a\s+)?(?:hidden\s+)?(?:guest|attendee"
     r"|recipient|member|collaborator|observer|participant)|in\s+the\s+(?:bcc|cc|to)\s+field)",
@@ -124,7 +124,7 @@ _OUTSIDE: Final = re.compile(
 _RULES: Final = _rx(
     r"\b(?:instructions?|rules|guidelines|guardrails?|polic(?:y|ies)|restrictions?|limits"
     r"|content\s+filter\w*|filter(?:s|ing)?|safety(?:\s+\w+)?|system\s+(?:prompt|message)"
-    r"|directives?|safeguards?|checks|moderation|guidance)\b",
+    r"|directives?|safeguards?|checks|moderation|guidance|limitations?|inhalte)\b",
     r"\b(?:regeln|anweisungen|richtlinien|einschränkungen|sicherheit\w*|vorgaben)\b",
     r"\b(?:règles|consignes|restrictions?|sécurité|filtres?)\b",
     r"\b(?:reglas|instrucciones|restricciones|seguridad|filtros?)\b",
@@ -145,6 +145,8 @@ _DISABLE: Final = _rx(
     r"filtros|límites)|sem\s+(?:restrições|regras|filtros|limites)|desativ\w*|senza\s+(?:limiti"
     r"|regole|filtri|restrizioni)|nessun\s+limite|disattiv\w*|negeer\w*|zonder\s+beperkingen"
     r"|geen\s+beperkingen|uitschakel\w*)\b",
+    r"\b(?:unfiltered|uncensored|ungefiltert|sin\s+filtros?|sem\s+filtros?|zonder\s+filter"
+    r"|non\s+filtrat\w*|sans\s+filtre)\b|без\s+фильтр\w*|\bremoved\b|\bunloaded\b",
     r"игнорир\w*|без\s+ограничений|отключ\w*|忽略|无视|没有任何限制|不受任何限制|不受限制|关闭"
     r"|無視|制限なし|制限のない|無効に",
 )
@@ -154,8 +156,9 @@ _RESET: Final = _rx(
     r"|obsolete|void|invalid|expired|wiped|null|superseded|no\s+longer\s+(?:valid|appl\w*|counts?"
     r"|holds?))",
     r"\b(?:prior|previous|earlier|old|initial|existing)\s+(?:setup|configuration|config|guidance"
-    r"|context|instructions|rules|settings|messages|setup\s+messages)\b[^.\n;]{0,30}\b(?:wiped"
-    r"|expired|void|reset|cleared|outdated|obsolete|no\s+longer\s+appl\w*)",
+    r"|context|instructions|rules|settings|messages|setup\s+messages|limitations|restrictions"
+    r"|safeguards|guardrails)\b[^.\n;]{0,30}\b(?:wiped|expired|void|reset|cleared|outdated|obsolete"
+    r"|removed|lifted|dropped|disabled|no\s+longer\s+appl\w*)",
     r"\b(?:all\s+)?earlier\s+setup\b|\bnew\s+session\s+(?:rules|policy)\b|\breset\s+complete"
     r"|\bend\s+of\s+(?:the\s+)?(?:stored\s+)?(?:memories|memory|context)\b|\bfresh\s+policy\b"
     r"|\bconfiguration\s+wiped|\b(?:memory|memories|context)\s+(?:dump\s+)?ends?\b",
@@ -200,11 +203,21 @@ _AUTHORITY: Final = _rx(
     r"\bper\s+the\s+(?:developers?|admin\w*|system|operator|security\s+team)\b"
     r"|\b(?:security\s+team|compliance|system\s+administrator|administrator|admin)\s+"
     r"(?:directive|note|notice)\b",
-    r"\b(?:der|die)\s+(?:administrator|admin|entwickler\w*|systemadministrator)\b",
-    r"\b(?:l'administrateur|le\s+développeur)\b", r"\bel\s+(?:administrador|desarrollador)\b",
-    r"\bo\s+(?:administrador|desenvolvedor)\b", r"\b(?:l'amministratore|lo\s+sviluppatore)\b",
+    r"\b(?:der|die|vom|von\s+der)\s+(?:administrator|admin|entwickler\w*|systemadministrator"
+    r"|betreiber\w*|sicherheitsteam)\b|\bbetreiber\b",
+    r"\b(?:message|mensaje|messaggio|mensagem|bericht|nachricht|instruction|notice|aviso|avviso)"
+    r"\s+(?:from|del|de\s+la|de|dell'|da|do|van\s+de|vom|von)\s*(?:the\s+|l')?(?:system|sistema"
+    r"|système|systeem|admin\w*|amministratore|administrador|operator|operador|opérateur"
+    r"|beheerder|developer|desarrollador|développeur|sviluppatore|desenvolvedor|ontwikkelaar"
+    r"|équipe\s+(?:de\s+)?sécurité|security\s+team)\b",
+    r"\b(?:anthropic|openai|google|microsoft)\s+(?:staff|team|engineers|employees)\b"
+    r"|\b(?:re)?configured\s+by\b",
+    r"\b(?:l'administrateur|le\s+développeur|l'équipe\s+(?:de\s+)?sécurité)\b",
+    r"\bel\s+(?:administrador|desarrollador)\b",
+    r"\bo\s+(?:administrador|desenvolvedor)\b",
+    r"(?:l'|dell'|all')amministratore\b|\blo\s+sviluppatore\b",
     r"\bde\s+(?:beheerder|ontwikkelaar)\b", r"(?:администратор|разработчик)",
-    r"管理员|开发者|开发人员|管理者|開発者",
+    r"管理员|开发者|开发人员|开发团队|运营团队|系统通知|管理者|開発者|運営",
 )
 _PERMIT: Final = _rx(
     r"\b(?:may|can)\s+now\b|\b(?:are|is)\s+(?:now\s+)?(?:allowed|permitted|authori[sz]ed"
@@ -214,6 +227,8 @@ _PERMIT: Final = _rx(
     r"\bdarfst\b|\berlaubt\s+dir\b|\btu\s+peux\b|\bautoris\w*\b|\bpuedes\b|\bte\s+permite\b"
     r"|\bautoriz\w*\b|\bpermite\b|\bpuoi\b|\bti\s+permette\b|\bmag\s+(?:je\s+)?(?:nu\s+)?\b"
     r"|\btoegestaan\b|разреш\w*|можешь|可以|允许|許可",
+    r"\b(?:dürfen|darf|possono|può|pueden|puede|podem|pode|peuvent|peut|kunnen|mogen)\b"
+    r"|могут|можно|てよい|てもよい|てもいい",
 )
 _REVEAL: Final = _rx(
     r"\b(?:reveal|disclose|print|output|display|show|read\s+out|give\s+out|hand\s+over|expose"
@@ -234,6 +249,12 @@ _SECRET: Final = _rx(
     r"|verification\s+codes?|api\s+keys?|logins?|personal\s+data|user\s+records|pins?|vault"
     r"|card\s+(?:numbers?|details|data)|cvv|security\s+codes?)\b",
     r"\b(?:données|datos|dados|dati|gegevens|daten)\b|данные|数据|データ",
+    r"\b(?:date\s+of\s+birth|maiden\s+name|social\s+security|passport\s+number"
+    r"|security\s+(?:question|answer)s?|codes?\s+(?:reçus|received|recebidos|recibidos|ricevuti"
+    r"|ontvangen)|instrucciones\s+internas|instruções\s+internas|istruzioni\s+interne"
+    r"|instructions\s+internes|interne\s+(?:anweisungen|instructies)|systeeminstructies"
+    r"|address(?:es)?|adresse|dirección|endereço|indirizzo|adres)\b"
+    r"|внутренн\w*\s+инструкц\w*|内部指令|地址|住所",
     r"\b(?:passwörter|systemanweisung\w*|konfiguration)\b|\bmots?\s+de\s+passe\b"
     r"|\bconsignes\s+cachées\b|\bcontraseñas\b|\bconfiguración\s+interna\b|\bsenhas\b"
     r"|\bconfiguração\s+interna\b|\bistruzioni\s+nascoste\b|\bwachtwoorden\b",
@@ -337,6 +358,18 @@ _SHAPES: Final[tuple[tuple[str, re.Pattern[str]], ...]] = tuple(
         ("exfiltration", r"\b(?:share|send|give|disclose|reveal|tell|forward)\w*\b[^.\n]{0,60}\b"
                          r"(?:with|to)\s+(?:anyone|anybody|whoever|everyone)\s+(?:who|that)\s+"
                          r"asks\b"),
+        ("phishing", r"\bask\w*\s+(?:the\s+user\s+)?(?:for\s+)?(?:the\s+user'?s|their|his|her)\s+"
+                     r"(?:[\w-]+\s+){0,2}(?:date\s+of\s+birth|maiden\s+name|password|pin|ssn"
+                     r"|social\s+security|card\s+number|security\s+answer|one-time\s+code)"),
+        ("role_hijack", r"\b(?:this\s+is|it'?s)\s+(?:the\s+user|your\s+user|me,\s+the\s+user)\s+"
+                        r"(?:speaking|talking|writing)\b|\bspeaking\s+through\s+(?:this\s+)?"
+                        r"memor(?:y|ies)\b"),
+        ("remote_instructions", r"\b(?:fetch|load|download|open|read|get|retrieve|visit)\w*\b"
+                                r"[^\n]{0,30}?(?:https?|ftp)://\S+[^\n]{0,40}?\b(?:follow|obey"
+                                r"|execute|run|apply|do\s+what)"),
+        ("exfiltration", r"(?:\b(?:a\s+chiunque|à\s+n'importe\s+qui|a\s+cualquiera"
+                         r"|a\s+qualquer\s+(?:um|pessoa)|aan\s+iedereen|jedem)\b|кому\s+угодно"
+                         r"|любому|任何人|誰にでも)"),
         ("consent_claim", r"\b(?:the\s+)?(?:user|owner|account\s+(?:owner|holder))\s+(?:has\s+)?"
                           r"(?:pre-?approved|authori[sz]ed|consented|agreed|ok'?d|approved)\b"
                           r"[^.\n]{0,60}\b(?:shar\w*|send\w*|forward\w*|disclos\w*|releas\w*"
@@ -408,8 +441,9 @@ def _rules(c: frozenset[str]) -> str | None:
     if "disable" in c and "rules" in c and (c & {"ai", "you", "order", "authority", "persist",
                                                  "trigger"}):
         return "override"
-    if "authority" in c and (c & {"permit", "disable"} or "reveal" in c and "secret" in c
-                             or "send" in c and "outside" in c):
+    if "authority" in c and "own_context" not in c and (
+            c & {"permit", "disable"} or "reveal" in c and "secret" in c
+            or "send" in c and "outside" in c):
         return "override"
     if "permit" in c and (c & {"ai", "you"}) and (c & {"reveal", "disable"}) and (
             c & {"secret", "rules"}):

@@ -176,7 +176,9 @@ _INJECTION_PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = tuple(
         ),
         (
             "override",
-            r"\b(?:system|safety|security|admin|developer|emergency|priority)\s+override\b",
+            # "the system override on our thermostat" names a device's switch
+            r"\b(?:system|safety|security|admin|developer|emergency|priority)\s+override\b"
+            r"(?!\s+(?:on|of|for|in)\s+(?:our|my|the|a)\s+(?!(?:ai|assistant|model|chat|system)\b))",
         ),
         (
             "override",
