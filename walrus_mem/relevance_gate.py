@@ -10,8 +10,8 @@ per-hit ``min_relevance`` cutoff:
 * ``overlap``: content words (not stopwords, crude stems) shared by the
   prompt and one of the three best hits, capped at 2 (keywords);
 * ``personal``: the prompt refers to the user or their circle ("my", "our",
-  "I", "help me", "for me", "usually"), except generic how-tos ("how do I
-  ...") that name nothing of theirs;
+  "I", "help me", "for me"), except generic how-tos ("how do I ...") that
+  name nothing of theirs;
 * ``intent``: the prompt's embedding is closer to prototypes of requests about
   the user (their people, plans, preferences, work) than to prototypes of
   general requests (world facts, coding how-tos, small talk, maths, creative
@@ -86,7 +86,7 @@ _EXTRA_STOP: Final = frozenset(
 )
 _TOKEN: Final = re.compile(r"[^\W_]+")
 _PERSONAL: Final = re.compile(
-    r"\b(?:my|mine|our|ours|we|us|we're|i'm|i've|i'd|i|usually)\b"
+    r"\b(?:my|mine|our|ours|we|us|we're|i'm|i've|i'd|i)\b"
     r"|\b(?:help|for|with|remind)\s+me\b",
     re.IGNORECASE,
 )
