@@ -54,7 +54,8 @@ _AI: Final = _rx(
     r"|modèle)\b|\b(?:el|la)\s+(?:asistente|ia|modelo)\b|\b(?:o|a)\s+(?:assistente|ia|modelo)\b"
     r"|\b(?:l'|il\s+)(?:assistente|ia|modello)\b|\b(?:de|het)\s+(?:assistent|ai|model)\b",
     r"ассистент|модел[ьи]|\bии\b|\bбот\b|助手|模型|アシスタント|モデル|\bai\b",
-    r"\bki\b|\bl'ia\b|\b(?:la|a|para\s+a|pour)\s+ia\b|\bvoor\s+de\s+ai\b|\basistente\b"
+    r"\b(?:claude|chatgpt|gpt-?\d\w*|gemini|copilot|llama)\b(?:\s*[:,])"
+    r"|\bki\b|\bl'ia\b|\b(?:la|a|para\s+a|pour)\s+ia\b|\bvoor\s+de\s+ai\b|\basistente\b"
     r"|\bwho(?:ever)?\s+(?:reads|is\s+reading|loads|processes)\s+this\b"
     r"|\b(?:anyone|whoever)\s+reading\s+this\b",
 )
@@ -106,7 +107,9 @@ _SEND: Final = _rx(
     r"\b(?:change|replace|set|switch)\s+(?:the\s+)?(?:recipient|payee|destination|iban|account"
     r"|beneficiary)\w*\b",
     r"\b(?:grant|give)\b[^.\n]{0,25}\b(?:edit|access|rights)\b",
-    r"\b(?:send\w*|schick\w*|leite\w*|übermittl\w*|weiterleit\w*)\b",
+    r"\b(?:send\w*|schick\w*|leite\w*|übermittl\w*|weiterleit\w*|kopier\w*|teil\w*)\b",
+    r"\b(?:partag\w*|compart\w*|condivid\w*|copi\w*|kopieer\w*)\b|копир\w*|подел\w*"
+    r"|分享|共享|抄送|共有",
     r"\b(?:envoie\w*|envoy\w*|transf[eéè]r\w*|transmet\w*)\b",
     r"\b(?:env[ií][ae]\w*|enviar|reenv[ií]a\w*|manda\w*|encaminh\w*|copia\w*)\b",
     r"\b(?:invia\w*|inoltra\w*|trasferisc\w*)\b",
@@ -255,7 +258,9 @@ _SECRET: Final = _rx(
     r"|instructions\s+internes|interne\s+(?:anweisungen|instructies)|systeeminstructies"
     r"|address(?:es)?|adresse|dirección|endereço|indirizzo|adres)\b"
     r"|внутренн\w*\s+инструкц\w*|内部指令|地址|住所",
-    r"\b(?:passwörter|systemanweisung\w*|konfiguration)\b|\bmots?\s+de\s+passe\b"
+    r"\b(?:passwörter|kennw(?:ö|oe)rter|kennwort|zugangsdaten|identifiants|credenciales"
+    r"|credenciais|credenziali|inloggegevens)\b|учётн\w*\s+данн\w*|учетн\w*\s+данн\w*|账号|認証情報"
+    r"|\b(?:passwörter|systemanweisung\w*|konfiguration)\b|\bmots?\s+de\s+passe\b"
     r"|\bconsignes\s+cachées\b|\bcontraseñas\b|\bconfiguración\s+interna\b|\bsenhas\b"
     r"|\bconfiguração\s+interna\b|\bistruzioni\s+nascoste\b|\bwachtwoorden\b",
     r"(?:парол\w*|системн\w*\s+инструкц\w*|конфигурац\w*)|密码|系统提示|配置"
@@ -280,7 +285,7 @@ _USER3: Final = _rx(
     r"\bthe\s+user(?:'s)?\b|\b(?:users|someone|anyone)\b|\b(?:if|when)\s+asked\b"
     r"|\bthe\s+(?:account\s+)?(?:owner|holder)(?:'s)?\b",
     r"\b(?:dem|der|den)\s+(?:nutzer|benutzer)\b|\bl'utilisateur\b|\bel\s+usuario\b"
-    r"|\bal\s+usuario\b|\bo\s+usu[aá]rio\b|\bl'utente\b|\bde\s+gebruiker\b",
+    r"|\bal\s+usuario\b|\bo\s+(?:usu[aá]rio|utilizador)\b|\bl'utente\b|\bde\s+gebruiker\b",
     r"пользовател\w*|用户|ユーザー",
 )
 _SELF: Final = re.compile(
@@ -409,16 +414,26 @@ _ACT_SHAPES: Final[tuple[tuple[str, re.Pattern[str]], ...]] = tuple(
 )
 
 
+_ANCHORS: Final = (("send", _SEND), ("reset", _RESET), ("new_rules", _NEW_RULES),
+                   ("disable", _DISABLE), ("authority", _AUTHORITY), ("permit", _PERMIT),
+                   ("reveal", _REVEAL), ("self", _SELF), ("priority", _PRIORITY),
+                   ("conceal", _CONCEAL), ("trigger", _TRIGGER))
+_SUPPORT: Final = (("ai", _AI), ("you", _YOU), ("persist", _PERSIST), ("order", _ORDER),
+                   ("outside", _OUTSIDE), ("rules", _RULES), ("secret", _SECRET),
+                   ("user3", _USER3), ("self_keep", _SELF_KEEP), ("unlock", _UNLOCK),
+                   ("own_context", _OWN_CONTEXT))
+
+
 def concepts(sentence: str) -> frozenset[str]:
-    """The concept tags of one sentence (for tests and the bench)."""
-    tags = {name for name, rx in (
-        ("ai", _AI), ("you", _YOU), ("persist", _PERSIST), ("order", _ORDER), ("send", _SEND),
-        ("outside", _OUTSIDE), ("rules", _RULES), ("disable", _DISABLE), ("reset", _RESET),
-        ("authority", _AUTHORITY), ("permit", _PERMIT), ("reveal", _REVEAL), ("secret", _SECRET),
-        ("conceal", _CONCEAL), ("user3", _USER3), ("self", _SELF), ("priority", _PRIORITY),
-        ("self_keep", _SELF_KEEP), ("trigger", _TRIGGER), ("unlock", _UNLOCK),
-        ("new_rules", _NEW_RULES), ("own_context", _OWN_CONTEXT),
-    ) if rx.search(sentence)}
+    """The concept tags of one sentence (for tests and the bench).
+
+    Every rule needs one of the anchor concepts (an action, a reset, a claim, ...);
+    a sentence without any is not tagged further, which keeps the layer cheap.
+    """
+    tags = {name for name, rx in _ANCHORS if rx.search(sentence)}
+    if not tags:
+        return frozenset()
+    tags.update(name for name, rx in _SUPPORT if rx.search(sentence))
     if _FIRST_PERSON_START.search(sentence):
         tags.add("first_person")
     return frozenset(tags)
