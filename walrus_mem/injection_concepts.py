@@ -78,6 +78,8 @@ _PERSIST: Final = _rx(
     r"|\b(?:ab\s+heute|desde\s+hoy|a\s+partir\s+de\s+hoy|a\s+partir\s+de\s+hoje"
     r"|à\s+partir\s+d'aujourd'hui|da\s+oggi|vanaf\s+vandaag)\b"
     r"|с\s+сегодняшнего\s+дня|从今天起|今日から",
+    r"\b(?:after|before)\s+(?:answering|replying|responding|each\s+(?:answer|reply|response))\b"
+    r"|\bdefault\s+behaviou?r\b",
     r"\b(?:when|whenever|each\s+time|every\s+time)\s+(?:you\s+)?\w+ing\b|\bany\s+(?:transfer"
     r"|payment|file|e-?mail|message|invite|document|request)s?\b",
     r"\b(?:ab\s+sofort|ab\s+jetzt|von\s+nun\s+an|künftig|jedes\s+mal|immer)\b",
@@ -98,10 +100,9 @@ _ORDER: Final = _rx(
     r"必须|应该|要把|すること|こと。|しなければ",
 )
 _SEND: Final = _rx(
-    r"\b(?:send|forward|e-?mail|mail|upload|post|copy|attach|bcc|cc|transfer|wire|share"
-    r"|sync|mirror|leak|exfiltrate|transmit|dump|paste|push|route|redirect|text|sms|export"
-    r"|archive|contact|notify|alert"
-    r"|read\s+(?:them|it|out)|dictate)\w*\b",
+    r"\b(?:send|forward|e-?mail|mail|upload|post|cop(?:y|ie|yi)|attach|bcc|cc|transfer|wire|shar"
+    r"|sync|mirror|leak|exfiltrat|transmit|dump|past(?:e|ed|ing)|push|rout(?:e|ed|ing)|redirect"
+    r"|text|sms|export|archiv|contact|notif(?:y|ie|yi)|alert|read\s+(?:them|it|out)|dictat)\w*\b",
     r"\b(?:add|include|invite|put)\b[^\n]{0,40}?\b(?:as\s+(?:a\s+)?(?:hidden\s+)?(?:guest|attendee"
     r"|recipient|member|collaborator|observer|participant)|in\s+the\s+(?:bcc|cc|to)\s+field)",
     r"\b(?:change|replace|set|switch)\s+(?:the\s+)?(?:recipient|payee|destination|iban|account"
@@ -121,7 +122,8 @@ _OUTSIDE: Final = re.compile(
     r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+|(?:https?|ftp|sftp)://\S+|\bwww\.\S+|\b(?:\d{1,3}\.){3}\d{1,3}\b"
     r"|\b(?:iban|account|acct|konto|compte|cuenta|conta|conto|rekening|payee)\b[^.\n]{0,20}?"
     r"\d[\d -]{3,}|\b[a-z]{2}\d{2}(?:\s?[a-z0-9]{4}){2,}|\+\d[\d -]{7,}|\b00\d{2}[\d ]{7,}"
-    r"|\bwebhook\b|\bpastebin\b",
+    r"|\bwebhook\b|\bpastebin\b|\bthird[- ]part(?:y|ies)\b|\b(?:terceros|terceiros|tiers|terzi"
+    r"|derden|dritte\w*)\b|третьим\s+лицам|第三方|第三者",
     _F,
 )
 _RULES: Final = _rx(
@@ -140,6 +142,7 @@ _RULES: Final = _rx(
 _DISABLE: Final = _rx(
     r"\b(?:ignor\w*|disregard\w*|bypass\w*|overrid\w*|disabl\w*|deactivat\w*|suspend\w*|lift\w*"
     r"|waiv\w*|skip\w*)\b|\b(?:switch|turn)(?:ed|s|ing)?\s+off\b",
+    r"\bin\s+maintenance\s+mode\b|\b(?:is|are)\s+(?:offline|paused|inactive|down|not\s+active)\b",
     r"\bno\s+longer\s+appl\w*|\bwithout\s+(?:any\s+)?(?:restrictions|rules|limits|filters?"
     r"|guardrails|checks)|\bno\s+(?:restrictions|limits|rules|filters?)\b|\bunrestricted\b",
     r"\b(?:ignorier\w*|außer\s+kraft|deaktivier\w*|ohne\s+einschränkungen|keine\s+einschränkungen"
@@ -235,7 +238,8 @@ _PERMIT: Final = _rx(
 )
 _REVEAL: Final = _rx(
     r"\b(?:reveal|disclose|print|output|display|show|read\s+out|give\s+out|hand\s+over|expose"
-    r"|repeat\s+back|share|export|paste)\w*\b"
+    r"|repeat\s+back|shar|export|past(?:e|ed|ing)|list(?:s|ed|ing)?\s+(?:every|all|each|the|their"
+    r"|your))\w*\b"
     r"|\binclud\w*\b[^.\n]{0,40}\b(?:reply|answer|response|output|message)\b",
     r"\b(?:partag\w*|compart\w*|condivid\w*|delen|deel)\b",
     r"\b(?:herausgeb\w*|verrat\w*|offenleg\w*|offenzuleg\w*|anzeig\w*|zeig\w*|ausgeb\w*)\b",
@@ -245,6 +249,9 @@ _REVEAL: Final = _rx(
     r"透露|显示|泄露|输出|表示|教え|開示|出力",
 )
 _SECRET: Final = _rx(
+    r"\b(?:stored|saved)\s+(?:addresses|address|cards?|payment\s+methods?|contacts?|files)\b"
+    r"|\b(?:medical|health|bank|financial)\s+(?:records|data|history|details)\b"
+    r"|\b(?:historial|histórico|cronologia|geschiedenis|verlauf)\b",
     r"\b(?:system|hidden|internal|secret|initial|original|full)\s+(?:prompt|instructions"
     r"|configuration|config|rules|setup(?:\s+text)?)\b|\byour\s+(?:instructions|configuration"
     r"|config|prompt|rules|setup)\b|\b(?:stored|saved)\s+(?:passwords?|credentials|logins?"
@@ -379,6 +386,15 @@ _SHAPES: Final[tuple[tuple[str, re.Pattern[str]], ...]] = tuple(
                           r"(?:pre-?approved|authori[sz]ed|consented|agreed|ok'?d|approved)\b"
                           r"[^.\n]{0,60}\b(?:shar\w*|send\w*|forward\w*|disclos\w*|releas\w*"
                           r"|giv\w*)\b"),
+        ("role_hijack", r"\b(?:someone|anyone|whoever|a\s+person|people)\s+(?:who\s+)?"
+                        r"(?:says?|claims?)\s+(?:they\s+are|they're|to\s+be)\b[^.\n]{0,60}(?:;|,|\band\b|\bthen\b)"
+                        r"[^.\n]{0,40}\b(?:give|share|send|comply|obey|grant|tell|never\s+refuse)"
+                        r"|\bnever\s+refuse\b[^.\n]{0,40}\b(?:someone|anyone|whoever)\s+who\s+"
+                        r"(?:says|claims)"),
+        ("consent_claim", r"\b(?:el\s+(?:dueño|titular|propietario)"
+                          r"|o\s+(?:titular|propriet[aá]rio|dono)|le\s+(?:titulaire|propriétaire)|il\s+(?:titolare|proprietario)"
+                          r"|de\s+eigenaar|der\s+(?:inhaber|eigentümer))\b[^.\n]{0,30}\b(?:autoriz\w*"
+                          r"|autoris\w*|zugestimmt|toestemming|erlaubt|permit\w*)"),
         ("consent_claim", r"\b(?:l'utilisateur|el\s+usuario|o\s+usu[aá]rio|l'utente|der\s+nutzer"
                           r"|de\s+gebruiker)\s+(?:a|ha|tem|hat|heeft)\s+(?:autoris\w*|autoriz\w*"
                           r"|zugestimmt|toestemming|consenti\w*)"),
