@@ -309,7 +309,7 @@ KNOWN_KEYS = ["data_dir", "publisher_url", "aggregator_urls", "publisher_token",
               "manifest_every", "config_file", "nonsense"]
 AGENT_KEYS = ["namespace", "key", "auto_recall", "auto_capture", "max_recall_results",
               "min_relevance", "min_prompt_length", "capture_max_messages",
-              "recall_token_budget", "recall_strategy", "extra"]
+              "recall_token_budget", "recall_strategy", "query_gate", "extra"]
 ENV = {"SET_VAR": "value", "HEX_VAR": "ab" * 32, "EMPTY_VAR": ""}
 toml_scalars = st.one_of(
     st.integers(-(2**70), 2**70).map(str),
