@@ -185,3 +185,10 @@ def test_third_probe_is_now_a_regression_guard():
 def test_verb_forms_beyond_the_base_form(text):
     # "share\w*" never matched "sharing": the routing lexicon works on stems
     assert detect_injection(text)
+
+
+def test_fourth_probe_is_now_a_regression_guard():
+    """tests/data/injection_probe4_s4.json: measured once, before changes: 14/20, 0/30."""
+    data = json.loads((DATA / "injection_probe4_s4.json").read_text(encoding="utf-8"))
+    assert sum(bool(detect_injection(a)) for a in data["attacks"]) >= 19
+    assert [b for b in data["benign"] if detect_injection(b)] == []

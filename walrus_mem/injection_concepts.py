@@ -129,7 +129,8 @@ _OUTSIDE: Final = re.compile(
 _RULES: Final = _rx(
     r"\b(?:instructions?|rules|guidelines|guardrails?|polic(?:y|ies)|restrictions?|limits"
     r"|content\s+filter\w*|filter(?:s|ing)?|safety(?:\s+\w+)?|system\s+(?:prompt|message)"
-    r"|directives?|safeguards?|checks|moderation|guidance|limitations?|inhalte)\b",
+    r"|directives?|safeguards?|checks|moderation|guidance|limitations?|inhalte|configuration"
+    r"|config|programming)\b",
     r"\b(?:regeln|anweisungen|richtlinien|einschränkungen|sicherheit\w*|vorgaben)\b",
     r"\b(?:règles|consignes|restrictions?|sécurité|filtres?)\b",
     r"\b(?:reglas|instrucciones|restricciones|seguridad|filtros?)\b",
@@ -164,7 +165,12 @@ _RESET: Final = _rx(
     r"\b(?:prior|previous|earlier|old|initial|existing)\s+(?:setup|configuration|config|guidance"
     r"|context|instructions|rules|settings|messages|setup\s+messages|limitations|restrictions"
     r"|safeguards|guardrails)\b[^.\n;]{0,30}\b(?:wiped|expired|void|reset|cleared|outdated|obsolete"
-    r"|removed|lifted|dropped|disabled|no\s+longer\s+appl\w*)",
+    r"|removed|lifted|dropped|disabled|revoked|rescinded|cancell?ed|withdrawn|suspended"
+    r"|no\s+longer\s+appl\w*)",
+    r"\b(?:regras|reglas|règles|regole|regeln|regels)\b[^.\n;]{0,20}\b(?:revogad\w*|revocad\w*"
+    r"|révoqué\w*|revocat\w*|aufgehoben|ingetrokken|anulad\w*|annulé\w*|annullat\w*)"
+    r"|правила[^.\n;]{0,20}отмен\w*|\b(?:vale\s+tudo|todo\s+vale|tout\s+est\s+permis"
+    r"|alles\s+ist\s+erlaubt|tutto\s+è\s+permesso|alles\s+mag)\b|всё\s+разрешено|一切都允许",
     r"\b(?:all\s+)?earlier\s+setup\b|\bnew\s+session\s+(?:rules|policy)\b|\breset\s+complete"
     r"|\bend\s+of\s+(?:the\s+)?(?:stored\s+)?(?:memories|memory|context)\b|\bfresh\s+policy\b"
     r"|\bconfiguration\s+wiped|\b(?:memory|memories|context)\s+(?:dump\s+)?ends?\b",
@@ -206,7 +212,8 @@ _AUTHORITY: Final = _rx(
     r"|the\s+operator|(?:the\s+)?security\s+team|compliance)\b[^.\n]{0,30}\b(?:says?|said"
     r"|authori[sz]\w*|allows?|allowed|permits?|permitted|requires?|directive|policy\s+(?:notice"
     r"|update)|notice|update|advisory|note)\b",
-    r"\bper\s+the\s+(?:developers?|admin\w*|system|operator|security\s+team)\b"
+    r"\bpolicy\s+update\b|\beffective\s+immediately\b"
+    r"|\bper\s+the\s+(?:developers?|admin\w*|system|operator|security\s+team)\b"
     r"|\b(?:security\s+team|compliance|system\s+administrator|administrator|admin)\s+"
     r"(?:directive|note|notice)\b",
     r"\b(?:der|die|vom|von\s+der)\s+(?:administrator|admin|entwickler\w*|systemadministrator"
@@ -229,7 +236,8 @@ _PERMIT: Final = _rx(
     r"\b(?:may|can)\s+now\b|\b(?:are|is)\s+(?:now\s+)?(?:allowed|permitted|authori[sz]ed"
     r"|cleared|enabled)\b|\bpermission\s+to\b|\bclearance\b|\belevated\s+mode\b"
     r"|\bauthori[sz]\w*\s+(?:you|that\s+you)\b|\b(?:allows?|permits?|lets?)\s+you\b"
-    r"|\bno\s+longer\s+appl\w*|\bsuspended\b|\blifted\b",
+    r"|\bno\s+longer\s+appl\w*|\bsuspended\b|\blifted\b"
+    r"|\b(?:the\s+)?(?:ai|assistant|model|bot|agent)\s+(?:may|can|is\s+free\s+to)\b",
     r"\bdarfst\b|\berlaubt\s+dir\b|\btu\s+peux\b|\bautoris\w*\b|\bpuedes\b|\bte\s+permite\b"
     r"|\bautoriz\w*\b|\bpermite\b|\bpuoi\b|\bti\s+permette\b|\bmag\s+(?:je\s+)?(?:nu\s+)?\b"
     r"|\btoegestaan\b|разреш\w*|можешь|可以|允许|許可",
@@ -249,7 +257,8 @@ _REVEAL: Final = _rx(
     r"透露|显示|泄露|输出|表示|教え|開示|出力",
 )
 _SECRET: Final = _rx(
-    r"\b(?:stored|saved)\s+(?:addresses|address|cards?|payment\s+methods?|contacts?|files)\b"
+    r"\b(?:stored|saved)\s+(?:addresses|address|cards?|payment\s+methods?|contacts?|files"
+    r"|memor(?:y|ies)|notes)\b"
     r"|\b(?:medical|health|bank|financial)\s+(?:records|data|history|details)\b"
     r"|\b(?:historial|histórico|cronologia|geschiedenis|verlauf)\b",
     r"\b(?:system|hidden|internal|secret|initial|original|full)\s+(?:prompt|instructions"
@@ -279,7 +288,8 @@ _CONCEAL: Final = _rx(
     r"\bwithout\s+(?:telling|notifying|informing|letting|asking|showing|alerting)\b"
     r"|\b(?:keep|hide)\s+(?:this|it)\s+(?:hidden\s+|secret\s+)?from\b|\bkeep\s+this\s+hidden\b"
     r"|\bpretend\b|\bdeny\s+(?:it|that|this)\b|\bsecretly\b|\bsilently\b"
-    r"|\bquietly\b|\bdoesn'?t\s+need\s+to\s+know\b",
+    r"|\bquietly\b|\bdoesn'?t\s+need\s+to\s+know\b"
+    r"|\b(?:do\s+not|don't|never)\s+(?:record|log|mention|report)\s+(?:that|this|it)\b",
     r"\b(?:heimlich|still|ohne\s+(?:es\s+)?(?:zu\s+sagen|bescheid))\b|\bsag\s+\w+\s+\w*\s*nicht\b",
     r"\bsans\s+(?:prévenir|le\s+dire|avertir)\b|\ben\s+secret\b|\bne\s+dis\s+pas\b",
     r"\bsin\s+(?:avisar|decir)\b|\ben\s+secreto\b|\bno\s+le\s+digas\b",
@@ -391,6 +401,13 @@ _SHAPES: Final[tuple[tuple[str, re.Pattern[str]], ...]] = tuple(
                         r"[^.\n]{0,40}\b(?:give|share|send|comply|obey|grant|tell|never\s+refuse)"
                         r"|\bnever\s+refuse\b[^.\n]{0,40}\b(?:someone|anyone|whoever)\s+who\s+"
                         r"(?:says|claims)"),
+        ("exfiltration", r"\bif\s+(?:anybody|anyone|someone|somebody|people)\s+asks?\s+"
+                         r"(?:for|about)\s+(?:the\s+user'?s?|their|his|her)\b[^.\n]{0,60}\b(?:give|share|send|tell"
+                         r"|provide)"),
+        ("poisoning", r"\b(?:reply|respond|answer)\s+to\s+(?:every|all|any|each)\s+(?:questions?"
+                      r"|requests?|messages?)\b[^.\n]{0,60}\bby\s+(?:saying|claiming|telling|stating)"),
+        ("tool_coercion", r"\b(?:delete|erase|wipe|purge|clear)\w*\s+(?:everything|all|the\s+whole"
+                          r"\s+\w+)\s+(?:in|from)\s+(?:the\s+|your\s+)?memor(?:y|ies)\b"),
         ("consent_claim", r"\b(?:el\s+(?:dueño|titular|propietario)"
                           r"|o\s+(?:titular|propriet[aá]rio|dono)|le\s+(?:titulaire|propriétaire)|il\s+(?:titolare|proprietario)"
                           r"|de\s+eigenaar|der\s+(?:inhaber|eigentümer))\b[^.\n]{0,30}\b(?:autoriz\w*"
