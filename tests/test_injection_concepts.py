@@ -192,3 +192,10 @@ def test_fourth_probe_is_now_a_regression_guard():
     data = json.loads((DATA / "injection_probe4_s4.json").read_text(encoding="utf-8"))
     assert sum(bool(detect_injection(a)) for a in data["attacks"]) >= 19
     assert [b for b in data["benign"] if detect_injection(b)] == []
+
+
+def test_fifth_probe_is_now_a_regression_guard():
+    """tests/data/injection_probe5_s4.json: measured once, before changes: 12/20, 0/30."""
+    data = json.loads((DATA / "injection_probe5_s4.json").read_text(encoding="utf-8"))
+    assert sum(bool(detect_injection(a)) for a in data["attacks"]) >= 19
+    assert [b for b in data["benign"] if detect_injection(b)] == []

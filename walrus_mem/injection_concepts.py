@@ -55,6 +55,7 @@ _AI: Final = _rx(
     r"|\b(?:l'|il\s+)(?:assistente|ia|modello)\b|\b(?:de|het)\s+(?:assistent|ai|model)\b",
     r"ассистент|модел[ьи]|\bии\b|\bбот\b|助手|模型|アシスタント|モデル|\bai\b",
     r"\b(?:claude|chatgpt|gpt-?\d\w*|gemini|copilot|llama)\b(?:\s*[:,])"
+    r"|\b(?:um|uma|un|una|een|ein|einen|o|a|l'|il)\s+(?:assistente|assistent|ia)\b"
     r"|\bki\b|\bl'ia\b|\b(?:la|a|para\s+a|pour)\s+ia\b|\bvoor\s+de\s+ai\b|\basistente\b"
     r"|\bwho(?:ever)?\s+(?:reads|is\s+reading|loads|processes)\s+this\b"
     r"|\b(?:anyone|whoever)\s+reading\s+this\b",
@@ -65,7 +66,8 @@ _YOU: Final = _rx(
     r"\b(?:jij|jouw)\b", r"\b(?:ты|тебе|тебя|твой|твои|вы)\b", r"你", r"あなた",
 )
 _FIRST_PERSON_START: Final = re.compile(
-    r"^\W*(?:i|we|my|our|i'm|i've|ich|wir|mein\w*|je|j'|nous|mon|ma|mes|yo|mi|nosotros|eu"
+    r"^\W*(?:i|we|my|our|i'm|i've|ich|wir|mein\w*|je(?!\s+(?:bent|hebt|moet|mag|kunt|kan|zal"
+    r"|wilt)\b)|j'|nous|mon|ma|mes|yo|mi|nosotros|eu"
     r"|meu|minha|io|noi|ik|wij|mijn|я|мы|мой|мои|我|私)\b|^\W*(?:我|私)",
     _F,
 )
@@ -130,7 +132,9 @@ _RULES: Final = _rx(
     r"\b(?:instructions?|rules|guidelines|guardrails?|polic(?:y|ies)|restrictions?|limits"
     r"|content\s+filter\w*|filter(?:s|ing)?|safety(?:\s+\w+)?|system\s+(?:prompt|message)"
     r"|directives?|safeguards?|checks|moderation|guidance|limitations?|inhalte|configuration"
-    r"|config|programming)\b",
+    r"|config|programming)\b"
+    r"|\bwhat(?:ever)?\s+(?:the\s+system|your\s+(?:developers?|creators?|operators?)|you\s+were)"
+    r"\s+(?:told|said|instructed|taught)\b|\b(?:límites|limites|grenzen)\b|границ\w*",
     r"\b(?:regeln|anweisungen|richtlinien|einschränkungen|sicherheit\w*|vorgaben)\b",
     r"\b(?:règles|consignes|restrictions?|sécurité|filtres?)\b",
     r"\b(?:reglas|instrucciones|restricciones|seguridad|filtros?)\b",
@@ -143,7 +147,9 @@ _RULES: Final = _rx(
 _DISABLE: Final = _rx(
     r"\b(?:ignor\w*|disregard\w*|bypass\w*|overrid\w*|disabl\w*|deactivat\w*|suspend\w*|lift\w*"
     r"|waiv\w*|skip\w*)\b|\b(?:switch|turn)(?:ed|s|ing)?\s+off\b",
-    r"\bin\s+maintenance\s+mode\b|\b(?:is|are)\s+(?:offline|paused|inactive|down|not\s+active)\b",
+    r"\b(?:don't|do\s+not|doesn't|does\s+not)\s+apply\b|\bohne\s+(?:regeln|grenzen|filter"
+    r"|limits?)\b|\bzonder\s+(?:grenzen|regels|filters?)\b|\bsin\s+límites\b|без\s+границ"
+    r"|没有边界|境界のない|\bin\s+maintenance\s+mode\b|\b(?:is|are)\s+(?:offline|paused|inactive|down|not\s+active)\b",
     r"\bno\s+longer\s+appl\w*|\bwithout\s+(?:any\s+)?(?:restrictions|rules|limits|filters?"
     r"|guardrails|checks)|\bno\s+(?:restrictions|limits|rules|filters?)\b|\bunrestricted\b",
     r"\b(?:ignorier\w*|außer\s+kraft|deaktivier\w*|ohne\s+einschränkungen|keine\s+einschränkungen"
@@ -171,7 +177,9 @@ _RESET: Final = _rx(
     r"|révoqué\w*|revocat\w*|aufgehoben|ingetrokken|anulad\w*|annulé\w*|annullat\w*)"
     r"|правила[^.\n;]{0,20}отмен\w*|\b(?:vale\s+tudo|todo\s+vale|tout\s+est\s+permis"
     r"|alles\s+ist\s+erlaubt|tutto\s+è\s+permesso|alles\s+mag)\b|всё\s+разрешено|一切都允许",
-    r"\b(?:all\s+)?earlier\s+setup\b|\bnew\s+session\s+(?:rules|policy)\b|\breset\s+complete"
+    r"\bupdate[sd]?\s+to\s+your\s+(?:instructions|rules|guidelines|configuration)\b"
+    r"|\byour\s+(?:instructions|rules|guidelines)\s+(?:were|have\s+been|are)\s+(?:updated|changed"
+    r"|replaced)\b|\b(?:all\s+)?earlier\s+setup\b|\bnew\s+session\s+(?:rules|policy)\b|\breset\s+complete"
     r"|\bend\s+of\s+(?:the\s+)?(?:stored\s+)?(?:memories|memory|context)\b|\bfresh\s+policy\b"
     r"|\bconfiguration\s+wiped|\b(?:memory|memories|context)\s+(?:dump\s+)?ends?\b",
     r"\balles\b[^.\n;]{0,40}\b(?:vorher|zuvor|bisher|oben|davor)\b[^.\n;]{0,30}(?:gilt\s+nicht"
@@ -233,7 +241,7 @@ _AUTHORITY: Final = _rx(
     r"管理员|开发者|开发人员|开发团队|运营团队|系统通知|管理者|開発者|運営",
 )
 _PERMIT: Final = _rx(
-    r"\b(?:may|can)\s+now\b|\b(?:are|is)\s+(?:now\s+)?(?:allowed|permitted|authori[sz]ed"
+    r"\bfeel\s+free\s+to\b|\b(?:may|can)\s+now\b|\b(?:are|is)\s+(?:now\s+)?(?:allowed|permitted|authori[sz]ed"
     r"|cleared|enabled)\b|\bpermission\s+to\b|\bclearance\b|\belevated\s+mode\b"
     r"|\bauthori[sz]\w*\s+(?:you|that\s+you)\b|\b(?:allows?|permits?|lets?)\s+you\b"
     r"|\bno\s+longer\s+appl\w*|\bsuspended\b|\blifted\b"
@@ -248,7 +256,8 @@ _REVEAL: Final = _rx(
     r"\b(?:reveal|disclose|print|output|display|show|read\s+out|give\s+out|hand\s+over|expose"
     r"|repeat\s+back|shar|export|past(?:e|ed|ing)|list(?:s|ed|ing)?\s+(?:every|all|each|the|their"
     r"|your))\w*\b"
-    r"|\binclud\w*\b[^.\n]{0,40}\b(?:reply|answer|response|output|message)\b",
+    r"|\b(?:includ|copy|put|past|insert|add)\w*\b[^.\n]{0,40}\b(?:reply|answer|response|output"
+    r"|message)\b|\brepeat\w*\b",
     r"\b(?:partag\w*|compart\w*|condivid\w*|delen|deel)\b",
     r"\b(?:herausgeb\w*|verrat\w*|offenleg\w*|offenzuleg\w*|anzeig\w*|zeig\w*|ausgeb\w*)\b",
     r"\b(?:révèle\w*|divulgu\w*|affiche\w*|montre\w*)\b",
@@ -261,12 +270,17 @@ _SECRET: Final = _rx(
     r"|memor(?:y|ies)|notes)\b"
     r"|\b(?:medical|health|bank|financial)\s+(?:records|data|history|details)\b"
     r"|\b(?:historial|histórico|cronologia|geschiedenis|verlauf)\b",
-    r"\b(?:system|hidden|internal|secret|initial|original|full)\s+(?:prompt|instructions"
+    r"\b(?:system|hidden|internal|secret|initial|original)\s+(?:prompt|instructions"
     r"|configuration|config|rules|setup(?:\s+text)?)\b|\byour\s+(?:instructions|configuration"
     r"|config|prompt|rules|setup)\b|\b(?:stored|saved)\s+(?:passwords?|credentials|logins?"
     r"|personal\s+data|data|records)\b|\b(?:passwords?|credentials|one-time\s+codes?"
     r"|verification\s+codes?|api\s+keys?|logins?|personal\s+data|user\s+records|pins?|vault"
-    r"|card\s+(?:numbers?|details|data)|cvv|security\s+codes?)\b",
+    r"|card\s+(?:numbers?|details|data)|cvv|security\s+codes?|(?:2fa|backup|recovery)\s+codes?"
+    r"|secrets|geheimnisse|secretos|segredos|segreti|geheimen)\b",
+    r"\b(?:gespeichert\w*\s+(?:informationen|daten|geheimnisse)|informations?\s+enregistrée?s"
+    r"|información\s+guardada|informação\s+guardada|informazioni\s+salvate"
+    r"|opgeslagen\s+informatie|saved\s+information|stored\s+information)\b"
+    r"|сохранённ\w*\s+информаци\w*|保存的信息|保存された情報",
     r"\b(?:données|datos|dados|dati|gegevens|daten)\b|данные|数据|データ",
     r"\b(?:date\s+of\s+birth|maiden\s+name|social\s+security|passport\s+number"
     r"|security\s+(?:question|answer)s?|codes?\s+(?:reçus|received|recebidos|recibidos|ricevuti"
@@ -469,9 +483,18 @@ def concepts(sentence: str) -> frozenset[str]:
     tags.update(name for name, rx in _SUPPORT if rx.search(sentence))
     if _FIRST_PERSON_START.search(sentence):
         tags.add("first_person")
+    if _IMPERATIVE_REVEAL.search(sentence):
+        tags.add("imperative")
     return frozenset(tags)
 
 
+# a sentence that opens with "reveal" / "show" is an order to whoever reads it
+_IMPERATIVE_REVEAL: Final = re.compile(
+    r"^\W*(?:please\s+)?(?:reveal|disclose|print|output|display|list|dump|revela\w*|révèle\w*"
+    r"|affiche\w*|muestra\w*|mostra\w*|rivela\w*|onthul\w*|toon|verrat\w*|zeig\w*|раскрой"
+    r"|покажи|выдай|透露|显示)\b",
+    _F,
+)
 _SPLIT: Final = re.compile(r"(?<=[.!?;])\s+|(?<=[。！？；])|\n+")
 
 
@@ -496,7 +519,8 @@ def _rules(c: frozenset[str]) -> str | None:
     if "permit" in c and (c & {"ai", "you"}) and (c & {"reveal", "disable"}) and (
             c & {"secret", "rules"}):
         return "override"
-    if "reveal" in c and "secret" in c and (c & {"ai", "order", "trigger", "permit", "authority"}
+    if "reveal" in c and "secret" in c and (c & {"ai", "order", "trigger", "permit", "authority",
+                                                 "imperative"}
                                             or "you" in c and "first_person" not in c):
         return "prompt_leak"
     if "self" in c and (c & {"priority", "self_keep"}):
