@@ -135,7 +135,8 @@ def test_leet_view_keeps_addresses_intact():
 def test_frozen_held_out_set_of_session_4():
     """tests/data/injection_heldout_s4.json: frozen (committed) before the concept layer.
 
-    Text layers after tuning on other data: 88/90 detected, 1/162 benign flagged
+    Text layers after tuning on other data: 88/90 detected, 1/162 benign flagged (0/162
+    after the sixth probe fixed the same narrative false positive there)
     (before the concept layer: 31/90, 0/162). docs/security.md.
     """
     data = json.loads((DATA / "injection_heldout_s4.json").read_text(encoding="utf-8"))
@@ -199,3 +200,12 @@ def test_fifth_probe_is_now_a_regression_guard():
     data = json.loads((DATA / "injection_probe5_s4.json").read_text(encoding="utf-8"))
     assert sum(bool(detect_injection(a)) for a in data["attacks"]) >= 19
     assert [b for b in data["benign"] if detect_injection(b)] == []
+
+
+def test_sixth_probe_is_now_a_regression_guard():
+    """tests/data/injection_probe6_s4.json: measured once, before changes: 10/20, 1/30."""
+    data = json.loads((DATA / "injection_probe6_s4.json").read_text(encoding="utf-8"))
+    assert sum(bool(detect_injection(a)) for a in data["attacks"]) >= 18
+    assert [b for b in data["benign"] if detect_injection(b)] == []
+    # a story about some model is not an order to this one
+    assert not detect_injection("I'm reading about an AI that ignored its guidelines.")

@@ -96,7 +96,7 @@ _PERSIST: Final = _rx(
 )
 _ORDER: Final = _rx(
     r"\b(?:must|should|shall|is\s+to|are\s+to|needs?\s+to|make\s+sure\s+to|be\s+sure\s+to"
-    r"|have\s+to)\b",
+    r"|have\s+to|(?:is|are)\s+(?:instructed|required|expected)\s+to)\b",
     r"\b(?:soll|sollst|muss|musst)\b", r"\b(?:doit|dois|doivent)\b", r"\b(?:debe|debes)\b",
     r"\b(?:deve|deves|devi)\b", r"\b(?:moet|moeten)\b", r"(?:должен|должна|должны)",
     r"必须|应该|要把|すること|こと。|しなければ",
@@ -149,7 +149,9 @@ _DISABLE: Final = _rx(
     r"|waiv\w*|skip\w*)\b|\b(?:switch|turn)(?:ed|s|ing)?\s+off\b",
     r"\b(?:don't|do\s+not|doesn't|does\s+not)\s+apply\b|\bohne\s+(?:regeln|grenzen|filter"
     r"|limits?)\b|\bzonder\s+(?:grenzen|regels|filters?)\b|\bsin\s+límites\b|без\s+границ"
-    r"|没有边界|境界のない|\bin\s+maintenance\s+mode\b|\b(?:is|are)\s+(?:offline|paused|inactive|down|not\s+active)\b",
+    r"|没有边界|境界のない|\bin\s+maintenance\s+mode\b"
+    r"|\bno\s+(?:content\s+)?(?:polic(?:y|ies)|guidelines|guardrails|moderation|safety)\b"
+    r"|\bstop\s+(?:warning|flagging|checking|verifying|blocking)\b|\b(?:is|are)\s+(?:offline|paused|inactive|down|not\s+active)\b",
     r"\bno\s+longer\s+appl\w*|\bwithout\s+(?:any\s+)?(?:restrictions|rules|limits|filters?"
     r"|guardrails|checks)|\bno\s+(?:restrictions|limits|rules|filters?)\b|\bunrestricted\b",
     r"\b(?:ignorier\w*|außer\s+kraft|deaktivier\w*|ohne\s+einschränkungen|keine\s+einschränkungen"
@@ -220,7 +222,11 @@ _AUTHORITY: Final = _rx(
     r"|the\s+operator|(?:the\s+)?security\s+team|compliance)\b[^.\n]{0,30}\b(?:says?|said"
     r"|authori[sz]\w*|allows?|allowed|permits?|permitted|requires?|directive|policy\s+(?:notice"
     r"|update)|notice|update|advisory|note)\b",
-    r"\bpolicy\s+update\b|\beffective\s+immediately\b"
+    r"\bsystem(?:hinweis|nachricht|anweisung)\b|\bconsigne\s+(?:du\s+)?système\b"
+    r"|\binstrucci[oó]n\s+del\s+(?:sistema|administrador)\b|\binstru[cç][aã]o\s+do\s+sistema\b"
+    r"|\bistruzione\s+di\s+sistema\b|\bsysteeminstructie\b|системн\w*\s+(?:инструкци|указани)\w*"
+    r"|系统指令|システム指示|\b(?:model|system)\s+instructions?\s+v?\d"
+    r"|\bpolicy\s+update\b|\beffective\s+immediately\b"
     r"|\bper\s+the\s+(?:developers?|admin\w*|system|operator|security\s+team)\b"
     r"|\b(?:security\s+team|compliance|system\s+administrator|administrator|admin)\s+"
     r"(?:directive|note|notice)\b",
@@ -282,6 +288,8 @@ _SECRET: Final = _rx(
     r"|opgeslagen\s+informatie|saved\s+information|stored\s+information)\b"
     r"|сохранённ\w*\s+информаци\w*|保存的信息|保存された情報",
     r"\b(?:données|datos|dados|dati|gegevens|daten)\b|данные|数据|データ",
+    r"\bapi[-\s]?(?:keys?|schlüssel|sleutels?)\b|\b(?:chave|clave|clé|chiave)s?\s+(?:de\s+)?api\b"
+    r"|api-ключ\w*|api密钥|apiキー",
     r"\b(?:date\s+of\s+birth|maiden\s+name|social\s+security|passport\s+number"
     r"|security\s+(?:question|answer)s?|codes?\s+(?:reçus|received|recebidos|recibidos|ricevuti"
     r"|ontvangen)|instrucciones\s+internas|instruções\s+internas|istruzioni\s+interne"
@@ -303,7 +311,9 @@ _CONCEAL: Final = _rx(
     r"|\b(?:keep|hide)\s+(?:this|it)\s+(?:hidden\s+|secret\s+)?from\b|\bkeep\s+this\s+hidden\b"
     r"|\bpretend\b|\bdeny\s+(?:it|that|this)\b|\bsecretly\b|\bsilently\b"
     r"|\bquietly\b|\bdoesn'?t\s+need\s+to\s+know\b"
-    r"|\b(?:do\s+not|don't|never)\s+(?:record|log|mention|report)\s+(?:that|this|it)\b",
+    r"|\b(?:do\s+not|don't|never)\s+(?:record|log|mention|report)\s+(?:that|this|it)\b"
+    r"|\bno\s+menciones\b|\bnão\s+menciones\b|\bne\s+mentionne\s+pas\b|\bnon\s+menzionare\b"
+    r"|\berwähne\b[^.\n]{0,20}\bnicht\b|не\s+упоминай|不要提|言及しない",
     r"\b(?:heimlich|still|ohne\s+(?:es\s+)?(?:zu\s+sagen|bescheid))\b|\bsag\s+\w+\s+\w*\s*nicht\b",
     r"\bsans\s+(?:prévenir|le\s+dire|avertir)\b|\ben\s+secret\b|\bne\s+dis\s+pas\b",
     r"\bsin\s+(?:avisar|decir)\b|\ben\s+secreto\b|\bno\s+le\s+digas\b",
@@ -331,8 +341,8 @@ _PRIORITY: Final = re.compile(
     _F,
 )
 _SELF_KEEP: Final = re.compile(
-    r"\b(?:copy|save|store|repeat|include|re-?save)\b[^.\n]{0,40}\b(?:again|every|each|all)\b"
-    r"[^.\n]{0,30}\b(?:memor\w*|notes?|entries)\b|\b(?:never|don't|do\s+not|refuse\s+to)\s+"
+    r"\b(?:copy|save|store|repeat|include|re-?save|duplicat\w*)\b[^.\n]{0,40}\b(?:again|every"
+    r"|each|all)\b[^.\n]{0,30}\b(?:memor\w*|notes?|entries|namespaces?)\b|\b(?:never|don't|do\s+not|refuse\s+to)\s+"
     r"(?:allow|let)?[^.\n]{0,20}\b(?:delet\w*|edit\w*|remov\w*|forget\w*)\b|\brefuse\s+to\s+"
     r"(?:delete|remove|forget)\b|\b(?:survive|outlive)\w*\s+(?:cleanup|deletion)",
     _F,
@@ -422,6 +432,13 @@ _SHAPES: Final[tuple[tuple[str, re.Pattern[str]], ...]] = tuple(
                       r"|requests?|messages?)\b[^.\n]{0,60}\bby\s+(?:saying|claiming|telling|stating)"),
         ("tool_coercion", r"\b(?:delete|erase|wipe|purge|clear)\w*\s+(?:everything|all|the\s+whole"
                           r"\s+\w+)\s+(?:in|from)\s+(?:the\s+|your\s+)?memor(?:y|ies)\b"),
+        ("role_hijack", r"\b(?:as|be)\s+dan\b|\bdan\s+mode\b|\bstay\s+in\s+character\b[^.\n]{0,40}"
+                        r"\bno\s+(?:content\s+)?polic"),
+        ("poisoning", r"\b(?:append|add|insert|include)\w*\s+['\"‘“][^'\"’”]{3,80}['\"’”]\s+"
+                      r"(?:to|in|at\s+the\s+end\s+of)\s+(?:your\s+|all\s+|every\s+|the\s+)?(?:answers?|repl(?:y"
+                      r"|ies)|responses?|messages?)"),
+        ("sabotage", r"\b(?:reassure|assure|tell|convince)\s+(?:the\s+user|them)\b[^.\n]{0,60}"
+                     r"\beven\s+if\b"),
         ("consent_claim", r"\b(?:el\s+(?:dueño|titular|propietario)"
                           r"|o\s+(?:titular|propriet[aá]rio|dono)|le\s+(?:titulaire|propriétaire)|il\s+(?:titolare|proprietario)"
                           r"|de\s+eigenaar|der\s+(?:inhaber|eigentümer))\b[^.\n]{0,30}\b(?:autoriz\w*"
@@ -485,9 +502,14 @@ def concepts(sentence: str) -> frozenset[str]:
         tags.add("first_person")
     if _IMPERATIVE_REVEAL.search(sentence):
         tags.add("imperative")
+    if _NARRATIVE.search(sentence):
+        tags.add("narrative")
     return frozenset(tags)
 
 
+# "a chatbot that kept ignoring its instructions": a story about some model, not an order
+_NARRATIVE: Final = re.compile(
+    r"\b(?:its|their)\s+(?:own\s+)?(?:instructions|rules|guidelines|guardrails|programming)\b", _F)
 # a sentence that opens with "reveal" / "show" is an order to whoever reads it
 _IMPERATIVE_REVEAL: Final = re.compile(
     r"^\W*(?:please\s+)?(?:reveal|disclose|print|output|display|list|dump|revela\w*|révèle\w*"
@@ -509,8 +531,8 @@ def _rules(c: frozenset[str]) -> str | None:
         return "override"
     if "new_rules" in c and (c & {"disable", "ai", "you", "permit"}) and "first_person" not in c:
         return "override"
-    if "disable" in c and "rules" in c and (c & {"ai", "you", "order", "authority", "persist",
-                                                 "trigger"}):
+    if "disable" in c and "rules" in c and "narrative" not in c and (
+            c & {"ai", "you", "order", "authority", "persist", "trigger"}):
         return "override"
     if "authority" in c and "own_context" not in c and (
             c & {"permit", "disable"} or "reveal" in c and "secret" in c
@@ -527,7 +549,7 @@ def _rules(c: frozenset[str]) -> str | None:
         return "poisoning"
     if "priority" in c and "rules" in c and "first_person" not in c:
         return "poisoning"
-    if "conceal" in c and "user3" in c and "first_person" not in c:
+    if "conceal" in c and ("user3" in c or "authority" in c) and "first_person" not in c:
         return "deception"
     if "trigger" in c and (c & {"disable", "reveal", "send", "permit", "unlock"}) and (
             "first_person" not in c):

@@ -109,7 +109,7 @@ _OVERRIDE_VERB = (
 _QUAL = (
     r"(?:all|any|every|each|the|your|these|those|previous|prior|above|earlier|preceding|foregoing"
     r"|former|original|initial|existing|current|old|system|developer'?s?|safety|default|given"
-    r"|provided|other|of|that|you|were|have|been|got|received|whatever|my|its|content|ethical"
+    r"|provided|other|of|that|you|were|have|been|got|received|whatever|my|content|ethical"
     r"|built-in|internal|hidden|standing|core|base)"
 )
 _STRONG_TARGET = (
