@@ -75,13 +75,29 @@ def _corpus(rng: random.Random) -> list[dict[str, Any]]:
 
 
 def _plain_recall(mem: Memory, query: str, k: int, cutoff: float,
-                  params: FusionParams) -> list[tuple[str, float]]:
-    """Every signal from its source, the list-based fuse, context_keys, fuse again."""
+                  params: FusionParams) -> tuple[list[tuple[str, float]], int]:
+    """Every signal from its source, the list-based fuse, context_keys, fuse again; and,
+    as the engine does, a pool 4x wider when expiry removed candidates and fewer than k
+    remain. Returns the hits and how many times the pool widened."""
+    n = max(4 * k, recall_mod.MIN_CANDIDATES)
+    widened = 0
+    while True:
+        out, expired, exhausted = _plain_pass(mem, query, n, cutoff, params)
+        if len(out) >= k or not expired or exhausted:
+            return out[:k], widened
+        # HNSW is approximate: a wider search can find near neighbours the narrow one
+        # missed, so the reference must widen exactly when the engine does.
+        n *= 4
+        widened += 1
+
+
+def _plain_pass(mem: Memory, query: str, n: int, cutoff: float,
+                params: FusionParams) -> tuple[list[tuple[str, float]], int, bool]:
     ns = "default"
     idx = mem._indexes.get(ns, mem._embedder.model_id, mem._embedder.dim)
     vector = mem._embed_query(query)
-    n = max(4 * k, recall_mod.MIN_CANDIDATES)
-    dense_keys, dense_sims = idx.search(vector, min(n, len(idx)))
+    dense_keys, dense_sims = (idx.search(vector, n) if n < len(idx)
+                              else idx.search_all(vector))
     # The documented query: words in over half the rows left out (bm25 weight <= 2.2e-6;
     # test_words_in_over_half_the_rows_never_reach_fts5 compares with the full query).
     match = recall_mod.lexical_match(mem._catalog, ns, query, len(idx))
@@ -111,11 +127,14 @@ def _plain_recall(mem: Memory, query: str, k: int, cutoff: float,
     ranked = fuse(cands + extra, params, now=NOW)
     ids = {r[0]: r[1] for r in conn.execute("SELECT key, id FROM memories")}
     out = []
+    expired = 0
     for cand, scores in ranked:
         expires = attrs[cand.key][2]
-        if (expires is None or expires > NOW) and scores.score >= cutoff:
+        if expires is not None and expires <= NOW:
+            expired += 1
+        elif scores.score >= cutoff:
             out.append((ids[cand.key], scores.score))
-    return out[:k]
+    return out, expired, n >= len(idx) and len(lexical) < n
 
 
 @pytest.mark.parametrize("budget_factor", [10, 2, 1])  # complete, pruned, one-word-over-budget
@@ -129,16 +148,18 @@ def test_recall_equals_the_plain_computation(
     with Memory(settings, embedder=HashEmbedder(dim=32), master_key=MASTER) as mem:
         mem.remember_many(_corpus(random.Random(7)))
         monkeypatch.setattr(recall_mod, "FTS_BUDGET_FACTOR", budget_factor)
-        compared = 0
+        compared = widened = 0
         for query in QUERIES:
             for k, cutoff in ((5, 0.0), (12, 0.3)):
                 with monkeypatch.context() as m:
                     m.setattr(recall_mod.time, "time", lambda: NOW)
                     got = mem.recall(query, k=k, min_score=cutoff, params=params)
-                want = _plain_recall(mem, query, k, cutoff, params)
+                want, wider = _plain_recall(mem, query, k, cutoff, params)
                 assert [(h.id, h.score) for h in got] == want, query
                 compared += len(want)
+                widened += wider
         assert compared > 50  # the cases above are not all empty
+        assert widened  # expiry + the cutoff leave fewer than k: the widened pool is compared
 
 
 def test_words_in_over_half_the_rows_never_reach_fts5(
