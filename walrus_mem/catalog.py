@@ -828,6 +828,10 @@ class Catalog:
                 )
                 c.execute("DELETE FROM outbox_items WHERE memory_id = ? AND version = ?",
                           (mid, version))
+                if self.is_tombstoned(namespace, mid):  # forgotten while it was being stored
+                    c.execute("INSERT OR IGNORE INTO pending_deletions (blob_id, namespace, "
+                              "deletable, at) VALUES (?, ?, ?, ?)",
+                              (blob.blob_id, namespace, deletable, time.time()))
                 result[mid] = blob.end_epoch
             if batch_id is not None:
                 c.execute("DELETE FROM outbox WHERE id = ?", (batch_id,))
@@ -899,7 +903,9 @@ class Catalog:
         """Delete a memory's row, FTS entry and queued publishes, blank its history's
         text and add a DELETE tombstone (at ``version``, default current + 1).
 
-        Returns the blob ids its versions used (-> deletable flag), or None when
+        Returns the blob ids its versions used (-> deletable flag), also recorded
+        in ``pending_deletions`` in this same transaction (walrus_mem.deletions
+        clears them once deleted or kept for good), or None when
         the memory is not live here (a tombstone is still written if
         ``version`` is given, so a merge can record a forget it learned of).
         """
@@ -916,6 +922,10 @@ class Catalog:
                     "AND blob_id IS NOT NULL", (memory_id,),
                 ).fetchall():
                     blobs[str(v[0])] = None if v[1] is None else bool(v[1])
+                c.executemany(
+                    "INSERT OR IGNORE INTO pending_deletions (blob_id, namespace, deletable, at) "
+                    "VALUES (?, ?, ?, ?)",
+                    [(b, namespace, None if d is None else int(d), at) for b, d in blobs.items()])
                 c.execute("DELETE FROM memories WHERE key = ?", (key,))
                 self.fts_remove(namespace, key)
                 c.execute("INSERT INTO changes (namespace, key) VALUES (?, ?)", (namespace, key))

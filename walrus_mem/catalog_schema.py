@@ -144,5 +144,17 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     CREATE INDEX versions_blob ON versions (blob_id);
     CREATE INDEX versions_ns_event ON versions (namespace, event);
     """,
+    # 4: blobs of forgotten memories still to delete, recorded in the forget's own
+    # transaction so a crash before the deletion leaves it to the next sync (forget.md)
+    """
+    CREATE TABLE pending_deletions (
+        blob_id TEXT PRIMARY KEY,
+        namespace TEXT NOT NULL,
+        deletable INTEGER,
+        at REAL NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        last_error TEXT
+    );
+    """,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from . import deletions
 from . import manifest as mf
 from .access import check_access
 from .blobio import check_patches, read_checked, store_batches
@@ -63,6 +64,7 @@ from .errors import (
 )
 from .expiry import NETWORK_EPOCH_SECONDS, EpochClock, network_of
 from .filters import compile_filters
+from .heads import HeadRef
 from .index import IndexStore
 from .inputs import (
     MAX_METADATA_BYTES,
@@ -735,6 +737,11 @@ class Memory:
         with self._lock:  # damaged members stay in the batch, queued, for repair
             self._catalog.record_location(ns, versions, locations, blob,
                                           batch_id=None if damaged else batch_id)
+        # A member forgotten while the store was in flight: its blob is recorded as a
+        # pending deletion (record_location); delete it now, not only at the next sync.
+        gone = deletions.pending(self._catalog, ns, blobs=[blob.blob_id])
+        if gone:
+            self._delete_blobs(gone)
         return len(locations), damaged
 
     def _sound_outbox(
@@ -1103,8 +1110,12 @@ class Memory:
     def _delete_blobs(
         self, blobs: Mapping[str, bool | None]
     ) -> tuple[builtins.list[str], dict[str, str]]:
+        """Delete blobs of forgotten memories where nothing live is stored in them; settle
+        their ``pending_deletions`` rows, except where a later retry may do better."""
         deleted: list[str] = []
         kept: dict[str, str] = {}
+        retry: dict[str, str] = {}
+        members: dict[str, dict[str, set[str]] | str] = {}  # namespace -> quilts known
         for blob_id, deletable in blobs.items():
             live = self._catalog.live_versions_in_blob(blob_id)
             if live > 0:
@@ -1116,12 +1127,76 @@ class Memory:
             if deletable is False:
                 kept[blob_id] = "permanent blob: cannot be deleted before its end epoch"
                 continue
-            ok, reason = self._get_backend().delete_blob(blob_id)
+            others = self._quilt_members_elsewhere(blob_id, members)
+            if isinstance(others, str):
+                kept[blob_id] = retry[blob_id] = others
+                continue
+            if others:
+                kept[blob_id] = (
+                    f"quilt holds {len(others)} memory(ies) a manifest known here lists "
+                    "live (not restored here, or not yet merged): kept"
+                )
+                continue
+            backend = self._get_backend()
+            ok, reason = backend.delete_blob(blob_id)
             if ok:
                 deleted.append(blob_id)
             else:
                 kept[blob_id] = reason
+                if backend.can_delete:  # a failed request, not a backend without delete
+                    retry[blob_id] = reason
+        with self._lock:
+            deletions.settle(self._catalog, [b for b in blobs if b not in retry])
+            deletions.failed(self._catalog, retry)
         return deleted, kept
+
+    def _quilt_members_elsewhere(
+        self, blob_id: str, cache: dict[str, dict[str, set[str]] | str]
+    ) -> set[str] | str:
+        """Memories not forgotten here that any manifest this data dir knows (merged,
+        seen, or an interrupted restore's) lists live in quilt ``blob_id``: e.g. one
+        whose fetch failed during a restore, so no local row counts it. A reason (str)
+        when those manifests cannot be read now: then the quilt is kept and retried."""
+        row = self._catalog.query_one(
+            "SELECT namespace FROM versions WHERE blob_id = ? AND quilt_patch_id IS NOT NULL "
+            "LIMIT 1", (blob_id,))
+        if row is None:
+            return set()  # a blob of its own holds one memory
+        ns = str(row[0])
+        if ns not in cache:
+            try:
+                heads = {*self._log.merged(ns), *self._log.newest(ns)}
+                marker = self._log.tables.restoring(ns) or {}
+                heads.update(HeadRef.parse(h) for h in marker.get("heads", []))
+                found: dict[str, set[str]] = {}
+                for ref in heads:
+                    for entry in self._log.read(ns, ref)[1]:
+                        if not entry.deleted and entry.blob_id:
+                            found.setdefault(str(entry.blob_id), set()).add(entry.memory_id)
+                cache[ns] = found
+            except (WalrusMemError, ValueError) as exc:
+                cache[ns] = (f"cannot tell which memories the quilt holds: the manifests of "
+                             f"{ns!r} are unreadable now ({type(exc).__name__}); kept, "
+                             "retried by the next sync")
+        known = cache[ns]
+        if isinstance(known, str):
+            return known
+        listed = known.get(blob_id, set())
+        return listed - set(self._catalog.tombstones(ns)) if listed else set()
+
+    def _retry_deletions(self, namespace: str | None) -> builtins.list[str]:
+        """Run the deletions a forget recorded but did not finish (killed, backend
+        down); return error lines (nothing raises)."""
+        todo = deletions.pending(self._catalog, namespace)
+        if not todo:
+            return []
+        try:
+            _, kept = self._delete_blobs(todo)
+        except WalrusMemError as exc:
+            return [f"pending blob deletions: {type(exc).__name__}: {exc}"]
+        left = deletions.pending(self._catalog, namespace, blobs=kept)
+        return [f"{len(left)} blob(s) of forgotten memories not deleted yet, retried by the "
+                f"next sync: {next(iter(kept[b] for b in left))}"] if left else []
 
     # -- sync / manifests / restore ------------------------------------------------------
 
@@ -1141,6 +1216,7 @@ class Memory:
         ns = None if namespace is None else self._ns(namespace)
         requeue_lost(self._catalog, ns)  # queued memories whose outbox row was lost
         published, errors = self._flush(ns)
+        errors += self._retry_deletions(ns)  # forgets killed before deleting their blobs
         epoch: tuple[int | None, bool] | None = None  # (current, known), asked once
         renewed = 0
         manifests: dict[str, str] = {}
@@ -1320,6 +1396,7 @@ class Memory:
         report = self._log.pull(ns, heads, allow_stale=allow_stale,
                                 allow_unrelated=allow_unrelated, progress=progress, recheck=True,
                                 allow_legacy=allow_legacy)
+        self._retry_deletions(ns)  # e.g. a pulled forget killed before its deletions
         head = report.heads[0] if report.heads else (
             report.legacy or self.stats(ns).manifest_blob_id or "")
         return RestoreReport(
@@ -1361,9 +1438,11 @@ class Memory:
             heads = list(heads)
             if not heads:
                 raise InvalidInput("pull needs at least one head reference")
-        return self._log.pull(ns, heads, allow_stale=allow_stale,
-                              allow_unrelated=allow_unrelated, progress=progress,
-                              allow_legacy=allow_legacy)
+        report = self._log.pull(ns, heads, allow_stale=allow_stale,
+                                allow_unrelated=allow_unrelated, progress=progress,
+                                allow_legacy=allow_legacy)
+        self._retry_deletions(ns)  # e.g. a pulled forget killed before its deletions
+        return report
 
     def rotate_key(self, namespace: str | None = None, *, delete_old: bool = False
                    ) -> RotationReport:
