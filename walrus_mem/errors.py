@@ -48,7 +48,8 @@ these with ``raise ... from exc``. Messages never contain key material.
     ├── LocalStoreError
     │   ├── ModelMismatch              index built with another embedding model
     │   ├── IndexCorrupt               unreadable vector index file
-    │   └── CatalogCorrupt             unreadable / inconsistent SQLite catalog
+    │   ├── CatalogCorrupt             unreadable / inconsistent SQLite catalog
+    │   └── DataDirBusy                repair needs the data dir no other process has open
     ├── LogError                       the namespace log refuses (docs/sync.md)
     │   ├── InvalidHead (ValueError)   malformed head reference / bare blob id never seen here
     │   │   └── LegacyManifest         a format-1 manifest id given without allow_legacy
@@ -77,6 +78,7 @@ __all__ = [
     "BodyTooLarge",
     "CatalogCorrupt",
     "ConfigError",
+    "DataDirBusy",
     "EmbeddingError",
     "EnvelopeError",
     "EpochUnknown",
@@ -367,6 +369,15 @@ class IndexCorrupt(LocalStoreError):
 
 class CatalogCorrupt(LocalStoreError):
     """The SQLite catalog cannot be read or is inconsistent."""
+
+
+class DataDirBusy(LocalStoreError):
+    """Another process has the data dir open (``holders``: its pids and commands), so it
+    cannot be repaired now; or a repair holds it, so it cannot be opened."""
+
+    def __init__(self, message: str, holders: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.holders = list(holders or [])
 
 
 # -- namespace log -------------------------------------------------------------

@@ -18,7 +18,8 @@ Thread safety: one re-entrant lock guards the catalog and the indexes;
 embedding and network calls run outside it, so a slow publisher does not
 block recalls from other threads. Several processes may share a data dir
 (SQLite WAL + busy timeout, a file lock around index saves, and the catalog's
-change log that every process replays before a recall).
+change log that every process replays before a recall); each open Memory holds
+the data-dir lock shared, so ``repair`` (exclusive) never runs under it.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from .access import check_access
 from .blobio import check_patches, read_checked, store_batches
 from .catalog import Catalog, vector_to_blob
 from .config import Settings
+from .datadir_lock import DataDirLock
 from .embeddings import Embedder, embed_checked, make_embedder
 from .envelope import open_envelope, seal
 from .errors import (
@@ -218,8 +220,14 @@ class Memory:
         self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._lock = threading.RLock()
         self._embed_lock = threading.Lock()
-        self._catalog = Catalog(self.data_dir / "catalog.sqlite3")
-        self._indexes = IndexStore(self.data_dir / "index", self._catalog)
+        # Shared for this Memory's lifetime: repair (exclusive) refuses while it is open.
+        self._dir_lock = DataDirLock(self.data_dir).shared()
+        try:
+            self._catalog = Catalog(self.data_dir / "catalog.sqlite3")
+            self._indexes = IndexStore(self.data_dir / "index", self._catalog)
+        except BaseException:
+            self._dir_lock.release()
+            raise
         # Parsed now, so no raw key string is kept (MasterSeed shows only a fingerprint).
         self._master: MasterSeed | None = (
             None if master_key is None else resolve_master_seed(master_key)[0]
@@ -275,8 +283,11 @@ class Memory:
                     if self._backend is not None:
                         self._backend.close()
                 finally:
-                    self._log.close()
-                    self._catalog.close()
+                    try:
+                        self._log.close()
+                        self._catalog.close()
+                    finally:
+                        self._dir_lock.release()
 
     def _check_open(self) -> None:
         if self._closed:

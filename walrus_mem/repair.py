@@ -4,15 +4,23 @@ Per namespace, in this order:
 
 1. ``queued`` memories that no outbox batch holds are enqueued again (``sync``
    does this too, on every call), so they get published;
-2. sealed copies that fail verification are replaced: by the verified copy on
-   Walrus for a published memory (the exact original bytes), else sealed
-   again from the catalog row (same id, version and text);
+2. rows whose sealed copy and catalog columns disagree: the sealed copy is
+   signed and authenticated, the text column is not, so a copy that opens
+   under the key rebuilds the row (text, metadata, FTS, vector); one that does
+   not is replaced by the verified copy on Walrus for a published memory (the
+   exact original bytes, which then rebuild the row; if Walrus cannot be read
+   now, the row is left for the next repair), else, for a queued memory that
+   nothing else holds, sealed again from the row and flagged (``resealed``);
 3. an index file that disagrees with the catalog (keys, count, sampled
    lookups) is rebuilt from the vectors stored in the catalog.
 
 A catalog SQLite cannot open is not repaired in place: it is moved aside
 (never deleted) and the namespaces are restored from Walrus
-(:func:`move_catalog_aside`, then ``Memory.restore``).
+(:func:`move_catalog_aside`, then ``Memory.restore``); then what the old file
+still holds that no head does (queued and late memories, forgets) is
+salvaged from it. The file's name is written to ``repair-salvage.json``
+before the move, so a repair killed before the salvage finishes it next time.
+Repair holds the data dir exclusively (:mod:`walrus_mem.datadir_lock`).
 
 **Usage**::
 
@@ -25,6 +33,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sqlite3
 import time
 from pathlib import Path
@@ -33,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Final
 from pydantic import BaseModel, Field
 
 from .catalog import Catalog
+from .datadir_lock import DataDirLock
 from .envelope import seal
 from .errors import CatalogCorrupt, InvalidInput, StorageError, WalrusMemError
 from .integrity import catalog_problems, check_index_file, damaged_sealed, sealed_problem
@@ -66,19 +76,24 @@ class RepairReport(BaseModel):
     catalog_problems: list[str] = Field(default_factory=list)
     requeued: list[str] = Field(default_factory=list)
     refetched: list[str] = Field(default_factory=list)  # sealed copy replaced from Walrus
-    resealed: list[str] = Field(default_factory=list)  # sealed again from the catalog row
+    # sealed again from the catalog row (a queued memory whose sealed copy does not open:
+    # its text comes from the unauthenticated column, so check these)
+    resealed: list[str] = Field(default_factory=list)
+    rebuilt: list[str] = Field(default_factory=list)  # row rewritten from its sealed copy
     index_rebuilt: bool = False
     index_detail: str = ""
     unrepaired: list[tuple[str, str]] = Field(default_factory=list)
 
     @property
     def changed(self) -> bool:
-        return bool(self.requeued or self.refetched or self.resealed or self.index_rebuilt)
+        return bool(self.requeued or self.refetched or self.resealed or self.rebuilt
+                    or self.index_rebuilt)
 
     def summary(self) -> str:
         parts = [
             f"{len(self.requeued)} re-enqueued",
             f"{len(self.refetched) + len(self.resealed)} sealed copies replaced",
+            f"{len(self.rebuilt)} rows rebuilt from their sealed copies",
             "index rebuilt" if self.index_rebuilt else "index sound",
         ]
         if self.unrepaired:
@@ -140,6 +155,10 @@ def requeue_lost(catalog: Catalog, namespace: str | None = None) -> list[str]:
 
 
 def _replace_sealed(mem: Memory, ns: str, report: RepairReport) -> None:
+    """Fix rows whose sealed copy and catalog columns disagree. The sealed copy is signed
+    and authenticated, the text column is not: a copy that opens rebuilds the row; one
+    that does not is replaced by the verified copy on Walrus (which also rebuilds the
+    row); only a queued memory, which nothing else holds, is sealed again from the row."""
     catalog = mem._catalog
     keys = mem.keys_for(ns)
     for mid, problem in damaged_sealed(catalog, keys, ns):
@@ -148,6 +167,10 @@ def _replace_sealed(mem: Memory, ns: str, report: RepairReport) -> None:
         if row is None:
             continue
         version = int(row["version"])
+        local = None if row["sealed"] is None else bytes(row["sealed"])
+        if local is not None and sealed_problem(keys, local, mid, version) is None:
+            _rebuild_row(mem, ns, row, local, report, problem)  # only the columns rotted
+            continue
         data: bytes | None = None
         if row["status"] == "published" and row["blob_id"] is not None:
             def check(raw: bytes, mid: str = mid, version: int = version) -> None:
@@ -161,30 +184,71 @@ def _replace_sealed(mem: Memory, ns: str, report: RepairReport) -> None:
                     data = client.read_quilt_patch(str(row["quilt_patch_id"]), verify=check)
                 else:
                     data = client.read_blob(str(row["blob_id"]), verify=check)
-                if sealed_problem(keys, data, mid, version, str(row["text"])) is not None:
-                    report.unrepaired.append((mid, "the copy on Walrus holds another text than "
-                                                   "the catalog; left as it is"))
-                    continue
-                report.refetched.append(mid)
             except (StorageError, InvalidInput) as exc:
-                log.info("no verified copy of %s on Walrus (%s); sealing it again", mid, exc)
-                data = None
-        if data is None:
-            from .memory import _fact_record  # the one definition of a fact's plaintext
+                # Sealing the unauthenticated text again at this version would publish
+                # whatever rotted in it: wait for the copy on Walrus instead.
+                report.unrepaired.append((mid, f"sealed copy damaged ({problem}) and no verified "
+                                               f"copy readable on Walrus now ({exc}); run repair "
+                                               "again when the aggregator answers"))
+                continue
+            with catalog.write() as c:
+                c.execute("UPDATE memories SET sealed = ?, digest = ? WHERE id = ? AND version = ?",
+                          (data, sealed_digest(data), mid, version))
+            report.refetched.append(mid)
+            log.warning("memory %s: damaged sealed copy replaced from Walrus (%s)", mid, problem)
+            if sealed_problem(keys, data, mid, version, str(row["text"])) is not None:
+                _rebuild_row(mem, ns, row, data, report, problem)
+            continue
+        from .memory import _fact_record  # the one definition of a fact's plaintext
 
-            record = _fact_record(
-                mid, version, str(row["text"]), json.loads(row["metadata"] or "{}"),
-                row["category"], float(row["importance"]), float(row["created_at"]),
-                float(row["updated_at"]), row["expires_at"])
-            data = seal(keys, record, max_plaintext=mem._max_plaintext())
-            report.resealed.append(mid)
-        log.warning("memory %s: damaged sealed copy replaced (%s)", mid, problem)
-        # New bytes of a published memory are a new blob: queue it, sync publishes it.
-        requeue = mid in report.resealed and row["status"] == "published"
+        record = _fact_record(
+            mid, version, str(row["text"]), json.loads(row["metadata"] or "{}"),
+            row["category"], float(row["importance"]), float(row["created_at"]),
+            float(row["updated_at"]), row["expires_at"])
+        data = seal(keys, record, max_plaintext=mem._max_plaintext())
+        report.resealed.append(mid)  # flagged: its text comes from the unauthenticated row
+        log.warning("memory %s: sealed copy does not open (%s); sealed again from the catalog "
+                    "row's text, which nothing authenticates: check it", mid, problem)
         with catalog.write() as c:
-            c.execute("UPDATE memories SET sealed = ?, digest = ?, status = CASE WHEN ? THEN "
-                      "'queued' ELSE status END WHERE id = ? AND version = ?",
-                      (data, sealed_digest(data), requeue, mid, version))
+            c.execute("UPDATE memories SET sealed = ?, digest = ? WHERE id = ? AND version = ?",
+                      (data, sealed_digest(data), mid, version))
+
+
+def _rebuild_row(mem: Memory, ns: str, row: Any, sealed: bytes, report: RepairReport,
+                 problem: str) -> None:
+    """Rewrite a row's text, metadata, category, importance, expiry, dedupe hash, FTS entry
+    and vector from its authenticated sealed copy (same version, nothing to publish)."""
+    from .catalog import vector_to_blob
+    from .envelope import open_envelope
+
+    mid = str(row["id"])
+    record = open_envelope(mem.keys_for(ns), sealed, expected_id=mid, expected_kind="fact")
+    text = str(record["text"])
+    metadata = json.dumps(record.get("metadata") or {}, sort_keys=True)
+    catalog = mem._catalog
+    try:
+        vector = vector_to_blob(mem._embed([text])[0])
+        with mem._lock, catalog.write() as c:
+            key = int(row["key"])
+            c.execute(
+                "UPDATE memories SET text = ?, metadata = ?, category = ?, importance = ?, "
+                "expires_at = ?, dedupe_hash = ?, vector = ? WHERE key = ?",
+                (text, metadata, record.get("category"), float(record["importance"]),
+                 record.get("expires_at"), mem.keys_for(ns).dedupe_hash(text), vector, key))
+            catalog.fts_remove(ns, key)
+            catalog.fts_add(ns, key, text)
+            c.execute("INSERT INTO changes (namespace, key) VALUES (?, ?)", (ns, key))
+            c.execute("UPDATE versions SET text = ?, metadata = ? WHERE memory_id = ? AND "
+                      "version = ? AND event != 'CONFLICT'", (text, metadata, mid,
+                                                              int(row["version"])))
+        with mem._lock:
+            mem._indexes.refresh(ns)
+    except (WalrusMemError, sqlite3.Error, KeyError, TypeError, ValueError) as exc:
+        report.unrepaired.append((mid, f"row differs from its sealed copy ({problem}) and could "
+                                       f"not be rebuilt from it: {type(exc).__name__}: {exc}"))
+        return
+    report.rebuilt.append(mid)
+    log.warning("memory %s: catalog row rebuilt from its sealed copy (%s)", mid, problem)
 
 
 def repair_namespace(mem: Memory, namespace: str | None = None) -> RepairReport:
@@ -209,15 +273,21 @@ def repair_namespace(mem: Memory, namespace: str | None = None) -> RepairReport:
     return report
 
 
-def move_catalog_aside(data_dir: Path) -> Path:
-    """Rename an unusable catalog (and its WAL files) out of the way; return the new path."""
-    path = data_dir / "catalog.sqlite3"
+def aside_path(data_dir: Path) -> Path:
+    """A free name to move the catalog aside to (never an existing file)."""
     stamp = time.strftime("%Y%m%dT%H%M%S")
     aside = data_dir / f"catalog.sqlite3.corrupt-{stamp}"
     n = 1
-    while aside.exists():
+    while any(Path(str(aside) + s).exists() for s in ("", "-wal", "-shm")):
         n += 1
         aside = data_dir / f"catalog.sqlite3.corrupt-{stamp}-{n}"
+    return aside
+
+
+def move_catalog_aside(data_dir: Path, aside: Path | None = None) -> Path:
+    """Rename an unusable catalog (and its WAL files) out of the way; return the new path."""
+    path = data_dir / "catalog.sqlite3"
+    aside = aside or aside_path(data_dir)
     for suffix in ("", "-wal", "-shm"):
         source = Path(str(path) + suffix)
         if source.exists():
@@ -243,6 +313,12 @@ class CatalogRebuild(BaseModel):
     salvaged: dict[str, str] = Field(default_factory=dict)  # old id -> id now
     salvaged_published: list[str] = Field(default_factory=list)  # old ids of published ones
     unsalvaged: list[str] = Field(default_factory=list)  # ones that could not be stored
+    # Forgets (DELETE tombstones) read back from that file, so a memory forgotten while
+    # no manifest could carry the forget stays forgotten: old ids
+    salvaged_forgets: list[str] = Field(default_factory=list)
+    # The files salvaged from: ``moved_to``, and any a killed repair moved aside (named
+    # in repair-salvage.json) whose salvage this run finished
+    salvaged_from: list[Path] = Field(default_factory=list)
     salvage_note: str = ""  # e.g. the old file is not readable at all
     missing_heads: list[str] = Field(default_factory=list)  # namespaces with no head to use
     # An unusable heads.sqlite3, moved aside and rebuilt from the catalog's heads:
@@ -381,6 +457,61 @@ def salvage_queued(mem: Memory, aside: Path, rebuild: CatalogRebuild) -> None:
                     len(rebuild.salvaged), tried, aside)
 
 
+def salvage_forgets(mem: Memory, aside: Path, rebuild: CatalogRebuild) -> None:
+    """Carry the forgets (DELETE tombstones) still readable in a moved-aside catalog into
+    the restored one: a forget made while no manifest could carry it (publisher down)
+    is in no head, and without this the restore would bring the memory back. Each is
+    recorded at its own version, like a forget learned by pull; a memory the restored
+    state holds live is forgotten (its blobs deleted, or left pending as forget does)."""
+    found, error = _readable_tombstones(aside)
+    if error is not None and not rebuild.salvage_note:
+        rebuild.salvage_note = (f"part of {aside.name} is unreadable ({error}): "
+                                f"{len(found)} forgets read from it")
+    catalog = mem._catalog
+    now = time.time()
+    touched: set[str] = set()
+    for ns, mid, version in found:
+        if ns not in mem.namespaces() or catalog.is_tombstoned(ns, mid):
+            continue
+        with mem._lock, catalog.write():
+            catalog.forget_memory(ns, mid, now, version)
+            catalog.bump_writes(ns, 1)  # the next manifest carries the tombstone
+        rebuild.salvaged_forgets.append(mid)
+        touched.add(ns)
+    for ns in touched:
+        with mem._lock:
+            mem._indexes.refresh(ns)
+            catalog.scrub()
+        mem._retry_deletions(ns)
+    if rebuild.salvaged_forgets:
+        log.warning("carried %d forgets from %s into the restored catalog",
+                    len(rebuild.salvaged_forgets), aside)
+
+
+def _readable_tombstones(path: Path) -> tuple[list[tuple[str, str, int]], str | None]:
+    """(namespace, memory id, version) of every DELETE tombstone SQLite can still read."""
+    found: dict[tuple[str, str], int] = {}
+    error: str | None = None
+    for order in ("ASC", "DESC"):
+        try:
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        except sqlite3.Error as exc:
+            return [], str(exc)
+        try:
+            for ns, mid, version in conn.execute(
+                    "SELECT namespace, memory_id, version FROM versions NOT INDEXED "
+                    f"WHERE event = 'DELETE' ORDER BY rowid {order}"):
+                key = (str(ns), str(mid))
+                found[key] = max(found.get(key, 0), int(version))
+            if error is None:
+                break
+        except sqlite3.Error as exc:
+            error = error or str(exc)
+        finally:
+            conn.close()
+    return [(ns, mid, v) for (ns, mid), v in found.items()], error
+
+
 _SALVAGE_SQL: Final = (
     "SELECT id, namespace, text, metadata, category, importance, expires_at, version, status "
     "FROM memories NOT INDEXED ORDER BY rowid {order}")
@@ -413,6 +544,36 @@ def _lacks_head(mem: Memory, ns: str) -> bool:
     return info is None or info["manifest_blob_id"] is None
 
 
+_SALVAGE_MARKER: Final = "repair-salvage.json"
+
+
+def _write_marker(data_dir: Path, asides: list[Path]) -> None:
+    """Durably name the files a repair moves the catalog to, before it moves it: a repair
+    killed after the move finishes the salvage on its next run (:func:`repair_data_dir`)."""
+    path = data_dir / _SALVAGE_MARKER
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump({"asides": [a.name for a in asides], "at": time.time()}, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    fd = os.open(data_dir, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _pending_salvage(data_dir: Path) -> list[Path]:
+    """Moved-aside catalogs a killed repair had not finished salvaging."""
+    try:
+        names = json.loads((data_dir / _SALVAGE_MARKER).read_text(encoding="utf-8"))["asides"]
+        found = [data_dir / Path(str(n)).name for n in names]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    return [p for p in found if p.exists()]
+
+
 def repair_data_dir(
     settings: Settings,
     *,
@@ -426,10 +587,27 @@ def repair_data_dir(
     ``namespace`` limits the per-namespace repair to one; ``manifest_blob_id``
     is a head to restore that namespace from (what fills a rebuilt catalog
     when this data dir remembers no head, or a second run after such a one).
+    Holds the data dir exclusively (:mod:`walrus_mem.datadir_lock`): raises
+    DataDirBusy, naming the processes, while any other has it open.
     """
+    data_dir = Path(settings.data_dir).expanduser()
+    data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with DataDirLock(data_dir).exclusive():
+        return _repair_locked(settings, data_dir, embedder=embedder, namespace=namespace,
+                              manifest_blob_id=manifest_blob_id, progress=progress)
+
+
+def _repair_locked(
+    settings: Settings,
+    data_dir: Path,
+    *,
+    embedder: Embedder | None,
+    namespace: str | None,
+    manifest_blob_id: str | None,
+    progress: ProgressCallback | None,
+) -> tuple[CatalogRebuild | None, list[RepairReport]]:
     from .memory import Memory
 
-    data_dir = Path(settings.data_dir).expanduser()
     rebuild: CatalogRebuild | None = None
     problems: list[str] = []
     heads_path = data_dir / "heads.sqlite3"
@@ -444,10 +622,13 @@ def repair_data_dir(
     except CatalogCorrupt as exc:
         problems = [str(exc)]
         mem = None
+    unfinished = _pending_salvage(data_dir)
     if problems:
         if mem is not None:
             mem.close()
-        rebuild = CatalogRebuild(moved_to=move_catalog_aside(data_dir), problems=problems)
+        aside = aside_path(data_dir)
+        _write_marker(data_dir, [*unfinished, aside])
+        rebuild = CatalogRebuild(moved_to=move_catalog_aside(data_dir, aside), problems=problems)
         mem = Memory(settings, embedder=embedder)
     assert mem is not None
     with mem:
@@ -458,7 +639,7 @@ def repair_data_dir(
             heads = {ns: h for ns, h in heads.items() if ns == mem._ns(namespace)}
         if manifest_blob_id is not None:
             heads[mem._ns(namespace)] = manifest_blob_id
-        if heads and rebuild is None:
+        if rebuild is None and (heads or unfinished):
             rebuild = CatalogRebuild(moved_to=None)
         if rebuild is not None:
             for ns, head in sorted(heads.items()):
@@ -468,8 +649,14 @@ def repair_data_dir(
                     rebuild.failed[ns] = f"{type(exc).__name__}: {exc}"
             if not heads and rebuild.moved_to is not None:
                 rebuild.missing_heads.append(mem._ns(namespace))
-            if rebuild.moved_to is not None:
-                salvage_queued(mem, rebuild.moved_to, rebuild)
+            sources = [*unfinished, *([rebuild.moved_to] if rebuild.moved_to else [])]
+            for source in sources:  # salvage skips what the catalog already holds
+                rebuild.salvaged_from.append(source)
+                salvage_forgets(mem, source, rebuild)
+                salvage_queued(mem, source, rebuild)
+            if sources and not rebuild.failed and all(
+                    r.complete for r in rebuild.restored.values()):
+                (data_dir / _SALVAGE_MARKER).unlink(missing_ok=True)
         if heads_aside is not None:
             if rebuild is None:
                 rebuild = CatalogRebuild(moved_to=None)
