@@ -178,6 +178,24 @@ def _fact_record(item_id: str, version: int, text: str, metadata: dict[str, Any]
     }
 
 
+def _named_bytes(client: WalrusClient, head: str) -> bytes | None:
+    """The bytes of the manifest ``head`` names (checked against its digest), any bytes
+    of a bare blob id, or None when they cannot be read or do not match."""
+    try:
+        ref = HeadRef.parse(head)
+    except ValueError:  # InvalidHead: a bare blob id
+        ref = None
+
+    def matches(data: bytes) -> None:
+        if ref is not None and mf.sealed_digest(data) != ref.digest:
+            raise ValueError("bytes do not match the head reference's digest")
+
+    try:
+        return client.read_blob(head.split(".")[0], verify=matches)
+    except (StorageError, ValueError):
+        return None  # the restore reads it again and reports the failure
+
+
 class Memory:
     """Encrypted long-term memory: remember facts, recall them by meaning.
 
@@ -1237,6 +1255,12 @@ class Memory:
         for name in names:
             try:
                 if self._log.tables.restoring(name) is not None:
+                    if self._merge_running(name):
+                        errors.append(
+                            f"pull for {name!r}: a pull or restore of it is running in another "
+                            "process or thread; no manifest of it from this sync (the next "
+                            "sync publishes one when that has finished)")
+                        continue
                     raise RestoreIncomplete(
                         f"restore of {name!r} was interrupted: run `walrus-mem restore "
                         f"--namespace {name}` to finish it; no manifest until then")
@@ -1284,6 +1308,12 @@ class Memory:
             pulled=pulled,
             skipped_heads=skipped,
         )
+
+    def _merge_running(self, ns: str) -> bool:
+        """Whether the restore mark of ``ns`` belongs to a pull or restore still running
+        (it holds the namespace's manifest lock), not to one that was interrupted."""
+        with self._log.turn(ns, wait=False) as ours:
+            return not ours and self._log.tables.restoring(ns) is not None
 
     def _sync_epoch(self, started: float, errors: builtins.list[str]) -> tuple[int | None, bool]:
         """The epoch sync renews against: trusted as in :meth:`epoch_estimate`, a store
@@ -1393,11 +1423,12 @@ class Memory:
         self._check_open()
         ns = self._ns(namespace)
         if manifest_blob_id is not None:  # a fresh machine: which key generation sealed it?
-            try:
-                root = self.walrus.read_blob(str(manifest_blob_id).split(".")[0])
-            except (StorageError, ValueError):
-                root = b""  # the restore below reads it again and reports the failure
-            adopt_generation(self, ns, root)
+            # Only the bytes the head reference names may pick the generation: a failed
+            # restore (a mistyped digest, another manifest served) must change nothing.
+            # A bare id (seen here, or a format-1 one) binds no digest; the pull checks it.
+            root = _named_bytes(self.walrus, str(manifest_blob_id))
+            if root is not None:
+                adopt_generation(self, ns, root)
         heads = None if manifest_blob_id is None else [manifest_blob_id]
         if heads is None and self._log.tables.restoring(ns) is None and not self._log.newest(ns):
             raise InvalidInput(

@@ -1,0 +1,90 @@
+"""Restore and sync under the issue 10 red team: a failed restore of a rotated namespace,
+and a restore mark that belongs to a pull still running in another process."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from relayer_mock.server import RelayerServer
+from tests.helpers_log import dir_snapshot, machine
+from walrus_mem.errors import HeadMismatch
+
+ROOT = str(Path(__file__).resolve().parent.parent)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayerServer]:
+    with RelayerServer(tmp_path_factory.mktemp("walrus")) as srv:
+        yield srv
+
+
+def test_a_failed_restore_of_a_rotated_namespace_registers_nothing(
+        tmp_path: Path, server: RelayerServer) -> None:
+    """The key generation is adopted only from bytes that match the head reference: a
+    mistyped digest raises HeadMismatch and leaves the data dir exactly as it was."""
+    with machine(tmp_path / "a", server.url, state_dir=tmp_path / "a-state") as a:
+        a.remember("a fact of a rotated namespace", namespace="gen")
+        a.sync()
+        a.rotate_key("gen")
+        head = a.sync().manifests.get("gen") or a.stats("gen").manifest_blob_id
+    assert head is not None
+    bad = head[:-1] + ("0" if head[-1] != "0" else "1")
+    with machine(tmp_path / "b", server.url, state_dir=tmp_path / "b-state") as b:
+        b.remember("b's fact in another namespace", namespace="other")
+        before = dir_snapshot(tmp_path / "b")
+        with pytest.raises(HeadMismatch):
+            b.restore("gen", bad)
+        assert dir_snapshot(tmp_path / "b") == before
+        assert b.namespaces() == ["other"]
+        report = b.restore("gen", head)  # the right head still restores, generation and all
+        assert report.complete and report.restored == 1
+
+
+_PULLING = """
+import sys
+sys.path.insert(0, {root!r})
+from pathlib import Path
+from tests.helpers_log import machine
+m = machine(Path({data!r}), {url!r}, state_dir=Path({state!r}))
+with m._log.turn("p", wait=True):  # what a pull holds while it merges
+    m._log.tables.set_restoring("p", {{"heads": [{head!r}], "started": 0.0}})
+    print("pulling", flush=True)
+    sys.stdin.readline()
+    if {finish!r}:
+        m._log.tables.set_restoring("p", None)
+m.close()
+"""
+
+
+@pytest.mark.parametrize("finish", [True, False])
+def test_sync_tells_a_pull_running_elsewhere_from_an_interrupted_restore(
+        tmp_path: Path, server: RelayerServer, finish: bool) -> None:
+    with machine(tmp_path / "a", server.url, state_dir=tmp_path / "a-state") as a:
+        a.remember("seed fact", namespace="p")
+        head = a.sync().manifests["p"]
+    script = _PULLING.format(root=ROOT, data=str(tmp_path / "a"), url=server.url,
+                             state=str(tmp_path / "a-state"), head=head, finish=finish)
+    with machine(tmp_path / "a", server.url, state_dir=tmp_path / "a-state") as a, \
+            subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True) as other:
+        assert other.stdin is not None and other.stdout is not None
+        try:
+            assert other.stdout.readline().strip() == "pulling"
+            a.remember("written while the other process pulls", namespace="p")
+            errors = a.sync("p").errors
+            assert errors and "running" in errors[0] and "interrupted" not in errors[0]
+            assert "walrus-mem restore" not in " ".join(errors)
+        finally:
+            other.stdin.write("\n")
+            other.stdin.flush()
+            other.wait(60)
+        after = a.sync("p")
+        if finish:  # the pull finished: this sync publishes
+            assert after.errors == [] and "p" in after.manifests
+        else:  # the puller died with the mark set: now it is an interrupted restore
+            assert any("interrupted" in e and "walrus-mem restore" in e for e in after.errors)
