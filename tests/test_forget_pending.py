@@ -170,3 +170,24 @@ def test_forget_while_sync_is_storing_the_memory_deletes_what_got_published(
         assert not any(e.memory_id == rec.id and not e.deleted for e in entries)
     assert _status(server, published[0]) == 404
     assert json.dumps(result["sync"].errors) == "[]"
+
+
+def test_a_deletion_the_backend_refused_is_retried_by_the_next_sync(
+        tmp_path: Path, server: RelayerServer) -> None:
+    refuse = {"on": False}
+    with HookProxy(server.url, hook=lambda m, p: (503, b"busy")
+                   if refuse["on"] and m == "DELETE" else None) as pub, \
+            _at(tmp_path, "a", pub.url, aggregator=server.url) as a:
+        rec = a.remember("an old address, to forget", namespace="fr")
+        a.sync()
+        blob = a.get(rec.id, namespace="fr").blob_id
+        assert blob is not None
+        refuse["on"] = True
+        report = a.forget(rec.id, namespace="fr")
+        assert report.deleted_blobs == [] and "503" in report.kept_blobs[blob]
+        waiting = a.sync("fr").errors
+        assert waiting and "not deleted yet" in waiting[0]
+        assert _status(server, blob) == 200
+        refuse["on"] = False
+        assert a.sync("fr").errors == []
+    assert _status(server, blob) == 404

@@ -1156,6 +1156,12 @@ class Memory:
             if deletable is False:
                 kept[blob_id] = "permanent blob: cannot be deleted before its end epoch"
                 continue
+            backend = self._get_backend()
+            if not backend.can_delete:  # real Walrus over HTTP: no reads for nothing
+                kept[blob_id] = backend.delete_blob(blob_id)[1]
+                if backend.delete_unknown:  # the server was unreachable: ask again later
+                    retry[blob_id] = kept[blob_id]
+                continue
             others = self._quilt_members_elsewhere(blob_id, members)
             if isinstance(others, str):
                 kept[blob_id] = retry[blob_id] = others
@@ -1166,14 +1172,11 @@ class Memory:
                     "live (not restored here, or not yet merged): kept"
                 )
                 continue
-            backend = self._get_backend()
             ok, reason = backend.delete_blob(blob_id)
             if ok:
                 deleted.append(blob_id)
             else:
-                kept[blob_id] = reason
-                if backend.can_delete:  # a failed request, not a backend without delete
-                    retry[blob_id] = reason
+                kept[blob_id] = retry[blob_id] = reason  # a failed request: try again later
         with self._lock:
             deletions.settle(self._catalog, [b for b in blobs if b not in retry])
             deletions.failed(self._catalog, retry)

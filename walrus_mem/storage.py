@@ -46,6 +46,7 @@ class Backend:
         self._admin = admin
         self._owns_client = owns_client
         self._admin_ok: bool | None = True if embedded is not None else None
+        self._admin_unreachable = False
 
     @property
     def is_embedded(self) -> bool:
@@ -66,12 +67,19 @@ class Backend:
                 response = self._admin.get("/_mock/epoch")
                 self._admin_ok = response.status_code == 200
             except httpx.HTTPError:
-                self._admin_ok = False
+                self._admin_ok, self._admin_unreachable = False, True
         return self._admin if self._admin_ok else None
 
     @property
     def can_delete(self) -> bool:
         return self._admin_client() is not None
+
+    @property
+    def delete_unknown(self) -> bool:
+        """Whether the server was unreachable when asked if it has a delete route (so
+        whether it has one is unknown): a deletion refused for that reason is worth
+        retrying (a later process asks again)."""
+        return self._admin_client() is None and self._admin_unreachable
 
     def delete_blob(self, blob_id: str) -> tuple[bool, str]:
         """Delete a deletable blob where the backend allows it: (deleted, explanation)."""
