@@ -10,6 +10,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from relayer_mock.server import RelayerServer
@@ -80,6 +81,9 @@ def test_repair_keeps_a_forget_that_only_the_damaged_catalog_knew(
         head = mem.sync().manifests["default"]
         _, entries = mem._log.read("default", head)
         assert [e.deleted for e in entries if e.memory_id == secret.id] == [True]
+    # the forget's deletion failed (publisher down): done now that the publisher answers
+    assert secret.blob_id is not None
+    assert httpx.get(f"{server.url}/v1/blobs/{secret.blob_id}", timeout=10).status_code == 404
 
 
 _KILLED_REPAIR = """

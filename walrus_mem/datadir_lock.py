@@ -4,7 +4,7 @@ Several processes may share a data dir (SQLite WAL). Repair is the exception:
 it moves the catalog aside and rebuilds it, and a process that kept it open
 would go on writing acknowledged memories into the moved-aside file. So each
 Memory takes a shared ``flock`` on ``locks/datadir.lock`` for its lifetime
-and writes a holder file (``locks/open/<pid>-<n>``: its pid and command) that
+and writes a holder file (``locks/open/<pid>-<n>``: its pid and program) that
 repair names when its exclusive, non-blocking ``flock`` is refused. A
 Memory opened in the process that holds the exclusive lock (repair's own)
 takes nothing. ``flock`` locks die with their process, so a killed holder
@@ -91,8 +91,9 @@ class DataDirLock:
         holder = self.data_dir / "locks" / "open" / f"{os.getpid()}-{next(_COUNTER)}"
         try:
             holder.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-            holder.write_text(f"pid {os.getpid()}: {' '.join(sys.argv)[:160]}\n",
-                              encoding="utf-8")
+            # the program's name only: arguments may carry secrets
+            program = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python"
+            holder.write_text(f"pid {os.getpid()}: {program}\n", encoding="utf-8")
             self._holder = holder
         except OSError:
             pass  # the lock still protects; only the name of this holder is missing

@@ -462,13 +462,15 @@ def salvage_forgets(mem: Memory, aside: Path, rebuild: CatalogRebuild) -> None:
     the restored one: a forget made while no manifest could carry it (publisher down)
     is in no head, and without this the restore would bring the memory back. Each is
     recorded at its own version, like a forget learned by pull; a memory the restored
-    state holds live is forgotten (its blobs deleted, or left pending as forget does)."""
+    state holds live is forgotten (its blobs deleted, or left pending as forget does).
+    The old file's unfinished blob deletions are carried over and retried too."""
     found, error = _readable_tombstones(aside)
     if error is not None and not rebuild.salvage_note:
         rebuild.salvage_note = (f"part of {aside.name} is unreadable ({error}): "
                                 f"{len(found)} forgets read from it")
     catalog = mem._catalog
     now = time.time()
+    pending = _carry_pending_deletions(mem, aside)
     touched: set[str] = set()
     for ns, mid, version in found:
         if ns not in mem.namespaces() or catalog.is_tombstoned(ns, mid):
@@ -482,10 +484,29 @@ def salvage_forgets(mem: Memory, aside: Path, rebuild: CatalogRebuild) -> None:
         with mem._lock:
             mem._indexes.refresh(ns)
             catalog.scrub()
+    for ns in sorted(touched | pending):
         mem._retry_deletions(ns)
     if rebuild.salvaged_forgets:
         log.warning("carried %d forgets from %s into the restored catalog",
                     len(rebuild.salvaged_forgets), aside)
+
+
+def _carry_pending_deletions(mem: Memory, aside: Path) -> set[str]:
+    """Copy the old file's unfinished blob deletions (walrus_mem.deletions) into the new
+    catalog; return their namespaces. A file without the table carries none."""
+    try:
+        conn = sqlite3.connect(f"file:{aside}?mode=ro", uri=True)
+        try:
+            rows = conn.execute("SELECT blob_id, namespace, deletable, at "
+                                "FROM pending_deletions").fetchall()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return set()
+    with mem._catalog.write() as c:
+        c.executemany("INSERT OR IGNORE INTO pending_deletions (blob_id, namespace, deletable, "
+                      "at) VALUES (?, ?, ?, ?)", rows)
+    return {str(r[1]) for r in rows}
 
 
 def _readable_tombstones(path: Path) -> tuple[list[tuple[str, str, int]], str | None]:
@@ -652,8 +673,8 @@ def _repair_locked(
             sources = [*unfinished, *([rebuild.moved_to] if rebuild.moved_to else [])]
             for source in sources:  # salvage skips what the catalog already holds
                 rebuild.salvaged_from.append(source)
-                salvage_forgets(mem, source, rebuild)
                 salvage_queued(mem, source, rebuild)
+                salvage_forgets(mem, source, rebuild)  # after: namespaces it created exist
             if sources and not rebuild.failed and all(
                     r.complete for r in rebuild.restored.values()):
                 (data_dir / _SALVAGE_MARKER).unlink(missing_ok=True)
