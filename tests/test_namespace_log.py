@@ -366,7 +366,7 @@ def test_two_machines_converge_with_one_conflict_rule(tmp_path: Path, server) ->
         assert live(c, "cv") == final
 
 
-def test_same_text_on_two_machines_collapses_into_one_memory(tmp_path: Path, server) -> None:
+def test_same_text_on_two_machines_keeps_both_memories(tmp_path: Path, server) -> None:
     with machine(tmp_path / "a", server.url) as a, machine(tmp_path / "b", server.url) as b:
         a.remember("seed", namespace="dd")
         b.restore("dd", a.sync().manifests["dd"])
@@ -375,10 +375,18 @@ def test_same_text_on_two_machines_collapses_into_one_memory(tmp_path: Path, ser
         assert x.id != y.id
         ra = a.pull(b.sync().manifests["dd"], namespace="dd")
         rb = b.pull(a.sync().manifests["dd"], namespace="dd")
-        assert ra.deduplicated == 1  # b learns the outcome as a tombstone (+ the survivor)
-        assert rb.forgotten == rb.added
-        assert live(a, "dd") == live(b, "dd")
-        assert min(x.id, y.id) in live(a, "dd") and max(x.id, y.id) not in live(a, "dd")
+        # twins: neither is forgotten for the other (docs/sync.md), recall shows one
+        assert (ra.deduplicated, rb.deduplicated) == (1, 1)
+        assert (ra.forgotten, rb.forgotten, ra.added, rb.added) == (0, 0, 1, 1)
+        assert live(a, "dd") == live(b, "dd") and {x.id, y.id} <= set(live(a, "dd"))
+        hits = a.recall("the same fact typed twice", namespace="dd", k=5)
+        assert [h.record.text for h in hits].count("the same fact typed twice") == 1
+        assert a.remember("the same fact typed twice", namespace="dd").deduplicated
+        # the plain holder forgotten: the twin takes its place for remember's dedupe
+        holder = a.remember("the same fact typed twice", namespace="dd").id
+        a.forget(holder, namespace="dd")
+        again = a.remember("the same fact typed twice", namespace="dd")
+        assert again.deduplicated and again.id == ({x.id, y.id} - {holder}).pop()
 
 
 def test_heads_file_exchanges_heads_through_sync(tmp_path: Path, server) -> None:

@@ -61,6 +61,8 @@ __all__ = [
     "SCHEMA_VERSION",
     "Catalog",
     "fts_table",
+    "plain_dedupe_hash",
+    "twin_slot",
     "vector_from_blob",
     "vectors_from_blobs",
     "vector_to_blob",
@@ -698,6 +700,23 @@ class Catalog:
         return {str(r[0]): str(r[1]) for r in rows}
 
     @_guarded
+    def dedupe_slot(self, namespace: str, dedupe_hash: str, memory_id: str) -> str:
+        """The ``dedupe_hash`` column value for ``memory_id`` holding text of ``dedupe_hash``.
+
+        The plain hash, unless another live memory holds it: then ``<hash>:<id>``, a
+        *twin*. Two memories of one text written on two machines both stay (a merge
+        never forgets one for the other: docs/sync.md); remember() dedupes to the
+        plain holder, recall shows one of them, and a twin takes the plain hash back
+        when its holder is forgotten (:meth:`forget_memory`).
+        """
+        row = self.query_one(
+            "SELECT id FROM memories WHERE namespace = ? AND dedupe_hash = ?",
+            (namespace, dedupe_hash))
+        if row is None or str(row[0]) == memory_id:
+            return dedupe_hash
+        return twin_slot(dedupe_hash, memory_id)
+
+    @_guarded
     def adopt_model(self, namespace: str, model_id: str, dim: int) -> None:
         """Record the namespace's embedding model unless it already has one."""
         with self.write() as c:
@@ -857,6 +876,8 @@ class Catalog:
         quilt_patch_id, end_epoch, digest) the current version of memory ``key``."""
         values = {**_MEMORY_DEFAULTS, **row}
         with self.write() as c:
+            before = c.execute("SELECT dedupe_hash FROM memories WHERE key = ?",
+                               (key,)).fetchone()
             c.execute(
                 "UPDATE memories SET text = ?, metadata = ?, category = ?, importance = ?, "
                 "updated_at = ?, expires_at = ?, version = ?, dedupe_hash = ?, status = ?, "
@@ -868,6 +889,8 @@ class Catalog:
                  values["quilt_patch_id"], values["end_epoch"], values["sealed"],
                  values["digest"], key),
             )
+            if before is not None and str(before[0]) != values["dedupe_hash"]:
+                self._promote_twin(c, namespace, str(before[0]))
             if vector is not None:
                 c.execute("UPDATE memories SET vector = ? WHERE key = ?", (vector, key))
                 self.fts_remove(namespace, key)
@@ -911,7 +934,7 @@ class Catalog:
         """
         with self.write() as c:
             row = c.execute(
-                "SELECT key, version FROM memories WHERE id = ? AND namespace = ?",
+                "SELECT key, version, dedupe_hash FROM memories WHERE id = ? AND namespace = ?",
                 (memory_id, namespace),
             ).fetchone()
             blobs: dict[str, bool | None] = {}
@@ -927,6 +950,7 @@ class Catalog:
                     "VALUES (?, ?, ?, ?)",
                     [(b, namespace, None if d is None else int(d), at) for b, d in blobs.items()])
                 c.execute("DELETE FROM memories WHERE key = ?", (key,))
+                self._promote_twin(c, namespace, str(row["dedupe_hash"]))
                 self.fts_remove(namespace, key)
                 c.execute("INSERT INTO changes (namespace, key) VALUES (?, ?)", (namespace, key))
                 c.execute("DELETE FROM outbox_items WHERE memory_id = ?", (memory_id,))
@@ -942,6 +966,20 @@ class Catalog:
                     "VALUES (?, ?, ?, 'DELETE', ?)", (memory_id, namespace, tomb, at),
                 )
             return blobs if row is not None else None
+
+    @staticmethod
+    def _promote_twin(c: sqlite3.Connection, namespace: str, dedupe_hash: str) -> None:
+        """The plain hash's holder is gone: its oldest twin (if any) takes the hash, so
+        remember() of that text dedupes to it again."""
+        if ":" in dedupe_hash:
+            return
+        twin = c.execute(
+            "SELECT key FROM memories WHERE namespace = ? AND dedupe_hash >= ? AND "
+            "dedupe_hash < ? ORDER BY key LIMIT 1",
+            (namespace, dedupe_hash + ":", dedupe_hash + ";")).fetchone()
+        if twin is not None:
+            c.execute("UPDATE memories SET dedupe_hash = ? WHERE key = ?",
+                      (dedupe_hash, int(twin[0])))
 
     @_guarded
     def is_tombstoned(self, namespace: str, memory_id: str) -> bool:
@@ -1087,6 +1125,16 @@ class Catalog:
             "forgotten": int(forgotten[0]) if forgotten else 0,
             "outbox_batches": self.outbox_count(namespace),
         }
+
+
+def twin_slot(dedupe_hash: str, memory_id: str) -> str:
+    """The ``dedupe_hash`` column of a twin (:meth:`Catalog.dedupe_slot`)."""
+    return f"{plain_dedupe_hash(dedupe_hash)}:{memory_id}"
+
+
+def plain_dedupe_hash(value: str) -> str:
+    """The text's dedupe hash from a ``dedupe_hash`` column value (a twin's included)."""
+    return value.split(":", 1)[0]
 
 
 def _split_sql(script: str) -> list[str]:

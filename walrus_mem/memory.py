@@ -1058,9 +1058,13 @@ class Memory:
                 raise MemoryNotFound(f"no memory {mid} in namespace {ns!r}")
             if int(current["version"]) != version - 1:
                 raise InvalidInput(f"memory {mid} was updated concurrently; retry")
-            clash = self._catalog.ids_by_dedupe_hash(ns, [item.dedupe_hash]).get(item.dedupe_hash)
-            if clash is not None and clash != mid:
-                raise InvalidInput(f"memory {clash} already holds that text")
+            if text_changed:
+                clash = self._catalog.ids_by_dedupe_hash(
+                    ns, [item.dedupe_hash]).get(item.dedupe_hash)
+                if clash is not None and clash != mid:
+                    raise InvalidInput(f"memory {clash} already holds that text")
+            else:  # a twin (same text, merged from another machine) keeps its slot
+                item.dedupe_hash = self._catalog.dedupe_slot(ns, item.dedupe_hash, mid)
             self._catalog.replace_version(ns, int(current["key"]), {
                 "text": item.text, "metadata": json.dumps(item.metadata, sort_keys=True),
                 "category": item.category, "importance": item.importance, "updated_at": now,

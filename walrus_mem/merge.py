@@ -23,9 +23,12 @@ is commutative, associative and idempotent, so machines that exchanged heads
 end with the same live memories whatever the order of their pulls.
 
 Two different memories that end up with the same text (remembered on two
-machines independently) collapse into the one with the smaller id; the
-other gets a tombstone (counted as ``deduplicated``). That is decided where
-the texts are known (namespace_log.py) with :func:`dedupe_survivor`.
+machines independently) are **twins**: both stay, as any two memories do
+(counted as ``deduplicated``; recall shows one of them). A merge never turns
+one memory into a tombstone of another: a tombstone only ever comes from a
+forget of that very id, so an update of either twin, or a forget of one
+written without knowing the other, merges like any other change, in any
+order (catalog.dedupe_slot keeps the unique text index apart for them).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from dataclasses import dataclass, field
 
 from .manifest import Entry
 
-__all__ = ["LocalVersion", "MergePlan", "dedupe_survivor", "plan_merge"]
+__all__ = ["LocalVersion", "MergePlan", "plan_merge"]
 
 
 @dataclass(frozen=True)
@@ -142,8 +145,3 @@ def _wins(a: Entry, b: Entry) -> bool:
     if a.deleted != b.deleted:
         return a.deleted
     return a.rank() > b.rank()
-
-
-def dedupe_survivor(a: str, b: str) -> str:
-    """Of two memories holding the same text, the one that stays (the smaller id)."""
-    return min(a, b)

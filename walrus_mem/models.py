@@ -219,7 +219,8 @@ class PullReport(BaseModel):
 
     ``added`` / ``updated`` / ``forgotten`` count local changes; ``conflicts``
     versions that lost the merge rule (kept in ``history`` as CONFLICT);
-    ``deduplicated`` memories collapsed into another with the same text;
+    ``deduplicated`` memories merged in whose text another live memory holds
+    (twins: both stay, recall shows one; docs/sync.md);
     ``deleted_blobs`` / ``kept_blobs``: this data dir's blobs of the memories
     forgotten by the merge, deleted or kept with the reason, as in
     :class:`ForgetReport`;

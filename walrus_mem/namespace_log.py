@@ -71,7 +71,7 @@ from .inputs import new_memory_id
 from .keys import NamespaceKeys
 from .legacy_manifest import LegacyRoot, is_format_1, parse_page_v1, parse_root_v1
 from .lineage import is_ancestor
-from .merge import LocalVersion, MergePlan, dedupe_survivor, plan_merge
+from .merge import LocalVersion, MergePlan, plan_merge
 from .models import PullReport
 from .walrus import WalrusClient
 
@@ -854,7 +854,7 @@ class NamespaceLog:
                             tally)
         if tally.missing and not clock.reading().known:
             self._name_expired(tally, {e.memory_id: e.end_epoch for e in fetches})
-        if plan.forget or plan.tombstones or tally.deduplicated:
+        if plan.forget or plan.tombstones:
             # Text left the catalog: push it out of the FTS5 segments and the WAL,
             # as Memory.forget does (a forget must not linger on the pulling machine).
             with self.lock:
@@ -1078,18 +1078,11 @@ class NamespaceLog:
                     tally.conflicts += 1
             for (entry, data, rec), text, vector in zip(incoming, texts, vectors, strict=True):
                 mid = entry.memory_id
-                dedupe_hash = keys.dedupe_hash(text)
-                holder = self.catalog.ids_by_dedupe_hash(ns, [dedupe_hash]).get(dedupe_hash)
-                if holder is not None and holder != mid:
-                    # the loser's blobs held by this data dir go as a forget's do (the
-                    # other machine deletes its own when it merges the tombstone)
-                    loser = mid if dedupe_survivor(holder, mid) == holder else holder
-                    blobs = self.catalog.forget_memory(
-                        ns, loser, now, entry.version + 1 if loser == mid else None)
-                    tally.forgotten_blobs.update(blobs or {})
+                # Another memory with this text (written on another machine) stays: a
+                # merge never forgets one memory for another (docs/sync.md, twins).
+                dedupe_hash = self.catalog.dedupe_slot(ns, keys.dedupe_hash(text), mid)
+                if ":" in dedupe_hash:
                     tally.deduplicated += 1
-                    if loser == mid:
-                        continue
                 vector_bytes = vector_to_blob(vector)
                 row: dict[str, Any] = {
                     "id": mid, "text": text, "metadata": _metadata_json(rec),

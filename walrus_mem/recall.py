@@ -52,6 +52,8 @@ __all__ = ["FTS_BUDGET_FACTOR", "MIN_CANDIDATES", "hybrid_recall", "informative_
 MIN_CANDIDATES: Final = 50
 FTS_BUDGET_FACTOR: Final = 10
 """An FTS5 pass scores at most about this many rows per candidate (see _first_pass)."""
+TWIN_SLACK: Final = 8
+"""Extra ranked rows read so twins collapsed into one hit leave no gap in the top k."""
 
 
 def _first_pass(catalog: Catalog, ns: str, match: str | None, n: int) -> str | None:
@@ -112,6 +114,16 @@ class _Lexical:
     top: list[int]
     scores: dict[int, float]
     complete: bool  # scores holds the full query's bm25 of every matching row
+
+
+def _one_per_text(hits: list[RecallHit]) -> list[RecallHit]:
+    seen: set[str] = set()
+    out = []
+    for hit in hits:
+        if hit.record.text not in seen:
+            seen.add(hit.record.text)
+            out.append(hit)
+    return out
 
 
 def informative_terms(counts: dict[str, int], rows: int) -> dict[str, int]:
@@ -259,6 +271,9 @@ def hybrid_recall(
         filtered_out = int(removed.sum())
         exhausted = n >= total and len(lexical.top) < n
         if len(winners) >= k or not filtered_out or exhausted:
+            # Twins (one text remembered on two machines, both kept by the merge:
+            # docs/sync.md) show once: the best-ranked; a few more rows fill their place.
+            winners = kept[:k + TWIN_SLACK].tolist()
             if predicate is None:
                 full = catalog.memories_by_keys(ns, [keys[i] for i in winners])
             hits = [
@@ -273,6 +288,7 @@ def hybrid_recall(
                 )
                 for i in winners if keys[i] in full
             ]
+            hits = _one_per_text(hits)[:k]
             return RecallResult(hits, candidates=len(keys), filtered_out=filtered_out,
                                 below_min_score=int(below.sum()))
         n *= 4  # filters removed too many: widen the candidate pool

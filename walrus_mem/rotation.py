@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, Final
 from filelock import FileLock, Timeout
 
 from . import manifest as mf
+from .catalog import twin_slot
 from .envelope import envelope_fingerprint, open_envelope, seal
 from .errors import (
     EnvelopeError,
@@ -225,7 +226,7 @@ def _reseal(memory: Memory, ns: str, old: NamespaceKeys, new: NamespaceKeys,
     last = 0
     while True:
         rows = catalog.query(
-            "SELECT key, id, version, text, sealed, blob_id FROM memories "
+            "SELECT key, id, version, text, sealed, blob_id, dedupe_hash FROM memories "
             "WHERE namespace = ? AND key > ? ORDER BY key LIMIT ?", (ns, last, RESEAL_CHUNK))
         if not rows:
             return done
@@ -258,7 +259,7 @@ def _reseal(memory: Memory, ns: str, old: NamespaceKeys, new: NamespaceKeys,
                     "UPDATE memories SET sealed = ?, digest = ?, dedupe_hash = ?, "
                     "status = 'queued', blob_id = NULL, quilt_patch_id = NULL, object_id = NULL, "
                     "end_epoch = NULL, deletable = NULL WHERE key = ? AND version = ?",
-                    (sealed, mf.sealed_digest(sealed), new.dedupe_hash(str(row["text"])),
+                    (sealed, mf.sealed_digest(sealed), _rotated_slot(new, row),
                      int(row["key"]), int(row["version"])),
                 )
             rotating["old_blobs"] = sorted(set(rotating["old_blobs"]))
@@ -272,6 +273,12 @@ def _reseal(memory: Memory, ns: str, old: NamespaceKeys, new: NamespaceKeys,
                                          time.time())
         done += len(work)
         _progress_hook(done)
+
+
+def _rotated_slot(new: NamespaceKeys, row: Any) -> str:
+    """The row's dedupe hash under the new key; a twin (catalog.dedupe_slot) stays one."""
+    plain = new.dedupe_hash(str(row["text"]))
+    return twin_slot(plain, str(row["id"])) if ":" in str(row["dedupe_hash"]) else plain
 
 
 def _progress_hook(done: int) -> None:

@@ -1,0 +1,152 @@
+"""The merge rule's red-team cases (issue 10): twins, unread blobs, races (docs/sync.md)."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from relayer_mock.server import RelayerServer
+from tests.helpers_log import live, machine
+from walrus_mem import Memory
+
+T = "my parking spot is B-12"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayerServer]:
+    with RelayerServer(tmp_path_factory.mktemp("walrus")) as srv:
+        yield srv
+
+
+def state(mem: Memory, ns: str) -> dict[str, tuple[Any, ...]]:
+    """id -> every field a merge must keep."""
+    return {r.id: (r.text, r.category, r.metadata, r.importance, r.version)
+            for r in mem.list(ns, limit=10_000, include_expired=True)}
+
+
+# -- twins: one text remembered on two machines -------------------------------------
+
+
+def test_an_update_of_a_twin_made_after_the_merge_survives(tmp_path: Path, server) -> None:
+    """f1: the twin merged on the other machine is no tombstone of it."""
+    with machine(tmp_path / "a", server.url) as a, machine(tmp_path / "b", server.url) as b:
+        x = a.remember("the wifi password is hunter2", namespace="tw")
+        y = b.remember("the wifi password is hunter2", namespace="tw")
+        ha, hb = a.sync().manifests["tw"], b.sync().manifests["tw"]
+        a.pull(hb, namespace="tw", allow_unrelated=True)
+        b.pull(ha, namespace="tw", allow_unrelated=True)
+        b.update(y.id, "the wifi password changed to correct-horse", namespace="tw")
+        blob = b.get(y.id, namespace="tw").blob_id
+        ha, hb = a.sync().manifests["tw"], b.sync().manifests["tw"]
+        rb = b.pull(ha, namespace="tw")
+        ra = a.pull(hb, namespace="tw")
+        assert (ra.forgotten, rb.forgotten, ra.updated) == (0, 0, 1)
+        for m in (a, b):
+            assert live(m, "tw") == {x.id: "the wifi password is hunter2",
+                                     y.id: "the wifi password changed to correct-horse"}
+        assert httpx.get(f"{server.url}/v1/blobs/{blob}").status_code == 200
+
+
+def test_a_forget_of_one_twin_leaves_the_other(tmp_path: Path, server) -> None:
+    """f1b: A forgets M; D, never having seen M, writes the same text as N: N stays."""
+    with machine(tmp_path / "a", server.url) as a, machine(tmp_path / "c", server.url) as c, \
+            machine(tmp_path / "d", server.url) as d:
+        m = a.remember(T, namespace="tf")
+        c.restore("tf", a.sync().manifests["tf"])
+        a.forget(m.id, namespace="tf")
+        ha = a.sync().manifests.get("tf") or a.stats("tf").manifest_blob_id
+        n = d.remember(T, namespace="tf")
+        hd = d.sync().manifests["tf"]
+        c.pull(hd, namespace="tf", allow_unrelated=True)
+        c.pull(ha, namespace="tf")
+        hc = c.sync().manifests["tf"]
+        for other in (a, d):
+            other.pull(hc, namespace="tf", allow_unrelated=True)
+        for mem in (a, c, d):
+            assert live(mem, "tf") == {n.id: T}
+
+
+def test_twins_keep_their_own_metadata(tmp_path: Path, server) -> None:
+    """f23: the copy carrying category / metadata / importance loses none of them."""
+    with machine(tmp_path / "a", server.url) as a, machine(tmp_path / "b", server.url) as b:
+        a.remember("Project Falcon deadline is June 1", namespace="md")
+        y = b.remember("Project Falcon deadline is June 1", namespace="md", category="work",
+                       metadata={"source": "contract.pdf", "pinned": True}, importance=0.95)
+        ha, hb = a.sync().manifests["md"], b.sync().manifests["md"]
+        b.pull(ha, namespace="md", allow_unrelated=True)
+        a.pull(hb, namespace="md", allow_unrelated=True)
+        for mem in (a, b):
+            got = mem.get(y.id, namespace="md")
+            assert (got.category, got.metadata, got.importance) == (
+                "work", {"source": "contract.pdf", "pinned": True}, 0.95)
+        assert state(a, "md") == state(b, "md")
+        # the twin's metadata can still be edited (its text is its twin's)
+        b.update(y.id, metadata={"source": "contract-v2.pdf"}, namespace="md")
+        assert b.get(y.id, namespace="md").metadata == {"source": "contract-v2.pdf"}
+
+
+@pytest.fixture(scope="module")
+def twin_heads(server, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, list[str]]:
+    """A start (one memory of text T) and heads of four writers acting on T's twins:
+    a forget of the original, an independent copy later edited, a copy with metadata
+    later rewritten, and a copy that is forgotten where it was written."""
+    root = tmp_path_factory.mktemp("twins")
+    url = server.url
+    ns = "po"
+    heads: list[str] = []
+    with machine(root / "a", url) as a:
+        m = a.remember(T, namespace=ns)
+        start = a.sync().manifests[ns]
+        a.forget(m.id, namespace=ns)
+        heads.append(a.sync().manifests.get(ns) or str(a.stats(ns).manifest_blob_id))
+    with machine(root / "d", url) as d:
+        n = d.remember(T, namespace=ns)
+        heads.append(d.sync().manifests[ns])
+        d.update(n.id, metadata={"edited": "on d"}, namespace=ns)
+        heads.append(d.sync().manifests[ns])
+    with machine(root / "b", url) as b:
+        p = b.remember(T, namespace=ns, category="work", metadata={"source": "b"},
+                       importance=0.9)
+        heads.append(b.sync().manifests[ns])
+        b.update(p.id, "my parking spot moved to C-3", namespace=ns)
+        heads.append(b.sync().manifests[ns])
+    with machine(root / "e", url) as e:
+        e.restore(ns, start)
+        q = e.remember(T + " (east gate)", namespace=ns)
+        heads.append(e.sync().manifests[ns])
+        e.forget(q.id, namespace=ns)
+        heads.append(e.sync().manifests.get(ns) or str(e.stats(ns).manifest_blob_id))
+    return start, heads
+
+
+@settings(max_examples=12, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=st.data())
+def test_twin_merges_do_not_depend_on_pull_order(server, twin_heads, data) -> None:
+    """Commutativity (docs/sync.md): a machine holding the start pulls the writers'
+    heads in any order and grouping, and always ends in the state of one pull of all."""
+    start, heads = twin_heads
+    order = data.draw(st.permutations(heads))
+    cuts = sorted(data.draw(st.sets(st.integers(1, len(heads) - 1), max_size=3)))
+    groups = [order[i:j] for i, j in zip([0, *cuts], [*cuts, len(order)], strict=True)]
+    with tempfile.TemporaryDirectory() as tmp:
+        with machine(Path(tmp) / "ref", server.url) as ref:
+            ref.restore("po", start)
+            ref.pull(heads, namespace="po", allow_unrelated=True, allow_stale=True)
+            expected = state(ref, "po")
+        with machine(Path(tmp) / "c", server.url) as c:
+            c.restore("po", start)
+            for group in groups:
+                c.pull(group, namespace="po", allow_unrelated=True, allow_stale=True)
+            assert state(c, "po") == expected
+    texts = sorted(t for t, *_ in expected.values())
+    # the original was forgotten; d's edited copy and b's rewrite survive; e's is gone
+    assert texts == ["my parking spot is B-12", "my parking spot moved to C-3"]
+    assert {"edited": "on d"} in [md for _, _, md, *_ in expected.values()]
