@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from relayer_mock.server import RelayerServer
-from tests.helpers_log import live, machine
+from tests.helpers_log import LyingAggregator, live, machine
 from walrus_mem import Memory
 
 T = "my parking spot is B-12"
@@ -150,3 +150,38 @@ def test_twin_merges_do_not_depend_on_pull_order(server, twin_heads, data) -> No
     # the original was forgotten; d's edited copy and b's rewrite survive; e's is gone
     assert texts == ["my parking spot is B-12", "my parking spot moved to C-3"]
     assert {"edited": "on d"} in [md for _, _, md, *_ in expected.values()]
+
+
+# -- a blob no aggregator serves during a pull --------------------------------------
+
+
+def test_a_memory_whose_blob_answered_404_is_carried_forward_and_retried(
+        tmp_path: Path, server) -> None:
+    """f2: missing on every aggregator is not merged-and-gone: the pulling machine's
+    manifests keep listing the writer's entry, and later syncs fetch it."""
+    with machine(tmp_path / "a", server.url) as a:
+        recs = [a.remember(f"fact number {i} about the project", namespace="nf")
+                for i in range(4)]
+        ha = a.sync().manifests["nf"]
+        victim = recs[2]
+        blob = str(a.get(victim.id, namespace="nf").blob_id)
+    with LyingAggregator(server.url) as proxy, \
+            machine(tmp_path / "b", server.url, aggregator=proxy.url) as b:
+        proxy.swap[blob] = "A" * 43  # no such blob: 404 for it on B's only aggregator
+        b.remember("B's own fact", namespace="nf")
+        b.sync()
+        report = b.pull(ha, namespace="nf", allow_unrelated=True)
+        assert report.missing == [(victim.id, blob)] and report.added == 3
+        assert victim.id not in live(b, "nf")
+        hb = b.sync().manifests["nf"]
+        _, entries = b._log.read("nf", hb)
+        carried = {e.memory_id: e for e in entries}[victim.id]
+        assert (carried.blob_id, carried.deleted) == (blob, False)
+        with machine(tmp_path / "c", server.url) as c:  # a restore of B's head alone
+            assert c.restore("nf", hb).restored == 5
+            assert live(c, "nf")[victim.id] == "fact number 2 about the project"
+        assert b.sync().pulled["nf"].missing == [(victim.id, blob)]  # still pending
+        proxy.swap.clear()  # the aggregator caught up
+        assert b.sync().pulled["nf"].added == 1
+        assert live(b, "nf")[victim.id] == "fact number 2 about the project"
+        assert b.pull(namespace="nf").up_to_date  # nothing pending any more

@@ -28,6 +28,11 @@ class LogSnapshot:
     tombstones: dict[str, int]
     pages: dict[str, tuple[str, str | None, int | None]]  # digest -> (blob, patch, end epoch)
     current_epoch: int | None
+    pending: dict[str, Any]  # memory id -> manifest entry (JSON) merged but not fetched yet
+
+
+PENDING_KEY = "pending_entries:"
+"""meta key prefix (+ namespace) of the entries a merge could not fetch yet."""
 
 
 class LogTables:
@@ -55,8 +60,27 @@ class LogTables:
                 ).fetchall()
             }
             epoch_row = c.execute("SELECT value FROM meta WHERE key = 'current_epoch'").fetchone()
+            pending_row = c.execute("SELECT value FROM meta WHERE key = ?",
+                                    (PENDING_KEY + namespace,)).fetchone()
         return LogSnapshot(info, rows, tombstones, pages,
-                           int(epoch_row[0]) if epoch_row else None)
+                           int(epoch_row[0]) if epoch_row else None,
+                           _pending_json(pending_row[0] if pending_row else None))
+
+    def pending(self, namespace: str) -> dict[str, Any]:
+        """Memory id -> manifest entry (JSON) of the memories a merge took in but could
+        not fetch yet (404 on every aggregator, or a failed read): retried by every
+        pull and sync, and listed in this data dir's manifests meanwhile."""
+        row = self.catalog.query_one("SELECT value FROM meta WHERE key = ?",
+                                     (PENDING_KEY + namespace,))
+        return _pending_json(row[0] if row else None)
+
+    def set_pending(self, namespace: str, entries: dict[str, Any]) -> None:
+        with self.catalog.write() as c:
+            if entries:
+                c.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                          (PENDING_KEY + namespace, json.dumps(entries, sort_keys=True)))
+            else:
+                c.execute("DELETE FROM meta WHERE key = ?", (PENDING_KEY + namespace,))
 
     def drop_page(self, namespace: str, digest: str) -> None:
         """Forget a cached page location that failed verification."""
@@ -143,3 +167,8 @@ class LogTables:
         """(digest, memory id): digests computed for rows that had none."""
         with self.catalog.write() as c:
             c.executemany("UPDATE memories SET digest = ? WHERE id = ?", pairs)
+
+
+def _pending_json(text: str | None) -> dict[str, Any]:
+    value: Any = json.loads(text) if text else {}
+    return value if isinstance(value, dict) else {}

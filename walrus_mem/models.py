@@ -224,7 +224,9 @@ class PullReport(BaseModel):
     ``deleted_blobs`` / ``kept_blobs``: this data dir's blobs of the memories
     forgotten by the merge, deleted or kept with the reason, as in
     :class:`ForgetReport`;
-    ``missing`` / ``expired`` (memory id, blob id) pairs whose blob is gone;
+    ``missing`` / ``expired`` (memory id, blob id) pairs whose blob is gone
+    (a missing one stays pending: retried by later pulls and syncs and listed in
+    this data dir's manifests meanwhile, docs/sync.md);
     ``failed`` fetches that may succeed later (then ``complete`` is False and
     the namespace stays marked until a pull or restore finishes it).
     """

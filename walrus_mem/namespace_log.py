@@ -506,6 +506,7 @@ class NamespaceLog:
         live = [mf.Entry(str(r["id"]), int(r["version"]), str(r["blob_id"]), r["quilt_patch_id"],
                          r["end_epoch"], float(r["updated_at"]), str(r["digest"]))
                 for r in rows]
+        live = _carry_pending(live, _parse_pending(snap.pending), snap.tombstones, clock)
         entries = live + [mf.Entry.tombstone(mid, v) for mid, v in sorted(snap.tombstones.items())]
         deadline = self.host.settings.publish_deadline
         inline: list[mf.Entry] | None = entries
@@ -724,8 +725,12 @@ class NamespaceLog:
                     expected_seq=max(n.seq for n in newer))
             todo.append(ref)
         if not todo:
-            return PullReport(namespace=ns, heads=[str(h) for h in wanted], up_to_date=True,
-                              skipped=skipped)
+            if not self.tables.pending(ns):
+                return PullReport(namespace=ns, heads=[str(h) for h in wanted],
+                                  up_to_date=True, skipped=skipped)
+            # memories merged earlier whose blobs could not be read then: try them again
+            report = self._merge_read(ns, keys, [], progress=progress, resumed=False)
+            return report.model_copy(update={"skipped": skipped}) if skipped else report
         report = self._merge(ns, keys, todo, progress=progress,
                              allow_unrelated=allow_unrelated, resumed=bool(resumed),
                              gone_ok=heads is None)
@@ -804,7 +809,9 @@ class NamespaceLog:
         with self.lock:
             self.tables.set_restoring(ns, marker)
             self._fill_digests(ns)
-        remote = [e for r in reads for e in r.entries] + (legacy[1] if legacy else [])
+        # Entries an earlier merge could not fetch merge again with the rest (retried).
+        remote = ([e for r in reads for e in r.entries] + (legacy[1] if legacy else [])
+                  + list(self._pending(ns).values()))
         live, tombstones = self._local_state(ns)
         plan = plan_merge(remote, live, tombstones, self._concurrent_check(ns, keys))
         # Progress counts live memories; tombstones are applied first, uncounted.
@@ -854,6 +861,15 @@ class NamespaceLog:
                             tally)
         if tally.missing and not clock.reading().known:
             self._name_expired(tally, {e.memory_id: e.end_epoch for e in fetches})
+        # A winning entry whose blob could not be read (404 on every aggregator, or a
+        # failed read) stays pending: retried by later pulls and syncs, and listed in
+        # this data dir's manifests meanwhile, so its absence here never reads as a
+        # deletion to whoever restores from them (docs/sync.md).
+        unfetched = {mid for mid, _ in [*tally.missing, *tally.failed]}
+        with self.lock:
+            self.tables.set_pending(ns, {e.memory_id: e.to_json()
+                                         for e in [*plan.add, *plan.replace]
+                                         if e.memory_id in unfetched})
         if plan.forget or plan.tombstones:
             # Text left the catalog: push it out of the FTS5 segments and the WAL,
             # as Memory.forget does (a forget must not linger on the pulling machine).
@@ -1004,6 +1020,9 @@ class NamespaceLog:
                     "check is possible for it", root.blob_id, ns, root.seq, len(entries))
         return self._merge_read(ns, keys, [], progress=progress, resumed=resumed,
                                 legacy=(root.blob_id, entries))
+
+    def _pending(self, ns: str) -> dict[str, mf.Entry]:
+        return _parse_pending(self.tables.pending(ns))
 
     def _local_sealed(self, ns: str, mid: str) -> tuple[bytes | None, str | None]:
         row = self.catalog.query_one(
@@ -1177,6 +1196,32 @@ class NamespaceLog:
             self.tables.set_head_state(ns, [str(h) for h in sorted(newest, reverse=True)],
                                        ahead=ahead)
             self.tables.set_restoring(ns, None)
+
+
+def _parse_pending(raw: Mapping[str, Any]) -> dict[str, mf.Entry]:
+    out: dict[str, mf.Entry] = {}
+    for mid, data in raw.items():
+        try:
+            entry = mf.Entry.from_json(data)
+        except WalrusMemError:
+            continue
+        if entry.memory_id == mid and not entry.deleted:
+            out[mid] = entry
+    return out
+
+
+def _carry_pending(live: list[mf.Entry], pending: Mapping[str, mf.Entry],
+                   tombstones: Mapping[str, int], clock: EpochClock) -> list[mf.Entry]:
+    """A manifest's live entries with the merged-but-unfetched ones carried forward: a
+    pending entry is listed (location as its writer listed it) unless forgotten here,
+    expired, or a local version ranks above it."""
+    carry = {mid: e for mid, e in pending.items()
+             if mid not in tombstones and not clock.expired(e.end_epoch)}
+    out = []
+    for entry in live:
+        theirs = carry.pop(entry.memory_id, None)
+        out.append(theirs if theirs is not None and theirs.rank() > entry.rank() else entry)
+    return out + [carry[mid] for mid in sorted(carry)]
 
 
 def _same_content(current: Any, record: dict[str, Any]) -> bool:
