@@ -33,10 +33,12 @@ def live(mem: Memory, ns: str = "default") -> dict[str, str]:
 
 def dir_snapshot(path: Path) -> dict[str, str]:
     """Relative path -> content hash of every file (SQLite's shared-memory index aside:
-    it is a cache of the WAL that readers rewrite, not data)."""
+    it is a cache of the WAL that readers rewrite, not data; so are the empty lock
+    files a pull takes, locks/*.lock)."""
     out = {}
     for p in sorted(path.rglob("*")):
-        if p.is_file() and not p.name.endswith("-shm"):
+        if p.is_file() and not p.name.endswith("-shm") and not (
+                p.parent.name == "locks" and p.suffix == ".lock" and not p.stat().st_size):
             out[str(p.relative_to(path))] = hashlib.sha256(p.read_bytes()).hexdigest()
     return out
 

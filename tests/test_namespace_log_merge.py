@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -185,3 +186,78 @@ def test_a_memory_whose_blob_answered_404_is_carried_forward_and_retried(
         assert b.sync().pulled["nf"].added == 1
         assert live(b, "nf")[victim.id] == "fact number 2 about the project"
         assert b.pull(namespace="nf").up_to_date  # nothing pending any more
+
+
+# -- local changes while a pull is in flight ----------------------------------------
+
+
+def _on_first_fetch(mem: Memory, action: Any) -> None:
+    """Run ``action`` once, when the pull fetches its first fact: after the merge was
+    planned, before anything fetched is applied."""
+    original = mem._log._fetch
+    done: list[bool] = []
+
+    def fetch(keys: Any, entry: Any) -> Any:
+        if not done:
+            done.append(True)
+            action()
+        return original(keys, entry)
+
+    mem._log._fetch = fetch  # type: ignore[method-assign]
+
+
+def test_an_update_made_while_a_pull_fetches_is_a_conflict_not_overwritten(
+        tmp_path: Path, server) -> None:
+    """f3: the plan was made against the version before the update."""
+    with machine(tmp_path / "a", server.url) as a, machine(tmp_path / "b", server.url) as b:
+        once, twice = a.remember_many(["meeting is on Monday", "lunch at noon"],
+                                      namespace="up")
+        b.restore("up", a.sync().manifests["up"])
+        a.update(once.id, "meeting moved to Tuesday", namespace="up")      # v2
+        a.update(twice.id, "lunch at one", namespace="up")                 # v2
+        a.update(twice.id, "lunch at two", namespace="up")                 # v3
+        ha = a.sync().manifests["up"]
+
+        def edit_on_b() -> None:
+            with ThreadPoolExecutor(1) as pool:  # another thread of B's process
+                pool.submit(b.update, once.id, "meeting moved to Wednesday", namespace="up"
+                            ).result()
+                pool.submit(b.update, twice.id, "lunch at three", namespace="up").result()
+
+        _on_first_fetch(b, edit_on_b)
+        report = b.pull(ha, namespace="up")
+        assert report.conflicts == 2
+        # same version, B's later: B's stays (A's to history); A's v3 wins over B's v2
+        assert live(b, "up") == {once.id: "meeting moved to Wednesday",
+                                 twice.id: "lunch at two"}
+        assert ("CONFLICT", "meeting moved to Tuesday") in [
+            (h.event, h.text) for h in b.history(once.id, namespace="up")]
+        assert ("CONFLICT", "lunch at three") in [
+            (h.event, h.text) for h in b.history(twice.id, namespace="up")]
+        hb = b.sync().manifests["up"]
+        assert a.pull(hb, namespace="up").conflicts == 1
+        assert live(a, "up") == live(b, "up")
+
+
+def test_pulls_of_one_namespace_run_one_at_a_time_and_never_revive_a_forget(
+        tmp_path: Path, server) -> None:
+    """f24: a second merge waits for the first; a tombstone recorded while a merge
+    fetches is checked again when the memory would be inserted."""
+    with machine(tmp_path / "a", server.url) as a, machine(tmp_path / "b", server.url) as b:
+        a.remember("filler fact", namespace="tp")
+        n = a.remember("the spare key is under the blue pot", namespace="tp")
+        h1 = a.sync().manifests["tp"]
+        held: list[bool] = []
+
+        def meanwhile() -> None:
+            with b._log.turn("tp", wait=False) as free:
+                held.append(not free)
+            b._catalog.forget_memory("tp", n.id, 0.0, n.version + 1)  # what a 2nd pull does
+
+        _on_first_fetch(b, meanwhile)
+        report = b.pull(h1, namespace="tp")
+        assert held == [True]  # the pull holds the namespace's merge/manifest lock
+        assert report.added == 1 and set(live(b, "tp").values()) == {"filler fact"}
+        hb = b.sync().manifests["tp"]
+        _, entries = b._log.read("tp", hb)
+        assert [e.deleted for e in entries if e.memory_id == n.id] == [True]

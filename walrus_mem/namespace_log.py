@@ -423,7 +423,8 @@ class NamespaceLog:
 
     @contextmanager
     def turn(self, ns: str, *, wait: bool) -> Iterator[bool]:
-        """Hold the namespace's manifest lock (this process's threads and other processes).
+        """Hold the namespace's manifest lock (this process's threads and other processes):
+        taken by every publish and every pull / restore of the namespace.
 
         Yields False, holding nothing, when ``wait`` is False and it is taken.
         """
@@ -436,7 +437,7 @@ class NamespaceLog:
                                                     FileLock(str(path), mode=0o600))
         thread_lock, file_lock = locks
         busy = LocalStoreError(
-            f"another process has been publishing a manifest of {ns!r} for over "
+            f"another process has been merging or publishing manifests of {ns!r} for over "
             f"{MANIFEST_LOCK_TIMEOUT:.0f} s"
         )
         if not (thread_lock.acquire(timeout=MANIFEST_LOCK_TIMEOUT) if wait
@@ -663,6 +664,17 @@ class NamespaceLog:
         local state lacks of them. A bare blob id of a format-1 manifest
         raises LegacyManifest unless ``allow_legacy`` (:meth:`_merge_legacy`).
         """
+        # One merge (or manifest) of a namespace at a time, across threads and processes:
+        # a merge planned against a state another one changes meanwhile could re-insert
+        # what that one forgot.
+        with self.turn(ns, wait=True):
+            return self._pull(ns, heads, allow_stale=allow_stale,
+                              allow_unrelated=allow_unrelated, progress=progress, quiet=quiet,
+                              recheck=recheck, allow_legacy=allow_legacy)
+
+    def _pull(self, ns: str, heads: Sequence[str | HeadRef] | None, *, allow_stale: bool,
+              allow_unrelated: bool, progress: ProgressCallback | None, quiet: bool,
+              recheck: bool, allow_legacy: bool) -> PullReport:
         keys = self._keys_readonly(ns)
         marker = self.tables.restoring(ns)
         legacy_marker = (marker or {}).get("legacy")
@@ -853,7 +865,7 @@ class NamespaceLog:
                         tally.missing.append((entry.memory_id, str(entry.blob_id)))
                     except (WalrusMemError, ValueError) as exc:
                         tally.failed.append((entry.memory_id, f"{type(exc).__name__}: {exc}"))
-                self._apply(ns, keys, plan, fetched, tally)
+                self._apply(ns, keys, plan, fetched, tally, live)
                 done += len(chunk)
                 if progress is not None:
                     progress(done, total)
@@ -1071,7 +1083,11 @@ class NamespaceLog:
         return entry, data, record
 
     def _apply(self, ns: str, keys: NamespaceKeys, plan: MergePlan,
-               fetched: list[tuple[mf.Entry, bytes, dict[str, Any]]], tally: _Tally) -> None:
+               fetched: list[tuple[mf.Entry, bytes, dict[str, Any]]], tally: _Tally,
+               planned: Mapping[str, LocalVersion]) -> None:
+        """Make the fetched winners current. ``planned``: the local versions the plan
+        was made against; a memory changed since (an update made while this pull
+        fetched) is decided again, here, under the catalog transaction."""
         if not fetched:
             return
         adds = {e.memory_id for e in plan.add}
@@ -1116,12 +1132,25 @@ class NamespaceLog:
                     "vector": vector_bytes, "digest": mf.sealed_digest(data),
                 }
                 if mid in adds:
+                    if self.catalog.is_tombstoned(ns, mid):
+                        continue  # forgotten meanwhile (a tombstone only ever wins)
                     if self.catalog.insert_memory(ns, row, event="RESTORE", at=now) is not None:
                         tally.added += 1
                     continue
                 current = self.catalog.memory(ns, mid)
                 if current is None:  # forgotten meanwhile
                     continue
+                _, now_digest = self._local_sealed(ns, mid)
+                was = planned.get(mid)
+                if was is not None and now_digest != was.digest:
+                    if self._keep_changed(ns, keys, current, now_digest, entry, rec, tally,
+                                          now):
+                        continue
+                    # decided again below, against the new version: the same version is a
+                    # conflict, a higher one by lineage
+                    conflicts.discard(mid)
+                    if entry.version == int(current["version"]):
+                        conflicts.add(mid)
                 if mid not in conflicts and entry.version > int(current["version"]):
                     _, our_digest = self._local_sealed(ns, mid)
                     if not is_ancestor(our_digest, rec):  # concurrent, ours loses
@@ -1142,6 +1171,32 @@ class NamespaceLog:
                 tally.updated += 1
         with self.lock:
             self.indexes.refresh(ns)
+
+    def _keep_changed(self, ns: str, keys: NamespaceKeys, current: Any,
+                      digest: str | None, entry: mf.Entry, rec: dict[str, Any],
+                      tally: _Tally, now: float) -> bool:
+        """A memory updated here after the plan was made: whether its new local version
+        stays (then the remote one goes to history as CONFLICT unless it is an ancestor
+        or the same edit). False: the remote version still wins; the caller replaces
+        ours and decides the conflict by lineage as usual."""
+        mid = entry.memory_id
+        version = int(current["version"])
+        ours_rank = (version, float(current["updated_at"]), digest or "")
+        if entry.rank() > ours_rank:
+            return False
+        data, _ = self._local_sealed(ns, mid)
+        try:
+            ours = open_envelope(keys, data or b"", expected_id=mid, expected_kind="fact")
+        except (WalrusMemError, ValueError):
+            ours = {}
+        ancestor = entry.version < version and is_ancestor(entry.digest, ours)
+        if not ancestor and not _same_content(current, rec):
+            self.catalog.add_history(
+                ns, mid, entry.version, "CONFLICT", now, text=str(rec.get("text", "")),
+                metadata=_metadata_json(rec), blob_id=entry.blob_id,
+                patch_id=entry.patch_id, end_epoch=entry.end_epoch)
+            tally.conflicts += 1
+        return True
 
     def _record_rivals(self, ns: str, keys: NamespaceKeys, rivals: list[mf.Entry],
                        tally: _Tally) -> None:
