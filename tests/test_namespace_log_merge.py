@@ -261,3 +261,26 @@ def test_pulls_of_one_namespace_run_one_at_a_time_and_never_revive_a_forget(
         hb = b.sync().manifests["tp"]
         _, entries = b._log.read("tp", hb)
         assert [e.deleted for e in entries if e.memory_id == n.id] == [True]
+
+
+# -- key rotation on both machines ----------------------------------------------------
+
+
+def test_after_both_machines_rotate_a_plain_update_is_no_conflict(
+        tmp_path: Path, server) -> None:
+    """f25: resealing changes every digest at the same version; the lineage also holds
+    a digest of each ancestor's content, which resealing keeps."""
+    with machine(tmp_path / "a", server.url) as a, machine(tmp_path / "b", server.url) as b:
+        recs = a.remember_many([f"rotating fact {i}" for i in range(4)], namespace="rt").records
+        b.restore("rt", a.sync().manifests["rt"])
+        a.rotate_key("rt")
+        b.rotate_key("rt")
+        for r in recs[:2]:
+            a.update(r.id, r.text + " (edited on A)", namespace="rt")
+        b.update(recs[3].id, "rotating fact 3 (edited on B)", namespace="rt")
+        a.update(recs[3].id, "rotating fact 3 (edited on A)", namespace="rt")  # concurrent
+        ha, hb = a.sync().manifests["rt"], b.sync().manifests["rt"]
+        assert b.pull(ha, namespace="rt").conflicts == 1
+        assert a.pull(hb, namespace="rt").conflicts == 1
+        assert live(a, "rt") == live(b, "rt")
+        assert [h.event for h in b.history(recs[0].id, namespace="rt")].count("CONFLICT") == 0

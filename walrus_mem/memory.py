@@ -1050,7 +1050,7 @@ class Memory:
         version = int(row["version"]) + 1
         record = _fact_record(mid, version, item.text, item.metadata, item.category,
                               item.importance, float(row["created_at"]), now, item.expires_at)
-        record["lineage"] = self._lineage_after(keys, ns, mid)
+        record.update(self._lineage_after(keys, ns, mid))
         sealed = seal(keys, record, max_plaintext=self._max_plaintext())
         with self._lock, self._catalog.write():
             current = self._catalog.memory(ns, mid)
@@ -1331,13 +1331,14 @@ class Memory:
             errors.append(f"epoch probe: {type(exc).__name__}: {exc}")
             return self.epoch_clock.current(), False
 
-    def _lineage_after(self, keys: NamespaceKeys, ns: str, mid: str) -> builtins.list[str]:
+    def _lineage_after(self, keys: NamespaceKeys, ns: str,
+                       mid: str) -> dict[str, builtins.list[str]]:
         """Lineage of a version updated from the current one (lineage.py): the merge
         tells a concurrent update from a later one by it."""
         row = self._catalog.query_one(
             "SELECT sealed, digest FROM memories WHERE id = ? AND namespace = ?", (mid, ns))
         if row is None or row[0] is None:
-            return []
+            return {}
         data = bytes(row[0])
         previous: dict[str, Any] | None
         try:

@@ -70,7 +70,7 @@ from .index import IndexStore, index_file_stem
 from .inputs import new_memory_id
 from .keys import NamespaceKeys
 from .legacy_manifest import LegacyRoot, is_format_1, parse_page_v1, parse_root_v1
-from .lineage import is_ancestor
+from .lineage import descends, is_ancestor
 from .merge import LocalVersion, MergePlan, plan_merge
 from .models import PullReport
 from .walrus import WalrusClient
@@ -1036,6 +1036,16 @@ class NamespaceLog:
     def _pending(self, ns: str) -> dict[str, mf.Entry]:
         return _parse_pending(self.tables.pending(ns))
 
+    def _local_record(self, ns: str, keys: NamespaceKeys, mid: str) -> dict[str, Any] | None:
+        """The local current version's fact record, if it opens."""
+        data, _ = self._local_sealed(ns, mid)
+        if data is None:
+            return None
+        try:
+            return open_envelope(keys, data, expected_id=mid, expected_kind="fact")
+        except (WalrusMemError, ValueError):
+            return None
+
     def _local_sealed(self, ns: str, mid: str) -> tuple[bytes | None, str | None]:
         row = self.catalog.query_one(
             "SELECT sealed, digest FROM memories WHERE id = ? AND namespace = ?", (mid, ns))
@@ -1105,6 +1115,10 @@ class NamespaceLog:
                     ours = self.catalog.memory(ns, entry.memory_id)
                     if ours is not None and _same_content(ours, rec):
                         continue  # the same edit made on both machines is no conflict
+                    ours_rec = self._local_record(ns, keys, entry.memory_id)
+                    if (ours_rec is not None and entry.version < int(ours_rec.get("version", 0))
+                            and descends(entry.digest, rec, ours_rec)):
+                        continue  # an ancestor resealed elsewhere (key rotation)
                     self.catalog.add_history(
                         ns, entry.memory_id, entry.version, "CONFLICT", now,
                         text=str(rec.get("text", "")), metadata=_metadata_json(rec),
@@ -1153,7 +1167,8 @@ class NamespaceLog:
                         conflicts.add(mid)
                 if mid not in conflicts and entry.version > int(current["version"]):
                     _, our_digest = self._local_sealed(ns, mid)
-                    if not is_ancestor(our_digest, rec):  # concurrent, ours loses
+                    if not descends(our_digest, self._local_record(ns, keys, mid), rec):
+                        # concurrent, ours loses
                         conflicts.add(mid)
                 if mid in conflicts and not _same_content(current, rec):
                     # ours loses to a concurrent version: it goes to history (an identical
@@ -1189,7 +1204,7 @@ class NamespaceLog:
             ours = open_envelope(keys, data or b"", expected_id=mid, expected_kind="fact")
         except (WalrusMemError, ValueError):
             ours = {}
-        ancestor = entry.version < version and is_ancestor(entry.digest, ours)
+        ancestor = entry.version < version and descends(entry.digest, rec, ours)
         if not ancestor and not _same_content(current, rec):
             self.catalog.add_history(
                 ns, mid, entry.version, "CONFLICT", now, text=str(rec.get("text", "")),
@@ -1226,7 +1241,7 @@ class NamespaceLog:
                 except (WalrusMemError, ValueError):
                     continue
                 same_version = entry.version == int(current["version"])
-                if not same_version and is_ancestor(entry.digest, ours):
+                if not same_version and descends(entry.digest, rec, ours):
                     continue
                 if _same_content(current, rec):
                     continue  # the same edit made elsewhere is no conflict
