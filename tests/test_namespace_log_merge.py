@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from relayer_mock.server import RelayerServer
 from tests.helpers_log import LyingAggregator, live, machine
 from walrus_mem import Memory
+from walrus_mem.errors import RestoreIncomplete
 
 T = "my parking spot is B-12"
 
@@ -252,6 +253,8 @@ def test_pulls_of_one_namespace_run_one_at_a_time_and_never_revive_a_forget(
         def meanwhile() -> None:
             with b._log.turn("tp", wait=False) as free:
                 held.append(not free)
+            with pytest.raises(RestoreIncomplete, match="under way"):
+                b._log.publish("tp")  # e.g. a forget's manifest: refused at once, not queued
             b._catalog.forget_memory("tp", n.id, 0.0, n.version + 1)  # what a 2nd pull does
 
         _on_first_fetch(b, meanwhile)

@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Final, NoReturn, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -468,16 +468,26 @@ class NamespaceLog:
         snapshot, stores and the recorded head of one manifest all happen
         before the next one takes its snapshot.
         """
+        if self.tables.restoring(ns) is not None:  # refused at once, not after the merge
+            with self.turn(ns, wait=False) as free:
+                if free:
+                    self._refuse_unfinished(ns)
+            raise RestoreIncomplete(
+                f"a pull or restore of namespace {ns!r} is under way (this or another "
+                "process); no manifest until it finishes: the next sync publishes one")
         with self.turn(ns, wait=True):
             return self.publish_now(ns)
+
+    def _refuse_unfinished(self, ns: str) -> NoReturn:
+        raise RestoreIncomplete(
+            f"a restore of namespace {ns!r} was interrupted; this data dir lacks part of "
+            f"it and publishes no manifest until `walrus-mem restore --namespace {ns}` "
+            "(Memory.restore) resumes and finishes it")
 
     def publish_now(self, ns: str) -> str:
         """:meth:`publish` for a caller already holding :meth:`turn`."""
         if self.tables.restoring(ns) is not None:
-            raise RestoreIncomplete(
-                f"a restore of namespace {ns!r} was interrupted; this data dir lacks part of "
-                f"it and publishes no manifest until `walrus-mem restore --namespace {ns}` "
-                "(Memory.restore) resumes and finishes it")
+            self._refuse_unfinished(ns)
         keys = self.host.keys_for(ns)
         self._refresh_from_mirror()
         unmerged = self.unmerged(ns, keys)
