@@ -1,7 +1,9 @@
-"""A scriptable HTTP proxy on loopback in front of a relayer (publisher and/or aggregator).
+"""A scriptable HTTP proxy on 127.0.0.1 in front of a relayer (publisher and/or aggregator).
 
-``hook(method, path)`` returns None (forward the request) or ``(status, body)`` to answer
-itself; ``delay(method, path)`` returns seconds to wait before handling it.
+``hook(method, path, body)`` returns None to forward the request unchanged, or
+``(status, body bytes)`` to answer it itself (it may forward first with
+:meth:`HookProxy.forward` and alter the answer); ``delay(method, path)`` returns
+seconds to wait before handling it.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 
-Hook = Callable[[str, str], "tuple[int, bytes] | None"]
+Hook = Callable[[str, str, bytes], "tuple[int, bytes] | None"]
 Delay = Callable[[str, str], float]
 _HOP = {"content-length", "transfer-encoding", "connection", "content-encoding", "host"}
 
@@ -33,16 +35,15 @@ class HookProxy:
                 wait = proxy.delay(method, self.path) if proxy.delay else 0.0
                 if wait:
                     time.sleep(wait)
-                answer = proxy.hook(method, self.path) if proxy.hook else None
-                headers: dict[str, str] = {}
+                answer = proxy.hook(method, self.path, body) if proxy.hook else None
                 if answer is None:
-                    r = httpx.request(method, proxy.upstream + self.path, content=body,
-                                      headers={k: v for k, v in self.headers.items()
-                                               if k.lower() not in _HOP}, timeout=30)
-                    status, data = r.status_code, r.content
-                    headers = {k: v for k, v in r.headers.items() if k.lower() not in _HOP}
+                    response = proxy.forward(method, self.path, body, dict(self.headers.items()))
+                    status, data = response.status_code, response.content
+                    headers = {k: v for k, v in response.headers.items()
+                               if k.lower() not in _HOP}
                 else:
                     status, data = answer
+                    headers = {"content-type": "application/octet-stream"}
                 self.send_response(status)
                 for name, value in headers.items():
                     self.send_header(name, value)
@@ -67,9 +68,16 @@ class HookProxy:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def forward(self, method: str, path: str, body: bytes = b"",
+                headers: dict[str, str] | None = None) -> httpx.Response:
+        headers = {k: v for k, v in (headers or {}).items() if k.lower() not in _HOP}
+        return httpx.request(method, self.upstream + path, content=body, headers=headers,
+                             timeout=30)
 
     def __enter__(self) -> HookProxy:
+        self._thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -51,7 +51,7 @@ def test_forget_keeps_a_quilt_that_a_known_manifest_lists_a_live_memory_in(
         quilt, patch = a.get(z.id, namespace="q").blob_id, a.get(z.id, namespace="q").quilt_patch_id
     assert quilt is not None and patch is not None and x.blob_id == quilt
     lagging = {"on": True}
-    with HookProxy(server.url, hook=lambda m, p: (404, b"{}") if lagging["on"]
+    with HookProxy(server.url, hook=lambda m, p, b: (404, b"{}") if lagging["on"]
                    and m == "GET" and patch in p else None) as agg:
         with _at(tmp_path, "b", server.url, aggregator=agg.url) as b:
             restored = b.restore("q", head)
@@ -133,7 +133,7 @@ def test_forget_while_sync_is_storing_the_memory_deletes_what_got_published(
     state = {"down": False, "slow": False}
     stored = threading.Event()
 
-    def hook(method: str, path: str) -> tuple[int, bytes] | None:
+    def hook(method: str, path: str, body: bytes) -> tuple[int, bytes] | None:
         return (503, b"down") if state["down"] and method == "PUT" else None
 
     def delay(method: str, path: str) -> float:
@@ -175,7 +175,7 @@ def test_forget_while_sync_is_storing_the_memory_deletes_what_got_published(
 def test_a_deletion_the_backend_refused_is_retried_by_the_next_sync(
         tmp_path: Path, server: RelayerServer) -> None:
     refuse = {"on": False}
-    with HookProxy(server.url, hook=lambda m, p: (503, b"busy")
+    with HookProxy(server.url, hook=lambda m, p, b: (503, b"busy")
                    if refuse["on"] and m == "DELETE" else None) as pub, \
             _at(tmp_path, "a", pub.url, aggregator=server.url) as a:
         rec = a.remember("an old address, to forget", namespace="fr")

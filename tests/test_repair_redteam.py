@@ -62,7 +62,7 @@ def test_repair_keeps_a_forget_that_only_the_damaged_catalog_knew(
     tombstone over from the moved-aside file, so it stays forgotten and the next manifest
     lists it only as a tombstone."""
     down = {"on": False}
-    with HookProxy(server.url, hook=lambda m, p: (503, b"down")
+    with HookProxy(server.url, hook=lambda m, p, b: (503, b"down")
                    if down["on"] and m in ("PUT", "DELETE") else None) as pub:
         settings = _settings(tmp_path / "a", pub.url, server.url)
         with _open(settings) as mem:
@@ -108,7 +108,7 @@ repair_data_dir(s, embedder=HashEmbedder(64), progress=progress)
 def test_a_repair_killed_mid_restore_salvages_the_moved_aside_file_next_time(
         tmp_path: Path, server: RelayerServer) -> None:
     down = {"on": False}
-    with HookProxy(server.url, hook=lambda m, p: (503, b"down")
+    with HookProxy(server.url, hook=lambda m, p, b: (503, b"down")
                    if down["on"] and m == "PUT" else None) as pub:
         settings = _settings(tmp_path / "a", pub.url, server.url)
         with _open(settings) as mem:
@@ -143,9 +143,9 @@ def test_repair_rebuilds_rotted_text_from_the_sealed_copy_and_never_publishes_it
     (one published, one queued) get their text back from the sealed copy, even with the
     aggregator unreachable; nothing is sealed again or re-queued."""
     down = {"pub": False, "agg": False}
-    with HookProxy(server.url, hook=lambda m, p: (503, b"down") if down["pub"]
+    with HookProxy(server.url, hook=lambda m, p, b: (503, b"down") if down["pub"]
                    and m == "PUT" else None) as pub, \
-            HookProxy(server.url, hook=lambda m, p: (503, b"down") if down["agg"]
+            HookProxy(server.url, hook=lambda m, p, b: (503, b"down") if down["agg"]
                       and m == "GET" else None) as agg:
         with machine(tmp_path / "a", pub.url, aggregator=agg.url,
                      state_dir=tmp_path / "a-state") as a:

@@ -45,6 +45,7 @@ __all__ = ["HeadRef", "HeadsFile", "SeenHead", "SeenHeads", "parse_head"]
 _BLOB_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,128}")
 _DIGEST: Final = re.compile(r"[0-9a-f]{64}")
 _MAX_SEQ: Final = 2**62
+_MAX_PROBLEMS: Final = 10  # unreadable heads-file lines named one by one
 
 
 @dataclass(frozen=True, order=True)
@@ -330,25 +331,49 @@ class HeadsFile:
         self.path = Path(path).expanduser()
 
     def read(self, namespace: str | None = None) -> list[tuple[str, HeadRef]]:
-        """(namespace, head) pairs; malformed lines are skipped."""
+        """(namespace, head) pairs; lines that cannot be read are left out
+        (:meth:`read_checked` names them)."""
+        return self.read_checked(namespace)[0]
+
+    def read_checked(
+        self, namespace: str | None = None
+    ) -> tuple[list[tuple[str, HeadRef]], list[str]]:
+        """(namespace, head) pairs, and one problem per line that may belong to
+        ``namespace`` but cannot be read (not UTF-8, not two fields, a malformed
+        head). A byte-order mark and CRLF endings are tolerated. The file is
+        written by other machines' sync (or a sync service, or a person): a
+        damaged line must be reported, never raise nor vanish silently.
+        """
         try:
-            text = self.path.read_text(encoding="utf-8")
+            raw = self.path.read_bytes()
         except FileNotFoundError:
-            return []
+            return [], []
         except OSError as exc:
             raise LocalStoreError(f"heads file {self.path}: {exc}") from exc
         out: list[tuple[str, HeadRef]] = []
-        for line in text.splitlines():
+        problems: list[str] = []
+        for number, chunk in enumerate(raw.split(b"\n"), start=1):
+            try:
+                line = chunk.decode("utf-8").lstrip("\ufeff")
+            except UnicodeDecodeError:
+                problems.append(f"heads file line {number}: not valid UTF-8")
+                continue
             parts = line.split()
-            if len(parts) != 2 or line.lstrip().startswith("#"):
+            if not parts or parts[0].startswith("#"):
+                continue
+            if namespace is not None and parts[0] != namespace:
+                continue
+            if len(parts) != 2:
+                problems.append(f"heads file line {number}: not '<namespace> <head reference>'")
                 continue
             try:
-                ref = HeadRef.parse(parts[1])
-            except InvalidHead:
-                continue
-            if namespace is None or parts[0] == namespace:
-                out.append((parts[0], ref))
-        return out
+                out.append((parts[0], HeadRef.parse(parts[1])))
+            except InvalidHead as exc:
+                problems.append(f"heads file line {number}: {exc}")
+        if len(problems) > _MAX_PROBLEMS:
+            problems[_MAX_PROBLEMS:] = [
+                f"heads file: {len(problems) - _MAX_PROBLEMS} more unreadable line(s)"]
+        return out, problems
 
     def replace(self, namespace: str, new: HeadRef, superseded: Iterable[HeadRef]) -> None:
         """Write ``new`` for ``namespace`` and drop the lines of ``superseded`` heads."""

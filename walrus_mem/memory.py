@@ -56,6 +56,7 @@ from .errors import (
     EpochUnknown,
     InvalidInput,
     KeyMaterialError,
+    LocalStoreError,
     MemoryNotFound,
     ModelMismatch,
     PublisherUnavailable,
@@ -1356,7 +1357,10 @@ class Memory:
         if heads_file is not None:
             own = {self.settings.default_namespace, *(
                 agent.namespace or name for name, agent in self.settings.agents.items())}
-            names += [n for n, _ in heads_file.read() if n in own]
+            try:
+                names += [n for n, _ in heads_file.read() if n in own]
+            except LocalStoreError as exc:  # each namespace's pull reports it
+                log.warning("%s", exc)
         return list(dict.fromkeys(names))
 
     def _maybe_manifest(self, ns: str, since: float) -> None:

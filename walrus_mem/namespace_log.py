@@ -58,6 +58,7 @@ from .errors import (
     RestoreIncomplete,
     StaleDataDir,
     StaleManifest,
+    StorageError,
     TamperedBlob,
     VerificationFailed,
     WalrusMemError,
@@ -165,6 +166,7 @@ class NamespaceLog:
         self._manifest_locks: dict[str, tuple[threading.Lock, FileLock]] = {}
         self._verified_pages: set[tuple[str, str, str | None]] = set()
         self._unusable: dict[tuple[str, HeadRef], str] = {}
+        self._bad_lines_warned: set[tuple[str, str]] = set()
         self.rolled_back: dict[str, list[HeadRef]] = {}
         """Per namespace, heads the per-user mirror knew and this data dir had forgotten
         (restored from a backup, or copied) when it opened: merged before it publishes."""
@@ -231,11 +233,22 @@ class NamespaceLog:
 
     def newest(self, ns: str) -> list[HeadRef]:
         """The newest heads this data dir has seen (from its own log and the heads file)."""
+        return self._newest_checked(ns)[0]
+
+    def _newest_checked(self, ns: str) -> tuple[list[HeadRef], list[str]]:
+        """:meth:`newest`, and the heads-file lines of ``ns`` that could not be read."""
         refs = [h.ref for h in self.seen.newest(ns)]
+        problems: list[str] = []
         heads_file = self.heads_file()
         if heads_file is not None:
-            refs.extend(ref for _, ref in heads_file.read(ns))
-        return sorted(set(refs), reverse=True)
+            pairs, problems = heads_file.read_checked(ns)
+            refs.extend(ref for _, ref in pairs)
+            for problem in problems:
+                if (str(heads_file.path), problem) not in self._bad_lines_warned:
+                    self._bad_lines_warned.add((str(heads_file.path), problem))
+                    log.warning("%s: %s (ignored; fix or remove that line)",
+                                heads_file.path, problem)
+        return sorted(set(refs), reverse=True), problems
 
     def unmerged(self, ns: str, keys: NamespaceKeys) -> list[HeadRef]:
         """Newest seen heads the local state does not contain yet."""
@@ -254,8 +267,8 @@ class NamespaceLog:
         manifest that omits memories deletes none (docs/sync.md, union rule).
         """
         usable: list[HeadRef] = []
-        skipped: list[str] = []
-        for ref in self.newest(ns):
+        refs, skipped = self._newest_checked(ns)
+        for ref in refs:
             seen = self.seen.get(ns, ref.blob_id)
             if seen is not None and seen.ref == ref:
                 usable.append(ref)
@@ -264,7 +277,16 @@ class NamespaceLog:
             if reason is None:
                 try:
                     self._learn(ns, keys, ref) if seen is None else self._read_root(ns, keys, ref)
+                except StorageError as exc:
+                    # An outage, a lagging aggregator: not the line's fault. Never cached,
+                    # so the next sync tries it again (the client retries each read with
+                    # backoff); a long-running process must not skip it for good.
+                    reason = f"{type(exc).__name__}: {exc}"
+                    log.warning("heads file %s: line '%s %s' not readable now (%s); retried "
+                                "at the next sync", self.host.settings.heads_file, ns, ref,
+                                reason)
                 except (WalrusMemError, ValueError) as exc:
+                    # forged, another key's, malformed: the same bytes fail the same way
                     reason = f"{type(exc).__name__}: {exc}"
                     self._unusable[(ns, ref)] = reason
                     log.warning("heads file %s: skipped line '%s %s' (%s); it cannot be "
