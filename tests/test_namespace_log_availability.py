@@ -3,6 +3,7 @@ manifest drop memories (issue 10 red team, availability findings; docs/sync.md).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from relayer_mock.server import RelayerServer
 from tests.helpers_log import live, machine
 from tests.helpers_proxy import HookProxy
+from walrus_mem.expiry import record_seen
 
 
 @pytest.fixture(scope="module")
@@ -66,3 +68,100 @@ def test_a_damaged_heads_file_is_reported_never_raised(tmp_path: Path, server) -
         report = c.sync("hg")
         assert "hg" in report.pulled and report.skipped_heads == []
         assert sorted(live(c, "hg").values()) == ["alpha"]
+
+
+# -- the epoch clock -------------------------------------------------------------------
+
+
+def test_a_sighting_beyond_what_time_allows_is_implausible(tmp_path: Path) -> None:
+    from walrus_mem.catalog import Catalog
+    from walrus_mem.expiry import EpochClock
+
+    catalog = Catalog(tmp_path / "c.sqlite3")
+    try:
+        unknown = EpochClock(catalog)
+        assert unknown.implausible(10**6, at=0.0) is None  # nothing to compare with
+        unknown.observe(5, at=0.0)
+        assert unknown.implausible(9, at=1.0) is None  # skew tolerated
+        assert unknown.implausible(18, at=10.0) is None  # 1 s epochs at the shortest
+        assert "at most 18" in str(unknown.implausible(19, at=10.0))
+        testnet = EpochClock(catalog, network_seconds=86_400.0)
+        assert testnet.implausible(11, at=3 * 86_400.0) is None
+        assert testnet.implausible(100_005, at=3 * 86_400.0) is not None
+        testnet.seed({"epoch": 100_005, "seen_at": 3 * 86_400.0})  # another writer's claim
+        assert testnet.reading().newest_seen == 5
+    finally:
+        catalog.close()
+
+
+def _poisoning_publisher(upstream: str, armed: dict[str, bool]) -> HookProxy:
+    """A publisher that answers one store with a far-future registeredEpoch (start and
+    end shifted to match, so the blob itself looks fine)."""
+    import json
+
+    def hook(method: str, path: str, body: bytes) -> tuple[int, bytes] | None:
+        if not (armed["on"] and method == "PUT" and path.startswith("/v1/blobs")):
+            return None
+        armed["on"] = False
+        answer = proxy.forward(method, path, body).json()
+        blob = answer["newlyCreated"]["blobObject"]
+        blob["registeredEpoch"] += 100_000
+        blob["storage"]["startEpoch"] += 100_000
+        blob["storage"]["endEpoch"] += 100_000
+        return 200, json.dumps(answer).encode()
+
+    proxy = HookProxy(upstream, hook)
+    return proxy
+
+
+def _listed(mem, ns: str, head: str) -> int:
+    return len([e for e in mem._log.read(ns, head)[1] if not e.deleted])
+
+
+def test_one_far_future_store_answer_does_not_expire_every_memory(tmp_path: Path,
+                                                                  server) -> None:
+    """The red team's f6: A's next manifest listed 1 of 21 memories, and an honest machine
+    pulling it took the poisoned clock and listed 0 of its own."""
+    armed = {"on": False}
+    with _poisoning_publisher(server.url, armed) as publisher:
+        with machine(tmp_path / "a", server.url) as a:
+            a.remember_many([f"durable fact {i}" for i in range(20)], namespace="ep")
+            first = a.sync().manifests["ep"]
+        with machine(tmp_path / "b", server.url) as b:
+            b.restore("ep", first)
+        with machine(tmp_path / "a", publisher.url, aggregator=server.url) as a:
+            armed["on"] = True
+            a.remember("one more fact", namespace="ep")
+            head = a.sync("ep").manifests["ep"]
+            assert not armed["on"]  # the lie was told
+            assert _listed(a, "ep", head) == 21
+        with machine(tmp_path / "c", server.url) as c:
+            assert c.restore("ep", head).restored == 21
+        with machine(tmp_path / "b", server.url) as b:
+            b.pull(head, namespace="ep")
+            b.remember("B writes something", namespace="ep")
+            assert _listed(b, "ep", b.sync("ep").manifests["ep"]) == 22
+
+
+def test_a_wrong_clock_alone_never_drops_a_memory_from_a_manifest(tmp_path: Path,
+                                                                  server) -> None:
+    """Whatever moved the clock (a machine poisoned before the plausibility check, a lie
+    told on its very first store): a manifest drops a memory only once a read 404s, and a
+    fresh machine seeded with that clock still reads what is served."""
+    with machine(tmp_path / "a", server.url) as a:
+        a.remember_many([f"fact {i}" for i in range(5)], namespace="wc")
+        a.sync()
+        current = a.current_epoch()
+        assert current is not None
+        with a._catalog.write() as conn:  # the clock is wrong (written past any check)
+            record_seen(conn, current + 100_000, time.time())
+            conn.execute("UPDATE meta SET value = ? WHERE key = 'current_epoch'",
+                         (str(current + 100_000),))
+        assert a.current_epoch() == current + 100_000
+        a.remember("fact 5", namespace="wc")
+        head = a.sync("wc").manifests["wc"]
+        assert _listed(a, "wc", head) == 6
+    with machine(tmp_path / "fresh", server.url) as fresh:
+        report = fresh.restore("wc", head)  # seeds the far-future clock from the root
+        assert report.restored == 6 and report.expired == []
+        assert len(live(fresh, "wc")) == 6

@@ -160,6 +160,9 @@ class Catalog:
         # (data_version, total_changes) pair, i.e. until any connection writes.
         self._df_cache: dict[str, dict[str, int]] = {}
         self._df_version: tuple[int, int] | None = None
+        self.epoch_guard: Callable[[int, float], str | None] | None = None
+        """Set by Memory (EpochClock.implausible): why a store answer's epoch cannot be
+        true, or None. A refused sighting is logged and never moves the clock."""
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         new_file = not self.path.exists()
         try:
@@ -394,15 +397,25 @@ class Catalog:
         return None if value is None else int(value)
 
     @_guarded
-    def note_epoch(self, epoch: int | None, *, at: float | None = None) -> None:
+    def note_epoch(self, epoch: int | None, *, at: float | None = None,
+                   trusted: bool = False) -> None:
         """Remember the highest current epoch seen in a store response, and when it was seen.
 
-        The sightings feed :class:`walrus_mem.expiry.EpochClock`.
+        The sightings feed :class:`walrus_mem.expiry.EpochClock`. Unless ``trusted``
+        (the mock's own clock route), a sighting :attr:`epoch_guard` finds implausible
+        is ignored with a warning: one lying store answer must not expire everything.
         """
         if epoch is None:
             return
+        when = time.time() if at is None else at
+        if not trusted and self.epoch_guard is not None:
+            reason = self.epoch_guard(int(epoch), when)
+            if reason is not None:
+                log.warning("epoch clock: ignored a sighting of epoch %d: %s", int(epoch),
+                            reason)
+                return
         with self.write() as c:
-            record_seen(c, int(epoch), time.time() if at is None else at)
+            record_seen(c, int(epoch), when)
             c.execute(
                 "INSERT INTO meta (key, value) VALUES ('current_epoch', ?) "
                 "ON CONFLICT (key) DO UPDATE SET value = "

@@ -48,6 +48,7 @@ probe blob to read the epoch before it decides what to renew (see
 from __future__ import annotations
 
 import json
+import logging
 import math
 import sqlite3
 import time
@@ -71,7 +72,13 @@ __all__ = [
     "record_seen",
 ]
 
+log = logging.getLogger(__name__)
+
 META_KEY: Final = "epoch_clock"
+MIN_EPOCH_SECONDS: Final = 1.0
+"""The shortest epoch believed on a network of unknown length (Walrus's last a day or
+more; the mock's tests run 1 s ones): how far one sighting may move the clock."""
+JUMP_SLACK: Final = 2  # epochs of skew between publishers and wall clocks tolerated
 _KEEP_EPOCHS: Final = 64  # sightings kept (oldest dropped): enough to learn the length
 
 # Walrus docs, "Available networks" (network parameters): epoch duration 2 weeks on
@@ -256,8 +263,10 @@ class EpochClock:
     def seed(self, exported: object) -> None:
         """Take a sighting carried by a manifest (see :meth:`export`); junk is ignored.
 
-        The sighting is the writer's, signed with the manifest: it only moves
-        this clock forward, and a fresh store answer re-anchors it anyway.
+        The sighting is the writer's claim (signed, but its publisher may have
+        lied to it): it only moves this clock forward, never beyond what this
+        clock's own sightings make plausible (:meth:`implausible`: ignored with
+        a warning), and a fresh store answer re-anchors it anyway.
         """
         if not isinstance(exported, dict):
             return
@@ -265,7 +274,40 @@ class EpochClock:
         if isinstance(epoch, int) and not isinstance(epoch, bool) and epoch >= 0 \
                 and isinstance(seen_at, int | float) and math.isfinite(seen_at) \
                 and seen_at <= self._now() + 300:
+            reason = self.implausible(epoch, float(seen_at))
+            if reason is not None:
+                log.warning("epoch clock: ignored a manifest's sighting of epoch %d: %s",
+                            epoch, reason)
+                return
             self.observe(epoch, at=float(seen_at))
+
+    def implausible(self, epoch: int, at: float | None = None) -> str | None:
+        """Why a sighting of ``epoch`` at ``at`` cannot be true, or None.
+
+        Epochs cannot pass faster than the epoch length allows: since epoch
+        ``newest`` was last seen, at most ``1 + (at - last) / L`` more began, ``L``
+        the configured or network length, else the learned lower bound (never
+        below :data:`MIN_EPOCH_SECONDS`). A publisher (or another writer's
+        manifest) naming an epoch beyond that, plus :data:`JUMP_SLACK`, is lying
+        or of another network; believing it would make every blob look expired.
+        Nothing to compare with (no sighting yet): plausible.
+        """
+        seen = self.sightings()
+        if not seen:
+            return None
+        newest = max(seen)
+        if epoch <= newest + 1 + JUMP_SLACK:
+            return None
+        when = self._now() if at is None else at
+        length = self._configured or self._network or max(
+            lower_epoch_seconds(seen) or 0.0, MIN_EPOCH_SECONDS)
+        last = seen[newest][1]
+        limit = newest + 1 + max(0, math.floor((when - last) / length)) + JUMP_SLACK
+        if epoch <= limit:
+            return None
+        return (f"epoch {newest} was seen {_ago(max(0.0, when - last))} earlier and epochs "
+                f"last at least {length:g} s, so the current epoch is at most {limit}: "
+                "a publisher (or a manifest's clock) of another network, or lying")
 
     def sightings(self) -> dict[int, list[float]]:
         return _load(self._catalog.get_meta(META_KEY))

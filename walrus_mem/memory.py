@@ -243,6 +243,7 @@ class Memory:
         self._dir_lock = DataDirLock(self.data_dir).shared()
         try:
             self._catalog = Catalog(self.data_dir / "catalog.sqlite3")
+            self._catalog.epoch_guard = lambda epoch, at: self.epoch_clock.implausible(epoch, at)
             self._indexes = IndexStore(self.data_dir / "index", self._catalog)
         except BaseException:
             self._dir_lock.release()
@@ -1524,7 +1525,7 @@ class Memory:
         self._check_open()
         backend_epoch = self._get_backend().current_epoch()
         if backend_epoch is not None:
-            self._catalog.note_epoch(backend_epoch)
+            self._catalog.note_epoch(backend_epoch, trusted=True)
             return self._catalog.current_epoch()
         return self.epoch_clock.current()
 
@@ -1553,7 +1554,7 @@ class Memory:
         self._check_open()
         exact = self._get_backend().current_epoch()
         if exact is not None:
-            self._catalog.note_epoch(exact)
+            self._catalog.note_epoch(exact, trusted=True)
             return self._catalog.current_epoch(), True
         reading = self.epoch_clock.reading()
         if reading.known or (fresh_since is not None and reading.last_seen is not None

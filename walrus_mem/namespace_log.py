@@ -64,7 +64,7 @@ from .errors import (
     WalrusMemError,
     WrongNamespace,
 )
-from .expiry import EpochClock
+from .expiry import EpochClock, ExpiredEntry
 from .heads import HeadRef, HeadsFile, SeenHead, SeenHeads, parse_head
 from .heads_mirror import HeadsMirror, default_state_dir
 from .index import IndexStore, index_file_stem
@@ -167,6 +167,7 @@ class NamespaceLog:
         self._verified_pages: set[tuple[str, str, str | None]] = set()
         self._unusable: dict[tuple[str, HeadRef], str] = {}
         self._bad_lines_warned: set[tuple[str, str]] = set()
+        self._gone_blobs: set[str] = set()  # answered 404 past their end epoch: gone for good
         self.rolled_back: dict[str, list[HeadRef]] = {}
         """Per namespace, heads the per-user mirror knew and this data dir had forgotten
         (restored from a backup, or copied) when it opened: merged before it publishes."""
@@ -529,8 +530,10 @@ class NamespaceLog:
         # clock is learned from store answers, not the mock's admin route).
         rows, expired = clock.drop_expired(snap.rows)
         if expired:
+            rows += self._still_served(ns, snap.rows, expired)
+        if len(rows) < len(snap.rows):
             log.warning("manifest of %r leaves out %d memories whose blobs expired", ns,
-                        len(expired))
+                        len(snap.rows) - len(rows))
         info, known = snap.info, snap.pages
         current_epoch = clock.current()
         if current_epoch is None or (snap.current_epoch or 0) > current_epoch:
@@ -614,6 +617,41 @@ class NamespaceLog:
         log.info("published manifest %d of %r (%d entries, %d pages)", seq, ns, len(entries),
                  len(pages))
         return str(ref)
+
+    def _still_served(self, ns: str, rows: Sequence[Any],
+                      expired: Sequence[ExpiredEntry]) -> list[Any]:
+        """Rows the clock calls expired that an aggregator still serves (or that could
+        not be checked): a manifest drops a memory only once a read answered 404.
+
+        The clock may be wrong (a lying publisher, another network): on its word
+        alone a manifest listed 1 of 21 memories. One 1-byte read per blob."""
+        by_id = {str(r["id"]): r for r in rows}
+        client = self.host.walrus
+        kept: list[Any] = []
+        verdict: dict[str, bool] = {}  # blob id -> gone
+        for gone in expired:
+            blob = gone.blob_id
+            if blob not in verdict:
+                if blob in self._gone_blobs:
+                    verdict[blob] = True
+                else:
+                    try:
+                        client.read_byte_range(blob, 0, 1)
+                        verdict[blob] = False
+                        log.warning("blob %s of %r is past its end epoch %s by the epoch "
+                                    "clock, yet an aggregator serves it: kept in the manifest "
+                                    "(is the clock wrong? %s)", blob, ns, gone.end_epoch,
+                                    self._clock().reading().describe())
+                    except BlobNotFound:
+                        verdict[blob] = True
+                        self._gone_blobs.add(blob)
+                    except (WalrusMemError, ValueError) as exc:
+                        verdict[blob] = False  # unconfirmed: listing it loses nothing
+                        log.info("expiry of blob %s not confirmed (%s); kept listed", blob,
+                                 type(exc).__name__)
+            if not verdict[blob]:
+                kept.append(by_id[gone.memory_id])
+        return kept
 
     def _clock(self) -> EpochClock:
         return self.host.epoch_clock  # configured, network-known or learned epoch length
@@ -864,12 +902,10 @@ class NamespaceLog:
         clock = self._clock()
         for r in reads:  # a fresh machine learns the epoch from the writers' sightings
             clock.seed(r.root.clock)
-        fetches = []
-        for entry in plan.fetches:  # past its end epoch: named as expired, not read
-            if clock.expired(entry.end_epoch):
-                tally.expired.append((entry.memory_id, str(entry.blob_id)))
-            else:
-                fetches.append(entry)
+        # Past its end epoch by the clock: read anyway (the clock may be wrong), and named
+        # as expired, not missing, when the read answers 404.
+        fetches = list(plan.fetches)
+        past_end = {e.memory_id for e in fetches if clock.expired(e.end_epoch)}
         done = total - len(fetches)
         if progress is not None:
             progress(done, total)
@@ -894,7 +930,8 @@ class NamespaceLog:
                     try:
                         fetched.append(future.result())
                     except BlobNotFound:
-                        tally.missing.append((entry.memory_id, str(entry.blob_id)))
+                        (tally.expired if entry.memory_id in past_end else tally.missing
+                         ).append((entry.memory_id, str(entry.blob_id)))
                     except (WalrusMemError, ValueError) as exc:
                         tally.failed.append((entry.memory_id, f"{type(exc).__name__}: {exc}"))
                 self._apply(ns, keys, plan, fetched, tally, live)
