@@ -165,3 +165,42 @@ def test_a_wrong_clock_alone_never_drops_a_memory_from_a_manifest(tmp_path: Path
         report = fresh.restore("wc", head)  # seeds the far-future clock from the root
         assert report.restored == 6 and report.expired == []
         assert len(live(fresh, "wc")) == 6
+
+
+# -- another writer's bad entry --------------------------------------------------------
+
+
+@pytest.mark.parametrize("fault", ["deny-listed", "wrong-bytes"])
+def test_another_writers_unreadable_entry_never_stops_this_machine_publishing(
+        tmp_path: Path, server, fault: str) -> None:
+    """One entry of A's manifest whose blob is deny-listed (451) or serves other bytes
+    (a publisher swapped patch ids): every puller was marked 'restore incomplete' and
+    published no manifest again. Now the entry is reported and the merge completes."""
+    heads = tmp_path / "shared" / "heads.txt"
+    with machine(tmp_path / "a", server.url, heads_file=heads) as a:
+        recs = [a.remember(f"fact {i} of A", namespace="ub") for i in range(4)]
+        a.sync()
+        victim = recs[1]
+        blob = a.get(victim.id, namespace="ub").blob_id
+        other = a.get(recs[2].id, namespace="ub").blob_id
+    assert blob != other  # one blob per fact
+
+    def hook(method: str, path: str, body: bytes) -> tuple[int, bytes] | None:
+        if method != "GET" or f"/v1/blobs/{blob}" not in path:
+            return None
+        if fault == "deny-listed":
+            return 451, b'{"error": {"code": 451, "status": "UNAVAILABLE_FOR_LEGAL_REASONS"}}'
+        return 200, proxy.forward("GET", path.replace(blob, other)).content
+
+    with HookProxy(server.url, hook) as proxy, \
+            machine(tmp_path / "b", server.url, aggregator=proxy.url, heads_file=heads) as b:
+        b.remember("B's own fact", namespace="ub")
+        first = b.sync("ub")
+        assert first.errors == [] and "ub" in first.manifests
+        report = first.pulled["ub"]
+        assert report.complete and [m for m, _ in report.unreadable] == [victim.id]
+        assert b._log.tables.restoring("ub") is None
+        b.remember("B's second fact", namespace="ub")
+        second = b.sync("ub")
+        assert second.errors == [] and "ub" in second.manifests
+        assert len(live(b, "ub")) == 5

@@ -1361,13 +1361,14 @@ def restore(state: CliState, head: str | None, manifest_blob_id: str | None,
             f"Restored namespace {report.namespace} from head {report.manifest_blob_id}: "
             f"{report.restored} restored, {report.skipped} already here, "
             f"{len(report.failed)} failed, {len(report.missing)} missing, "
+            f"{len(report.unreadable)} unreadable, "
             f"{len(report.expired)} expired (of {report.total})"
             + (" [resumed]" if report.resumed else "")
         )
         for label, pairs in (("missing blob", report.missing), ("expired blob", report.expired)):
             for mid, blob in pairs[:20]:
                 state.out.print(f"  {mid}: {label} {blob}")
-        for mid, msg in report.failed[:20]:
+        for mid, msg in [*report.unreadable[:20], *report.failed[:20]]:
             state.out.print(f"  {mid}: {escape(msg)}")
         for line in report.equivocations:
             state.out.print(f"  equivocation: {escape(line)}", soft_wrap=True)
@@ -1412,8 +1413,8 @@ def pull(state: CliState, heads: tuple[str, ...], allow_stale: bool,
                 f"{report.added} added, {report.updated} updated, {report.forgotten} forgotten, "
                 f"{report.conflicts} conflicts, {report.deduplicated} deduplicated, "
                 f"{len(report.missing)} missing, {len(report.expired)} expired, "
-                f"{len(report.failed)} failed")
-        for mid, msg in report.failed[:20]:
+                f"{len(report.unreadable)} unreadable, {len(report.failed)} failed")
+        for mid, msg in [*report.unreadable[:20], *report.failed[:20]]:
             state.out.print(f"  {mid}: {escape(msg)}")
         for line in report.skipped:
             state.out.print(f"  skipped heads-file head (cannot be merged; remove its line): "

@@ -1457,8 +1457,10 @@ class Memory:
         return RestoreReport(
             namespace=ns, manifest_blob_id=head, total=report.total,
             restored=report.added + report.updated,
-            skipped=report.total - report.added - report.updated - len(report.failed),
+            skipped=report.total - report.added - report.updated - len(report.failed)
+            - len(report.unreadable),
             failed=report.failed, missing=report.missing, expired=report.expired,
+            unreadable=report.unreadable,
             forgotten=report.forgotten, conflicts=report.conflicts,
             equivocations=report.equivocations,
             complete=report.complete, resumed=report.resumed)

@@ -227,8 +227,11 @@ class PullReport(BaseModel):
     ``missing`` / ``expired`` (memory id, blob id) pairs whose blob is gone
     (a missing one stays pending: retried by later pulls and syncs and listed in
     this data dir's manifests meanwhile, docs/sync.md);
-    ``failed`` fetches that may succeed later (then ``complete`` is False and
-    the namespace stays marked until a pull or restore finishes it).
+    ``unreadable`` (memory id, reason) entries whose location serves no good
+    bytes (blocked, 451; wrong or tampered bytes): another writer's bad entry,
+    pending as a missing one is, never blocking this one;
+    ``failed`` fetches that may succeed later (an outage: then ``complete`` is
+    False and the namespace stays marked until a pull or restore finishes it).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -248,6 +251,7 @@ class PullReport(BaseModel):
     unchanged: int = 0
     missing: list[tuple[str, str]] = Field(default_factory=list)
     expired: list[tuple[str, str]] = Field(default_factory=list)
+    unreadable: list[tuple[str, str]] = Field(default_factory=list)
     failed: list[tuple[str, str]] = Field(default_factory=list)
     complete: bool = True
     resumed: bool = False
@@ -284,6 +288,8 @@ class RestoreReport(BaseModel):
 
     ``manifest_blob_id`` is the head reference restored from. ``missing`` and
     ``expired`` list (memory id, blob id) of facts whose blobs are gone;
+    ``unreadable`` (memory id, reason) those whose location serves no good bytes
+    (as :attr:`PullReport.unreadable`: the restore completes without them);
     ``failed`` those that could not be fetched now (the restore is then
     incomplete and resumes on the next ``restore``).
     """
@@ -298,6 +304,7 @@ class RestoreReport(BaseModel):
     failed: list[tuple[str, str]] = Field(default_factory=list)
     missing: list[tuple[str, str]] = Field(default_factory=list)
     expired: list[tuple[str, str]] = Field(default_factory=list)
+    unreadable: list[tuple[str, str]] = Field(default_factory=list)
     forgotten: int = 0
     conflicts: int = 0
     equivocations: list[str] = Field(default_factory=list)

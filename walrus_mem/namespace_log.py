@@ -45,8 +45,10 @@ from .config import Settings
 from .embeddings import Embedder
 from .envelope import open_envelope, seal
 from .errors import (
+    BadRequest,
     BlobNotFound,
     EnvelopeError,
+    ForbiddenBlob,
     ForkedHead,
     HeadMismatch,
     InvalidHead,
@@ -94,6 +96,13 @@ MAX_WALK: Final = 10_000
 """Manifests an ancestry check may visit before giving up (LogError)."""
 
 ProgressCallback = Callable[[int, int], object]
+
+_UNREADABLE: Final = (ForbiddenBlob, VerificationFailed, EnvelopeError, InvalidInput,
+                      BadRequest, ValueError)
+"""Fetch failures that are the entry's own (its location is blocked, 451, or serves no
+bytes that verify as the version listed): another writer's bad entry. A pull reports
+them (``unreadable``), completes, and later pulls retry them; they never keep the
+restore marker, or one bad entry would stop this data dir publishing for good."""
 
 
 class LogHost(Protocol):
@@ -147,6 +156,7 @@ class _Tally:
     forgotten_blobs: dict[str, bool | None] = field(default_factory=dict)
     missing: list[tuple[str, str]] = field(default_factory=list)
     expired: list[tuple[str, str]] = field(default_factory=list)
+    unreadable: list[tuple[str, str]] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)
 
 
@@ -932,6 +942,9 @@ class NamespaceLog:
                     except BlobNotFound:
                         (tally.expired if entry.memory_id in past_end else tally.missing
                          ).append((entry.memory_id, str(entry.blob_id)))
+                    except _UNREADABLE as exc:  # the entry's fault, not an interruption
+                        tally.unreadable.append(
+                            (entry.memory_id, f"{type(exc).__name__}: {exc}"))
                     except (WalrusMemError, ValueError) as exc:
                         tally.failed.append((entry.memory_id, f"{type(exc).__name__}: {exc}"))
                 self._apply(ns, keys, plan, fetched, tally, live)
@@ -942,11 +955,12 @@ class NamespaceLog:
                             tally)
         if tally.missing and not clock.reading().known:
             self._name_expired(tally, {e.memory_id: e.end_epoch for e in fetches})
-        # A winning entry whose blob could not be read (404 on every aggregator, or a
-        # failed read) stays pending: retried by later pulls and syncs, and listed in
-        # this data dir's manifests meanwhile, so its absence here never reads as a
-        # deletion to whoever restores from them (docs/sync.md).
-        unfetched = {mid for mid, _ in [*tally.missing, *tally.failed]}
+        # A winning entry whose blob could not be read (404 on every aggregator, a
+        # blocked or unverifiable location, or a failed read) stays pending: retried by
+        # later pulls and syncs, and listed in this data dir's manifests meanwhile, so
+        # its absence here never reads as a deletion to whoever restores from them
+        # (docs/sync.md).
+        unfetched = {mid for mid, _ in [*tally.missing, *tally.unreadable, *tally.failed]}
         with self.lock:
             self.tables.set_pending(ns, {e.memory_id: e.to_json()
                                          for e in [*plan.add, *plan.replace]
@@ -978,7 +992,8 @@ class NamespaceLog:
             conflicts=tally.conflicts, deduplicated=tally.deduplicated,
             deleted_blobs=deleted_blobs, kept_blobs=kept_blobs,
             unchanged=plan.unchanged, missing=tally.missing, expired=tally.expired,
-            failed=tally.failed, complete=complete, resumed=resumed,
+            unreadable=tally.unreadable, failed=tally.failed, complete=complete,
+            resumed=resumed,
             equivocations=equivocations,
         )
 
