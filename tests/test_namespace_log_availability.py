@@ -204,3 +204,42 @@ def test_another_writers_unreadable_entry_never_stops_this_machine_publishing(
         second = b.sync("ub")
         assert second.errors == [] and "ub" in second.manifests
         assert len(live(b, "ub")) == 5
+
+
+# -- a batch the publisher refuses for good --------------------------------------------
+
+
+def test_a_batch_refused_for_good_is_split_then_poisoned_and_manifests_go_on(
+        tmp_path: Path, server) -> None:
+    """One fact over the publisher's size cap (413) stayed in the outbox forever, and sync
+    published no manifest while the outbox was non-empty: every later fact of the
+    namespace was published as a blob but never listed."""
+    from walrus_mem.doctor import _namespace_integrity
+
+    heads = tmp_path / "shared" / "heads.txt"
+    capped = HookProxy(server.url, lambda m, p, b: (413, b"payload too large")
+                       if m == "PUT" and len(b) > 40_000 else None)
+    big = "a long pasted document " + "lorem ipsum " * 4000
+    with capped, machine(tmp_path / "a", capped.url, aggregator=server.url,
+                         heads_file=heads) as a:
+        a.remember("small fact 1", namespace="po")
+        a.sync()
+        mixed = a.remember_many(["small fact 2", big, "small fact 3"], namespace="po")
+        assert mixed.queued == 3  # the quilt was refused whole
+        later = [a.remember(f"later fact {i}", namespace="po") for i in range(3)]
+        first = a.sync("po")
+        assert first.published == 2  # the split quilt's small members went alone
+        assert any("refused for good" in e for e in first.errors)
+        reports = [a.sync("po") for _ in range(2)]
+        assert any("poisoned after" in e for r in reports for e in r.errors)
+        assert any("po" in r.manifests for r in [first, *reports])
+        checks = _namespace_integrity(a, "po")
+        assert any(c.status == "fail" and "poisoned" in c.detail for c in checks)
+        big_id = mixed.records[1].id
+        assert a.get(big_id, namespace="po").status == "queued"
+    with machine(tmp_path / "b", server.url, heads_file=heads) as b:
+        b.restore("po")
+        held = live(b, "po")
+        assert {r.id for r in later} <= set(held) and big_id not in held
+        assert sorted(held.values())[:3] == ["later fact 0", "later fact 1", "later fact 2"]
+        assert {"small fact 2", "small fact 3"} <= set(held.values())

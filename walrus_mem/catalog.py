@@ -797,6 +797,26 @@ class Catalog:
             self._drop_empty_outbox(namespace)
             return batch_id
 
+    @_guarded
+    def split_outbox_batch(self, batch_id: int) -> list[int]:
+        """Move each member of a batch into a batch of its own (same namespace, created
+        now); the emptied batch goes. Returns the new batch ids."""
+        with self.write():
+            batch = self.outbox_batch(batch_id)
+            if batch is None:
+                return []
+            members = [(str(r[0]), int(r[1])) for r in self.query(
+                "SELECT memory_id, version FROM outbox_items WHERE outbox_id = ? "
+                "ORDER BY memory_id", (batch_id,))]
+            return [self.add_outbox_batch(str(batch["namespace"]), [m], time.time())
+                    for m in members]
+
+    @_guarded
+    def outbox_members(self, batch_id: int) -> list[str]:
+        return [str(r[0]) for r in self.query(
+            "SELECT memory_id FROM outbox_items WHERE outbox_id = ? ORDER BY memory_id",
+            (batch_id,))]
+
     def _drop_empty_outbox(self, namespace: str) -> None:
         self.conn.execute(
             "DELETE FROM outbox WHERE namespace = ? AND id NOT IN "

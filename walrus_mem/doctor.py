@@ -445,6 +445,8 @@ def check_integrity(mem: Any) -> list[Check]:
 
 def _namespace_integrity(mem: Any, ns: str) -> list[Check]:
     from .integrity import check_index_file, damaged_sealed, queued_without_outbox
+    from .outbox_poison import describe as describe_poisoned
+    from .outbox_poison import is_poisoned
 
     checks: list[Check] = []
     fix = f"walrus-mem -n {ns} repair"
@@ -462,6 +464,13 @@ def _namespace_integrity(mem: Any, ns: str) -> list[Check]:
     else:
         checks.append(Check(f"outbox {ns}", "ok",
                             f"{mem._catalog.queued_count(ns)} queued, every one enqueued"))
+    for batch in mem._catalog.outbox_batches(ns):
+        if is_poisoned(batch):
+            checks.append(Check(
+                f"outbox {ns}", "fail",
+                f"batch {batch['id']} " + describe_poisoned(
+                    batch, mem._catalog.outbox_members(int(batch["id"]))),
+                f"walrus-mem -n {ns} forget ID (or a publisher that accepts it)"))
     count = mem._catalog.count(ns)
     sample = (f"all {count}" if count <= SEALED_SAMPLE
               else f"the queued and ~{SEALED_SAMPLE} of {count} (repair checks all)")

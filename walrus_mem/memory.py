@@ -103,6 +103,8 @@ from .models import (
     from_timestamp,
 )
 from .namespace_log import NamespaceLog, ProgressCallback
+from .outbox_poison import REFUSED, is_poisoned, refused_for_good
+from .outbox_poison import describe as describe_poisoned
 from .publish_check import verify_published
 from .ranking import (
     DEFAULT_MIN_SCORE,
@@ -760,6 +762,12 @@ class Memory:
             self._trip_breaker(exc)
             message = f"{type(exc).__name__}: {exc}"
             log.info("publish of outbox batch %d deferred: %s", batch_id, message)
+            if refused_for_good(exc):  # outbox_poison.py: split it, or count towards poison
+                message = REFUSED + message
+                if len(payload) > 1:
+                    with self._lock:
+                        parts = self._catalog.split_outbox_batch(batch_id)
+                    return 0, f"{message} (split into {len(parts)} batches, each tried alone)"
             with self._lock:
                 self._catalog.outbox_failed(batch_id, message)
             return 0, message
@@ -793,13 +801,24 @@ class Memory:
         return good, message
 
     def _flush(self, namespace: str | None) -> tuple[int, list[str]]:
-        published, errors = 0, []
-        for batch in self._catalog.outbox_batches(namespace):
-            n, error = self._publish_batch(int(batch["id"]))
-            published += n
-            if error:
-                errors.append(f"outbox batch {batch['id']} ({batch['namespace']}): {error}")
-        return published, errors
+        published, errors = 0, builtins.list[str]()
+        tried: set[int] = set()
+        while True:  # a batch split on a permanent refusal: its parts are tried too
+            batches = [b for b in self._catalog.outbox_batches(namespace)
+                       if int(b["id"]) not in tried]
+            if not batches:
+                return published, errors
+            for batch in batches:
+                batch_id = int(batch["id"])
+                tried.add(batch_id)
+                n, error = self._publish_batch(batch_id)
+                published += n
+                if not error:
+                    continue
+                now = self._catalog.outbox_batch(batch_id)
+                if now is not None and is_poisoned(now):
+                    error = describe_poisoned(now, self._catalog.outbox_members(batch_id))
+                errors.append(f"outbox batch {batch_id} ({batch['namespace']}): {error}")
 
     # -- recall --------------------------------------------------------------------
 
@@ -1283,8 +1302,8 @@ class Memory:
             info = self._catalog.namespace(name)
             if info is None:
                 continue
-            if self._catalog.outbox_count(name) > 0:
-                continue  # a manifest now would miss the queued facts
+            if any(not is_poisoned(b) for b in self._catalog.outbox_batches(name)):
+                continue  # a manifest now would miss facts about to be published
             if self._catalog.has_end_epochs(name):
                 if epoch is None:
                     epoch = self._sync_epoch(started, errors)
