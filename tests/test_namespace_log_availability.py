@@ -243,3 +243,37 @@ def test_a_batch_refused_for_good_is_split_then_poisoned_and_manifests_go_on(
         assert {r.id for r in later} <= set(held) and big_id not in held
         assert sorted(held.values())[:3] == ["later fact 0", "later fact 1", "later fact 2"]
         assert {"small fact 2", "small fact 3"} <= set(held.values())
+
+
+# -- a machine back after a long history -----------------------------------------------
+
+
+def test_a_machine_away_for_longer_than_the_ancestry_window_merges(
+        tmp_path: Path, server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """descends() raised LogError past MAX_WALK manifests: a laptop away while a busy
+    namespace published 10,000 manifests could never sync again (scaled down to 5)."""
+    import walrus_mem.namespace_log as nslog
+
+    monkeypatch.setattr(nslog, "MAX_WALK", 5)
+    monkeypatch.setattr(nslog, "MAX_FETCH", 5, raising=False)
+    heads = tmp_path / "shared" / "heads.txt"
+    with machine(tmp_path / "a", server.url, heads_file=heads) as a:
+        a.remember("fact 0", namespace="lh")
+        a.sync()
+        with machine(tmp_path / "laptop", server.url, heads_file=heads) as laptop:
+            laptop.sync("lh")
+        for i in range(12):
+            a.remember(f"busy fact {i}", namespace="lh")
+            a.sync("lh")
+        with machine(tmp_path / "laptop", server.url, heads_file=heads) as laptop:
+            away = laptop.remember("written while away", namespace="lh")
+            back = laptop.sync("lh")
+            assert back.errors == [] and "lh" in back.manifests
+            merged = a.sync("lh")
+            assert merged.errors == [] and away.id in live(a, "lh")
+            a.remember("A keeps working", namespace="lh")
+            assert "lh" in a.sync("lh").manifests
+            again = laptop.sync("lh")
+            assert again.errors == []
+            assert live(laptop, "lh") == live(a, "lh") and len(live(a, "lh")) == 15
+            assert laptop.sync("lh").pulled == {} and a.sync("lh").pulled == {}

@@ -92,8 +92,11 @@ MANIFEST_LOCK_TIMEOUT: Final = 300.0
 RESTORE_WORKERS: Final = 8
 RESTORE_CHUNK: Final = 256
 DEFAULT_IMPORTANCE: Final = 0.5
-MAX_WALK: Final = 10_000
-"""Manifests an ancestry check may visit before giving up (LogError)."""
+MAX_WALK = 10_000
+"""Manifests an ancestry check visits at most; beyond, the heads count as concurrent."""
+MAX_FETCH = 1_000
+"""Unseen manifests an ancestry check reads at most (one request each); beyond, the
+heads count as concurrent (they are then remembered, so the next check goes further)."""
 
 ProgressCallback = Callable[[int, int], object]
 
@@ -311,16 +314,25 @@ class NamespaceLog:
 
     def descends(self, ns: str, keys: NamespaceKeys, newer: HeadRef, older: HeadRef) -> bool:
         """Whether ``newer`` is ``older`` or descends from it (walks parents, fetching
-        manifests this data dir has not seen; seq only grows along the way)."""
+        manifests this data dir has not seen; seq only grows along the way).
+
+        A walk past :data:`MAX_WALK` manifests (or :data:`MAX_FETCH` reads) answers
+        False: the two count as concurrent, so they are merged. That is safe, since
+        merging a head the state already holds changes nothing (union, versions,
+        tombstones: merge.py), while giving up (it raised) left a machine away for
+        10,000 manifests unable to sync ever again (red team f27)."""
         if newer == older:
             return True
         if newer.seq <= older.seq:
             return False
-        stack, visited = [newer], {newer.blob_id}
+        stack, visited, fetched = [newer], {newer.blob_id}, 0
         while stack:
             node = stack.pop()
             known = self.seen.get(ns, node.blob_id)
             if known is None:
+                fetched += 1
+                if fetched > MAX_FETCH:
+                    return self._beyond_window(ns, newer, older, "reads")
                 try:
                     known = self._learn(ns, keys, node)
                 except (WalrusMemError, ValueError) as exc:
@@ -333,8 +345,15 @@ class NamespaceLog:
                 if parent.seq > older.seq and parent.blob_id not in visited:
                     visited.add(parent.blob_id)
                     if len(visited) > MAX_WALK:
-                        raise LogError(f"ancestry walk of {ns!r} exceeds {MAX_WALK} manifests")
+                        return self._beyond_window(ns, newer, older, "manifests")
                     stack.append(parent)
+        return False
+
+    @staticmethod
+    def _beyond_window(ns: str, newer: HeadRef, older: HeadRef, what: str) -> bool:
+        log.info("ancestry of %r from seq %d down to seq %d exceeds %d %s: taken as "
+                 "concurrent (merged)", ns, newer.seq, older.seq,
+                 MAX_FETCH if what == "reads" else MAX_WALK, what)
         return False
 
     def _learn(self, ns: str, keys: NamespaceKeys, ref: HeadRef) -> SeenHead:
