@@ -131,10 +131,14 @@ def test_one_far_future_store_answer_does_not_expire_every_memory(tmp_path: Path
             b.restore("ep", first)
         with machine(tmp_path / "a", publisher.url, aggregator=server.url) as a:
             armed["on"] = True
-            a.remember("one more fact", namespace="ep")
+            lied_to = a.remember("one more fact", namespace="ep")
             head = a.sync("ep").manifests["ep"]
             assert not armed["on"]  # the lie was told
             assert _listed(a, "ep", head) == 21
+            # its storage epochs count from the clock, so it is renewed in time
+            now_epoch = a.current_epoch()
+            assert now_epoch is not None
+            assert int(a.get(lied_to.id, namespace="ep").end_epoch or 0) < now_epoch + 100
         with machine(tmp_path / "c", server.url) as c:
             assert c.restore("ep", head).restored == 21
         with machine(tmp_path / "b", server.url) as b:

@@ -163,6 +163,9 @@ class Catalog:
         self.epoch_guard: Callable[[int, float], str | None] | None = None
         """Set by Memory (EpochClock.implausible): why a store answer's epoch cannot be
         true, or None. A refused sighting is logged and never moves the clock."""
+        self.epoch_now: Callable[[], int | None] | None = None
+        """Set by Memory (EpochClock.current): where an answer whose epoch was refused
+        counts its storage epochs from (its own end epoch is shifted as far)."""
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         new_file = not self.path.exists()
         try:
@@ -858,25 +861,26 @@ class Catalog:
         lasts longer keeps it. Returns memory id -> end epoch now in effect.
         """
         deletable = None if blob.deletable is None else int(blob.deletable)
+        end_epoch = self._plausible_end(blob)
         result: dict[str, int | None] = {}
         with self.write() as c:
             for mid, patch in locations.items():
                 version = versions[mid]
                 if only_if_longer is not None:
                     old_end = only_if_longer.get(mid)
-                    if old_end is not None and old_end >= blob.end_epoch:
+                    if old_end is not None and end_epoch is not None and old_end >= end_epoch:
                         result[mid] = int(old_end)
                         continue
                 c.execute(
                     "UPDATE memories SET status = 'published', blob_id = ?, quilt_patch_id = ?, "
                     "object_id = ?, end_epoch = ?, deletable = ? WHERE id = ? AND version = ?",
-                    (blob.blob_id, patch, blob.object_id, blob.end_epoch, deletable, mid,
+                    (blob.blob_id, patch, blob.object_id, end_epoch, deletable, mid,
                      version),
                 )
                 c.execute(
                     "UPDATE versions SET blob_id = ?, quilt_patch_id = ?, end_epoch = ?, "
                     "deletable = ? WHERE memory_id = ? AND version = ? AND event != 'CONFLICT'",
-                    (blob.blob_id, patch, blob.end_epoch, deletable, mid, version),
+                    (blob.blob_id, patch, end_epoch, deletable, mid, version),
                 )
                 c.execute("DELETE FROM outbox_items WHERE memory_id = ? AND version = ?",
                           (mid, version))
@@ -884,13 +888,27 @@ class Catalog:
                     c.execute("INSERT OR IGNORE INTO pending_deletions (blob_id, namespace, "
                               "deletable, at) VALUES (?, ?, ?, ?)",
                               (blob.blob_id, namespace, deletable, time.time()))
-                result[mid] = blob.end_epoch
+                result[mid] = end_epoch
             if batch_id is not None:
                 c.execute("DELETE FROM outbox WHERE id = ?", (batch_id,))
             self._drop_empty_outbox(namespace)
             self.bump_writes(namespace, len(locations))
             self.note_epoch(blob.registered_epoch)
         return result
+
+    def _plausible_end(self, blob: Any) -> int | None:
+        """A store answer's end epoch, shifted down when its registered epoch is one the
+        clock refuses (:attr:`epoch_guard`): the storage epochs it names then count from
+        the clock's own estimate, so renewal comes in time instead of never."""
+        end, registered = blob.end_epoch, blob.registered_epoch
+        if end is None or registered is None or self.epoch_guard is None \
+                or self.epoch_now is None \
+                or self.epoch_guard(int(registered), time.time()) is None:
+            return end if end is None else int(end)
+        now_epoch = self.epoch_now()
+        if now_epoch is None:
+            return int(end)
+        return min(int(end), now_epoch + max(0, int(end) - int(registered)))
 
     @_guarded
     def bump_writes(self, namespace: str, count: int) -> None:

@@ -246,6 +246,7 @@ class Memory:
         try:
             self._catalog = Catalog(self.data_dir / "catalog.sqlite3")
             self._catalog.epoch_guard = lambda epoch, at: self.epoch_clock.implausible(epoch, at)
+            self._catalog.epoch_now = lambda: self.epoch_clock.current()
             self._indexes = IndexStore(self.data_dir / "index", self._catalog)
         except BaseException:
             self._dir_lock.release()
