@@ -189,8 +189,10 @@ def test_another_writers_unreadable_entry_never_stops_this_machine_publishing(
         other = a.get(recs[2].id, namespace="ub").blob_id
     assert blob != other  # one blob per fact
 
+    blocked = {"on": True}
+
     def hook(method: str, path: str, body: bytes) -> tuple[int, bytes] | None:
-        if method != "GET" or f"/v1/blobs/{blob}" not in path:
+        if not blocked["on"] or method != "GET" or f"/v1/blobs/{blob}" not in path:
             return None
         if fault == "deny-listed":
             return 451, b'{"error": {"code": 451, "status": "UNAVAILABLE_FOR_LEGAL_REASONS"}}'
@@ -208,6 +210,12 @@ def test_another_writers_unreadable_entry_never_stops_this_machine_publishing(
         second = b.sync("ub")
         assert second.errors == [] and "ub" in second.manifests
         assert len(live(b, "ub")) == 5
+        # carried forward meanwhile: a restore of B's head still names A's entry
+        _, entries = b._log.read("ub", second.manifests["ub"])
+        assert victim.id in {e.memory_id for e in entries if not e.deleted}
+        blocked["on"] = False  # the location serves good bytes again: the next sync reads it
+        b.sync("ub")
+        assert len(live(b, "ub")) == 6 and victim.id in live(b, "ub")
 
 
 # -- a batch the publisher refuses for good --------------------------------------------
