@@ -163,3 +163,59 @@ def test_capture_never_stores_a_secret(tmp_path, master_hex):
     finally:
         hooks.close()
         mem.close()
+
+
+# --- session 5: passwords in plain language (blind evaluation: 6/57 stored verbatim) -------
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("Cottage wifi: SSID MapleNest, WPA2 key Plum7!door", "Plum7!door"),
+    ("Le mot de passe de ma boîte mail est Tilleul#58", "Tilleul#58"),
+    ("Mein Passwort für das Firmenportal lautet Kranich-19x", "Kranich-19x"),
+    ("La contraseña de Netflix es Cactus_Azul7", "Cactus_Azul7"),
+    ("A senha do meu e-mail é Jabuti!303", "Jabuti!303"),
+    ("Falcon#7734 is what I type to get into the office PC", "Falcon#7734"),
+    ("I use Otter&Kelp21 for both my bank and Venmo", "Otter&Kelp21"),
+    ("For iCloud I use Sparrow!Nest9", "Sparrow!Nest9"),
+    ("Gym app login: mia.r@example.com / Lunge!Day44", "Lunge!Day44"),
+    ("J'utilise Cerise!Noire4 pour ma banque", "Cerise!Noire4"),
+])
+def test_natural_language_passwords_are_redacted_value_only(text, value):
+    redacted, findings = redact_secrets(text)
+    assert value not in redacted and findings
+    # the value goes, the words around it stay
+    assert redacted.split()[0] == text.split()[0] or redacted.startswith("[REDACTED")
+    screened = screen_fact(text)
+    assert screened.text is None or value not in screened.text
+
+
+@pytest.mark.parametrize("text", [
+    "My Wi-Fi is called MapleNest-5G.",
+    "The wifi network at the library is Library_Guest2.",
+    "Le mot de passe de ma boîte mail est dans mon carnet.",
+    "Mein Passwort für das Firmenportal läuft nächste Woche ab.",
+    "I use 1Password for both my bank and Venmo.",
+    "I use GPT-4o for email drafts.",
+    "Notion is what I use to log my workouts.",
+    "The key to the shed is under the mat.",
+    "The password is stored in 1Password, never in the repo.",
+    "Our helpdesk forwards password-reset requests to the IT queue.",
+    "My password manager generates 20-character passwords by default.",
+    "A senha do Wi-Fi está colada no roteador.",
+])
+def test_password_lookalikes_are_left_alone(text):
+    assert redact_secrets(text)[1] == []
+
+
+def test_frozen_held_out_passwords_of_session_5():
+    """tests/data/secrets_heldout_s5.json, committed before tuning.
+
+    Measured once after tuning on the tuning half: 2/22 stored (was 21/22), 1/22
+    look-alikes changed (was 1/22). Counts only in the message: the held-out items
+    stay unseen while tuning.
+    """
+    data = json.loads((DATA / "secrets_heldout_s5.json").read_text(encoding="utf-8"))
+    stored = [s for s in data["secrets"]
+              if (kept := screen_fact(s["text"]).text) is not None and s["secret"] in kept]
+    changed = [b for b in data["benign"] if screen_fact(b).text != b]
+    assert len(stored) <= 2, len(stored)
+    assert len(changed) <= 1, len(changed)

@@ -21,7 +21,9 @@ Each detector confirms what a regex alone cannot:
 * env-style assignments ``*_PASSWORD=``, ``*_TOKEN=``, ``*_SECRET=``,
   ``*_KEY=`` (placeholders such as ``${VAR}`` or ``<your-key>`` excepted);
 * natural-language passwords: "my bank login is X", "I use X as my ...
-  password", "the PIN for my card is 4821".
+  password", "the PIN for my card is 4821"; in more languages and shapes
+  (Wi-Fi keys, "X is what I type", "I use X for the bank") in
+  :mod:`walrus_mem.secret_phrases`, which validates the value's shape.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from collections import Counter
 from collections.abc import Iterator
 from functools import lru_cache
 from typing import Final
+
+from .secret_phrases import phrase_spans
 
 __all__ = [
     "Span",
@@ -452,6 +456,6 @@ def validated_spans(view: str) -> list[Span]:
     """Every span the validated detectors find in a normalised view."""
     spans: list[Span] = []
     for detector in (_prefixed, _cards, _ibans, _ssns, _seed_phrases, _keys, _assignments,
-                     _natural_passwords):
+                     _natural_passwords, phrase_spans):
         spans.extend(detector(view))
     return spans
