@@ -73,6 +73,9 @@ _HOMOGLYPHS: Final = str.maketrans({
 _LEET: Final = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t",
                               "@": "a", "$": "s", "!": "i", "|": "l", "8": "b"})
 _SPACED_RUN: Final = re.compile(r"(?:\b\w (?=\w\b)){3,}\w\b")
+# single characters (letters, '@', '.') separated by one space; words by two or more
+_SPACED_CHARS: Final = re.compile(r"(?<!\S)(?:\S (?=\S(?!\S))){3,}\S(?!\S)")
+_SPACED_WORD: Final = re.compile(r"(?<!\S)(?:\S (?=\S(?!\S)))+\S(?!\S)")
 _WINDOW: Final = 4000
 _OVERLAP: Final = 600
 _MAX_DECODED: Final = 8
@@ -85,12 +88,31 @@ def _base(text: str) -> str:
     return re.sub(r"[^\S\n]+", " ", text.casefold())
 
 
+def _uncollapsed(text: str) -> str:
+    """The base view with runs of spaces kept (they separate letter-spaced words)."""
+    text = html.unescape(html.unescape(text))
+    return _INVISIBLE.sub("", unicodedata.normalize("NFKC", text)).casefold()
+
+
 def _despace(text: str) -> str:
     """'i g n o r e  a l l' -> 'ignore all' (double spaces separate words)."""
     if not _SPACED_RUN.search(text):
         return text
     parts = re.split(r" {2,}|\u3000", text)
     return " ".join(_SPACED_RUN.sub(lambda m: m.group(0).replace(" ", ""), p) for p in parts)
+
+
+def _despace_wide(text: str) -> str:
+    """Letter-spaced text whose words are set apart by two or more spaces or a tab.
+
+    Runs on the text before whitespace is collapsed (the base view loses the wider
+    word gaps) and joins spaced '@' and '.' too: 's e n d    x @ e v i l . c o m'.
+    """
+    parts = re.split(r"[ \t\u3000]{2,}|\t", text)
+    if sum(1 for p in parts if _SPACED_CHARS.fullmatch(p.strip())) < 2:
+        return text
+    return " ".join(_SPACED_WORD.sub(lambda m: m.group(0).replace(" ", ""), p.strip())
+                    for p in parts)
 
 
 def _leet_view(text: str) -> str:
@@ -123,6 +145,8 @@ _B64: Final = re.compile(r"[A-Za-z0-9+/_-]{16,}={0,2}")
 _HEX: Final = re.compile(r"(?:[0-9a-fA-F]{2}[\s:]?){8,}")
 _B32: Final = re.compile(r"\b[A-Z2-7]{16,}={0,6}")
 _PCT: Final = re.compile(r"(?:%[0-9a-fA-F]{2}[^%\s]{0,3}){4,}")
+# two escapes are enough: "ignore%20all%20previous" hides the words between them
+_PCT_ESCAPE: Final = re.compile(r"%[0-9a-fA-F]{2}")
 
 
 def _readable(decoded: str) -> bool:
@@ -152,7 +176,7 @@ def decoded_views(text: str) -> list[str]:
             continue
         if _readable(decoded):
             found.append(decoded)
-    if _PCT.search(text):
+    if _PCT.search(text) or len(_PCT_ESCAPE.findall(text)) >= 2:
         decoded = urllib.parse.unquote(text)
         if decoded != text:
             found.append(decoded)
@@ -190,6 +214,9 @@ def views(text: str, *, decode: bool = True) -> list[str]:
     out = [base]
     for candidate in (base.translate(_HOMOGLYPHS), _despace(base)):
         out.append(candidate)
+    wide = _despace_wide(_uncollapsed(text))
+    if wide != _uncollapsed(text):
+        out.append(wide)
     out.append(_leet_view(out[1]))
     out.append(_unseparate(out[1]))
     if decode:

@@ -36,7 +36,7 @@ import re
 from collections.abc import Iterator
 from typing import Final
 
-__all__ = ["concept_hits", "concepts"]
+__all__ = ["FIRST_PERSON_START", "OUTSIDE", "PERSIST", "SPLIT", "concept_hits", "concepts"]
 
 _F: Final = re.IGNORECASE
 
@@ -182,7 +182,7 @@ _RESET: Final = _rx(
     r"\bupdate[sd]?\s+to\s+your\s+(?:instructions|rules|guidelines|configuration)\b"
     r"|\byour\s+(?:instructions|rules|guidelines)\s+(?:were|have\s+been|are)\s+(?:updated|changed"
     r"|replaced)\b|\b(?:all\s+)?earlier\s+setup\b|\bnew\s+session\s+(?:rules|policy)\b|\breset\s+complete"
-    r"|\bend\s+of\s+(?:the\s+)?(?:stored\s+)?(?:memories|memory|context)\b|\bfresh\s+policy\b"
+    r"|\bend\s+of\s+(?:the\s+)?(?:stored\s+)?(?:memories|memory|context)(?:\s+block)?\b(?=\s*(?:[-=#*>\]:.!\n]|$))|\bfresh\s+policy\b"
     r"|\bconfiguration\s+wiped|\b(?:memory|memories|context)\s+(?:dump\s+)?ends?\b",
     r"\balles\b[^.\n;]{0,40}\b(?:vorher|zuvor|bisher|oben|davor)\b[^.\n;]{0,30}(?:gilt\s+nicht"
     r"\s+mehr|ungültig|veraltet|hinfällig)|\bneue\s+sitzungsregeln\b",
@@ -573,3 +573,10 @@ def concept_hits(view: str) -> Iterator[tuple[str, str]]:
         if rule:
             yield rule, sentence[:120]
             return
+
+
+# shared with walrus_mem.injection_intents
+FIRST_PERSON_START: Final = _FIRST_PERSON_START
+OUTSIDE: Final = _OUTSIDE
+PERSIST: Final = _PERSIST
+SPLIT: Final = _SPLIT

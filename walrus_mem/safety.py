@@ -32,7 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from . import injection, injection_concepts
+from . import injection, injection_concepts, injection_intents
 from .secret_checks import normalised_view, validated_spans
 
 __all__ = [
@@ -549,6 +549,7 @@ def _labelled_hits(view: str) -> Iterable[tuple[str, str]]:
         yield "non_english", snippet
     yield from injection.structural_cues(view)
     yield from injection_concepts.concept_hits(view)
+    yield from injection_intents.intent_hits(view)
     if not _OBFUSCATION_SIGNS.search(view):
         return  # squashing plain prose only loses context ("ignore the rules of Monopoly")
     squashed = _squash(view)
