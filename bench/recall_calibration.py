@@ -90,9 +90,18 @@ def _fit(x: np.ndarray, y: np.ndarray, l2: float = 1.0) -> np.ndarray:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--fit", action="store_true")
+    parser.add_argument("--probe", type=Path, action="append", default=[],
+                        help="a probe file (relevant/unrelated on the calibration namespace), "
+                        "reported on its own, never fitted on; repeatable")
+    parser.add_argument("--dump", type=Path, help="write every prompt's row (features, "
+                        "outcomes, best-hit scores) as JSON, for analysis of the tuning half")
     args = parser.parse_args(argv)
     embedder = make_embedder("all-MiniLM-L6-v2")
     facts, prompts = cases()
+    for probe_file in args.probe:
+        probe = json.loads(probe_file.read_text(encoding="utf-8"))
+        prompts += [("new", p["query"], p["fact"], probe_file.stem) for p in probe["relevant"]]
+        prompts += [("new", q, None, probe_file.stem) for q in probe["unrelated"]]
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         settings = Settings(data_dir=Path(tmp) / "d", config_file=None, use_keyring=False)
@@ -108,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
                 for ns, prompt, fact, name in prompts + [("readme", README_QUESTION,
                                                           README_FACTS[0], "readme")]:
                     row: dict[str, Any] = {"prompt": prompt, "fact": fact, "set": name,
-                                           "half": half(prompt)}
+                                           "half": name if name.startswith("recall_probe")
+                                           else half(prompt)}
                     for label, hooks in (("gate", gated), ("old", plain)):
                         ctx = hooks.before_prompt_build(prompt, f"agent:{ns}")
                         texts = [h.text for h in ctx.memories]
@@ -121,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
                         bank.intent(mem.query_vector(prompt)),
                     ]
                     scores = [float(h.score) for h in hits]
+                    row["scores"] = scores[:3]
+                    row["top_is_fact"] = bool(fact) and bool(hits) and hits[0].text == fact
                     row["stage2"] = bool(fact) and any(
                         h.text == fact and (h.score >= AgentConfig().min_relevance
                                             or i == 0 and clear_winner(scores[:2]))
@@ -131,8 +143,10 @@ def main(argv: list[str] | None = None) -> int:
                 gated.close()
                 plain.close()
     readme = rows.pop()
+    if args.dump:
+        args.dump.write_text(json.dumps(rows, indent=1), encoding="utf-8")
     for label, title in (("old", "per-hit cutoff only (before)"), ("gate", "query gate + cutoff")):
-        for split in ("tuning", "holdout"):
+        for split in ("tuning", "holdout", *(f.stem for f in args.probe)):
             rel = [r for r in rows if r["half"] == split and r["fact"]]
             unrel = [r for r in rows if r["half"] == split and not r["fact"]]
             got = sum(r[label] for r in rel)
@@ -153,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         best = None
         for th in np.arange(0.05, 0.96, 0.05):
             def passes(r: dict[str, Any], th: float = float(th)) -> bool:
-                z = w[4] + float(np.dot(w[:4], r["features"]))
+                z = w[-1] + float(np.dot(w[:-1], r["features"]))
                 return bool(1 / (1 + np.exp(-z)) >= th)
 
             bad = sum(passes(r) for r in tuning if not r["fact"])
