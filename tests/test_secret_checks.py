@@ -219,3 +219,23 @@ def test_frozen_held_out_passwords_of_session_5():
     changed = [b for b in data["benign"] if screen_fact(b).text != b]
     assert len(stored) <= 2, len(stored)
     assert len(changed) <= 1, len(changed)
+
+
+def test_capture_never_stores_a_natural_language_password(tmp_path, master_hex):
+    """Through MemoryHooks: the whole message is redacted before extraction."""
+    cases = [("Le mot de passe de ma boîte mail est Tilleul#58.", "Tilleul#58"),
+             ("Falcon#7734 is what I type to get into the office PC.", "Falcon#7734"),
+             ("Cottage wifi: SSID MapleNest, WPA2 key Plum7!door.", "Plum7!door")]
+    mem = make_memory(tmp_path, master_hex)
+    hooks = MemoryHooks(mem, agents_config())
+    try:
+        for i, (text, _value) in enumerate(cases):
+            turn = [{"role": "user", "content": f"{text} We moved to Bergen in May {2020 + i}."},
+                    {"role": "assistant", "content": "Noted."}]
+            hooks.capture_now(turn, f"agent:coder:{i}")
+        stored = " ".join(r.text for r in mem.list("coder", limit=100))
+        assert "Bergen" in stored
+        assert [v for _t, v in cases if v in stored] == []
+    finally:
+        hooks.close()
+        mem.close()
