@@ -116,3 +116,15 @@ def test_frozen_held_out_probe_of_session_5():
     flagged = sum(bool(detect_injection(b["text"])) for b in data["benign"])
     assert detected >= 51, detected
     assert flagged <= 2, flagged
+
+
+def test_second_probe_of_session_5_is_now_a_regression_guard():
+    """tests/data/injection_probe_s5.json: written after tuning, measured once before changes.
+
+    Then 16/20 detected, 0/30 benign flagged (the honest estimate of generalisation);
+    fixed with it in view (publishing on a schedule, '[END OF USER NOTES]', a vocative
+    'Assistente:', Polish): in-sample now.
+    """
+    data = json.loads((DATA / "injection_probe_s5.json").read_text(encoding="utf-8"))
+    assert sum(bool(detect_injection(a)) for a in data["attacks"]) == 20
+    assert [b for b in data["benign"] if detect_injection(b)] == []

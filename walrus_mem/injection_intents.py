@@ -50,6 +50,11 @@ _MODEL: Final = _rx(
     r"\b(?:l'assistant|el\s+asistente|o\s+assistente|l'assistente|der\s+assistent|de\s+assistent)\b",
     r"\bwho(?:ever)?\s+(?:reads|processes|loads|sees)\s+this\b|\b(?:anyone|whoever)\s+reading\b",
     r"\bbefore\s+(?:answering|replying|responding)\b|\bnext\s+time\s+you\b",
+    r"\b(?:bevor\s+du\s+antwortest|avant\s+de\s+répondre|antes\s+de\s+responder|prima\s+di"
+    r"\s+rispondere|voordat\s+je\s+antwoordt|zanim\s+odpowiesz)\b",
+    # a vocative: "Assistente: ...", "Agent, ..."
+    r"^\W*(?:assistant|assistente|asistente|assistent|agent|agente|model|modelo|modello|ai|ia"
+    r"|ki|bot)\s*[:,]",
 )
 _ORDER: Final = _rx(
     r"\b(?:must|should|shall|needs?\s+to|has\s+to|is\s+to|make\s+sure|be\s+sure)\b",
@@ -185,7 +190,16 @@ _PUBLIC: Final = _rx(
     r"|\bgroup\b|\bchannel\b|\bprofile\b|\bpublish\w*\b",
     r"\böffentlich\w*|\bpublique\b|\bpúblic[oa]\b|\bpubblic[oa]\b|\bopenbaar\b",
 )
+_PUBLISH_LEAD: Final = re.compile(
+    r"(?:^|[,:;]\s*)(?:please\s+)?(?:always\s+)?(?:post|publish|share|send|forward|upload|tweet"
+    r"|e-?mail|copy|mirror|leak|envie|publique|compartilhe|partage|publie|envoie|envía|publica"
+    r"|comparte|schicke?|teile|poste|veröffentliche|invia|pubblica|condividi|stuur|deel"
+    r"|publiceer|wyślij|udostępnij|opublikuj)\b", _F)
+_EVERY_DAY: Final = re.compile(
+    r"\b(?:every|each)\s+(?:day|night|morning|evening|week|month|monday|tuesday|wednesday"
+    r"|thursday|friday|saturday|sunday|hour|login|call)\b", _F)
 _WISH: Final = _rx(
+    r"\b(?:per\s+(?:the\s+user'?s?|their|his|her)\s+(?:wish(?:es)?|request|instructions))\b",
     r"\b(?:prefer\w*|preference|i'?d\s+like|i\s+want|i\s+wish|likes?\s+it\s+when|loves?\s+it\s+when"
     r"|favou?rite\s+setting|my\s+setting)\b",
     r"\b(?:ich\s+möchte|ich\s+will|ich\s+hätte\s+gern|je\s+(?:préfère|veux|voudrais|souhaite)"
@@ -259,6 +273,7 @@ _DESTROY: Final = _rx(
     r"\b(?:lösch\w*|entfern\w*|vernicht\w*)\b|\b(?:effac\w*|supprim\w*|détrui\w*|vider)\b",
     r"\b(?:borr[ae]\w*|elimin\w*|suprim\w*|vací\w*)\b|\b(?:apag\w*|exclu[ai]\w*|limp[ae]\w*)\b",
     r"\b(?:cancell\w*|svuot\w*)\b|\b(?:verwijder\w*|wis|wissen)\b|удал\w*|стер\w*|очист\w*",
+    r"\b(?:usu[nń]\w*|skasuj\w*|wyczyść|wymaż)",
 )
 _DATA: Final = _rx(
     r"\b(?:memor(?:y|ies)|notes?|files?|folders?|data|database|db|records?|backups?|mailbox|inbox"
@@ -269,18 +284,22 @@ _DATA: Final = _rx(
     r"|souvenirs|mémoires?|sauvegardes)\b|\b(?:recuerdos|datos|archivos|contactos|notas|copias)\b"
     r"|\b(?:memórias|dados|arquivos|ficheiros|contatos|lembranças)\b|\b(?:ricordi|dati|contatti"
     r"|memorie)\b|\b(?:herinneringen|gegevens|bestanden|contacten)\b|данные|память|файлы",
+    r"\b(?:notatki|pliki|dane|kontakty|wiadomości|pamięć|wspomnienia|kopie)\b",
 )
 _DESTROY_LEAD: Final = re.compile(
-    r"^\W*(?:(?:also|then|and|now|please|first|finally|afterwards)\W+)*(?:(?:quietly|silently"
+    r"^\W*(?:[\w-]+\s*[:,]\s*)?(?:(?:also|then|and|now|please|first|finally|afterwards)\W+)*"
+    r"(?:(?:quietly|silently"
     r"|immediately)\s+)?(?:delete|erase|wipe|purge|remove|clear|drop|empty|destroy|shred|format"
-    r"|factory-?reset|rm|lösche|entferne|efface|supprime|borra|elimina|apaga|exclua|cancella"
-    r"|verwijder|wis|удали)\b", _F)
+    r"|factory-?reset|rm|lösche|entferne|efface|supprime|supprimez|effacez|borra|borre|elimina"
+    r"|elimine|apaga|apague|exclua|cancella|cancelli|verwijder|wis|usuń|skasuj|удали|удалите)\b",
+    _F)
 _MINE: Final = re.compile(
     r"\b(?:my|mine|mes|mon|ma|meine?\w*|mis|mi|meus?|minhas?|mijn|miei|mie|mio|mia)\b", _F)
 _QUIET: Final = re.compile(
     r"\b(?:quietly|silently|without\s+(?:asking|telling|confirmation|confirming|notice)|sans\s+"
-    r"(?:le\s+|la\s+)?prévenir|sin\s+avisar|sem\s+avisar|senza\s+avvisare|ohne\s+(?:zu\s+)?"
-    r"(?:fragen|bescheid))\b", _F)
+    r"(?:le\s+|la\s+)?(?:prévenir|demander)|sin\s+(?:avisar|preguntar)|sem\s+(?:avisar|perguntar)"
+    r"|senza\s+(?:avvisare|chiedere)|ohne\s+(?:zu\s+)?(?:fragen|bescheid)|zonder\s+te\s+vragen"
+    r"|bez\s+pytania)\b", _F)
 
 # --- 6. context resets -----------------------------------------------------------------------
 
@@ -288,7 +307,8 @@ _CLOSE_MARK: Final = re.compile(
     r"</[^\s<>/]{1,40}>|\[/[^\]\n]{1,30}\]|\]\]>|<<\s*end[^>\n]{0,30}>>"
     r"|-{3,}\s*end\b[^-\n]{0,30}-{3,}"
     r"|\bend[_ ](?:of[_ ])?(?:the[_ ])?(?:stored[_ ])?(?:memor(?:y|ies)|context|block|data"
-    r"|document|notes|retrieved\w*|knowledge\w*)(?:[_ ]block)?\b(?=\s*(?:[-=#*>\]:\n]|$))",
+    r"|document|notes|retrieved\w*|knowledge\w*)(?:[_ ]block)?\b(?=\s*(?:[-=#*>\]:\n]|$))"
+    r"|\[\s*end\b[^\]\n]{0,30}\]",
     _F,
 )
 _AFTER_MARK: Final = re.compile(
@@ -335,7 +355,9 @@ def _rule(sentence: str) -> str | None:
     if _PUBLISH.search(sentence) and _PERSONAL.search(sentence) and (
             outside or _DOMAIN.search(sentence) or _PUBLIC.search(sentence)) and not not_order and (
             _WISH.search(sentence) or _MODEL.search(sentence) and not first_person
-            or not first_person and (PERSIST.search(sentence) or _ORDER.search(sentence))):
+            or not first_person and (PERSIST.search(sentence) or _ORDER.search(sentence)
+                                     or _EVERY_DAY.search(sentence)
+                                     or _PUBLISH_LEAD.search(sentence))):
         return "exfiltration"
     if not first_person and (
             _GRANT_BY.search(sentence) and (_AUTHORITY.search(sentence) or _RISKY.search(sentence))
