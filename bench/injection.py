@@ -26,7 +26,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from walrus_mem import injection, injection_concepts, safety  # noqa: E402
+from walrus_mem import injection, injection_concepts, injection_intents, safety  # noqa: E402
 from walrus_mem.config import DEFAULT_EMBEDDING_MODEL  # noqa: E402
 from walrus_mem.embeddings import embed_checked, make_embedder  # noqa: E402
 from walrus_mem.prompt_screen import SEMANTIC_THRESHOLDS  # noqa: E402
@@ -45,6 +45,8 @@ def _layer_flags(text: str) -> dict[str, bool]:
         "lexicons": any(True for v in all_views for _ in injection.lexicon_hits(v)),
         "structural": any(True for v in all_views for _ in injection.structural_cues(v)),
         "concepts": any(True for v in all_views for _ in injection_concepts.concept_hits(v)),
+        "intents (session 5)": any(True for v in all_views
+                                   for _ in injection_intents.intent_hits(v)),
         "beyond raw patterns": bool(safety.detect_injection(text))
         and not any(p.search(raw) for _, p in safety._INJECTION_PATTERNS),
     }

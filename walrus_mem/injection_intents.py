@@ -335,40 +335,47 @@ def _targets(sentence: str) -> tuple[bool, bool]:
 
 
 def _rule(sentence: str) -> str | None:
+    # anchors first: most sentences have none, and the rest of the checks are skipped
+    trigger = bool(_TRIGGER.search(sentence))
+    payment = bool(_PAYMENT.search(sentence))
+    publish = bool(_PUBLISH.search(sentence))
+    destroy = bool(_DESTROY.search(sentence))
+    grant_by = bool(_GRANT_BY.search(sentence))
+    grant_state = bool(_GRANT_STATE.search(sentence))
+    if not (trigger or payment or publish or destroy or grant_by or grant_state):
+        return "override" if _TAKE_ORDERS.search(sentence) else None
     first_person = bool(FIRST_PERSON_START.search(sentence))
     not_order = bool(_NOT_AN_ORDER.search(sentence))
     pay_or_link, outside = _targets(sentence)
-    if _TRIGGER.search(sentence) and outside and not not_order and (
+    if trigger and outside and not not_order and (
             _SWAP.search(sentence) or _CREDENTIAL_ASK.search(sentence)
             # handing out an account, or a link about logins, payments, resets
             or _DELIVER.search(sentence) and (
                 _ACCOUNT.search(sentence) or pay_or_link and _SENSITIVE_TOPIC.search(sentence))):
         return "delayed_trigger"
-    ordered = bool(_ORDER.search(sentence) or _PAY_IMPERATIVE.search(sentence)
-                   or _MODEL.search(sentence))
-    if _PAYMENT.search(sentence) and _ACCOUNT.search(sentence) and (
-            ordered or not first_person and (
+    if payment and _ACCOUNT.search(sentence) and (
+            _ORDER.search(sentence) or _PAY_IMPERATIVE.search(sentence) or _MODEL.search(sentence)
+            or not first_person and (
                 _SWAP.search(sentence) or _STANDING.search(sentence)
                 or PERSIST.search(sentence))):
         # "My salary now goes to account 1234": the user's own news, unless it is an order
         return "payment_redirect"
-    if _PUBLISH.search(sentence) and _PERSONAL.search(sentence) and (
-            outside or _DOMAIN.search(sentence) or _PUBLIC.search(sentence)) and not not_order and (
+    if publish and _PERSONAL.search(sentence) and (
+            outside or _PUBLIC.search(sentence)) and not not_order and (
             _WISH.search(sentence) or _MODEL.search(sentence) and not first_person
             or not first_person and (PERSIST.search(sentence) or _ORDER.search(sentence)
                                      or _EVERY_DAY.search(sentence)
                                      or _PUBLISH_LEAD.search(sentence))):
         return "exfiltration"
     if not first_person and (
-            _GRANT_BY.search(sentence) and (_AUTHORITY.search(sentence) or _RISKY.search(sentence))
-            or _GRANT_STATE.search(sentence) and _AUTHORITY.search(sentence)):
+            grant_by and (_AUTHORITY.search(sentence) or _RISKY.search(sentence))
+            or grant_state and _AUTHORITY.search(sentence)):
         return "permission_claim"
-    if _DESTROY.search(sentence) and _DATA.search(sentence) and not first_person \
-            and not not_order and (
-                _QUIET.search(sentence) or _MODEL.search(sentence)
-                # "Delete all my old alarms": the user's own request about their own things
-                or (_DESTROY_LEAD.search(sentence) or _ORDER.search(sentence))
-                and not _MINE.search(sentence)):
+    if destroy and _DATA.search(sentence) and not first_person and not not_order and (
+            _QUIET.search(sentence) or _MODEL.search(sentence)
+            # "Delete all my old alarms": the user's own request about their own things
+            or (_DESTROY_LEAD.search(sentence) or _ORDER.search(sentence))
+            and not _MINE.search(sentence)):
         return "destructive"
     if _TAKE_ORDERS.search(sentence):
         return "override"
