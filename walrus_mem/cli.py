@@ -1696,6 +1696,13 @@ def repair(state: CliState, manifest_blob_id: str | None) -> None:
                     f"  {len(rebuild.salvaged)} memories in no restored head salvaged from the "
                     f"old file ({len(rebuild.salvaged) - late} queued, {late} published after "
                     "the last manifest; written again and queued, new ids where they were new)")
+            if rebuild.salvaged_forgets:
+                state.out.print(f"  {len(rebuild.salvaged_forgets)} forgets carried over from the "
+                                "old file (those memories stay forgotten)")
+            for source in rebuild.salvaged_from:
+                if source != rebuild.moved_to:
+                    state.out.print(f"  finished the salvage of {source} (an earlier repair "
+                                    "stopped before it)")
             if rebuild.salvage_note:
                 state.out.print(f"  note: {escape(rebuild.salvage_note)}")
             for why in rebuild.unsalvaged[:20]:
