@@ -20,6 +20,7 @@ from relayer_mock.server import RelayerServer
 from tests.helpers_log import live, machine
 from tests.helpers_proxy import HookProxy
 from walrus_mem import Memory
+from walrus_mem.doctor import check_integrity
 
 ROOT = str(Path(__file__).resolve().parent.parent)
 
@@ -187,6 +188,8 @@ def test_a_deletion_the_backend_refused_is_retried_by_the_next_sync(
         assert report.deleted_blobs == [] and "503" in report.kept_blobs[blob]
         waiting = a.sync("fr").errors
         assert waiting and "not deleted yet" in waiting[0]
+        checks = {c.name: c for c in check_integrity(a)}
+        assert checks["blob deletions"].status == "warn"
         assert _status(server, blob) == 200
         refuse["on"] = False
         assert a.sync("fr").errors == []

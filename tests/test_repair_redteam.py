@@ -19,6 +19,7 @@ from tests.helpers_memory import MASTER_HEX, make_settings
 from tests.helpers_proxy import HookProxy
 from walrus_mem import Memory, Settings
 from walrus_mem.datadir_lock import DataDirLock
+from walrus_mem.doctor import check_integrity
 from walrus_mem.errors import DataDirBusy
 from walrus_mem.repair import repair_data_dir, repair_namespace
 from walrus_mem.testing import HashEmbedder
@@ -124,6 +125,9 @@ def test_a_repair_killed_mid_restore_salvages_the_moved_aside_file_next_time(
                                        state=str(tmp_path / "a-state"))
         proc = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
         assert proc.returncode == -9, proc.stderr.decode()[-2000:]
+        with _open(settings) as mem:  # doctor points at repair, not only at restore
+            checks = {c.name: c for c in check_integrity(mem)}
+            assert checks["repair salvage"].status == "warn"
         rebuild, _ = repair_data_dir(settings, embedder=HashEmbedder(64))
         assert rebuild is not None and rebuild.moved_to is None  # nothing moved this time
     with _open(settings) as mem:

@@ -431,13 +431,26 @@ def _no_sync_advice_while_restoring(mem: Any, namespaces: list[str], checks: lis
 
 def check_integrity(mem: Any) -> list[Check]:
     """SQLite's integrity check, then per namespace what ``walrus-mem repair`` can fix."""
+    from . import deletions
     from .integrity import catalog_problems
+    from .repair import pending_salvage
 
     problems = catalog_problems(mem._catalog)
     checks = [Check("catalog integrity", "fail" if problems else "ok",
                     "; ".join(problems[:3]) if problems else "SQLite integrity_check: ok",
                     "walrus-mem repair (moves the catalog aside and restores from Walrus)"
                     if problems else "")]
+    unfinished = pending_salvage(mem.data_dir)
+    if unfinished:  # a repair stopped after moving the catalog aside
+        checks.append(Check("repair salvage", "warn",
+                            f"{unfinished[0].name} was moved aside by a repair that stopped "
+                            "before salvaging it (queued memories, forgets)",
+                            "walrus-mem repair (finishes the salvage)"))
+    waiting = deletions.pending(mem._catalog)
+    if waiting:
+        checks.append(Check("blob deletions", "warn",
+                            f"{len(waiting)} blob(s) of forgotten memories not deleted yet",
+                            "walrus-mem sync (retries them)"))
     for ns in mem.namespaces():
         checks += _namespace_integrity(mem, ns)
     return checks

@@ -58,6 +58,7 @@ __all__ = [
     "CatalogRebuild",
     "RepairReport",
     "move_catalog_aside",
+    "pending_salvage",
     "repair_data_dir",
     "repair_namespace",
     "requeue_lost",
@@ -585,7 +586,7 @@ def _write_marker(data_dir: Path, asides: list[Path]) -> None:
         os.close(fd)
 
 
-def _pending_salvage(data_dir: Path) -> list[Path]:
+def pending_salvage(data_dir: Path) -> list[Path]:
     """Moved-aside catalogs a killed repair had not finished salvaging."""
     try:
         names = json.loads((data_dir / _SALVAGE_MARKER).read_text(encoding="utf-8"))["asides"]
@@ -643,7 +644,7 @@ def _repair_locked(
     except CatalogCorrupt as exc:
         problems = [str(exc)]
         mem = None
-    unfinished = _pending_salvage(data_dir)
+    unfinished = pending_salvage(data_dir)
     if problems:
         if mem is not None:
             mem.close()
