@@ -13,10 +13,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from .catalog import Catalog
+from .errors import WalrusMemError
+from .heads import HeadRef
 
-__all__ = ["failed", "pending", "settle"]
+if TYPE_CHECKING:
+    from .memory import Memory
+
+__all__ = ["failed", "pending", "quilt_members_elsewhere", "retry", "settle"]
 
 
 def pending(catalog: Catalog, namespace: str | None = None, *,
@@ -48,3 +54,54 @@ def failed(catalog: Catalog, reasons: dict[str, str]) -> None:
             c.executemany(
                 "UPDATE pending_deletions SET attempts = attempts + 1, last_error = ?, at = ? "
                 "WHERE blob_id = ?", [(why, time.time(), b) for b, why in reasons.items()])
+
+
+def retry(mem: Memory, namespace: str | None) -> list[str]:
+    """Run the deletions recorded but not finished (a process killed, a backend that
+    failed the request); return error lines for what is still waiting (never raises)."""
+    todo = pending(mem._catalog, namespace)
+    if not todo:
+        return []
+    try:
+        _, kept = mem._delete_blobs(todo)
+    except WalrusMemError as exc:
+        return [f"pending blob deletions: {type(exc).__name__}: {exc}"]
+    left = pending(mem._catalog, namespace, blobs=kept)
+    return [f"{len(left)} blob(s) of forgotten memories not deleted yet, retried by the "
+            f"next sync: {next(iter(kept[b] for b in left))}"] if left else []
+
+
+def quilt_members_elsewhere(mem: Memory, blob_id: str,
+                            cache: dict[str, dict[str, set[str]] | str]) -> set[str] | str:
+    """Memories not forgotten here that any manifest this data dir knows (merged, seen, or
+    an interrupted restore's) lists live in quilt ``blob_id``: e.g. one whose fetch
+    failed during a restore, so no local row counts it. A reason (str) when those
+    manifests cannot be read now: the quilt is then kept and retried. ``cache`` holds
+    what one call of ``Memory._delete_blobs`` read, per namespace."""
+    row = mem._catalog.query_one(
+        "SELECT namespace FROM versions WHERE blob_id = ? AND quilt_patch_id IS NOT NULL "
+        "LIMIT 1", (blob_id,))
+    if row is None:
+        return set()  # a blob of its own holds one memory
+    ns = str(row[0])
+    if ns not in cache:
+        log_ = mem._log
+        try:
+            heads = {*log_.merged(ns), *log_.newest(ns)}
+            marker = log_.tables.restoring(ns) or {}
+            heads.update(HeadRef.parse(h) for h in marker.get("heads", []))
+            found: dict[str, set[str]] = {}
+            for ref in heads:
+                for entry in log_.read(ns, ref)[1]:
+                    if not entry.deleted and entry.blob_id:
+                        found.setdefault(str(entry.blob_id), set()).add(entry.memory_id)
+            cache[ns] = found
+        except (WalrusMemError, ValueError) as exc:
+            cache[ns] = (f"cannot tell which memories the quilt holds: the manifests of "
+                         f"{ns!r} are unreadable now ({type(exc).__name__}); kept, "
+                         "retried by the next sync")
+    known = cache[ns]
+    if isinstance(known, str):
+        return known
+    listed = known.get(blob_id, set())
+    return listed - set(mem._catalog.tombstones(ns)) if listed else set()

@@ -67,7 +67,6 @@ from .errors import (
 )
 from .expiry import NETWORK_EPOCH_SECONDS, EpochClock, network_of
 from .filters import compile_filters
-from .heads import HeadRef
 from .index import IndexStore
 from .inputs import (
     MAX_METADATA_BYTES,
@@ -114,7 +113,12 @@ from .ranking import (
 from .recall import hybrid_recall
 from .renewal import renew_due
 from .repair import requeue_lost
-from .rotation import RotationReport, adopt_generation, current_generation, rotate_key
+from .rotation import (
+    RotationReport,
+    adopt_generation_of_head,
+    current_generation,
+    rotate_key,
+)
 from .rows import expired, loads_metadata, record_from_row, view_of_row
 from .storage import Backend, open_backend
 from .walrus import WalrusClient
@@ -179,24 +183,6 @@ def _fact_record(item_id: str, version: int, text: str, metadata: dict[str, Any]
         "updated_at": updated_at,
         "expires_at": expires_at,
     }
-
-
-def _named_bytes(client: WalrusClient, head: str) -> bytes | None:
-    """The bytes of the manifest ``head`` names (checked against its digest), any bytes
-    of a bare blob id, or None when they cannot be read or do not match."""
-    try:
-        ref = HeadRef.parse(head)
-    except ValueError:  # InvalidHead: a bare blob id
-        ref = None
-
-    def matches(data: bytes) -> None:
-        if ref is not None and mf.sealed_digest(data) != ref.digest:
-            raise ValueError("bytes do not match the head reference's digest")
-
-    try:
-        return client.read_blob(head.split(".")[0], verify=matches)
-    except (StorageError, ValueError):
-        return None  # the restore reads it again and reports the failure
 
 
 class Memory:
@@ -1188,7 +1174,7 @@ class Memory:
                 if backend.delete_unknown:  # the server was unreachable: ask again later
                     retry[blob_id] = kept[blob_id]
                 continue
-            others = self._quilt_members_elsewhere(blob_id, members)
+            others = deletions.quilt_members_elsewhere(self, blob_id, members)
             if isinstance(others, str):
                 kept[blob_id] = retry[blob_id] = others
                 continue
@@ -1208,53 +1194,9 @@ class Memory:
             deletions.failed(self._catalog, retry)
         return deleted, kept
 
-    def _quilt_members_elsewhere(
-        self, blob_id: str, cache: dict[str, dict[str, set[str]] | str]
-    ) -> set[str] | str:
-        """Memories not forgotten here that any manifest this data dir knows (merged,
-        seen, or an interrupted restore's) lists live in quilt ``blob_id``: e.g. one
-        whose fetch failed during a restore, so no local row counts it. A reason (str)
-        when those manifests cannot be read now: then the quilt is kept and retried."""
-        row = self._catalog.query_one(
-            "SELECT namespace FROM versions WHERE blob_id = ? AND quilt_patch_id IS NOT NULL "
-            "LIMIT 1", (blob_id,))
-        if row is None:
-            return set()  # a blob of its own holds one memory
-        ns = str(row[0])
-        if ns not in cache:
-            try:
-                heads = {*self._log.merged(ns), *self._log.newest(ns)}
-                marker = self._log.tables.restoring(ns) or {}
-                heads.update(HeadRef.parse(h) for h in marker.get("heads", []))
-                found: dict[str, set[str]] = {}
-                for ref in heads:
-                    for entry in self._log.read(ns, ref)[1]:
-                        if not entry.deleted and entry.blob_id:
-                            found.setdefault(str(entry.blob_id), set()).add(entry.memory_id)
-                cache[ns] = found
-            except (WalrusMemError, ValueError) as exc:
-                cache[ns] = (f"cannot tell which memories the quilt holds: the manifests of "
-                             f"{ns!r} are unreadable now ({type(exc).__name__}); kept, "
-                             "retried by the next sync")
-        known = cache[ns]
-        if isinstance(known, str):
-            return known
-        listed = known.get(blob_id, set())
-        return listed - set(self._catalog.tombstones(ns)) if listed else set()
-
     def _retry_deletions(self, namespace: str | None) -> builtins.list[str]:
-        """Run the deletions a forget recorded but did not finish (killed, backend
-        down); return error lines (nothing raises)."""
-        todo = deletions.pending(self._catalog, namespace)
-        if not todo:
-            return []
-        try:
-            _, kept = self._delete_blobs(todo)
-        except WalrusMemError as exc:
-            return [f"pending blob deletions: {type(exc).__name__}: {exc}"]
-        left = deletions.pending(self._catalog, namespace, blobs=kept)
-        return [f"{len(left)} blob(s) of forgotten memories not deleted yet, retried by the "
-                f"next sync: {next(iter(kept[b] for b in left))}"] if left else []
+        """Run the deletions a forget recorded but did not finish (deletions.py)."""
+        return deletions.retry(self, namespace)
 
     # -- sync / manifests / restore ------------------------------------------------------
 
@@ -1459,9 +1401,7 @@ class Memory:
             # Only the bytes the head reference names may pick the generation: a failed
             # restore (a mistyped digest, another manifest served) must change nothing.
             # A bare id (seen here, or a format-1 one) binds no digest; the pull checks it.
-            root = _named_bytes(self.walrus, str(manifest_blob_id))
-            if root is not None:
-                adopt_generation(self, ns, root)
+            adopt_generation_of_head(self, ns, str(manifest_blob_id))
         heads = None if manifest_blob_id is None else [manifest_blob_id]
         if heads is None and self._log.tables.restoring(ns) is None and not self._log.newest(ns):
             raise InvalidInput(

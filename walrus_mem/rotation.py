@@ -56,6 +56,7 @@ from .errors import (
     StorageError,
     WalrusMemError,
 )
+from .heads import HeadRef
 from .index import index_file_stem
 from .keys import NamespaceKeys
 
@@ -63,8 +64,8 @@ if TYPE_CHECKING:
     from .catalog import Catalog
     from .memory import Memory
 
-__all__ = ["MAX_PROBE", "RotationReport", "adopt_generation", "current_generation",
-           "rotate_key"]
+__all__ = ["MAX_PROBE", "RotationReport", "adopt_generation", "adopt_generation_of_head",
+           "current_generation", "rotate_key"]
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +139,27 @@ def adopt_generation(memory: Memory, namespace: str, sealed: bytes) -> int | Non
                                                       "rotating": None, "retired": []})
             return generation
     return None
+
+
+def adopt_generation_of_head(memory: Memory, namespace: str, head: str) -> int | None:
+    """:func:`adopt_generation` from the manifest a head reference names, only from bytes
+    that match its digest: a restore that then fails (a mistyped digest, another
+    manifest served) has changed nothing. A bare blob id (seen here, or a format-1
+    one) binds no digest: any bytes served for it are used, as the pull checks them."""
+    try:
+        ref: HeadRef | None = HeadRef.parse(head)
+    except ValueError:  # InvalidHead: a bare blob id
+        ref = None
+
+    def matches(data: bytes) -> None:
+        if ref is not None and mf.sealed_digest(data) != ref.digest:
+            raise ValueError("bytes do not match the head reference's digest")
+
+    try:
+        root = memory.walrus.read_blob(head.split(".")[0], verify=matches)
+    except (StorageError, ValueError):
+        return None  # the restore reads it again and reports the failure
+    return adopt_generation(memory, namespace, root)
 
 
 def _switch(memory: Memory, namespace: str, keys: NamespaceKeys, state: dict[str, Any]) -> None:
