@@ -79,7 +79,10 @@ class DataDirLock:
         """Hold the data dir open; DataDirBusy while a repair holds it."""
         if fcntl is None or exclusive_held(self.data_dir):
             return self
-        fd = os.open(_lock_path(self.data_dir), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fd = os.open(_lock_path(self.data_dir), os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError:  # e.g. a read-only data dir: nothing there can be repaired anyway
+            return self
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
