@@ -40,26 +40,34 @@ def _status(server: RelayerServer, blob_id: str) -> int:
     return httpx.get(f"{server.url}/v1/blobs/{blob_id}", timeout=10).status_code
 
 
+@pytest.mark.parametrize("known_from", ["pending entries", "manifests"])
 def test_forget_keeps_a_quilt_that_a_known_manifest_lists_a_live_memory_in(
-        tmp_path: Path, server: RelayerServer) -> None:
+        tmp_path: Path, server: RelayerServer, known_from: str) -> None:
     """B's restore missed one patch of A's two-fact quilt; B forgets the other fact. No
-    local row counts the missed one, but A's manifest (merged here) lists it live in that
-    quilt: the quilt is kept, and A's memory stays restorable."""
+    local row counts the missed one, but the merge's pending entries (read with every
+    aggregator down), or else A's manifest merged here, list it live in that quilt: the
+    quilt is kept, and A's memory stays restorable."""
     with _at(tmp_path, "a", server.url) as a:
         x, z = a.remember_many(["the garage code is 4455", "my passport expires in 2031"],
                                namespace="q").records
         head = a.sync().manifests["q"]
         quilt, patch = a.get(z.id, namespace="q").blob_id, a.get(z.id, namespace="q").quilt_patch_id
     assert quilt is not None and patch is not None and x.blob_id == quilt
-    lagging = {"on": True}
+    lagging = {"on": True, "down": False}
     with HookProxy(server.url, hook=lambda m, p, b: (404, b"{}") if lagging["on"]
-                   and m == "GET" and patch in p else None) as agg:
+                   and m == "GET" and patch in p else (503, b"down") if lagging["down"]
+                   and m == "GET" else None) as agg:
         with _at(tmp_path, "b", server.url, aggregator=agg.url) as b:
             restored = b.restore("q", head)
             assert [mid for mid, _ in restored.missing] == [z.id]
             lagging["on"] = False
+            if known_from == "pending entries":
+                lagging["down"] = True  # no read needed
+            else:
+                b._log.tables.set_pending("q", {})  # as a data dir from before them
             report = b.forget(x.id, namespace="q")
-            assert report.deleted_blobs == [] and "lists" in report.kept_blobs[quilt]
+            assert report.deleted_blobs == [] and "does not hold" in report.kept_blobs[quilt]
+            lagging["down"] = False
             assert b.sync().errors == []  # settled: not retried on every sync
     assert _status(server, quilt) == 200
     with _at(tmp_path, "c", server.url) as c:

@@ -84,6 +84,12 @@ def quilt_members_elsewhere(mem: Memory, blob_id: str,
     if row is None:
         return set()  # a blob of its own holds one memory
     ns = str(row[0])
+    # merged but not fetched yet (catalog_log pending entries, manifest JSON: "b" = blob id)
+    waiting = {mid for mid, entry in mem._log.tables.pending(ns).items()
+               if isinstance(entry, dict) and entry.get("b") == blob_id}
+    waiting -= set(mem._catalog.tombstones(ns))
+    if waiting:
+        return waiting  # known without reading any manifest
     if ns not in cache:
         log_ = mem._log
         try:

@@ -1180,8 +1180,8 @@ class Memory:
                 continue
             if others:
                 kept[blob_id] = (
-                    f"quilt holds {len(others)} memory(ies) a manifest known here lists "
-                    "live (not restored here, or not yet merged): kept"
+                    f"quilt holds {len(others)} live memory(ies) this data dir knows of but "
+                    "does not hold (not fetched yet, or in a head not merged yet): kept"
                 )
                 continue
             ok, reason = backend.delete_blob(blob_id)
