@@ -2,16 +2,30 @@
 
 sentence-transformers (and torch) take 6-9 s to import. The default model
 therefore runs on numpy (:mod:`walrus_mem.minilm`: the same packaged weights,
-the same vectors to float32 rounding) unless ``backend="torch"`` asks for
-sentence-transformers; other models always use sentence-transformers. Either
-way nothing is loaded before the first :meth:`~SentenceTransformerEmbedder.embed`.
+the same vectors to float32 rounding) or onnxruntime
+(:mod:`walrus_mem.minilm_onnx`: a graph written from the same weights) unless
+``backend="torch"`` asks for sentence-transformers; other models always use
+sentence-transformers. Either way nothing is loaded before the first
+:meth:`~SentenceTransformerEmbedder.embed`.
+
+**Runtime choice** (``backend="auto"``, the default model): numpy starts
+fastest (a CLI command embeds once, in about 0.2 s from nothing), onnxruntime
+encodes a warm query about 2x faster but costs more to start. So a process
+embeds its first text on numpy and, from its second embedding on, builds the
+onnxruntime session in a background thread and switches to it once it is
+ready (:class:`~walrus_mem.minilm_onnx.WarmingMiniLM`): long-lived processes
+(MCP server, agents, hooks in an agent, the Python API) get the fast warm
+path, one-shot commands never load it. Without the ``onnx`` extra installed,
+``auto`` stays on numpy.
 
 **Thread policy.** On a small machine with a busy neighbour, torch's and
 OpenBLAS's default of one thread per core makes a one-query encode 10-30x
 slower (threads spin waiting for each other). The embedder therefore runs
 its math on ``threads`` threads (default 1; ``Settings.embedding_threads`` /
 ``WALRUS_MEM_EMBEDDING_THREADS``): numpy's BLAS is limited with threadpoolctl
-for the duration of each call only, torch gets ``torch.set_num_threads`` when
+for the duration of each call only, onnxruntime's session gets ``threads``
+intra-op threads, one inter-op thread and no spin-waiting, torch gets
+``torch.set_num_threads`` when
 the embedder loads it (process-wide: torch has no per-call setting), and the
 Rust tokenizer's own pool is switched off through ``TOKENIZERS_PARALLELISM``
 unless the environment already sets it. ``threads=0`` leaves every library at
@@ -51,8 +65,9 @@ Vectors = npt.NDArray[np.float32]
 DEFAULT_MODEL_ID: Final = "sentence-transformers/all-MiniLM-L6-v2"
 _DEFAULT_NAMES: Final = frozenset({"all-MiniLM-L6-v2", DEFAULT_MODEL_ID})
 _KNOWN_DIMS: Final = {DEFAULT_MODEL_ID: 384}
-BACKENDS: Final = ("auto", "numpy", "torch")
-"""``auto``: numpy for the default model, sentence-transformers for others."""
+BACKENDS: Final = ("auto", "numpy", "onnx", "torch")
+"""``auto``: numpy then onnxruntime (when installed) for the default model,
+sentence-transformers for others; ``numpy`` / ``onnx`` run the default model only."""
 DEFAULT_THREADS: Final = 1
 
 
@@ -157,10 +172,13 @@ class SentenceTransformerEmbedder:
             self._model_id = f"local/{Path(model).expanduser().resolve().name}"
         else:
             self._model_id = model
+        # auto, default model: numpy, then onnxruntime once the process embeds again
+        self._warming = backend == "auto" and self._model_id == DEFAULT_MODEL_ID
         if backend == "auto":
             backend = "numpy" if self._model_id == DEFAULT_MODEL_ID else "torch"
-        elif backend == "numpy" and self._model_id != DEFAULT_MODEL_ID:
-            raise InvalidInput("the numpy backend runs only the default all-MiniLM-L6-v2 model")
+        elif backend in ("numpy", "onnx") and self._model_id != DEFAULT_MODEL_ID:
+            raise InvalidInput(f"the {backend} backend runs only the default "
+                               "all-MiniLM-L6-v2 model")
         self._backend = backend
         self._dim: int | None = _KNOWN_DIMS.get(self._model_id)
 
@@ -170,8 +188,17 @@ class SentenceTransformerEmbedder:
 
     @property
     def backend(self) -> str:
-        """``numpy`` or ``torch``: the runtime this embedder uses."""
-        return self._backend
+        """``numpy``, ``onnx`` or ``torch``: the runtime serving embeddings now."""
+        runtime = getattr(self._model, "runtime", None)
+        return runtime if isinstance(runtime, str) else self._backend
+
+    def warm(self, timeout: float | None = None) -> bool:
+        """Load the model and, on ``auto``, switch to onnxruntime now instead of after
+        the first embedding (benchmarks; a server that wants it before its first
+        query). True when the fast runtime serves (always for an explicit backend)."""
+        model = self._load()
+        warm = getattr(model, "warm", None)
+        return bool(warm(timeout)) if warm is not None else True
 
     @property
     def threads(self) -> int:
@@ -203,17 +230,33 @@ class SentenceTransformerEmbedder:
             if self._threads == 1:
                 # The Rust tokenizer's pool would compete with the model for the cores.
                 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-            if self._backend == "numpy":
-                from .minilm import MiniLM
-
-                numpy_model = MiniLM(self._location(), batch_size=self._batch_size,
-                                     threads=self._threads)
-                numpy_model.load()
-                self._model = numpy_model
-                log.info("loaded embedding model %s on numpy (%s thread(s))",
-                         self._model_id, self._threads or "default")
-                return numpy_model
+            if self._backend in ("numpy", "onnx"):
+                self._model = self._load_minilm()
+                return self._model
             return self._load_torch()
+
+    def _load_minilm(self) -> Any:
+        from .minilm import MiniLM
+
+        location = Path(self._location())
+        numpy_model = MiniLM(location, batch_size=self._batch_size, threads=self._threads)
+        if self._backend == "onnx" or self._warming:
+            from . import minilm_onnx
+
+            onnx_model = minilm_onnx.OnnxMiniLM(location, batch_size=self._batch_size,
+                                                threads=self._threads)
+            if self._backend == "onnx":
+                onnx_model.load()
+                log.info("loaded embedding model %s on onnxruntime (%s thread(s))",
+                         self._model_id, self._threads or "default")
+                return onnx_model
+            if minilm_onnx.available():
+                numpy_model.load()
+                return minilm_onnx.WarmingMiniLM(numpy_model, onnx_model)
+        numpy_model.load()
+        log.info("loaded embedding model %s on numpy (%s thread(s))",
+                 self._model_id, self._threads or "default")
+        return numpy_model
 
     def _load_torch(self) -> Any:
         # Never reach for the network: the model must already be local.
@@ -253,7 +296,7 @@ class SentenceTransformerEmbedder:
 
     def embed(self, texts: list[str]) -> Vectors:
         model = self._load()
-        if self._backend == "numpy":
+        if self._backend != "torch":
             return model.encode(list(texts))  # type: ignore[no-any-return]
         out = model.encode(
             list(texts),

@@ -46,10 +46,13 @@ from typing import Any, Final, Literal
 import numpy as np
 import numpy.typing as npt
 from filelock import FileLock, Timeout
-from usearch.index import Index
 
 from .catalog import Catalog, vectors_from_blobs
 from .errors import LocalStoreError, ModelMismatch, WalrusMemError
+from .native import before_usearch
+
+before_usearch()  # onnxruntime would crash once USearch is loaded otherwise (native.py)
+from usearch.index import Index  # noqa: E402
 
 __all__ = ["IndexStore", "NamespaceIndex", "file_digest", "index_file_stem"]
 
