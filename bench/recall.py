@@ -411,8 +411,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--queries", type=int, default=500)
     parser.add_argument("--no-model", action="store_true", help="skip the real-model query runs")
-    parser.add_argument("--backend", default="auto", choices=["auto", "numpy", "torch"],
-                        help="the real model's runtime (embedding_backend)")
+    parser.add_argument("--backend", default="auto", choices=["auto", "numpy", "onnx", "torch"],
+                        help="the real model's runtime (embedding_backend; auto is timed "
+                             "after its switch to onnxruntime, when installed)")
     parser.add_argument("--threads", type=int, default=1, help="embedding_threads (0: defaults)")
     parser.add_argument("--no-common", action="store_true",
                         help="the old corpus: no word in more than half of the memories")
@@ -432,6 +433,7 @@ def main(argv: list[str] | None = None) -> int:
 
         model = SentenceTransformerEmbedder(backend=args.backend, threads=args.threads)
         model.embed(["warm up"])
+        model.warm(timeout=600)  # auto: the runtime a long-lived process ends up on
     results = []
     loads = [os.getloadavg()[0]]
     with tempfile.TemporaryDirectory(prefix="walrus-mem-bench-") as tmp:

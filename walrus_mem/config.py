@@ -359,7 +359,7 @@ class Settings(BaseSettings):
     embedding_model: str = DEFAULT_EMBEDDING_MODEL
     embedding_batch_size: int = Field(default=64, ge=1)
     # Runtime and thread policy of the embedder (see walrus_mem.embeddings).
-    embedding_backend: Literal["auto", "numpy", "torch"] = "auto"
+    embedding_backend: Literal["auto", "numpy", "onnx", "torch"] = "auto"
     embedding_threads: int = Field(default=1, ge=0, le=256)
     max_fact_bytes: int = Field(default=64 * 1024, ge=256)
     publish_deadline: float = Field(default=10.0, gt=0)
