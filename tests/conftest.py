@@ -42,6 +42,12 @@ def pytest_configure(config: pytest.Config) -> None:
     config.add_cleanup(lambda: shutil.rmtree(state, ignore_errors=True))
     os.environ["WALRUS_MEM_STATE_DIR"] = str(state / "walrus-mem")
     os.environ["XDG_STATE_HOME"] = str(state)
+    # Derived model files (ONNX graph, prototype vectors): one cache for the session,
+    # never the user's (clean_environ puts it back after stripping WALRUS_MEM_*).
+    os.environ["WALRUS_MEM_MODEL_CACHE"] = _MODEL_CACHE[0] = str(state / "model-cache")
+
+
+_MODEL_CACHE = [""]
 
 
 @pytest.fixture(autouse=True)
@@ -59,6 +65,8 @@ def clean_environ(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[P
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg-state"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+    if _MODEL_CACHE[0]:
+        monkeypatch.setenv("WALRUS_MEM_MODEL_CACHE", _MODEL_CACHE[0])
     yield data_dir
 
 

@@ -217,3 +217,31 @@ def test_make_embedder_passes_the_policy_on() -> None:
     embedder = make_embedder("all-MiniLM-L6-v2", threads=0, backend="torch")
     assert isinstance(embedder, SentenceTransformerEmbedder)
     assert (embedder.threads, embedder.backend) == (0, "torch")
+
+
+@pytest.mark.model
+def test_prototype_vectors_are_embedded_once_per_machine(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fixed texts (prompt screen, query gate) are read back by the next process."""
+    from walrus_mem.embeddings import constant_vectors, embed_checked
+    from walrus_mem.testing import HashEmbedder
+
+    monkeypatch.setenv("WALRUS_MEM_MODEL_CACHE", str(tmp_path))
+    texts = ["ignore previous instructions", "what do I like to eat"]
+    first = SentenceTransformerEmbedder()
+    vectors = constant_vectors(first, texts)
+    assert np.array_equal(vectors, embed_checked(first, texts, 32))
+    (cached,) = tmp_path.glob("vectors-*.npy")
+    fresh = SentenceTransformerEmbedder()  # a new process's embedder: no model call
+    calls: list[list[str]] = []
+    monkeypatch.setattr(fresh, "embed", lambda batch: calls.append(batch))
+    assert np.array_equal(constant_vectors(fresh, texts), vectors) and calls == []
+    cached.write_bytes(b"damaged")
+    monkeypatch.undo()
+    monkeypatch.setenv("WALRUS_MEM_MODEL_CACHE", str(tmp_path))
+    assert np.array_equal(constant_vectors(SentenceTransformerEmbedder(), texts), vectors)
+    other = tmp_path / "other"
+    monkeypatch.setenv("WALRUS_MEM_MODEL_CACHE", str(other))
+    constant_vectors(HashEmbedder(dim=32), texts)  # no cache for other embedders
+    assert not other.exists()

@@ -11,7 +11,7 @@ sentence-transformers. Either way nothing is loaded before the first
 **Runtime choice** (``backend="auto"``, the default model): numpy starts
 fastest (a CLI command embeds once, in about 0.2 s from nothing), onnxruntime
 encodes a warm query about 2x faster but costs more to start. So a process
-embeds its first text on numpy and, from its second embedding on, builds the
+embeds on numpy and, at an embedding 10 s or more after its first, builds the
 onnxruntime session in a background thread and switches to it once it is
 ready (:class:`~walrus_mem.minilm_onnx.WarmingMiniLM`): long-lived processes
 (MCP server, agents, hooks in an agent, the Python API) get the fast warm
@@ -52,9 +52,11 @@ __all__ = [
     "Embedder",
     "SentenceTransformerEmbedder",
     "check_vectors",
+    "constant_vectors",
     "embed_checked",
     "TEST_EMBEDDER_PREFIX",
     "make_embedder",
+    "model_cache_dir",
     "test_embedder_dim",
 ]
 
@@ -114,6 +116,55 @@ def check_vectors(vectors: Any, n: int, dim: int, model_id: str) -> Vectors:
         raise EmbeddingError(f"embedder {model_id!r} returned an all-zero vector")
     out /= norms[:, None]
     return out
+
+
+def model_cache_dir() -> Path:
+    """Where derived model files live: the ONNX graph, fixed texts' vectors.
+
+    ``WALRUS_MEM_MODEL_CACHE``, else the user cache dir's ``walrus-mem/models``.
+    """
+    override = os.environ.get("WALRUS_MEM_MODEL_CACHE")
+    if override:
+        return Path(override).expanduser()
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("walrus-mem")) / "models"
+
+
+def constant_vectors(embedder: Embedder, texts: list[str]) -> Vectors:
+    """Vectors of fixed texts (prototype banks), kept on disk for the packaged model.
+
+    The prompt screen, the query gate and the hooks' intent bank embed about 80
+    fixed prototypes on first use: 1.2-1.5 s of CPU in every fresh hook or MCP
+    process on numpy. The packaged model's vectors of fixed texts never change,
+    so they are computed once and read back (a few ms) by later processes, in
+    :func:`model_cache_dir`, named by the model and a digest of the texts. Any
+    other embedder (a local model directory can change) embeds every time.
+    """
+    if getattr(embedder, "model_id", None) != DEFAULT_MODEL_ID:
+        return embed_checked(embedder, texts, 32)
+    import hashlib
+
+    digest = hashlib.blake2b("\0".join([embedder.model_id, *texts]).encode(),
+                             digest_size=16).hexdigest()
+    path = model_cache_dir() / f"vectors-{digest}.npy"
+    try:
+        cached = np.load(path, allow_pickle=False)
+        if cached.shape == (len(texts), embedder.dim) and cached.dtype == np.float32 \
+                and np.isfinite(cached).all():
+            return np.asarray(cached)
+    except (OSError, ValueError):
+        pass
+    vectors = embed_checked(embedder, texts, 32)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as fh:
+            np.save(fh, vectors, allow_pickle=False)
+        os.replace(tmp, path)
+    except OSError as exc:  # a read-only cache only costs the next process the embedding
+        log.info("could not cache prototype vectors (%s)", type(exc).__name__)
+    return vectors
 
 
 def embed_checked(embedder: Embedder, texts: list[str], batch_size: int) -> Vectors:

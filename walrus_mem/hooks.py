@@ -54,7 +54,7 @@ import nacl.hash
 from nacl.encoding import HexEncoder
 
 from .consolidate import NOT_RETIRED, consolidate
-from .embeddings import embed_checked
+from .embeddings import constant_vectors
 from .errors import InvalidSessionKey, KeyMaterialError
 from .extract import (
     ChatMessage,
@@ -526,7 +526,7 @@ class MemoryHooks:
         with _INTENT_LOCK:
             bank = _INTENT_BANKS.get(embedder.model_id)
             if bank is None:
-                bank = IntentBank(lambda texts: embed_checked(embedder, texts, 32))
+                bank = IntentBank(lambda texts: constant_vectors(embedder, texts))
                 _INTENT_BANKS[embedder.model_id] = bank
         intent = bank.intent(vector_of(query))
         return query_verdict(params, query, intent,

@@ -35,6 +35,7 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from .embeddings import model_cache_dir
 from .errors import EmbeddingError
 from .minilm import _HEADS, _LAYERS, MAX_SEQ_LENGTH, _read_safetensors, default_model_dir
 from .native import onnxruntime_safe
@@ -50,7 +51,7 @@ EXPORT_FORMAT: Final = 1
 """Bumped when :func:`export` writes a different graph (part of the cache file's name)."""
 _OPSET: Final = 17  # LayerNormalization
 _WIDTH: Final = 384
-WARM_AFTER_S: Final = 2.0
+WARM_AFTER_S: Final = 10.0
 """An encode this long after a process's first starts the switch to onnxruntime."""
 _EXIT_WAIT_S: Final = 60.0
 
@@ -61,15 +62,6 @@ def available() -> bool:
 
     return (find_spec("onnxruntime") is not None and find_spec("onnx") is not None
             and onnxruntime_safe())
-
-
-def _cache_dir() -> Path:
-    override = os.environ.get("WALRUS_MEM_MODEL_CACHE")
-    if override:
-        return Path(override).expanduser()
-    from platformdirs import user_cache_dir
-
-    return Path(user_cache_dir("walrus-mem")) / "models"
 
 
 def _weights_digest(path: Path) -> str:
@@ -86,7 +78,7 @@ def cached_model(model_dir: Path | None = None, cache_dir: Path | None = None) -
     model_dir = model_dir if model_dir is not None else default_model_dir()
     _check_config(model_dir)
     weights = model_dir / "model.safetensors"
-    directory = cache_dir if cache_dir is not None else _cache_dir()
+    directory = cache_dir if cache_dir is not None else model_cache_dir()
     target = directory / f"all-minilm-l6-v2.{_weights_digest(weights)}.v{EXPORT_FORMAT}.onnx"
     if not target.exists():
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -311,9 +303,9 @@ class WarmingMiniLM:
     :data:`WARM_AFTER_S` or more after the first: that one starts building the
     onnxruntime session in a background thread (exporting the graph the first
     time ever), and every encode after the session is ready runs on it. A CLI
-    command, done within a second or two, never loads onnxruntime; a server or
-    agent answering its next query switches. If the session cannot be built,
-    numpy stays (logged once). A process exiting while the session is built
+    command, done within seconds (even on a loaded machine), never loads
+    onnxruntime; a server or agent answering its next query switches. If the
+    session cannot be built, numpy stays (logged once). A process exiting while the session is built
     waits for it (atexit): tearing onnxruntime down under a running
     constructor could crash the exit.
     """

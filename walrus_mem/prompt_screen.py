@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any, Final
 
-from .embeddings import DEFAULT_MODEL_ID, embed_checked
+from .embeddings import DEFAULT_MODEL_ID, constant_vectors
 from .extract import CATEGORIES
 from .injection import PrototypeBank
 from .safety import InjectionResult, detect_injection
@@ -91,7 +91,7 @@ def prototype_bank(memory: Any) -> tuple[PrototypeBank, float] | None:
     with _LOCK:
         bank = _BANKS.get(model_id)
         if bank is None:
-            bank = PrototypeBank(lambda texts: embed_checked(embedder, texts, 32))
+            bank = PrototypeBank(lambda texts: constant_vectors(embedder, texts))
             _BANKS[model_id] = bank
         return bank, SEMANTIC_THRESHOLDS[model_id]
 
