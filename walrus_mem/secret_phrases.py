@@ -40,6 +40,19 @@ _LINK: Final = re.compile(
     r"|maintenant|ahora|ora|set|to)$", _F)
 _NET_CUE: Final = re.compile(rf"\b{_NET}[\w-]*?(?:[\s-]{_NET_KEY})?\b|\b{_NET_KEY}\b", _F)
 _NET_WORD: Final = re.compile(rf"\b{_NET}", _F)
+# "key" / "code" / "clave" of an account or a device: "Mi clave del banco es X",
+# "the code to unlock my laptop is X" (digits only are a PIN, handled elsewhere)
+_ACCESS_CUE: Final = re.compile(rf"\b{_NET_KEY}\b", _F)
+_NOT_ACCESS: Final = re.compile(
+    r"\b(?:promo|promotional|discount|coupon|voucher|gift|referral|invite|invitation|booking"
+    r"|confirmation|reference|tracking|postal|post|zip|area|country|dress|source|qr|bar|error"
+    r"|status|product|colou?r|airport|flight|sort|branch|swift|bic|routing|tax|cupom|cupón"
+    r"|código\s+(?:promocional|de\s+desconto|de\s+descuento))\s*$", _F)
+_ACCESS_CONTEXT: Final = re.compile(
+    r"\b(?:bank\w*|banco|banque|laptop|computer|pc|phone|telefone|teléfono|móvil|telemóvel"
+    r"|handy|tablet|e-?mail|correo|account|cuenta|conta|compte|konto|unlock\w*|desbloque\w*"
+    r"|déverrouill\w*|entsperr\w*|log\s*-?in|sign\s*-?in|acceso|acesso|accès|zugang|portal"
+    r"|portail|vpn|netflix|paypal|icloud|gmail)\b", _F)
 _NET_KEY_NEAR: Final = re.compile(rf"\b{_NET_KEY}\b|\b{_CRED}\b", _F)
 _TOKEN: Final = re.compile(r"[^\s\"'`«»“”,;]+")
 _CLAUSE_END: Final = re.compile(r"[.!?]\s|\n|$")
@@ -176,6 +189,14 @@ def phrase_spans(view: str) -> Iterator[Span]:
         if span:
             after = view[span[1]:span[1] + 12]
             if not re.match(r"\s*(?:network|netzwerk|réseau|red|rede)\b", after, _F):
+                yield (*span, "password")
+    for match in _ACCESS_CUE.finditer(view):
+        if _NOT_ACCESS.search(view, max(0, match.start() - 25), match.start()):
+            continue  # "discount code", "booking code": handed out, not a secret
+        if _ACCESS_CONTEXT.search(view, max(0, match.start() - 40),
+                                  min(len(view), match.end() + 40)):
+            span = _first_value(view, match.end(), strict=False)
+            if span:
                 yield (*span, "password")
     for match in _PAIR.finditer(view):
         if password_shaped(match.group("secret"), strict=True):
