@@ -52,7 +52,7 @@ _ACCESS_CONTEXT: Final = re.compile(
     r"\b(?:bank\w*|banco|banque|laptop|computer|pc|phone|telefone|teléfono|móvil|telemóvel"
     r"|handy|tablet|e-?mail|correo|account|cuenta|conta|compte|konto|unlock\w*|desbloque\w*"
     r"|déverrouill\w*|entsperr\w*|log\s*-?in|sign\s*-?in|acceso|acesso|accès|zugang|portal"
-    r"|portail|vpn|netflix|paypal|icloud|gmail)\b", _F)
+    r"|portail|vpn|netflix|paypal|icloud|gmail|ipad|iphone|mac|macbook)\b", _F)
 _NET_KEY_NEAR: Final = re.compile(rf"\b{_NET_KEY}\b|\b{_CRED}\b", _F)
 _TOKEN: Final = re.compile(r"[^\s\"'`«»“”,;]+")
 _CLAUSE_END: Final = re.compile(r"[.!?]\s|\n|$")
@@ -135,10 +135,10 @@ def _sentence(view: str, start: int) -> str:
     return view[left + 1:right]
 
 
-def _values_after(view: str, pos: int, limit: int = 6) -> Iterator[tuple[re.Match[str], str]]:
+def _values_after(view: str, pos: int, limit: int = 8) -> Iterator[tuple[re.Match[str], str]]:
     """The next ``limit`` tokens of the clause after ``pos``, with the text before each."""
     stop = _CLAUSE_END.search(view, pos)
-    end = min(stop.start() if stop else len(view), pos + 60)
+    end = min(stop.start() if stop else len(view), pos + 80)
     for count, token in enumerate(_TOKEN.finditer(view, pos, end)):
         if count >= limit:
             return
