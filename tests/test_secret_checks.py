@@ -245,3 +245,16 @@ def test_capture_never_stores_a_natural_language_password(tmp_path, master_hex):
     finally:
         hooks.close()
         mem.close()
+
+
+def test_second_password_probe_of_session_5_is_now_a_regression_guard():
+    """tests/data/secrets_probe_s5.json: written after tuning, measured once before changes.
+
+    Then 2/15 stored (an "e-mail / password" pair without a login word, an Italian
+    unlock code), 0/15 look-alikes changed; both fixed since, so in-sample now.
+    """
+    data = json.loads((DATA / "secrets_probe_s5.json").read_text(encoding="utf-8"))
+    stored = [s for s in data["secrets"]
+              if (kept := screen_fact(s["text"]).text) is not None and s["secret"] in kept]
+    assert stored == []
+    assert [b for b in data["benign"] if screen_fact(b).text != b] == []

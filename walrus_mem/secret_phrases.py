@@ -52,7 +52,8 @@ _ACCESS_CONTEXT: Final = re.compile(
     r"\b(?:bank\w*|banco|banque|laptop|computer|pc|phone|telefone|teléfono|móvil|telemóvel"
     r"|handy|tablet|e-?mail|correo|account|cuenta|conta|compte|konto|unlock\w*|desbloque\w*"
     r"|déverrouill\w*|entsperr\w*|log\s*-?in|sign\s*-?in|acceso|acesso|accès|zugang|portal"
-    r"|portail|vpn|netflix|paypal|icloud|gmail|ipad|iphone|mac|macbook)\b", _F)
+    r"|portail|vpn|netflix|paypal|icloud|gmail|ipad|iphone|mac|macbook|sblocc\w*|portatile"
+    r"|portátil|computador|ordinateur|cellulare|telefono|conto|banca|posta|rechner)\b", _F)
 _NET_KEY_NEAR: Final = re.compile(rf"\b{_NET_KEY}\b|\b{_CRED}\b", _F)
 _TOKEN: Final = re.compile(r"[^\s\"'`«»“”,;]+")
 _CLAUSE_END: Final = re.compile(r"[.!?]\s|\n|$")
@@ -60,6 +61,8 @@ _NAMING: Final = re.compile(
     r"\b(?:name[ds]?|called|network|ssid|heißt|s'appelle|se\s+llama|chama|hei[sß]t|nom|nombre"
     r"|nome|naam|model|channel|speed|band|standard)\b", _F)
 # "user / pass" pairs after a login word: "Netflix login: a@b.c / Penguin!2023"
+# "Hulu: lena@example.com / X": an e-mail address, a slash, then the value
+_MAIL_PAIR: Final = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+\s*(?:/|\s\|\s)\s*" + _VALUE, _F)
 _PAIR: Final = re.compile(
     r"\b(?:login|log-in|account|admin|user(?:name)?|credentials?|zugang|identifiants?|acesso"
     r"|acceso|cuenta|conta|compte)\b[^\n]{0,40}?\S+\s*(?:/|\s\|\s)\s*" + _VALUE, _F)
@@ -198,7 +201,7 @@ def phrase_spans(view: str) -> Iterator[Span]:
             span = _first_value(view, match.end(), strict=False)
             if span:
                 yield (*span, "password")
-    for match in _PAIR.finditer(view):
+    for match in (*_PAIR.finditer(view), *_MAIL_PAIR.finditer(view)):
         if password_shaped(match.group("secret"), strict=True):
             span = _span(match)
             if span:
