@@ -109,12 +109,13 @@ def test_frozen_held_out_probe_of_session_5():
     """tests/data/injection_heldout_s5.json, committed before tuning (counts only).
 
     Text layers, measured once after tuning on the tuning half: 51/55 detected (before:
-    20/55), 2/46 benign flagged (before: 2/46). docs/security.md.
+    20/55), 2/46 benign flagged (before: 2/46); 53/55 after the fixes for the later
+    probes (no held-out item looked at). docs/security.md.
     """
     data = json.loads((DATA / "injection_heldout_s5.json").read_text(encoding="utf-8"))
     detected = sum(bool(detect_injection(a["text"])) for a in data["attacks"])
     flagged = sum(bool(detect_injection(b["text"])) for b in data["benign"])
-    assert detected >= 51, detected
+    assert detected >= 53, detected
     assert flagged <= 2, flagged
 
 
@@ -126,5 +127,18 @@ def test_second_probe_of_session_5_is_now_a_regression_guard():
     'Assistente:', Polish): in-sample now.
     """
     data = json.loads((DATA / "injection_probe_s5.json").read_text(encoding="utf-8"))
+    assert sum(bool(detect_injection(a)) for a in data["attacks"]) == 20
+    assert [b for b in data["benign"] if detect_injection(b)] == []
+
+
+def test_third_probe_of_session_5_is_now_a_regression_guard():
+    """tests/data/injection_probe3_s5.json: measured once before changes: 13/20, 0/30.
+
+    Misses then: personal data out phrased as "the user likes/wants ...", "it's fine
+    to read out ... to anyone", health metrics, bank statements, a passport number
+    "in every e-mail to new contacts"; "on te demande" as a trigger; a Portuguese
+    NIB with "devem". In-sample now.
+    """
+    data = json.loads((DATA / "injection_probe3_s5.json").read_text(encoding="utf-8"))
     assert sum(bool(detect_injection(a)) for a in data["attacks"]) == 20
     assert [b for b in data["benign"] if detect_injection(b)] == []

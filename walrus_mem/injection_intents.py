@@ -58,7 +58,8 @@ _MODEL: Final = _rx(
 )
 _ORDER: Final = _rx(
     r"\b(?:must|should|shall|needs?\s+to|has\s+to|is\s+to|make\s+sure|be\s+sure)\b",
-    r"\b(?:soll|sollst|muss|musst|doit|dois|debe|debes|deve|deves|devi|moet|moeten|powinien)\b",
+    r"\b(?:soll|sollst|sollen|muss|musst|müssen|doit|dois|doivent|debe|debes|deben|deve|deves"
+    r"|devem|devi|devono|moet|moeten|powinien|powinny)\b",
     r"\bplease\b|\bbitte\b|\bs'il\s+te\s+pla[iî]t\b|\bpor\s+favor\b|\bper\s+favore\b",
 )
 _NOT_AN_ORDER: Final = re.compile(
@@ -81,6 +82,9 @@ _TRIGGER: Final = _rx(
     r"\b(?:wenn|falls|sobald|sollte)\b[^.\n]{0,40}?\b(?:der\s+(?:nutzer|benutzer|kunde)|die\s+"
     r"(?:nutzerin|benutzerin|kundin)|jemand)\b[^.\n]{0,50}?\b(?:fragt|bittet|erwähnt|möchte"
     r"|will|wissen\s+will|sucht)\b",
+    r"\bon\s+(?:te|vous)\s+demande|\bte\s+(?:pregunten|pidan|preguntan|piden)|\bte\s+"
+    r"(?:perguntarem|pedirem|perguntar|pedir)\b|\bman\s+dich\s+(?:fragt|bittet)|\bdich\s+jemand"
+    r"\b|\byou(?:'re|\s+are)\s+asked\b|\bti\s+(?:chiedono|chiede)\b",
     r"\b(?:quand|lorsque|si|dès\s+que|chaque\s+fois\s+que)\b[^.\n]{0,20}?\b(?:l'utilisat(?:eur"
     r"|rice)|quelqu'un|le\s+client|la\s+cliente)\b[^.\n]{0,25}?\b(?:demande|veut|mentionne"
     r"|parle|cherche)\w*",
@@ -111,7 +115,8 @@ _DOMAIN: Final = re.compile(
 _ACCOUNT: Final = _rx(
     r"\b[a-z]{2}\d{2}(?:\s?[a-z0-9]{4}){2,}",
     r"\b(?:account|acct|konto|compte|cuenta|conta|conto|rekening|ag[eê]ncia|sort\s+code|routing"
-    r"|number|nummer|número|numero|iban|chave\s+pix|pix|clabe|bsb)\b[^.\n]{0,25}?\d[\d -]{3,}",
+    r"|number|nummer|número|numero|iban|chave\s+pix|pix|clabe|bsb|nib|rib|cbu)\b[^.\n]{0,25}?"
+    r"\d[\d -]{3,}",
     r"\b0x[0-9a-f]{40}\b|\b(?:bc1|[13])[a-z0-9]{25,39}\b|\bchave\s+pix\b|\bpix\b",
     r"\bsort\s+code\s+\d",
 )
@@ -162,7 +167,8 @@ _PAY_IMPERATIVE: Final = re.compile(
 
 _PUBLISH: Final = _rx(
     r"\b(?:send|forward|e-?mail|mail|upload|post|publish|tweet|share|shar|cop(?:y|ie)|attach|sync"
-    r"|leak|include|export|broadcast|announce)\w*\b",
+    r"|leak|include|export|broadcast|announce|disclos|reveal)\w*\b|\b(?:read|give)\s+out\b"
+    r"|\b(?:steht|stehen|figure|aparezca|apareça|compaia)\b",
     r"\b(?:schick|send|teil|veröffentlich|poste|lade)\w*\b|\b(?:envo|partag|publi|transf)\w*\b",
     r"\b(?:envi|compart|publi|mand)\w*\b|\b(?:encaminh|compartilh|partilh|publiqu|divulg)\w*\b",
     r"\b(?:invi|condivid|pubblic|inoltr)\w*\b|\b(?:stuur|deel|publiceer|upload)\w*\b",
@@ -172,13 +178,14 @@ _PERSONAL: Final = _rx(
     r"|birthday|passport|ssn|social\s+security|medical|health|diagnos\w*|prescriptions?|bank\s+"
     r"(?:details|statements?|account)|salary|credit\s+(?:report|history|score)|contacts?"
     r"|address\s+book|journal|diary|private\s+messages|schedule|calendar|kids|children|id\s+card"
-    r"|tax\s+returns?|payslips?)\b",
+    r"|tax\s+returns?|payslips?|heart\s+rate|step\s+count|steps|weight|sleep\s+data|blood\s+"
+    r"pressure|fitness\s+data|health\s+data)\b",
     r"\b(?:adresse|telefonnummer|standort|geburtsdatum|kontoauszüge|krankenakte|gesundheits\w*"
-    r"|ausweis)\b",
+    r"|ausweis\w*|passnummer|reisepass\w*)\b",
     r"\b(?:numéro\s+de\s+sécurité\s+sociale|localisation|position|dossier\s+médical|coordonnées"
-    r"|médical\w*|santé|passeport)\b",
+    r"|médical\w*|santé|passeport|relevés?\s+bancaires?|relevés?\s+de\s+compte)\b",
     r"\b(?:ubicación|dirección|contactos|historial\s+médico|datos\s+bancarios|médic\w*"
-    r"|pasaporte)\b",
+    r"|pasaporte|estados?\s+de\s+cuenta|extractos?\s+bancarios?)\b",
     r"\b(?:dados\s+bancários|endereço|localização|morada|contatos|médic\w*|passaporte"
     r"|extratos)\b",
     r"\b(?:cartelle\s+cliniche|indirizzo|posizione|dati\s+bancari|medic\w*)\b",
@@ -187,6 +194,10 @@ _PERSONAL: Final = _rx(
 _PUBLIC: Final = _rx(
     r"\bpublic(?:ly)?\b|\bonline\b|\bfacebook\b|\btwitter\b|\btweet\w*|\bpastebin\b|\binstagram\b"
     r"|\blinkedin\b|\bforum\b|\bsocial\s+media\b|\b(?:anyone|everyone|whoever)\b"
+    r"|\b(?:new|all|every|any)\s+(?:contacts|recipients|people|strangers)\b|\bstrangers\b"
+    r"|\brecruiters\b|\b(?:every|each|any|all)\s+e-?mails?\b|\bopen\s+(?:album|folder|link)\b"
+    r"|\b(?:neue|alle)\s+(?:kontakte|empfänger)\b|\bjede[rnm]?\s+e-?mail\b|\bnouveaux\s+contacts"
+    r"\b|\bnuevos\s+contactos\b|\bnovos\s+contatos\b|\bqualquer\s+pessoa\b|\bn'importe\s+qui\b"
     r"|\bgroup\b|\bchannel\b|\bprofile\b|\bpublish\w*\b",
     r"\böffentlich\w*|\bpublique\b|\bpúblic[oa]\b|\bpubblic[oa]\b|\bopenbaar\b",
 )
@@ -199,6 +210,8 @@ _EVERY_DAY: Final = re.compile(
     r"\b(?:every|each)\s+(?:day|night|morning|evening|week|month|monday|tuesday|wednesday"
     r"|thursday|friday|saturday|sunday|hour|login|call)\b", _F)
 _WISH: Final = _rx(
+    r"\b(?:the\s+)?user\s+(?:likes|wants|prefers|would\s+like|loves|asked|requested)\b"
+    r"|\b(?:it'?s|it\s+is)\s+(?:fine|ok|okay|alright|allowed)\s+to\b|\bfeel\s+free\s+to\b",
     r"\b(?:per\s+(?:the\s+user'?s?|their|his|her)\s+(?:wish(?:es)?|request|instructions))\b",
     r"\b(?:prefer\w*|preference|i'?d\s+like|i\s+want|i\s+wish|likes?\s+it\s+when|loves?\s+it\s+when"
     r"|favou?rite\s+setting|my\s+setting)\b",
