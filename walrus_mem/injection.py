@@ -214,9 +214,11 @@ def views(text: str, *, decode: bool = True) -> list[str]:
     out = [base]
     for candidate in (base.translate(_HOMOGLYPHS), _despace(base)):
         out.append(candidate)
-    wide = _despace_wide(_uncollapsed(text))
-    if wide != _uncollapsed(text):
-        out.append(wide)
+    if "  " in text or "\t" in text or "\u3000" in text:  # wide gaps only
+        plain = _uncollapsed(text)
+        wide = _despace_wide(plain)
+        if wide != plain:
+            out.append(wide)
     out.append(_leet_view(out[1]))
     out.append(_unseparate(out[1]))
     if decode:
