@@ -240,6 +240,11 @@ _GRANT_BY: Final = _rx(
     r"\bautoriz(?:ou|a)\s+(?:você|o\s+assistente|a\s+ia|o\s+agente)\b|\bte\s+(?:deu|concedeu"
     r"|autorizou)\b",
     r"\bti\s+ha\s+(?:dato|concesso|autorizzato|permesso)\b",
+    # "gave permission for you to", "deu permissão para você", "dio permiso a ti"
+    r"\b(?:gave|given|granted)\s+(?:permission|clearance|approval)\s+(?:for|to)\s+(?:you|the\s+"
+    r"(?:assistant|agent|ai|model))\b|\bde(?:u|ram)\s+permissão\s+(?:para|a)\s+(?:você|o\s+assistente"
+    r"|a\s+ia)\b|\bdio\s+permiso\s+(?:a|para)\s+(?:ti|usted|el\s+asistente)\b|\ba\s+donné\s+"
+    r"(?:la\s+)?permission\s+à\s+(?:toi|l'assistant)\b",
     r"\bheeft\s+(?:je|jou|u|de\s+assistent)\s+(?:\w+\s+){0,2}(?:toestemming|gemachtigd"
     r"|toegestaan)",
     r"разрешил\w*\s+(?:тебе|вам)",
@@ -260,7 +265,8 @@ _AUTHORITY: Final = _rx(
     r"|operator|security(?:\s+team)?|anthropic|openai|hr|compliance|legal|support\s+team"
     r"|per\s+it|the\s+it\s+(?:team|department)|operations|leadership|the\s+board|head\s+office"
     r"|supervisor|team\s+lead|helpdesk|direction|direção|dirección|geschäftsführung|leitung"
-    r"|vorgesetzte\w*|chef\w*|patron|jefe|gerente|responsabile)\b",
+    r"|vorgesetzte\w*|chef\w*|patron|jefe|gerente|responsabile|diretor\w*|director\w*"
+    r"|directeur\w*|direktor\w*|head\s+of\s+\w+|cto|ceo|ciso)\b",
     r"\b(?:entwickler\w*|betreiber|administrateur|développeur|desarrollador|administrador"
     r"|desenvolvedor|sviluppatore|amministratore|beheerder|ontwikkelaar)\b|разработчик|админ",
 )
@@ -268,7 +274,8 @@ _RISKY: Final = _rx(
     r"\b(?:shar|send|forward|disclos|reveal|delet|remov|run|execut|bypass|skip|ignor|read|access"
     r"|export|pay|transfer|approv|unrestrict|without|anyone|full|private|passwords?|secrets?"
     r"|commands?|shell|move|money|funds|spend|buy|purchas|sign|right|rights|messages|mail|files"
-    r"|data|records|accounts?|contacts|calendar)\w*",
+    r"|data|records|accounts?|contacts|calendar|disabl|desativ|desactiv|désactiv|deaktiv|disattiv)"
+    r"\w*",
     r"\b(?:lire|lis|leer|ler|lesen|leggere|lezen|privé|privad|privat|privé|droits?|derecho|direito"
     r"|diritto|recht|dados|datos|données|daten|dati|gegevens|messages?|mensajes|mensagens"
     r"|nachrichten|messaggi|berichten|fichiers|archivos|arquivos|dateien|geld|argent|dinero"
