@@ -223,6 +223,11 @@ class Memory:
             self.settings.embedding_model, batch_size=self.settings.embedding_batch_size,
             threads=self.settings.embedding_threads, backend=self.settings.embedding_backend,
         )
+        # Parsed now, so no raw key string is kept (MasterSeed shows only a fingerprint),
+        # and before the data dir is touched: a malformed key changes nothing there.
+        self._master: MasterSeed | None = (
+            None if master_key is None else resolve_master_seed(master_key)[0]
+        )
         self.data_dir = Path(self.settings.data_dir).expanduser()
         self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._lock = threading.RLock()
@@ -237,10 +242,6 @@ class Memory:
         except BaseException:
             self._dir_lock.release()
             raise
-        # Parsed now, so no raw key string is kept (MasterSeed shows only a fingerprint).
-        self._master: MasterSeed | None = (
-            None if master_key is None else resolve_master_seed(master_key)[0]
-        )
         self._keys: dict[str, NamespaceKeys] = {}
         self._injected_walrus = walrus
         self._backend: Backend | None = None
