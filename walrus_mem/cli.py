@@ -1417,7 +1417,8 @@ def pull(state: CliState, heads: tuple[str, ...], allow_stale: bool,
         for mid, msg in [*report.unreadable[:20], *report.failed[:20]]:
             state.out.print(f"  {mid}: {escape(msg)}")
         for line in report.skipped:
-            state.out.print(f"  skipped heads-file head (cannot be merged; remove its line): "
+            state.out.print(f"  skipped heads-file head (a storage error is retried next time; "
+                            f"otherwise remove its line): "
                             f"{escape(line)}", soft_wrap=True)
         for line in report.equivocations:
             state.out.print(f"  equivocation: {escape(line)}", soft_wrap=True)
@@ -1441,13 +1442,18 @@ def sync(state: CliState) -> None:
         for ns, pulled in report.pulled.items():
             state.out.print(f"Merged {len(pulled.heads)} head(s) into {ns}: {pulled.added} added, "
                             f"{pulled.updated} updated, {pulled.forgotten} forgotten, "
-                            f"{pulled.conflicts} conflicts")
+                            f"{pulled.conflicts} conflicts"
+                            + (f", {len(pulled.unreadable)} unreadable"
+                               if pulled.unreadable else ""))
+            for mid, msg in pulled.unreadable[:20]:
+                state.out.print(f"  {mid}: {escape(msg)}")
             for line in pulled.equivocations:
                 state.out.print(f"  equivocation: {escape(line)}", soft_wrap=True)
         for ns, head in report.manifests.items():
             state.out.print(f"Head for {ns}: {head}", soft_wrap=True)
         for line in report.skipped_heads:
-            state.out.print(f"  skipped heads-file line (cannot be merged; remove it): "
+            state.out.print(f"  skipped heads-file line (a storage error is retried next time; "
+                            f"otherwise remove it): "
                             f"{escape(line)}", soft_wrap=True)
         for err in report.errors:
             state.out.print(f"  error: {escape(err)}")
