@@ -94,6 +94,27 @@ def test_a_sighting_beyond_what_time_allows_is_implausible(tmp_path: Path) -> No
         catalog.close()
 
 
+def test_another_writers_far_future_sighting_gives_way_to_the_first_own_one(
+        tmp_path: Path) -> None:
+    """A fresh machine has nothing to check a manifest's clock against: it may read from
+    it, but a far-future claim must not outlive its own first store answer."""
+    from walrus_mem.catalog import Catalog
+    from walrus_mem.expiry import EpochClock
+
+    catalog = Catalog(tmp_path / "c.sqlite3")
+    try:
+        clock = EpochClock(catalog, network_seconds=86_400.0)
+        now = time.time()
+        clock.seed({"epoch": 100_007, "seen_at": now - 10})
+        assert clock.current() == 100_007  # all it knows, for now
+        clock.observe(7, at=now)  # its own first store answer
+        assert clock.current() == 7 and clock.reading().newest_seen == 7
+        clock.seed({"epoch": 100_007, "seen_at": now})  # told again: now implausible
+        assert clock.current() == 7
+    finally:
+        catalog.close()
+
+
 def _poisoning_publisher(upstream: str, armed: dict[str, bool]) -> HookProxy:
     """A publisher that answers one store with a far-future registeredEpoch (start and
     end shifted to match, so the blob itself looks fine)."""

@@ -75,6 +75,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 META_KEY: Final = "epoch_clock"
+CLAIM_KEY: Final = "epoch_clock_claim"  # another writer's sighting, until one of our own
 MIN_EPOCH_SECONDS: Final = 1.0
 """The shortest epoch believed on a network of unknown length (Walrus's last a day or
 more; the mock's tests run 1 s ones): how far one sighting may move the clock."""
@@ -264,9 +265,11 @@ class EpochClock:
         """Take a sighting carried by a manifest (see :meth:`export`); junk is ignored.
 
         The sighting is the writer's claim (signed, but its publisher may have
-        lied to it): it only moves this clock forward, never beyond what this
-        clock's own sightings make plausible (:meth:`implausible`: ignored with
-        a warning), and a fresh store answer re-anchors it anyway.
+        lied to it). A clock with sightings of its own takes it only when they
+        make it plausible (:meth:`implausible`; else ignored with a warning). A
+        clock with none holds it apart (meta ``epoch_clock_claim``) and reads
+        from it only until its first own store answer, which replaces it: a
+        far-future claim cannot stick.
         """
         if not isinstance(exported, dict):
             return
@@ -274,6 +277,11 @@ class EpochClock:
         if isinstance(epoch, int) and not isinstance(epoch, bool) and epoch >= 0 \
                 and isinstance(seen_at, int | float) and math.isfinite(seen_at) \
                 and seen_at <= self._now() + 300:
+            if not self.sightings():
+                held = self._claim()
+                if held is None or epoch > held[0]:
+                    self._catalog.set_meta(CLAIM_KEY, json.dumps([epoch, float(seen_at)]))
+                return
             reason = self.implausible(epoch, float(seen_at))
             if reason is not None:
                 log.warning("epoch clock: ignored a manifest's sighting of epoch %d: %s",
@@ -312,8 +320,19 @@ class EpochClock:
     def sightings(self) -> dict[int, list[float]]:
         return _load(self._catalog.get_meta(META_KEY))
 
+    def _claim(self) -> tuple[int, float] | None:
+        """A manifest's sighting held while this clock has none of its own."""
+        try:
+            epoch, seen_at = json.loads(self._catalog.get_meta(CLAIM_KEY) or "null")
+            return int(epoch), float(seen_at)
+        except (ValueError, TypeError):
+            return None
+
     def reading(self, now: float | None = None) -> ClockReading:
         seen = self.sightings()
+        claim = None if seen else self._claim()
+        if claim is not None:
+            seen = {claim[0]: [claim[1], claim[1]]}
         floor = self._catalog.current_epoch()  # the highest epoch ever noted, sightings or not
         lower: float | None
         if self._configured is not None or self._network is not None:
