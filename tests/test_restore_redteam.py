@@ -7,11 +7,13 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from relayer_mock.server import RelayerServer
 from tests.helpers_log import dir_snapshot, machine
+from walrus_mem.doctor import check_integrity
 from walrus_mem.errors import HeadMismatch
 
 ROOT = str(Path(__file__).resolve().parent.parent)
@@ -88,3 +90,66 @@ def test_sync_tells_a_pull_running_elsewhere_from_an_interrupted_restore(
             assert after.errors == [] and "p" in after.manifests
         else:  # the puller died with the mark set: now it is an interrupted restore
             assert any("interrupted" in e and "walrus-mem restore" in e for e in after.errors)
+
+
+@pytest.mark.parametrize("via", ["sync", "publish"])
+def test_a_pull_that_ends_while_sync_looks_at_its_mark_is_not_an_interrupted_restore(
+        tmp_path: Path, server: RelayerServer, monkeypatch: pytest.MonkeyPatch,
+        via: str) -> None:
+    """The race behind red team f9: the mark was read while the other process pulled,
+    the lock once that pull had finished (mark cleared). Not interrupted: publish."""
+    with machine(tmp_path / "a", server.url, state_dir=tmp_path / "a-state") as a:
+        a.remember("seed fact", namespace="p")
+        head = a.sync().manifests["p"]
+    script = _PULLING.format(root=ROOT, data=str(tmp_path / "a"), url=server.url,
+                             state=str(tmp_path / "a-state"), head=head, finish=True)
+    with machine(tmp_path / "a", server.url, state_dir=tmp_path / "a-state") as a, \
+            subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True) as other:
+        assert other.stdin is not None and other.stdout is not None
+        assert other.stdout.readline().strip() == "pulling"
+        a.remember("written while the other process pulls", namespace="p")
+        stdin, real_turn = other.stdin, a._log.turn
+
+        def turn_once_the_pull_ended(ns: str, *, wait: bool) -> Any:
+            if other.poll() is None:  # the pull finishes between the two looks
+                stdin.write("\n")
+                stdin.flush()
+                assert other.wait(60) == 0
+            return real_turn(ns, wait=wait)
+
+        monkeypatch.setattr(a._log, "turn", turn_once_the_pull_ended)
+        if via == "sync":
+            report = a.sync("p")
+            assert report.errors == [] and "p" in report.manifests
+        else:
+            assert a._log.publish("p") != head
+        assert a._log.tables.restoring("p") is None
+
+
+def test_doctor_calls_a_running_pull_running_not_an_interrupted_restore(
+        tmp_path: Path, server: RelayerServer) -> None:
+    with machine(tmp_path / "a", server.url, state_dir=tmp_path / "a-state") as a:
+        a.remember("seed fact", namespace="p")
+        head = a.sync().manifests["p"]
+    for finish in (True, False):
+        script = _PULLING.format(root=ROOT, data=str(tmp_path / "a"), url=server.url,
+                                 state=str(tmp_path / "a-state"), head=head, finish=finish)
+        with machine(tmp_path / "a", server.url, state_dir=tmp_path / "a-state") as a, \
+                subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
+                                 stdout=subprocess.PIPE, text=True) as other:
+            assert other.stdin is not None and other.stdout is not None
+            try:
+                assert other.stdout.readline().strip() == "pulling"
+                check = next(c for c in check_integrity(a) if c.name == "restore p")
+                assert check.status == "warn" and "running" in check.detail
+                assert "restore" not in check.fix
+            finally:
+                other.stdin.write("\n")
+                other.stdin.flush()
+                other.wait(60)
+            after = next(c for c in check_integrity(a) if c.name == "restore p")
+            if finish:
+                assert after.status == "ok"
+            else:  # the puller exited with its mark set: an interrupted restore
+                assert after.status == "fail" and "restore" in after.fix

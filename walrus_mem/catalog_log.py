@@ -34,6 +34,10 @@ class LogSnapshot:
 PENDING_KEY = "pending_entries:"
 """meta key prefix (+ namespace) of the entries a merge could not fetch yet."""
 
+UNANNOUNCED_KEY = "unannounced_head:"
+"""meta key prefix (+ namespace) of this data dir's newest recorded head that is not
+yet in heads.sqlite3 and the heads file: set with the manifest, cleared once announced."""
+
 
 class LogTables:
     """Manifest bookkeeping in the catalog (one instance per Catalog)."""
@@ -102,8 +106,11 @@ class LogTables:
         new_pages: Sequence[tuple[str, str, str | None, int | None]],
         writes_seen: int,
         registered_epoch: int | None,
+        announce: dict[str, Any],
     ) -> None:
-        """A manifest became the namespace's head: record it and its new pages."""
+        """A manifest became the namespace's head: record it and its new pages, and
+        ``announce`` (what :meth:`unannounced` returns) until :meth:`announced`: a
+        process killed before it wrote the heads file announces it at the next sync."""
         now = time.time()
         cat = self.catalog
         with cat.write() as c:
@@ -127,7 +134,23 @@ class LogTables:
                 "WHERE name = ?",
                 (head, seq, now, json.dumps([head]), writes_seen, namespace),
             )
+            c.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                      (UNANNOUNCED_KEY + namespace, json.dumps(announce, sort_keys=True)))
             cat.note_epoch(registered_epoch)
+
+    def unannounced(self, namespace: str) -> dict[str, Any] | None:
+        """The head this data dir recorded for ``namespace`` and has not announced yet
+        (``head``, ``writer``, ``parents``, ``origins``), or None."""
+        row = self.catalog.query_one("SELECT value FROM meta WHERE key = ?",
+                                     (UNANNOUNCED_KEY + namespace,))
+        value: Any = json.loads(row[0]) if row else None
+        return value if isinstance(value, dict) and isinstance(value.get("head"), str) else None
+
+    def announced(self, namespace: str, head: str) -> None:
+        """``head`` is in heads.sqlite3 and the heads file (a newer one stays pending)."""
+        with self.catalog.write() as c:
+            c.execute("DELETE FROM meta WHERE key = ? AND json_extract(value, '$.head') = ?",
+                      (UNANNOUNCED_KEY + namespace, head))
 
     def merged_heads(self, namespace: str) -> list[str]:
         """Head references the local state of ``namespace`` contains."""

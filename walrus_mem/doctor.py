@@ -416,7 +416,7 @@ def check_local_store(settings: Settings, *, embedder: Any = None) -> list[Check
 def _no_sync_advice_while_restoring(mem: Any, namespaces: list[str], checks: list[Check]) -> None:
     """``sync`` refuses (RestoreIncomplete) while a restore is unfinished: advise the restore."""
     for ns in namespaces:
-        if mem._log.tables.restoring(ns) is None:
+        if mem._log.unfinished(ns) != "interrupted":
             continue
         advice = f"walrus-mem -n {ns} sync"
         for i, check in enumerate(checks):
@@ -507,8 +507,13 @@ def _namespace_integrity(mem: Any, ns: str) -> list[Check]:
 def _restore_check(mem: Any, ns: str) -> Check:
     """An interrupted restore / pull leaves the namespace marked (no manifest until done)."""
     marker = mem._log.tables.restoring(ns)
-    if marker is None:
+    state = None if marker is None else mem._log.unfinished(ns)
+    if marker is None or state is None:
         return Check(f"restore {ns}", "ok", "no unfinished restore")
+    if state == "running":  # it holds the namespace lock: not to be resumed by hand
+        return Check(f"restore {ns}", "warn",
+                     "a pull or restore is running (another process or thread); "
+                     "no manifest until it finishes", "wait for it, then run doctor again")
     return Check(f"restore {ns}", "fail",
                  f"a restore of {len(marker.get('heads', []))} head(s) was interrupted: this "
                  "data dir lacks part of it and publishes no manifest until it is finished",

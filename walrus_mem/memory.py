@@ -1226,13 +1226,17 @@ class Memory:
         names = [ns] if ns is not None else self._known_namespaces()
         for name in names:
             try:
-                if self._log.tables.restoring(name) is not None:
-                    if self._merge_running(name):
-                        errors.append(
-                            f"pull for {name!r}: a pull or restore of it is running in another "
-                            "process or thread; no manifest of it from this sync (the next "
-                            "sync publishes one when that has finished)")
-                        continue
+                problem = self._log.announce_pending(name)  # a sync killed before announcing
+                if problem is not None:
+                    errors.append(f"announce for {name!r}: {problem}")
+                state = self._log.unfinished(name)
+                if state == "running":
+                    errors.append(
+                        f"pull for {name!r}: a pull or restore of it is running in another "
+                        "process or thread; no manifest of it from this sync (the next "
+                        "sync publishes one when that has finished)")
+                    continue
+                if state == "interrupted":
                     raise RestoreIncomplete(
                         f"restore of {name!r} was interrupted: run `walrus-mem restore "
                         f"--namespace {name}` to finish it; no manifest until then")
@@ -1269,6 +1273,10 @@ class Memory:
                 manifests[name] = self._publish_manifest(name)
             except WalrusMemError as exc:  # storage, or a key that cannot be resolved
                 errors.append(f"manifest for {name!r}: {type(exc).__name__}: {exc}")
+            if name in manifests and self._log.tables.unannounced(name) is not None:
+                errors.append(f"announce for {name!r}: head {manifests[name]} published but "
+                              "not written to heads.sqlite3 / the heads file (logged why); "
+                              "the next sync writes it")
         with self._lock:
             self._indexes.save_all()
         return SyncReport(
@@ -1280,12 +1288,6 @@ class Memory:
             pulled=pulled,
             skipped_heads=skipped,
         )
-
-    def _merge_running(self, ns: str) -> bool:
-        """Whether the restore mark of ``ns`` belongs to a pull or restore still running
-        (it holds the namespace's manifest lock), not to one that was interrupted."""
-        with self._log.turn(ns, wait=False) as ours:
-            return not ours and self._log.tables.restoring(ns) is not None
 
     def _sync_epoch(self, started: float, errors: builtins.list[str]) -> tuple[int | None, bool]:
         """The epoch sync renews against: trusted as in :meth:`epoch_estimate`, a store

@@ -520,15 +520,26 @@ class NamespaceLog:
         snapshot, stores and the recorded head of one manifest all happen
         before the next one takes its snapshot.
         """
-        if self.tables.restoring(ns) is not None:  # refused at once, not after the merge
-            with self.turn(ns, wait=False) as free:
-                if free:
-                    self._refuse_unfinished(ns)
+        if self.unfinished(ns) == "running":  # refused at once, not after the merge
             raise RestoreIncomplete(
                 f"a pull or restore of namespace {ns!r} is under way (this or another "
                 "process); no manifest until it finishes: the next sync publishes one")
         with self.turn(ns, wait=True):
-            return self.publish_now(ns)
+            return self.publish_now(ns)  # refuses an interrupted one (mark read under the lock)
+
+    def unfinished(self, ns: str) -> str | None:
+        """``"interrupted"`` when a restore / pull of ``ns`` was interrupted, ``"running"``
+        while one holds the namespace's manifest lock (this or another process), else None.
+
+        A pull sets and clears its mark holding that lock, so the mark is read again
+        once the lock is ours: one read before could be of a pull that finished since,
+        and calling that interrupted advised a needless restore (red team f9)."""
+        if self.tables.restoring(ns) is None:
+            return None
+        with self.turn(ns, wait=False) as ours:
+            if not ours:
+                return "running"
+            return None if self.tables.restoring(ns) is None else "interrupted"
 
     def _refuse_unfinished(self, ns: str) -> NoReturn:
         raise RestoreIncomplete(
@@ -633,19 +644,66 @@ class NamespaceLog:
         stored = client.store_blob(sealed, deadline=deadline)
         ref = HeadRef(seq, stored.blob_id, mf.sealed_digest(sealed))
         self._read_back(ref, sealed)  # the head only once an aggregator serves it intact
+        seen = SeenHead(ref, writer, tuple(parents), tuple(origins) or (ref.blob_id,))
         with self.lock:
             self.tables.record_manifest(
                 ns, seq=seq, blob_id=stored.blob_id, head=str(ref),
                 parents=[str(p) for p in parents], entries=len(entries), pages=len(pages),
                 end_epoch=stored.end_epoch, new_pages=new_pages, writes_seen=writes_seen,
-                registered_epoch=stored.registered_epoch)
-        self.seen.add(ns, SeenHead(ref, writer, tuple(parents), tuple(origins) or (ref.blob_id,)))
-        heads_file = self.heads_file()
-        if heads_file is not None:
-            heads_file.replace(ns, ref, parents)
+                registered_epoch=stored.registered_epoch, announce=_announce_record(seen))
+        self._announce(ns, keys, seen, retry=False)
         log.info("published manifest %d of %r (%d entries, %d pages)", seq, ns, len(entries),
                  len(pages))
         return str(ref)
+
+    def announce_pending(self, ns: str) -> str | None:
+        """Announce the head this data dir recorded but did not announce (a process
+        killed between recording a manifest and writing heads.sqlite3 / the heads file,
+        or a heads file that could not be written): else no other machine ever learns
+        it. Idempotent; None when nothing is left pending, else why it still is."""
+        if self.tables.unannounced(ns) is None:
+            return None
+        with self.turn(ns, wait=False) as ours:
+            # Taken: a publish (it announces a newer head, superseding this one) or a pull
+            # (the next sync announces it): nothing to wait for.
+            record = self.tables.unannounced(ns) if ours else None
+            if record is None:
+                return None
+            try:
+                seen = _announce_seen(record)
+            except (InvalidHead, KeyError, TypeError, ValueError):
+                log.warning("unannounced head of %r unreadable in the catalog; dropped", ns)
+                self.tables.announced(ns, str(record.get("head")))
+                return None
+            log.warning("announcing head seq %d of %r, recorded by a sync that did not "
+                        "finish announcing it", seen.ref.seq, ns)
+            return self._announce(ns, self.host.keys_for(ns), seen, retry=True)
+
+    def _announce(self, ns: str, keys: NamespaceKeys, seen: SeenHead, *,
+                  retry: bool) -> str | None:
+        """Add ``seen`` (this data dir's newest head) to heads.sqlite3 and the heads
+        file, then clear its pending announcement; None, or why it stays pending."""
+        heads_file = self.heads_file()
+        try:
+            self.seen.add(ns, seen)  # INSERT OR IGNORE: the same head twice is one row
+            if heads_file is not None and not (
+                    retry and self._announced_in(ns, keys, heads_file, seen.ref)):
+                heads_file.replace(ns, seen.ref, seen.parents)
+        except (OSError, Timeout, LocalStoreError) as exc:
+            problem = (f"head seq {seen.ref.seq} of {ns!r} published but not announced "
+                       f"({type(exc).__name__}: {exc}); the next sync announces it")
+            log.warning("%s", problem)
+            return problem
+        self.tables.announced(ns, str(seen.ref))
+        return None
+
+    def _announced_in(self, ns: str, keys: NamespaceKeys, heads_file: HeadsFile,
+                      ref: HeadRef) -> bool:
+        """Whether the heads file already names ``ref`` or a head descending from it
+        (another machine merged it: writing it again would add a superseded line)."""
+        lines = [r for _, r in heads_file.read(ns)]
+        return ref in lines or any(r.seq > ref.seq and self.descends(ns, keys, r, ref)
+                                   for r in lines)
 
     def _still_served(self, ns: str, rows: Sequence[Any],
                       expired: Sequence[ExpiredEntry]) -> list[Any]:
@@ -1369,6 +1427,18 @@ class NamespaceLog:
             self.tables.set_head_state(ns, [str(h) for h in sorted(newest, reverse=True)],
                                        ahead=ahead)
             self.tables.set_restoring(ns, None)
+
+
+def _announce_record(seen: SeenHead) -> dict[str, Any]:
+    """A head to announce, as kept in the catalog until it is (LogTables.unannounced)."""
+    return {"head": str(seen.ref), "writer": seen.writer,
+            "parents": [str(p) for p in seen.parents], "origins": list(seen.origins)}
+
+
+def _announce_seen(record: Mapping[str, Any]) -> SeenHead:
+    return SeenHead(HeadRef.parse(record["head"]), str(record["writer"]),
+                    tuple(HeadRef.parse(p) for p in record["parents"]),
+                    tuple(str(o) for o in record["origins"]))
 
 
 def _parse_pending(raw: Mapping[str, Any]) -> dict[str, mf.Entry]:
