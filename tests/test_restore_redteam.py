@@ -153,3 +153,17 @@ def test_doctor_calls_a_running_pull_running_not_an_interrupted_restore(
                 assert after.status == "ok"
             else:  # the puller exited with its mark set: an interrupted restore
                 assert after.status == "fail" and "restore" in after.fix
+
+
+def test_a_remember_due_a_manifest_during_an_interrupted_restore_is_not_failed(
+        tmp_path: Path, server: RelayerServer) -> None:
+    """The fact is stored; only the periodic manifest is refused (sync reports it)."""
+    with machine(tmp_path / "a", server.url, state_dir=tmp_path / "a-state",
+                 manifest_every=1) as a:
+        a.remember("seed fact", namespace="p")  # published with its manifest at once
+        head = a.stats("p").manifest_blob_id
+        assert head is not None
+        a._log.tables.set_restoring("p", {"heads": [head], "started": 0.0})  # killed pull
+        rec = a.remember("written while the restore is unfinished", namespace="p")
+        assert a.get(rec.id, namespace="p").text == rec.text
+        assert any("interrupted" in e for e in a.sync("p").errors)

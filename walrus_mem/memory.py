@@ -1343,7 +1343,9 @@ class Memory:
             with self._log.turn(ns, wait=False) as ours:
                 if ours:  # else another thread or process is publishing one right now
                     self._log.publish_now(ns)
-        except StorageError as exc:
+        except (StorageError, RestoreIncomplete) as exc:
+            # The write is stored: an interrupted restore (or an outage) defers only the
+            # manifest, which the next sync reports; raising here failed a good remember.
             log.info("periodic manifest for %r deferred: %s", ns, exc)
 
     def _epoch_ok_for_manifest(self, ns: str, since: float) -> bool:
