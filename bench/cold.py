@@ -4,6 +4,11 @@ Usage::
 
     python bench/cold.py                       # 10k memories, 7 runs of each
     python bench/cold.py --memories 2000 --runs 3
+    python bench/cold.py --no-torch --baseline /tmp/old-checkout   # A/B, one run
+
+``--baseline DIR`` also runs the walrus_mem cases with ``PYTHONPATH=DIR`` (another
+checkout of the repository), interleaved with this tree's in every round, so a
+change is measured against the code before it under the same load.
 
 One data dir holds ``--memories`` memories in the ``default`` namespace under
 the real model's id (bulk-loaded like bench/recall.py, with clustered vectors:
@@ -220,6 +225,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--memories", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="another checkout: its walrus_mem runs the same cases, interleaved")
+    parser.add_argument("--no-torch", action="store_true", help="skip the two torch cases")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="walrus-mem-cold-") as tmp:
         data_dir = Path(tmp) / "data"
@@ -229,37 +237,53 @@ def main(argv: list[str] | None = None) -> int:
         env.update(WALRUS_MEM_DATA_DIR=str(data_dir), WALRUS_MEM_MASTER_KEY=MASTER,
                    WALRUS_MEM_USE_KEYRING="false", WALRUS_MEM_CONFIG="",
                    PYTHONPATH=str(ROOT), PYTHONDONTWRITEBYTECODE="")
-        torch_env = {**env, "WALRUS_MEM_EMBEDDING_BACKEND": "torch"}
         cli = _walrus_mem()
         py = sys.executable
+        # each case runs with the env it is given: this tree's, or --baseline's
         cases: dict[str, Any] = {
             "import torch + sentence_transformers":
-                lambda i: _run_reaped([py, "-c", "import torch, sentence_transformers"], env),
-            "cli recall": lambda i: _run_reaped([cli, "recall", "food allergies"], env),
-            "cli recall (torch backend)":
-                lambda i: _run_reaped([cli, "recall", "food allergies"], torch_env),
-            "cli remember": lambda i: _run_reaped(
-                [cli, "remember", f"User noted cold-start fact number {i} at {time.time()}"],
-                env),
-            "hooks first recall": lambda i: _run_reaped([py, "-c", HOOK], env),
+                lambda i, e: _run_reaped([py, "-c", "import torch, sentence_transformers"], e),
+            "cli recall": lambda i, e: _run_reaped([cli, "recall", "food allergies"], e),
+            "cli recall (torch backend)": lambda i, e: _run_reaped(
+                [cli, "recall", "food allergies"], {**e, "WALRUS_MEM_EMBEDDING_BACKEND": "torch"}),
+            "cli remember": lambda i, e: _run_reaped(
+                [cli, "remember", f"User noted cold-start fact number {i} at {time.time()}"], e),
+            "hooks first recall": lambda i, e: _run_reaped([py, "-c", HOOK], e),
             "resident: client start":
-                lambda i: _run_reaped([py, "-c", "import json, socket"], env),
+                lambda i, e: _run_reaped([py, "-c", "import json, socket"], e),
         }
+        if args.no_torch:
+            del cases["import torch + sentence_transformers"], cases["cli recall (torch backend)"]
+        envs = {name: env for name in cases}
+        mcp_envs = {"mcp first answer": env}
+        if args.baseline:  # each case of walrus_mem's right after this tree's run of it
+            base_env = {**env, "PYTHONPATH": str(args.baseline.resolve())}
+            paired: dict[str, Any] = {}
+            for name, run in cases.items():
+                paired[name] = run
+                if name in ("cli recall", "cli remember", "hooks first recall"):
+                    paired[f"{name} (baseline)"] = run
+                    envs[f"{name} (baseline)"] = base_env
+            cases = paired
+            mcp_envs["mcp first answer (baseline)"] = base_env
         samples: dict[str, list[dict[str, float]]] = {name: [] for name in cases}
-        samples["mcp first answer"] = []
+        for name in mcp_envs:
+            samples[name] = []
         samples["resident: warm answer"] = []
         loads = []
         for i in range(args.runs + 1):  # round 0 warms the OS file cache, not reported
             print(f"… round {i}/{args.runs}", file=sys.stderr, flush=True)
             loads.append(os.getloadavg()[0])
             for name, run in cases.items():
-                sample = run(i)
+                sample = run(i, envs[name])
                 if i:
                     samples[name].append(sample)
-            first, warm = mcp_first_answer(env)
-            if i:
-                samples["mcp first answer"].append(first)
-                samples["resident: warm answer"].append({"wall_s": warm})
+            for name, mcp_env in mcp_envs.items():
+                first, warm = mcp_first_answer(mcp_env)
+                if i:
+                    samples[name].append(first)
+                    if mcp_env is env:
+                        samples["resident: warm answer"].append({"wall_s": warm})
     results = {name: summary(s) for name, s in samples.items()}
     print(f"{args.memories:,} memories, {args.runs} runs per case, load average (1 min) "
           f"{min(loads):.2f}-{max(loads):.2f}")
