@@ -124,10 +124,15 @@ def _sample(wall: float, usage: Any, rss_file: Path) -> dict[str, float]:
 _RSS = Path(tempfile.gettempdir()) / f"walrus-mem-cold-{os.getpid()}.rss"
 
 
+# Children run in the bench's temp dir: ``python -c`` puts its working dir first on sys.path,
+# which would import the walrus_mem of wherever the bench was started, whatever PYTHONPATH says.
+_CWD = tempfile.gettempdir()
+
+
 def _run_reaped(cmd: list[str], env: dict[str, str]) -> dict[str, float]:
     """Run ``cmd`` in a fresh process, reaped with ``wait4``: wall s, CPU s, peak RSS MB."""
     started = time.perf_counter()
-    proc = subprocess.Popen(_wrapped(cmd, _RSS), env=env, stdin=subprocess.DEVNULL,
+    proc = subprocess.Popen(_wrapped(cmd, _RSS), env=env, cwd=_CWD, stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None and proc.stderr is not None
     out = proc.stdout.read()
@@ -155,7 +160,8 @@ def _cpu_so_far(pid: int) -> float | None:
 def mcp_first_answer(env: dict[str, str]) -> tuple[dict[str, float], float]:
     """Spawn ``walrus-mem mcp``; time to the first search answer, then a warm second one."""
     started = time.perf_counter()
-    proc = subprocess.Popen(_wrapped([_walrus_mem(), "mcp"], _RSS), env=env, stdin=subprocess.PIPE,
+    proc = subprocess.Popen(_wrapped([_walrus_mem(), "mcp"], _RSS), env=env, cwd=_CWD,
+                            stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
     assert proc.stdin is not None and proc.stdout is not None
 
@@ -229,8 +235,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="another checkout: its walrus_mem runs the same cases, interleaved")
     parser.add_argument("--no-torch", action="store_true", help="skip the two torch cases")
     args = parser.parse_args(argv)
+    global _CWD
     with tempfile.TemporaryDirectory(prefix="walrus-mem-cold-") as tmp:
         data_dir = Path(tmp) / "data"
+        _CWD = str(Path(tmp))
         print(f"… building {args.memories:,} memories", file=sys.stderr, flush=True)
         build(data_dir, args.memories)
         env = {k: v for k, v in os.environ.items() if not k.startswith("WALRUS_MEM_")}
