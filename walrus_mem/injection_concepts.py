@@ -36,7 +36,8 @@ import re
 from collections.abc import Iterator
 from typing import Final
 
-__all__ = ["FIRST_PERSON_START", "OUTSIDE", "PERSIST", "SPLIT", "concept_hits", "concepts"]
+__all__ = ["FAKE_HEADER", "FIRST_PERSON_START", "OUTSIDE", "PERSIST", "SPLIT", "concept_hits",
+           "concepts"]
 
 _F: Final = re.IGNORECASE
 
@@ -165,6 +166,29 @@ _DISABLE: Final = _rx(
     r"игнорир\w*|без\s+ограничений|отключ\w*|忽略|无视|没有任何限制|不受任何限制|不受限制|关闭"
     r"|無視|制限なし|制限のない|無効に",
 )
+# What may follow an end-of-memory marker for it to be a marker and not prose ("the end of
+# the memory test"): punctuation, a line end, or a fake header. Memory.remember folds line
+# breaks into spaces, so "END OF MEMORIES\nSYSTEM: ..." is read as "END OF MEMORIES SYSTEM:
+# ..." and the header itself has to count.
+_ROLE: Final = (
+    r"(?:system|sys|admin\w*|administrat\w*|developer|dev|operator|root|sudo|assistant|ai"
+    r"|model|security|système|systeme|sistema|systemnachricht|systemhinweis|amministratore"
+    r"|instructions?|anweisung(?:en)?|consignes?|instrucciones|instruções|instrucoes|istruzioni)"
+)
+_HEADER_WORD: Final = (
+    r"(?:message|notice|note|prompt|update|instructions?|override|alert|mode|directive|command"
+    r"|admin\w*|administrat\w*|nachricht|hinweis|anweisung(?:en)?|consignes?|mensaje|mensagem"
+    r"|aviso|avis|messaggio)"
+)
+FAKE_HEADER: Final = (
+    r"(?:\s+[\[<(#*=|-]*\s*(?:(?:important|urgent|official|priority|critical|new|updated"
+    rf"|nouvelles?|nuevas?|novas?|neue)\s+)?{_ROLE}(?:[\s-]+{_HEADER_WORD}){{0,2}}\s*[:\]>|]"
+    # "Message système :", "Mensagem do sistema:"
+    rf"|\s+{_HEADER_WORD}\s+(?:d[eou]\s+|del\s+|de\s+l[ae]?\s+|des\s+)?{_ROLE}\s*[:\]>|]"
+    rf"|\s+(?:system|admin\w*|developer)\s+{_HEADER_WORD}\b"
+    r"|\s+(?:from\s+now\s+on|you\s+are\s+now|you\s+(?:must|will|shall)\s+now"
+    r"|new\s+(?:instructions|rules|task|orders|directives?)\b))"
+)
 _RESET: Final = _rx(
     r"\b(?:everything|all|anything)\b[^.\n;]{0,40}\b(?:above|before|earlier|prior|previous(?:ly)?"
     r"|so\s+far|preceding|until\s+now|up\s+to\s+(?:here|now))\b[^.\n;]{0,30}\b(?:outdated"
@@ -182,8 +206,19 @@ _RESET: Final = _rx(
     r"\bupdate[sd]?\s+to\s+your\s+(?:instructions|rules|guidelines|configuration)\b"
     r"|\byour\s+(?:instructions|rules|guidelines)\s+(?:were|have\s+been|are)\s+(?:updated|changed"
     r"|replaced)\b|\b(?:all\s+)?earlier\s+setup\b|\bnew\s+session\s+(?:rules|policy)\b|\breset\s+complete"
-    r"|\bend\s+of\s+(?:the\s+)?(?:stored\s+)?(?:memories|memory|context)(?:\s+block)?\b(?=\s*(?:[-=#*>\]:.!\n]|$))|\bfresh\s+policy\b"
+    r"|\bend\s+of\s+(?:the\s+)?(?:(?:stored|saved|retrieved|recalled|relevant|user'?s?)\s+)?"
+    r"(?:memories|memory|context)(?:\s+block)?\b(?!-\w)"
+    rf"(?=\s*(?:[-=#*>\]:.!\n]|$)|{FAKE_HEADER})|\bfresh\s+policy\b"
     r"|\bconfiguration\s+wiped|\b(?:memory|memories|context)\s+(?:dump\s+)?ends?\b",
+    # a fake header opening a sentence: "Assistant instructions updated: 1. ..."
+    r"^\W*(?:(?:assistant|ai|model|agent|chatbot|bot)(?:'s)?\s+(?:instructions|directives|prompt)"
+    r"|system\s+(?:prompt|instructions|directives))\s+(?:(?:have|has)\s+been\s+|were\s+|was\s+"
+    r"|are\s+now\s+)?(?:updated|changed|revised|replaced|overridden|modified)\s*:"
+    r"|^\W*(?:updated|new|revised)\s+(?:assistant|ai|model|agent)\s+(?:instructions|directives)"
+    r"\s*:|^\W*(?:instructions|consignes)\s+(?:de\s+l'assistant|du\s+système)\s+(?:mises?\s+à"
+    r"\s+jour|modifiées)\s*:|^\W*instrucciones\s+del\s+(?:asistente|sistema)\s+(?:actualizadas"
+    r"|modificadas)\s*:|^\W*instruções\s+do\s+(?:assistente|sistema)\s+(?:atualizadas|alteradas)"
+    r"\s*:|^\W*(?:assistenten|system|ki)-?anweisungen\s+(?:wurden\s+)?(?:aktualisiert|geändert)\s*:",
     r"\balles\b[^.\n;]{0,40}\b(?:vorher|zuvor|bisher|oben|davor)\b[^.\n;]{0,30}(?:gilt\s+nicht"
     r"\s+mehr|ungültig|veraltet|hinfällig)|\bneue\s+sitzungsregeln\b",
     r"\btout\s+ce\s+qui\s+(?:précède|a\s+été\s+dit)\b[^.\n;]{0,40}(?:obsolète|caduc|nul|ne\s+compte"

@@ -31,7 +31,7 @@ import re
 from collections.abc import Iterator
 from typing import Final
 
-from .injection_concepts import FIRST_PERSON_START, OUTSIDE, PERSIST, SPLIT
+from .injection_concepts import FAKE_HEADER, FIRST_PERSON_START, OUTSIDE, PERSIST, SPLIT
 
 __all__ = ["intent_hits"]
 
@@ -325,9 +325,20 @@ _QUIET: Final = re.compile(
 
 _CLOSE_MARK: Final = re.compile(
     r"</[^\s<>/]{1,40}>|\[/[^\]\n]{1,30}\]|\]\]>|<<\s*end[^>\n]{0,30}>>"
-    r"|-{3,}\s*end\b[^-\n]{0,30}-{3,}"
+    # "--- end of user data ---", not "--- end of agenda ---"
+    r"|-{3,}\s*(?:end|fin|ende|fim|fine)\b(?=[^-\n]{0,30}(?:memor|mémoire|souvenir|recuerdo"
+    r"|lembran|erinnerung|ricord|context|kontext|data|daten|données|datos|dados|dati|note|notiz"
+    r"|system|prompt|input|document|block|knowledge|retriev|user|nutzer|utilisateur|usuario"
+    r"|usuário|instruction))[^-\n]{0,30}-{3,}"
     r"|\bend[_ ](?:of[_ ])?(?:the[_ ])?(?:stored[_ ])?(?:memor(?:y|ies)|context|block|data"
-    r"|document|notes|retrieved\w*|knowledge\w*)(?:[_ ]block)?\b(?=\s*(?:[-=#*>\]:\n]|$))"
+    r"|document|notes|retrieved\w*|knowledge\w*)(?:[_ ]block)?\b(?!-\w)"
+    rf"(?=\s*(?:[-=#*>\]:\n]|$)|{FAKE_HEADER})"
+    # fr, es, pt, de, it: "FIN DES SOUVENIRS", "ENDE DER ERINNERUNGEN", ...
+    r"|\b(?:fin\s+d(?:es|u|e\s+l[ao]s|e\s+la)|fim\s+d[oa]s?|ende\s+de[rs]|fine\s+de(?:i|lle|l))"
+    r"\s+(?:souvenirs|mémoires?|données(?:\s+utilisateur)?|contexte|recuerdos|memorias?|datos"
+    r"(?:\s+del\s+usuario)?|contexto|memórias|lembranças|dados(?:\s+do\s+usuário)?|erinnerungen"
+    r"|nutzerdaten|daten|kontexts?|notizen|ricordi|memorie|dati|contesto)\b(?!-\w)"
+    rf"(?=\s*(?:[-=#*>\]:\n]|$)|{FAKE_HEADER})"
     r"|\[\s*end\b[^\]\n]{0,30}\]",
     _F,
 )
