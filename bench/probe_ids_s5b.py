@@ -42,7 +42,8 @@ def write() -> None:
 
 def leaked(case: dict[str, str]) -> bool:
     kept = screen_fact(case["text"]).text
-    return kept is not None and any(v in kept for v in [case["secret"], *case.get("all", "").split()])
+    values = [case["secret"], *case.get("all", "").split()]
+    return kept is not None and any(v in kept for v in values)
 
 
 def measure() -> None:

@@ -297,7 +297,8 @@ def probe_cases(seed: int = 5) -> dict[str, list[dict[str, str]]]:
         shape = i % 3
         codes = [_code(rng, 2, 5, "0123456789abcdef") if shape == 0 else
                  f"{rng.randrange(10**7, 10**8)}" if shape == 1 else
-                 _code(rng, 2, 4, "ABCDEFGHJKLMNPQRSTUVWXYZ23456789") for _ in range(rng.randrange(2, 5))]
+                 _code(rng, 2, 4, "ABCDEFGHJKLMNPQRSTUVWXYZ23456789")
+                 for _ in range(rng.randrange(2, 5))]
         value = ", ".join(codes) if i % 2 else " ".join(codes)
         secrets.append({"kind": "recovery_codes", "text": template.format(v=value),
                         "secret": codes[0], "all": " ".join(codes)})

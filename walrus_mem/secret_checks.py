@@ -36,6 +36,7 @@ from collections.abc import Iterator
 from functools import lru_cache
 from typing import Final
 
+from .secret_ids import id_spans
 from .secret_phrases import phrase_spans
 
 __all__ = [
@@ -456,6 +457,6 @@ def validated_spans(view: str) -> list[Span]:
     """Every span the validated detectors find in a normalised view."""
     spans: list[Span] = []
     for detector in (_prefixed, _cards, _ibans, _ssns, _seed_phrases, _keys, _assignments,
-                     _natural_passwords, phrase_spans):
+                     _natural_passwords, phrase_spans, id_spans):
         spans.extend(detector(view))
     return spans

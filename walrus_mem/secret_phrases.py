@@ -181,9 +181,11 @@ def phrase_spans(view: str) -> Iterator[Span]:
         if span:
             yield (*span, "password")
     for match in _NET_CUE.finditer(view):
+        if re.match(r":[A-Z]:", view[match.end():match.end() + 3]):
+            continue  # a QR payload "WIFI:T:WPA;S:..;P:..;;": secret_ids takes its P: field
         if not _NET_WORD.match(match.group(0)):  # a bare "key": only on a line about a network
             line_start = view.rfind("\n", 0, match.start()) + 1
-            if not _NET_WORD.search(view, max(line_start, match.start() - 40),
+            if not _NET_WORD.search(view, max(line_start, match.start() - 60),
                                     min(len(view), match.end() + 25)):
                 continue
         # with a key/password word nearby two classes suffice, else three ("Home Wi-Fi: Tg7!...")
