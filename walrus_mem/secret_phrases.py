@@ -40,6 +40,7 @@ _LINK: Final = re.compile(
     r"|maintenant|ahora|ora|set|to)$", _F)
 _NET_CUE: Final = re.compile(rf"\b{_NET}[\w-]*?(?:[\s-]{_NET_KEY})?\b|\b{_NET_KEY}\b", _F)
 _NET_WORD: Final = re.compile(rf"\b{_NET}", _F)
+_IN_WIFI_QR: Final = re.compile(r"WIFI:[TSPH]:[^\s]*$", _F)
 # "key" / "code" / "clave" of an account or a device: "Mi clave del banco es X",
 # "the code to unlock my laptop is X" (digits only are a PIN, handled elsewhere)
 _ACCESS_CUE: Final = re.compile(rf"\b{_NET_KEY}\b", _F)
@@ -181,7 +182,7 @@ def phrase_spans(view: str) -> Iterator[Span]:
         if span:
             yield (*span, "password")
     for match in _NET_CUE.finditer(view):
-        if re.match(r":[A-Z]:", view[match.end():match.end() + 3]):
+        if _IN_WIFI_QR.search(view[max(0, match.start() - 60):match.end() + 3]):
             continue  # a QR payload "WIFI:T:WPA;S:..;P:..;;": secret_ids takes its P: field
         if not _NET_WORD.match(match.group(0)):  # a bare "key": only on a line about a network
             line_start = view.rfind("\n", 0, match.start()) + 1
