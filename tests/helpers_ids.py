@@ -183,6 +183,17 @@ def china_id(rng: random.Random) -> str:
     return body + "10X98765432"[total % 11]
 
 
+_ICAO = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def ausweis(rng: random.Random) -> str:
+    """German Personalausweis serial: 9 characters + ICAO 9303 7-3-1 check digit."""
+    alphabet = "CFGHJKLMNPRTVWXYZ0123456789"
+    serial = rng.choice("CFGHJKLMNPRTVWXYZ") + "".join(rng.choice(alphabet) for _ in range(8))
+    total = sum(_ICAO.index(ch) * (7, 3, 1)[i % 3] for i, ch in enumerate(serial))
+    return serial + str(total % 10)
+
+
 def corrupt(value: str, rng: random.Random) -> str:
     """The same shape with the check part changed (the checksum then fails)."""
     chars = list(value)
@@ -201,7 +212,7 @@ GENERATORS = {
     "es_dni": dni, "es_nie": nie, "br_cpf": cpf, "br_cnpj": cnpj, "in_aadhaar": aadhaar,
     "fr_nir": nir, "it_codice_fiscale": codice_fiscale, "nl_bsn": bsn, "uk_nino": nino,
     "de_steuer_id": steuer_id, "ca_sin": sin, "se_personnummer": personnummer,
-    "cn_resident_id": china_id,
+    "cn_resident_id": china_id, "de_personalausweis": ausweis,
 }
 
 

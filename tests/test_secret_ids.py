@@ -40,6 +40,7 @@ LABELS = {
     "uk_nino": "My National Insurance number is {v}.", "de_steuer_id": "Meine Steuer-ID ist {v}.",
     "ca_sin": "My SIN is {v}.", "se_personnummer": "Mitt personnummer är {v}.",
     "cn_resident_id": "我的身份证号是{v}",
+    "de_personalausweis": "Meine Personalausweisnummer ist {v}.",
 }
 # Published example numbers of the rules (specimens, not people).
 SPECIMENS = [(dni_valid, "12345678Z", "12345678A"), (dni_valid, "X1234567L", "X1234567M"),
@@ -73,7 +74,8 @@ def test_generated_ids_are_redacted_value_only_and_corrupted_ones_left(kind):
         assert redact_secrets(template.format(v=bad))[1] == [], bad
 
 
-@pytest.mark.parametrize("kind", ["in_aadhaar", "nl_bsn", "ca_sin", "de_steuer_id"])
+@pytest.mark.parametrize("kind", ["in_aadhaar", "nl_bsn", "ca_sin", "de_steuer_id",
+                                  "de_personalausweis"])
 def test_ambiguous_numbers_need_a_label(kind):
     rng = random.Random(7)
     value = GENERATORS[kind](rng)
