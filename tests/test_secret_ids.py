@@ -108,6 +108,7 @@ def test_lookalikes_are_left_alone(text):
      ["3860 7006", "1584 6911", "8455 9432"]),
     ("Códigos de recuperación: 0a212-3e7ce, fa30c-14d73", ["0a212-3e7ce", "fa30c-14d73"]),
     ("Wiederherstellungscodes: J2YR-UXY2, 2JYU-5ZCP", ["J2YR-UXY2", "2JYU-5ZCP"]),
+    ("MFA codes: 7KQ2-PX9M WQRT-HJKL 4NB8-ZZ2C", ["7KQ2-PX9M", "WQRT-HJKL", "4NB8-ZZ2C"]),
     ("WIFI:T:WPA;S:OfficeNet;P:Gx7hq2Lm99;;", ["Gx7hq2Lm99"]),
 ])
 def test_passports_recovery_codes_and_wifi_qr(text, values):
@@ -127,10 +128,11 @@ def test_frozen_held_out_ids_of_session_5b():
     """tests/data/secrets_heldout_s5b.json, committed before the detectors (eeaffec).
 
     Before: 33/38 stored, 0/35 look-alikes changed. First measurement after tuning on
-    the other half: 1/38 stored, 0/35 changed (docs/security.md).
+    the other half: 1/38 stored (two letters-only codes after lettered-and-digit ones),
+    0/35 changed; that miss was then fixed as a category, so it is in-sample now.
     """
     data = json.loads((DATA / "secrets_heldout_s5b.json").read_text(encoding="utf-8"))
-    assert len([s for s in data["secrets"] if _stored(s)]) <= 1
+    assert [s["text"] for s in data["secrets"] if _stored(s)] == []
     assert [b for b in data["benign"] if screen_fact(b["text"]).text != b["text"]] == []
 
 

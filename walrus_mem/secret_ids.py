@@ -351,11 +351,16 @@ def _code_shaped(token: str) -> bool:
     return digits >= 2 and any(c.isalpha() for c in token)
 
 
+def _shape(token: str) -> str:
+    return re.sub(r"[A-Za-z0-9]", "x", token)
+
+
 def _recovery_codes(view: str) -> Iterator[Span]:
     for label in _RECOVERY_LABEL.finditer(view):
         stop = _LABEL_TO_CODES
         cursor = label.end()
         started = False
+        shape = ""
         for token in _CODE.finditer(view, cursor, min(len(view), cursor + 600)):
             gap = view[cursor:token.start()]
             if not started:
@@ -366,11 +371,16 @@ def _recovery_codes(view: str) -> Iterator[Span]:
                     break
             elif not _CODE_GAP.match(gap):
                 break
-            if not _code_shaped(token.group(0)):
+            # a list of codes is uniform: once one is seen, the same grouping counts
+            # even without a digit ("2ETD-H3JA JUKU-QSER")
+            same_shape = started and "-" in shape and _shape(token.group(0)) == shape
+            if not (_code_shaped(token.group(0)) or same_shape):
                 if started:
                     break
                 cursor = token.end()
                 continue
+            if not started:
+                shape = _shape(token.group(0))
             started = True
             cursor = token.end()
             yield token.start(), token.end(), "recovery_code"
