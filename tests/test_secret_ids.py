@@ -142,6 +142,18 @@ def test_tuning_half_of_session_5b():
     assert [b for b in data["benign"] if screen_fact(b["text"]).text != b["text"]] == []
 
 
+def test_second_probe_of_session_5b_is_now_a_regression_guard():
+    """tests/data/secrets_probe_s5b.json: new phrasings written after tuning.
+
+    Measured once before any change: 1/32 stored (a German passport number with four
+    digits, "Mein Reisepass hat die Nummer C4J9R7XK2"), 0/33 look-alikes changed;
+    fixed since (with a number word two digits suffice), so in-sample now.
+    """
+    data = json.loads((DATA / "secrets_probe_s5b.json").read_text(encoding="utf-8"))
+    assert [s["text"] for s in data["secrets"] if _stored(s)] == []
+    assert [b for b in data["benign"] if screen_fact(b["text"]).text != b["text"]] == []
+
+
 def _cases() -> list[tuple[str, str]]:
     rng = random.Random(13)
     return [(LABELS[k].format(v=(v := GENERATORS[k](rng))), v)

@@ -311,11 +311,17 @@ _PASSPORT_FILLER_NOT: Final = re.compile(
     _F)
 
 
+_NUMBER_WORD: Final = re.compile(r"\b(?:number|no|nr|nummer|num[ée]ro|número|numero)\b|#|n[°º]",
+                                 _F)
+
+
 def _passports(view: str) -> Iterator[Span]:
     for match in _PASSPORT.finditer(view):
         value = match.group("secret")
         filler = view[match.start():match.start("secret")]
-        if sum(c.isdigit() for c in value) < 5 or _PASSPORT_FILLER_NOT.search(filler):
+        # German passports mix letters in ("C4J9R7XK2"): with a number word, 2 digits do
+        digits_needed = 2 if _NUMBER_WORD.search(filler) and len(value) >= 8 else 5
+        if sum(c.isdigit() for c in value) < digits_needed or _PASSPORT_FILLER_NOT.search(filler):
             continue
         if re.fullmatch(r"(?:19|20)\d{6}", value):  # a date written YYYYMMDD
             continue
