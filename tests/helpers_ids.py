@@ -194,6 +194,32 @@ def ausweis(rng: random.Random) -> str:
     return serial + str(total % 10)
 
 
+def _dot(digits: str, weights: tuple[int, ...]) -> int:
+    return sum(int(c) * w for c, w in zip(digits, weights, strict=True))
+
+
+def fodselsnummer(rng: random.Random) -> str:
+    """Norwegian: DDMMYY + 3-digit individual number + two mod-11 check digits."""
+    while True:
+        body = f"{rng.randrange(1, 29):02d}{rng.randrange(1, 13):02d}{rng.randrange(100):02d}" \
+               f"{rng.randrange(1000):03d}"
+        k1 = 11 - _dot(body, (3, 7, 6, 1, 8, 9, 4, 5, 2)) % 11
+        k1 = 0 if k1 == 11 else k1
+        if k1 == 10:
+            continue
+        k2 = 11 - _dot(body + str(k1), (5, 4, 3, 2, 7, 6, 5, 4, 3, 2)) % 11
+        k2 = 0 if k2 == 11 else k2
+        if k2 != 10:
+            return f"{body}{k1}{k2}"
+
+
+def korean_rrn(rng: random.Random) -> str:
+    body = f"{rng.randrange(100):02d}{rng.randrange(1, 13):02d}{rng.randrange(1, 29):02d}" \
+           f"{rng.choice('1234')}{rng.randrange(100000):05d}"
+    total = _dot(body, (2, 3, 4, 5, 6, 7, 8, 9, 2, 3, 4, 5))
+    return f"{body[:6]}-{body[6:]}{(11 - total % 11) % 10}"
+
+
 def corrupt(value: str, rng: random.Random) -> str:
     """The same shape with the check part changed (the checksum then fails)."""
     chars = list(value)
@@ -213,6 +239,7 @@ GENERATORS = {
     "fr_nir": nir, "it_codice_fiscale": codice_fiscale, "nl_bsn": bsn, "uk_nino": nino,
     "de_steuer_id": steuer_id, "ca_sin": sin, "se_personnummer": personnummer,
     "cn_resident_id": china_id, "de_personalausweis": ausweis,
+    "no_fodselsnummer": fodselsnummer, "kr_rrn": korean_rrn,
 }
 
 

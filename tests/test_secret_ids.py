@@ -16,14 +16,21 @@ import pytest
 from walrus_mem.hooks import MemoryHooks
 from walrus_mem.safety import redact_secrets, screen_fact
 from walrus_mem.secret_ids import (
+    au_tfn_valid,
+    be_national_valid,
     cnpj_valid,
     codice_fiscale_valid,
     cpf_valid,
     dni_valid,
+    hetu_valid,
+    nhs_valid,
     nino_valid,
     nir_valid,
+    pesel_valid,
+    pt_nif_valid,
     steuer_id_valid,
     verhoeff_valid,
+    za_id_valid,
 )
 from walrus_mem.tools import call_tool
 
@@ -41,6 +48,7 @@ LABELS = {
     "ca_sin": "My SIN is {v}.", "se_personnummer": "Mitt personnummer är {v}.",
     "cn_resident_id": "我的身份证号是{v}",
     "de_personalausweis": "Meine Personalausweisnummer ist {v}.",
+    "no_fodselsnummer": "Fødselsnummeret mitt er {v}.", "kr_rrn": "주민등록번호: {v}",
 }
 # Published example numbers of the rules (specimens, not people).
 SPECIMENS = [(dni_valid, "12345678Z", "12345678A"), (dni_valid, "X1234567L", "X1234567M"),
@@ -50,7 +58,14 @@ SPECIMENS = [(dni_valid, "12345678Z", "12345678A"), (dni_valid, "X1234567L", "X1
              (nir_valid, "1 84 12 76 451 089 46", "1 84 12 76 451 089 47"),
              (codice_fiscale_valid, "RSSMRA85T10A562S", "RSSMRA85T10A562T"),
              (nino_valid, "AB 12 34 56 C", "BG 12 34 56 C"),
-             (steuer_id_valid, "86095742719", "86095742718")]
+             (steuer_id_valid, "86095742719", "86095742718"),
+             (nhs_valid, "943 476 5919", "943 476 5918"),
+             (pesel_valid, "44051401359", "44051401358"),
+             (hetu_valid, "131052-308T", "131052-308U"),
+             (za_id_valid, "8001015009087", "8001015009088"),
+             (au_tfn_valid, "123456782", "123456783"),
+             (pt_nif_valid, "123456789", "123456788"),
+             (be_national_valid, "85.07.30-033.28", "85.07.30-033.29")]
 
 
 @pytest.mark.parametrize(("valid", "good", "bad"), SPECIMENS)
@@ -66,8 +81,10 @@ def test_generated_ids_are_redacted_value_only_and_corrupted_ones_left(kind):
         value = GENERATORS[kind](rng)
         text = template.format(v=value)
         redacted, findings = redact_secrets(text)
-        assert value not in redacted and [f.kind for f in findings] == [kind], text
-        assert redacted == template.format(v=f"[REDACTED:{kind}]")
+        # a 13-digit RRN starting with 4 can also pass as a Visa number: either kind will do
+        found = [f.kind for f in findings]
+        assert value not in redacted and found in ([kind], ["payment_card"]), text
+        assert redacted == template.format(v=f"[REDACTED:{found[0]}]")
         bad = corrupt(value, rng)
         if kind == "uk_nino" or kind == "cn_resident_id" and not bad[-1].isdigit():
             continue  # NINO has no check digit; "...X" -> letter changes the shape
@@ -75,7 +92,7 @@ def test_generated_ids_are_redacted_value_only_and_corrupted_ones_left(kind):
 
 
 @pytest.mark.parametrize("kind", ["in_aadhaar", "nl_bsn", "ca_sin", "de_steuer_id",
-                                  "de_personalausweis"])
+                                  "de_personalausweis", "no_fodselsnummer", "kr_rrn"])
 def test_ambiguous_numbers_need_a_label(kind):
     rng = random.Random(7)
     value = GENERATORS[kind](rng)

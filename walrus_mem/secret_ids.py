@@ -28,7 +28,8 @@ from typing import Final
 
 __all__ = [
     "cnpj_valid", "codice_fiscale_valid", "cpf_valid", "dni_valid", "id_spans", "nino_valid",
-    "nir_valid", "steuer_id_valid", "verhoeff_valid",
+    "nir_valid", "steuer_id_valid", "verhoeff_valid", "nhs_valid", "pesel_valid",
+    "hetu_valid", "za_id_valid", "au_tfn_valid", "pt_nif_valid", "be_national_valid",
 ]
 
 Span = tuple[int, int, str]
@@ -214,6 +215,105 @@ def china_id_valid(value: str) -> bool:
     return "10X98765432"[total % 11] == v[17]
 
 
+def _weighted(digits: str, weights: tuple[int, ...]) -> int:
+    return sum(int(d) * w for d, w in zip(digits, weights, strict=True))
+
+
+def nhs_valid(value: str) -> bool:
+    """UK NHS number: 10 digits, mod-11 check (weights 10..2)."""
+    d = _digits(value)
+    if len(d) != 10:
+        return False
+    check = 11 - _weighted(d[:9], (10, 9, 8, 7, 6, 5, 4, 3, 2)) % 11
+    return check != 10 and (0 if check == 11 else check) == int(d[9])
+
+
+def pesel_valid(value: str) -> bool:
+    """Polish PESEL: a real date (century in the month) and weights 1-3-7-9."""
+    d = _digits(value)
+    if len(d) != 11:
+        return False
+    month = int(d[2:4])
+    century = {0: 1900, 1: 2000, 2: 2100, 3: 2200, 4: 1800}[month // 20]
+    if not _date_ok(century + int(d[:2]), month % 20, int(d[4:6])):
+        return False
+    return (10 - _weighted(d[:10], (1, 3, 7, 9, 1, 3, 7, 9, 1, 3)) % 10) % 10 == int(d[10])
+
+
+def be_national_valid(value: str) -> bool:
+    """Belgian national register number: mod-97 key (born 2000+: 2 prefixed)."""
+    d = _digits(value)
+    if len(d) != 11:
+        return False
+    body, key = int(d[:9]), int(d[9:])
+    return key in (97 - body % 97, 97 - (2_000_000_000 + body) % 97)
+
+
+def pt_nif_valid(value: str) -> bool:
+    """Portuguese NIF: 9 digits, mod-11 (weights 9..2)."""
+    d = _digits(value)
+    if len(d) != 9 or d[0] == "0":
+        return False
+    check = 11 - _weighted(d[:8], (9, 8, 7, 6, 5, 4, 3, 2)) % 11
+    return (0 if check >= 10 else check) == int(d[8])
+
+
+_HETU_CHECK: Final = "0123456789ABCDEFHJKLMNPRSTUVWXY"
+_HETU_CENTURY: Final = {"+": 1800, "-": 1900, "Y": 1900, "X": 1900, "W": 1900, "V": 1900,
+                        "U": 1900, "A": 2000, "B": 2000, "C": 2000, "D": 2000, "E": 2000,
+                        "F": 2000}
+
+
+def hetu_valid(value: str) -> bool:
+    """Finnish henkilötunnus DDMMYYCNNNK: a real date and the mod-31 check character."""
+    v = value.upper()
+    if len(v) != 11 or v[6] not in _HETU_CENTURY or not (v[:6] + v[7:10]).isdigit():
+        return False
+    if not _date_ok(_HETU_CENTURY[v[6]] + int(v[4:6]), int(v[2:4]), int(v[:2])):
+        return False
+    return _HETU_CHECK[int(v[:6] + v[7:10]) % 31] == v[10]
+
+
+def za_id_valid(value: str) -> bool:
+    """South African id: YYMMDD (a real date), 13 digits, Luhn."""
+    d = _digits(value)
+    return len(d) == 13 and _date_ok(2000, int(d[2:4]), int(d[4:6])) and _luhn(d)
+
+
+def au_tfn_valid(value: str) -> bool:
+    d = _digits(value)
+    return len(d) == 9 and _weighted(d, (1, 4, 3, 7, 5, 8, 6, 9, 10)) % 11 == 0
+
+
+def no_fnr_valid(value: str) -> bool:
+    """Norwegian fødselsnummer: a real date (D-numbers: day + 40) and two mod-11 digits."""
+    d = _digits(value)
+    if len(d) != 11:
+        return False
+    day = int(d[:2]) - (40 if int(d[:2]) > 40 else 0)
+    if not _date_ok(2000, int(d[2:4]), day):
+        return False
+    k1 = 11 - _weighted(d[:9], (3, 7, 6, 1, 8, 9, 4, 5, 2)) % 11
+    k2 = 11 - _weighted(d[:10], (5, 4, 3, 2, 7, 6, 5, 4, 3, 2)) % 11
+    k1, k2 = (0 if k1 == 11 else k1), (0 if k2 == 11 else k2)
+    return k1 == int(d[9]) and k2 == int(d[10])
+
+
+def kr_rrn_valid(value: str) -> bool:
+    """Korean resident registration number: a real date, gender digit, check digit."""
+    d = _digits(value)
+    if len(d) != 13 or d[6] not in "12345678" or not _date_ok(2000, int(d[2:4]), int(d[4:6])):
+        return False
+    check = (11 - _weighted(d[:12], (2, 3, 4, 5, 6, 7, 8, 9, 2, 3, 4, 5)) % 11) % 10
+    return check == int(d[12])
+
+
+def dk_cpr_valid(value: str) -> bool:
+    """Danish CPR DDMMYY-SSSS: a real date (no checksum since 2007: label needed)."""
+    d = _digits(value)
+    return len(d) == 10 and _date_ok(2000, int(d[2:4]), int(d[:2]))
+
+
 # ---------------------------------------------------------------------------
 # detectors
 # ---------------------------------------------------------------------------
@@ -277,6 +377,30 @@ _RULES: Final[tuple[_Rule, ...]] = (
      lambda v: not re.fullmatch(r"(?:19|20)\d{6}-\d{4}", v)),
     ("cn_resident_id", re.compile(_NUM_L + r"[1-8]\d{16}[\dX]" + _R, _F), china_id_valid, None,
      _NEVER),
+    ("uk_nhs_number", re.compile(_NUM_L + r"\d{3}[ -]?\d{3}[ -]?\d{4}" + _NUM_R), nhs_valid,
+     _label(r"\bnhs\b"), _ALWAYS),
+    ("pl_pesel", re.compile(_NUM_L + r"\d{11}" + _NUM_R), pesel_valid, _label(r"\bpesel\b"),
+     _ALWAYS),
+    ("be_national_number", re.compile(_NUM_L + r"\d{2}\.?\d{2}\.?\d{2}[ -]?\d{3}\.?\d{2}"
+                                      + _NUM_R), be_national_valid,
+     _label(r"rijksregister|registre\s+national|num[ée]ro\s+national|national\s+(?:register|"
+            r"registration)?\s*number|\bniss\b|\binsz\b|belgian\s+id"), _ALWAYS),
+    ("pt_nif", re.compile(_NUM_L + r"\d{3}[ .]?\d{3}[ .]?\d{3}" + _NUM_R), pt_nif_valid,
+     _label(r"\bnif\b|contribuinte"), _ALWAYS),
+    ("fi_hetu", re.compile(_L + r"\d{6}[-+A-FU-Y]\d{3}[0-9A-Y]" + _R, _F), hetu_valid, None,
+     _NEVER),
+    ("za_id", re.compile(_NUM_L + r"\d{6}[ -]?\d{4}[ -]?\d{3}" + _NUM_R), za_id_valid,
+     _label(r"\b(?:sa|south\s+african)\s+id\b|\bid\s*(?:number|no\b)|identity\s+number"),
+     _ALWAYS),
+    ("au_tfn", re.compile(_NUM_L + r"\d{3}[ -]?\d{3}[ -]?\d{3}" + _NUM_R), au_tfn_valid,
+     _label(r"\btfn\b|tax\s+file\s+number"), _ALWAYS),
+    ("no_fodselsnummer", re.compile(_NUM_L + r"\d{6}[ ]?\d{5}" + _NUM_R), no_fnr_valid,
+     _label(r"f[øo]dselsnummer|personnummer|national\s+identity\s+number|norwegian\s+id"),
+     _ALWAYS),
+    ("kr_rrn", re.compile(_NUM_L + r"\d{6}-?\d{7}" + _NUM_R), kr_rrn_valid,
+     _label(r"주민등록번호|주민번호|resident\s+registration|\brrn\b"), _ALWAYS),
+    ("dk_cpr", re.compile(_NUM_L + r"\d{6}-?\d{4}" + _NUM_R), dk_cpr_valid,
+     _label(r"\bcpr\b|cpr-?nummer"), _ALWAYS),
 )
 _LABEL_BEFORE: Final = 60
 _LABEL_AFTER: Final = 25
