@@ -525,9 +525,14 @@ def _wifi_qr(view: str) -> Iterator[Span]:
         yield match.start("secret"), match.end("secret"), "password"
 
 
+_DIGIT: Final = re.compile(r"\d")
+
+
 def id_spans(view: str) -> Iterator[Span]:
     """Value spans of national ids, labelled passport numbers, recovery codes, QR Wi-Fi keys."""
+    yield from _wifi_qr(view)
+    if not _DIGIT.search(view):
+        return  # every id, passport number and first recovery code has a digit
     yield from _national_ids(view)
     yield from _passports(view)
     yield from _recovery_codes(view)
-    yield from _wifi_qr(view)
