@@ -44,6 +44,8 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from . import injection_spaced
+
 __all__ = [
     "LEXICONS",
     "PROTOTYPES",
@@ -214,6 +216,8 @@ def views(text: str, *, decode: bool = True) -> list[str]:
     out = [base]
     for candidate in (base.translate(_HOMOGLYPHS), _despace(base)):
         out.append(candidate)
+    # word gaps folded away (Memory.remember stores whitespace runs as one space)
+    out.extend(injection_spaced.segmented(out[1]))
     if "  " in text or "\t" in text or "\u3000" in text:  # wide gaps only
         plain = _uncollapsed(text)
         wide = _despace_wide(plain)
