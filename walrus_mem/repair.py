@@ -510,9 +510,11 @@ def _carry_pending_deletions(mem: Memory, aside: Path) -> set[str]:
     return {str(r[1]) for r in rows}
 
 
-def _readable_tombstones(path: Path) -> tuple[list[tuple[str, str, int]], str | None]:
-    """(namespace, memory id, version) of every DELETE tombstone SQLite can still read."""
-    found: dict[tuple[str, str], int] = {}
+def _scan_from_both_ends(path: Path, sql: str) -> tuple[list[Any], str | None]:
+    """The rows of ``sql`` (``{order}`` is the rowid order) SQLite can still read from
+    ``path``: a scan from each end, so damage in the middle of a table loses only what
+    lies there, and the first error met."""
+    rows: list[Any] = []
     error: str | None = None
     for order in ("ASC", "DESC"):
         try:
@@ -520,17 +522,26 @@ def _readable_tombstones(path: Path) -> tuple[list[tuple[str, str, int]], str | 
         except sqlite3.Error as exc:
             return [], str(exc)
         try:
-            for ns, mid, version in conn.execute(
-                    "SELECT namespace, memory_id, version FROM versions NOT INDEXED "
-                    f"WHERE event = 'DELETE' ORDER BY rowid {order}"):
-                key = (str(ns), str(mid))
-                found[key] = max(found.get(key, 0), int(version))
+            for row in conn.execute(sql.format(order=order)):
+                rows.append(row)
             if error is None:
-                break
+                break  # the whole table read forwards: no need to read it backwards
         except sqlite3.Error as exc:
             error = error or str(exc)
         finally:
             conn.close()
+    return rows, error
+
+
+def _readable_tombstones(path: Path) -> tuple[list[tuple[str, str, int]], str | None]:
+    """(namespace, memory id, version) of every DELETE tombstone SQLite can still read."""
+    rows, error = _scan_from_both_ends(
+        path, "SELECT namespace, memory_id, version FROM versions NOT INDEXED "
+              "WHERE event = 'DELETE' ORDER BY rowid {order}")
+    found: dict[tuple[str, str], int] = {}
+    for ns, mid, version in rows:
+        key = (str(ns), str(mid))
+        found[key] = max(found.get(key, 0), int(version))
     return [(ns, mid, v) for (ns, mid), v in found.items()], error
 
 
@@ -540,24 +551,11 @@ _SALVAGE_SQL: Final = (
 
 
 def _readable_rows(path: Path) -> tuple[list[Any], str | None]:
-    """The memory rows SQLite can still read from ``path`` (a scan from each end, so damage
-    in the middle of the table loses only what lies there), and the first error met."""
+    """The memory rows SQLite can still read from ``path`` and the first error met."""
+    rows, error = _scan_from_both_ends(path, _SALVAGE_SQL)
     found: dict[tuple[str, str], Any] = {}
-    error: str | None = None
-    for order in ("ASC", "DESC"):
-        try:
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        except sqlite3.Error as exc:
-            return [], str(exc)
-        try:
-            for row in conn.execute(_SALVAGE_SQL.format(order=order)):
-                found.setdefault((str(row[1]), str(row[0])), row)
-            if error is None:
-                break  # the whole table read forwards: no need to read it backwards
-        except sqlite3.Error as exc:
-            error = error or str(exc)
-        finally:
-            conn.close()
+    for row in rows:
+        found.setdefault((str(row[1]), str(row[0])), row)
     return list(found.values()), error
 
 
