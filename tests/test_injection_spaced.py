@@ -15,23 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from walrus_mem.hooks import MemoryHooks
 from walrus_mem.injection_spaced import segmented
-from walrus_mem.inputs import normalise_text
 from walrus_mem.safety import detect_injection
-from walrus_mem.tools import call_tool
 
-from .helpers_agents import agents_config, make_memory
+from .helpers_agents import agents_config, assert_remembered_payload_is_withheld, fold
 
 DATA = Path(__file__).parent / "data"
 
 
 def spaced(text: str, gap: str = "   ") -> str:
     return gap.join(" ".join(word) for word in text.split())
-
-
-def fold(text: str) -> str:
-    return normalise_text(text, max_bytes=100_000)
 
 
 PAYLOADS = [
@@ -90,25 +83,8 @@ def test_frozen_spaced_probe_held_out():
 
 def test_remembered_folded_payload_is_withheld_by_get_and_auto_recall(tmp_path, master_hex):
     text = "Likes hiking on weekends. " + PAYLOADS[3]
+    assert "  " in text  # wide word gaps, folded by remember
     # the fake embedder scores a text of single letters low: no relevance cutoff here
-    cfg = agents_config(min_relevance=0.0)
-    mem = make_memory(tmp_path, master_hex)
-    try:
-        refused = call_tool(mem, "memory_store", {"facts": [text]}, config=cfg)
-        assert "result" not in refused and "refused" in str(refused["error"]), refused
-        fine = mem.remember("The user likes hiking in the Alps on weekends.", namespace="default")
-        record = mem.remember(text, namespace="default")
-        assert record.text == fold(text) and "  " not in record.text
-        got = call_tool(mem, "memory_get", {"id": record.id}, config=cfg)["result"]
-        assert got["withheld_as_injection"] == [record.id] and got["context"] == ""
-        hooks = MemoryHooks(mem, cfg)
-        try:
-            ctx = hooks.before_prompt_build("Does the user like hiking on weekends?", "main")
-        finally:
-            hooks.close()
-        assert fine.id in {t.memory_id for t in ctx.trace if t.included}
-        assert any(t.memory_id == record.id and t.reason.startswith("injection")
-                   for t in ctx.trace), ctx.trace
-        assert "l a t e i n" not in ctx.prepend_context
-    finally:
-        mem.close()
+    assert_remembered_payload_is_withheld(
+        tmp_path, master_hex, text, agents_config(min_relevance=0.0),
+        "Does the user like hiking on weekends?", absent="l a t e i n")
