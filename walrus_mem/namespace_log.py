@@ -74,6 +74,7 @@ from .inputs import new_memory_id
 from .keys import NamespaceKeys
 from .legacy_manifest import LegacyRoot, is_format_1, parse_page_v1, parse_root_v1
 from .lineage import descends, is_ancestor
+from .log_pending import carry_pending, parse_pending
 from .merge import LocalVersion, MergePlan, plan_merge
 from .models import PullReport
 from .walrus import WalrusClient
@@ -582,7 +583,7 @@ class NamespaceLog:
         live = [mf.Entry(str(r["id"]), int(r["version"]), str(r["blob_id"]), r["quilt_patch_id"],
                          r["end_epoch"], float(r["updated_at"]), str(r["digest"]))
                 for r in rows]
-        live = _carry_pending(live, _parse_pending(snap.pending), snap.tombstones, clock)
+        live = carry_pending(live, parse_pending(snap.pending), snap.tombstones, clock)
         entries = live + [mf.Entry.tombstone(mid, v) for mid, v in sorted(snap.tombstones.items())]
         deadline = self.host.settings.publish_deadline
         inline: list[mf.Entry] | None = entries
@@ -1195,7 +1196,7 @@ class NamespaceLog:
                                 legacy=(root.blob_id, entries))
 
     def _pending(self, ns: str) -> dict[str, mf.Entry]:
-        return _parse_pending(self.tables.pending(ns))
+        return parse_pending(self.tables.pending(ns))
 
     def _local_record(self, ns: str, keys: NamespaceKeys, mid: str) -> dict[str, Any] | None:
         """The local current version's fact record, if it opens."""
@@ -1439,32 +1440,6 @@ def _announce_seen(record: Mapping[str, Any]) -> SeenHead:
     return SeenHead(HeadRef.parse(record["head"]), str(record["writer"]),
                     tuple(HeadRef.parse(p) for p in record["parents"]),
                     tuple(str(o) for o in record["origins"]))
-
-
-def _parse_pending(raw: Mapping[str, Any]) -> dict[str, mf.Entry]:
-    out: dict[str, mf.Entry] = {}
-    for mid, data in raw.items():
-        try:
-            entry = mf.Entry.from_json(data)
-        except WalrusMemError:
-            continue
-        if entry.memory_id == mid and not entry.deleted:
-            out[mid] = entry
-    return out
-
-
-def _carry_pending(live: list[mf.Entry], pending: Mapping[str, mf.Entry],
-                   tombstones: Mapping[str, int], clock: EpochClock) -> list[mf.Entry]:
-    """A manifest's live entries with the merged-but-unfetched ones carried forward: a
-    pending entry is listed (location as its writer listed it) unless forgotten here,
-    expired, or a local version ranks above it."""
-    carry = {mid: e for mid, e in pending.items()
-             if mid not in tombstones and not clock.expired(e.end_epoch)}
-    out = []
-    for entry in live:
-        theirs = carry.pop(entry.memory_id, None)
-        out.append(theirs if theirs is not None and theirs.rank() > entry.rank() else entry)
-    return out + [carry[mid] for mid in sorted(carry)]
 
 
 def _same_content(current: Any, record: dict[str, Any]) -> bool:
