@@ -74,6 +74,7 @@ from .inputs import new_memory_id
 from .keys import NamespaceKeys
 from .legacy_manifest import LegacyRoot, is_format_1, parse_page_v1, parse_root_v1
 from .lineage import descends, is_ancestor
+from .log_announce import announce, announce_pending, announce_record
 from .log_pending import carry_pending, parse_pending
 from .merge import LocalVersion, MergePlan, plan_merge
 from .models import PullReport
@@ -651,60 +652,15 @@ class NamespaceLog:
                 ns, seq=seq, blob_id=stored.blob_id, head=str(ref),
                 parents=[str(p) for p in parents], entries=len(entries), pages=len(pages),
                 end_epoch=stored.end_epoch, new_pages=new_pages, writes_seen=writes_seen,
-                registered_epoch=stored.registered_epoch, announce=_announce_record(seen))
-        self._announce(ns, keys, seen, retry=False)
+                registered_epoch=stored.registered_epoch, announce=announce_record(seen))
+        announce(self, ns, keys, seen, retry=False)
         log.info("published manifest %d of %r (%d entries, %d pages)", seq, ns, len(entries),
                  len(pages))
         return str(ref)
 
     def announce_pending(self, ns: str) -> str | None:
-        """Announce the head this data dir recorded but did not announce (a process
-        killed between recording a manifest and writing heads.sqlite3 / the heads file,
-        or a heads file that could not be written): else no other machine ever learns
-        it. Idempotent; None when nothing is left pending, else why it still is."""
-        if self.tables.unannounced(ns) is None:
-            return None
-        with self.turn(ns, wait=False) as ours:
-            # Taken: a publish (it announces a newer head, superseding this one) or a pull
-            # (the next sync announces it): nothing to wait for.
-            record = self.tables.unannounced(ns) if ours else None
-            if record is None:
-                return None
-            try:
-                seen = _announce_seen(record)
-            except (InvalidHead, KeyError, TypeError, ValueError):
-                log.warning("unannounced head of %r unreadable in the catalog; dropped", ns)
-                self.tables.announced(ns, str(record.get("head")))
-                return None
-            log.warning("announcing head seq %d of %r, recorded by a sync that did not "
-                        "finish announcing it", seen.ref.seq, ns)
-            return self._announce(ns, self.host.keys_for(ns), seen, retry=True)
-
-    def _announce(self, ns: str, keys: NamespaceKeys, seen: SeenHead, *,
-                  retry: bool) -> str | None:
-        """Add ``seen`` (this data dir's newest head) to heads.sqlite3 and the heads
-        file, then clear its pending announcement; None, or why it stays pending."""
-        heads_file = self.heads_file()
-        try:
-            self.seen.add(ns, seen)  # INSERT OR IGNORE: the same head twice is one row
-            if heads_file is not None and not (
-                    retry and self._announced_in(ns, keys, heads_file, seen.ref)):
-                heads_file.replace(ns, seen.ref, seen.parents)
-        except (OSError, Timeout, LocalStoreError) as exc:
-            problem = (f"head seq {seen.ref.seq} of {ns!r} published but not announced "
-                       f"({type(exc).__name__}: {exc}); the next sync announces it")
-            log.warning("%s", problem)
-            return problem
-        self.tables.announced(ns, str(seen.ref))
-        return None
-
-    def _announced_in(self, ns: str, keys: NamespaceKeys, heads_file: HeadsFile,
-                      ref: HeadRef) -> bool:
-        """Whether the heads file already names ``ref`` or a head descending from it
-        (another machine merged it: writing it again would add a superseded line)."""
-        lines = [r for _, r in heads_file.read(ns)]
-        return ref in lines or any(r.seq > ref.seq and self.descends(ns, keys, r, ref)
-                                   for r in lines)
+        """Announce the head this data dir recorded but did not (log_announce.py)."""
+        return announce_pending(self, ns)
 
     def _still_served(self, ns: str, rows: Sequence[Any],
                       expired: Sequence[ExpiredEntry]) -> list[Any]:
@@ -1428,18 +1384,6 @@ class NamespaceLog:
             self.tables.set_head_state(ns, [str(h) for h in sorted(newest, reverse=True)],
                                        ahead=ahead)
             self.tables.set_restoring(ns, None)
-
-
-def _announce_record(seen: SeenHead) -> dict[str, Any]:
-    """A head to announce, as kept in the catalog until it is (LogTables.unannounced)."""
-    return {"head": str(seen.ref), "writer": seen.writer,
-            "parents": [str(p) for p in seen.parents], "origins": list(seen.origins)}
-
-
-def _announce_seen(record: Mapping[str, Any]) -> SeenHead:
-    return SeenHead(HeadRef.parse(record["head"]), str(record["writer"]),
-                    tuple(HeadRef.parse(p) for p in record["parents"]),
-                    tuple(str(o) for o in record["origins"]))
 
 
 def _same_content(current: Any, record: dict[str, Any]) -> bool:
