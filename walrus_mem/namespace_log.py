@@ -22,7 +22,6 @@ Memory (memory.py) is the façade; the SQL lives in catalog.py / catalog_log.py.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -39,7 +38,7 @@ from filelock import FileLock, Timeout
 
 from . import manifest as mf
 from .blobio import check_patches, read_checked, store_batches
-from .catalog import Catalog, vector_to_blob
+from .catalog import Catalog
 from .catalog_log import LogTables
 from .config import Settings
 from .embeddings import Embedder
@@ -73,10 +72,10 @@ from .index import IndexStore, index_file_stem
 from .inputs import new_memory_id
 from .keys import NamespaceKeys
 from .legacy_manifest import LegacyRoot, is_format_1, parse_page_v1, parse_root_v1
-from .lineage import descends, is_ancestor
 from .log_announce import announce, announce_pending, announce_record
+from .log_apply import Tally, apply_fetched, concurrent_check, local_state, record_rivals
 from .log_pending import carry_pending, parse_pending
-from .merge import LocalVersion, MergePlan, plan_merge
+from .merge import MergePlan, plan_merge
 from .models import PullReport
 from .walrus import WalrusClient
 
@@ -93,7 +92,6 @@ MANIFEST_MAX_PLAINTEXT: Final = 8 * 1024 * 1024
 MANIFEST_LOCK_TIMEOUT: Final = 300.0
 RESTORE_WORKERS: Final = 8
 RESTORE_CHUNK: Final = 256
-DEFAULT_IMPORTANCE: Final = 0.5
 MAX_WALK = 10_000
 """Manifests an ancestry check visits at most; beyond, the heads count as concurrent."""
 MAX_FETCH = 1_000
@@ -149,20 +147,6 @@ class _Read:
     ref: HeadRef
     root: mf.Root
     entries: list[mf.Entry] = field(default_factory=list)
-
-
-@dataclass
-class _Tally:
-    added: int = 0
-    updated: int = 0
-    forgotten: int = 0
-    conflicts: int = 0
-    deduplicated: int = 0
-    forgotten_blobs: dict[str, bool | None] = field(default_factory=dict)
-    missing: list[tuple[str, str]] = field(default_factory=list)
-    expired: list[tuple[str, str]] = field(default_factory=list)
-    unreadable: list[tuple[str, str]] = field(default_factory=list)
-    failed: list[tuple[str, str]] = field(default_factory=list)
 
 
 class NamespaceLog:
@@ -938,11 +922,11 @@ class NamespaceLog:
         # Entries an earlier merge could not fetch merge again with the rest (retried).
         remote = ([e for r in reads for e in r.entries] + (legacy[1] if legacy else [])
                   + list(self._pending(ns).values()))
-        live, tombstones = self._local_state(ns)
-        plan = plan_merge(remote, live, tombstones, self._concurrent_check(ns, keys))
+        live, tombstones = local_state(self.catalog, ns)
+        plan = plan_merge(remote, live, tombstones, concurrent_check(self.catalog, ns, keys))
         # Progress counts live memories; tombstones are applied first, uncounted.
         total = len({e.memory_id for e in remote} - {e.memory_id for e in remote if e.deleted})
-        tally = _Tally()
+        tally = Tally()
         clock = self._clock()
         for r in reads:  # a fresh machine learns the epoch from the writers' sightings
             clock.seed(r.root.clock)
@@ -981,12 +965,12 @@ class NamespaceLog:
                             (entry.memory_id, f"{type(exc).__name__}: {exc}"))
                     except (WalrusMemError, ValueError) as exc:
                         tally.failed.append((entry.memory_id, f"{type(exc).__name__}: {exc}"))
-                self._apply(ns, keys, plan, fetched, tally, live)
+                apply_fetched(self, ns, keys, plan, fetched, tally, live)
                 done += len(chunk)
                 if progress is not None:
                     progress(done, total)
-        self._record_rivals(ns, keys, [e for e in plan.rivals if not clock.expired(e.end_epoch)],
-                            tally)
+        record_rivals(self, ns, keys, [e for e in plan.rivals if not clock.expired(e.end_epoch)],
+                      tally)
         if tally.missing and not clock.reading().known:
             self._name_expired(tally, {e.memory_id: e.end_epoch for e in fetches})
         # A winning entry whose blob could not be read (404 on every aggregator, a
@@ -1052,7 +1036,7 @@ class NamespaceLog:
                 out.append(text)
         return out
 
-    def _name_expired(self, tally: _Tally, ends: dict[str, int | None]) -> None:
+    def _name_expired(self, tally: Tally, ends: dict[str, int | None]) -> None:
         """Blobs that answered 404 while the clock could not tell the epoch: read it (the
         mock's clock, or one probe store) and name those past their end as expired."""
         try:
@@ -1154,47 +1138,6 @@ class NamespaceLog:
     def _pending(self, ns: str) -> dict[str, mf.Entry]:
         return parse_pending(self.tables.pending(ns))
 
-    def _local_record(self, ns: str, keys: NamespaceKeys, mid: str) -> dict[str, Any] | None:
-        """The local current version's fact record, if it opens."""
-        data, _ = self._local_sealed(ns, mid)
-        if data is None:
-            return None
-        try:
-            return open_envelope(keys, data, expected_id=mid, expected_kind="fact")
-        except (WalrusMemError, ValueError):
-            return None
-
-    def _local_sealed(self, ns: str, mid: str) -> tuple[bytes | None, str | None]:
-        row = self.catalog.query_one(
-            "SELECT sealed, digest FROM memories WHERE id = ? AND namespace = ?", (mid, ns))
-        if row is None or row[0] is None:
-            return None, None
-        data = bytes(row[0])
-        return data, row[1] or mf.sealed_digest(data)
-
-    def _concurrent_check(self, ns: str, keys: NamespaceKeys) -> Callable[[str, mf.Entry], bool]:
-        """For plan_merge: a remote version lower than ours is concurrent unless our
-        version's lineage holds its digest (lineage.py)."""
-        def concurrent(mid: str, entry: mf.Entry) -> bool:
-            data, _ = self._local_sealed(ns, mid)
-            if data is None or entry.digest is None:
-                return False
-            try:
-                ours = open_envelope(keys, data, expected_id=mid, expected_kind="fact")
-            except (WalrusMemError, ValueError):
-                return False
-            if is_ancestor(entry.digest, ours):
-                return False
-            # beyond the lineage window: ours descends from it if it once was ours
-            return not self.catalog.had_version(ns, mid, entry.version, entry.blob_id,
-                                                entry.patch_id)
-        return concurrent
-
-    def _local_state(self, ns: str) -> tuple[dict[str, LocalVersion], dict[str, int]]:
-        live = {mid: LocalVersion(version, updated_at, digest or "")
-                for mid, (version, updated_at, digest) in self.catalog.versions_now(ns).items()}
-        return live, self.catalog.tombstones(ns)
-
     def _fetch(self, keys: NamespaceKeys,
                entry: mf.Entry) -> tuple[mf.Entry, bytes, dict[str, Any]]:
         def check(data: bytes) -> None:
@@ -1210,165 +1153,6 @@ class NamespaceLog:
         record = open_envelope(keys, data, expected_id=entry.memory_id, expected_kind="fact")
         return entry, data, record
 
-    def _apply(self, ns: str, keys: NamespaceKeys, plan: MergePlan,
-               fetched: list[tuple[mf.Entry, bytes, dict[str, Any]]], tally: _Tally,
-               planned: Mapping[str, LocalVersion]) -> None:
-        """Make the fetched winners current. ``planned``: the local versions the plan
-        was made against; a memory changed since (an update made while this pull
-        fetched) is decided again, here, under the catalog transaction."""
-        if not fetched:
-            return
-        adds = {e.memory_id for e in plan.add}
-        kept = {e.memory_id for e in plan.kept}
-        conflicts = {e.memory_id for e in plan.conflicts}
-        incoming = [(e, d, r) for e, d, r in fetched if e.memory_id not in kept]
-        texts = [str(r.get("text", "")) for _, _, r in incoming]
-        vectors = self.host.embed_texts(texts) if texts else np.zeros((0, 1), np.float32)
-        emb = self.host.embedder
-        now = time.time()
-        with self.lock, self.catalog.write():
-            self.catalog.adopt_model(ns, emb.model_id, emb.dim)
-            for entry, _, rec in fetched:
-                if entry.memory_id in kept:  # ours wins at the same version: theirs -> history
-                    ours = self.catalog.memory(ns, entry.memory_id)
-                    if ours is not None and _same_content(ours, rec):
-                        continue  # the same edit made on both machines is no conflict
-                    ours_rec = self._local_record(ns, keys, entry.memory_id)
-                    if (ours_rec is not None and entry.version < int(ours_rec.get("version", 0))
-                            and descends(entry.digest, rec, ours_rec)):
-                        continue  # an ancestor resealed elsewhere (key rotation)
-                    self.catalog.add_history(
-                        ns, entry.memory_id, entry.version, "CONFLICT", now,
-                        text=str(rec.get("text", "")), metadata=_metadata_json(rec),
-                        blob_id=entry.blob_id, patch_id=entry.patch_id,
-                        end_epoch=entry.end_epoch)
-                    tally.conflicts += 1
-            for (entry, data, rec), text, vector in zip(incoming, texts, vectors, strict=True):
-                mid = entry.memory_id
-                # Another memory with this text (written on another machine) stays: a
-                # merge never forgets one memory for another (docs/sync.md, twins).
-                dedupe_hash = self.catalog.dedupe_slot(ns, keys.dedupe_hash(text), mid)
-                if ":" in dedupe_hash:
-                    tally.deduplicated += 1
-                vector_bytes = vector_to_blob(vector)
-                row: dict[str, Any] = {
-                    "id": mid, "text": text, "metadata": _metadata_json(rec),
-                    "category": rec.get("category"),
-                    "importance": float(rec.get("importance") or DEFAULT_IMPORTANCE),
-                    "created_at": float(rec.get("created_at") or now),
-                    "updated_at": float(rec.get("updated_at") or now),
-                    "expires_at": rec.get("expires_at"), "version": entry.version,
-                    "dedupe_hash": dedupe_hash, "status": "published",
-                    "blob_id": entry.blob_id, "quilt_patch_id": entry.patch_id,
-                    "end_epoch": entry.end_epoch, "sealed": data,
-                    "vector": vector_bytes, "digest": mf.sealed_digest(data),
-                }
-                if mid in adds:
-                    if self.catalog.is_tombstoned(ns, mid):
-                        continue  # forgotten meanwhile (a tombstone only ever wins)
-                    if self.catalog.insert_memory(ns, row, event="RESTORE", at=now) is not None:
-                        tally.added += 1
-                    continue
-                current = self.catalog.memory(ns, mid)
-                if current is None:  # forgotten meanwhile
-                    continue
-                _, now_digest = self._local_sealed(ns, mid)
-                was = planned.get(mid)
-                if was is not None and now_digest != was.digest:
-                    if self._keep_changed(ns, keys, current, now_digest, entry, rec, tally,
-                                          now):
-                        continue
-                    # decided again below, against the new version: the same version is a
-                    # conflict, a higher one by lineage
-                    conflicts.discard(mid)
-                    if entry.version == int(current["version"]):
-                        conflicts.add(mid)
-                if mid not in conflicts and entry.version > int(current["version"]):
-                    _, our_digest = self._local_sealed(ns, mid)
-                    if not descends(our_digest, self._local_record(ns, keys, mid), rec):
-                        # concurrent, ours loses
-                        conflicts.add(mid)
-                if mid in conflicts and not _same_content(current, rec):
-                    # ours loses to a concurrent version: it goes to history (an identical
-                    # edit made on both machines is no conflict: the winner's blob is
-                    # adopted so the digests converge, and ours stays in history)
-                    self.catalog.add_history(
-                        ns, mid, int(current["version"]), "CONFLICT", now,
-                        text=str(current["text"]), metadata=str(current["metadata"]),
-                        blob_id=current["blob_id"], patch_id=current["quilt_patch_id"],
-                        end_epoch=current["end_epoch"])
-                    tally.conflicts += 1
-                self.catalog.replace_version(ns, int(current["key"]), row,
-                                             vector=vector_bytes, event="MERGE", at=now)
-                self.catalog.drop_queued(ns, mid)
-                tally.updated += 1
-        with self.lock:
-            self.indexes.refresh(ns)
-
-    def _keep_changed(self, ns: str, keys: NamespaceKeys, current: Any,
-                      digest: str | None, entry: mf.Entry, rec: dict[str, Any],
-                      tally: _Tally, now: float) -> bool:
-        """A memory updated here after the plan was made: whether its new local version
-        stays (then the remote one goes to history as CONFLICT unless it is an ancestor
-        or the same edit). False: the remote version still wins; the caller replaces
-        ours and decides the conflict by lineage as usual."""
-        mid = entry.memory_id
-        version = int(current["version"])
-        ours_rank = (version, float(current["updated_at"]), digest or "")
-        if entry.rank() > ours_rank:
-            return False
-        data, _ = self._local_sealed(ns, mid)
-        try:
-            ours = open_envelope(keys, data or b"", expected_id=mid, expected_kind="fact")
-        except (WalrusMemError, ValueError):
-            ours = {}
-        ancestor = entry.version < version and descends(entry.digest, rec, ours)
-        if not ancestor and not _same_content(current, rec):
-            self.catalog.add_history(
-                ns, mid, entry.version, "CONFLICT", now, text=str(rec.get("text", "")),
-                metadata=_metadata_json(rec), blob_id=entry.blob_id,
-                patch_id=entry.patch_id, end_epoch=entry.end_epoch)
-            tally.conflicts += 1
-        return True
-
-    def _record_rivals(self, ns: str, keys: NamespaceKeys, rivals: list[mf.Entry],
-                       tally: _Tally) -> None:
-        """Remote versions that lost to another head of the same pull: each one concurrent
-        with the version now current goes to history as CONFLICT and is counted, as in
-        a pull of one head at a time (merge.py). A rival that cannot be fetched is left
-        out of history (logged), never fatal: it lost the merge either way."""
-        fetched: list[tuple[mf.Entry, bytes, dict[str, Any]]] = []
-        for entry in rivals:
-            try:
-                fetched.append(self._fetch(keys, entry))
-            except (WalrusMemError, ValueError) as exc:
-                log.info("losing version %d of %s not readable (%s); not kept in history",
-                         entry.version, entry.memory_id, type(exc).__name__)
-        if not fetched:
-            return
-        now = time.time()
-        with self.lock, self.catalog.write():
-            for entry, _, rec in fetched:
-                mid = entry.memory_id
-                current = self.catalog.memory(ns, mid)
-                data, digest = self._local_sealed(ns, mid)
-                if current is None or data is None or digest == entry.digest:
-                    continue  # forgotten / collapsed meanwhile, or it is the current version
-                try:
-                    ours = open_envelope(keys, data, expected_id=mid, expected_kind="fact")
-                except (WalrusMemError, ValueError):
-                    continue
-                same_version = entry.version == int(current["version"])
-                if not same_version and descends(entry.digest, rec, ours):
-                    continue
-                if _same_content(current, rec):
-                    continue  # the same edit made elsewhere is no conflict
-                self.catalog.add_history(
-                    ns, mid, entry.version, "CONFLICT", now, text=str(rec.get("text", "")),
-                    metadata=_metadata_json(rec), blob_id=entry.blob_id,
-                    patch_id=entry.patch_id, end_epoch=entry.end_epoch)
-                tally.conflicts += 1
-
     def _finish(self, ns: str, keys: NamespaceKeys, refs: list[HeadRef],
                 remote: list[mf.Entry], plan: MergePlan) -> None:
         """The merge is complete: record the heads the local state now contains."""
@@ -1376,7 +1160,7 @@ class NamespaceLog:
         newest = [c for c in candidates
                   if not any(o != c and self.descends(ns, keys, o, c) for o in candidates)]
         listed = {e.memory_id: e for e in remote}
-        live, tombstones = self._local_state(ns)
+        live, tombstones = local_state(self.catalog, ns)
         ours_only = sum(1 for mid in live if mid not in listed or listed[mid].deleted) + sum(
             1 for mid in tombstones if mid not in listed or not listed[mid].deleted)
         ahead = ours_only + len(plan.kept) + (1 if len(newest) > 1 else 0)
@@ -1384,21 +1168,3 @@ class NamespaceLog:
             self.tables.set_head_state(ns, [str(h) for h in sorted(newest, reverse=True)],
                                        ahead=ahead)
             self.tables.set_restoring(ns, None)
-
-
-def _same_content(current: Any, record: dict[str, Any]) -> bool:
-    """Whether a local row and a fetched record hold the same fact (text, metadata,
-    category, importance, expiry): then two versions differ only in sealing."""
-    importance = float(record.get("importance") or DEFAULT_IMPORTANCE)
-    return (str(current["text"]) == str(record.get("text", ""))
-            and json.loads(str(current["metadata"] or "{}")) == json.loads(
-                _metadata_json(record))
-            and current["category"] == record.get("category")
-            and float(current["importance"]) == importance
-            and current["expires_at"] == record.get("expires_at"))
-
-
-def _metadata_json(record: dict[str, Any]) -> str:
-    metadata = record.get("metadata")
-    return json.dumps(metadata if isinstance(metadata, dict) else {}, sort_keys=True)
-
