@@ -53,17 +53,14 @@ from .errors import (
     InvalidHead,
     InvalidInput,
     KeyMaterialError,
-    LegacyManifest,
     LocalStoreError,
     LogError,
     RestoreIncomplete,
     StaleDataDir,
     StaleManifest,
     StorageError,
-    TamperedBlob,
     VerificationFailed,
     WalrusMemError,
-    WrongNamespace,
 )
 from .expiry import EpochClock, ExpiredEntry
 from .heads import HeadRef, HeadsFile, SeenHead, SeenHeads, parse_head
@@ -71,9 +68,10 @@ from .heads_mirror import HeadsMirror, default_state_dir
 from .index import IndexStore, index_file_stem
 from .inputs import new_memory_id
 from .keys import NamespaceKeys
-from .legacy_manifest import LegacyRoot, is_format_1, parse_page_v1, parse_root_v1
+from .legacy_manifest import LegacyRoot
 from .log_announce import announce, announce_pending, announce_record
 from .log_apply import Tally, apply_fetched, concurrent_check, local_state, record_rivals
+from .log_legacy import merge_legacy, read_legacy_root, split_legacy
 from .log_pending import carry_pending, parse_pending
 from .merge import MergePlan, plan_merge
 from .models import PullReport
@@ -760,7 +758,7 @@ class NamespaceLog:
         local state raises ForkedHead, unless allowed. ``recheck=True``
         (restore) merges heads already merged again, fetching whatever the
         local state lacks of them. A bare blob id of a format-1 manifest
-        raises LegacyManifest unless ``allow_legacy`` (:meth:`_merge_legacy`).
+        raises LegacyManifest unless ``allow_legacy`` (log_legacy.py).
         """
         # One merge (or manifest) of a namespace at a time, across threads and processes:
         # a merge planned against a state another one changes meanwhile could re-insert
@@ -778,16 +776,16 @@ class NamespaceLog:
         legacy_marker = (marker or {}).get("legacy")
         legacy: LegacyRoot | None = None
         if heads is not None:
-            heads, legacy = self._split_legacy(ns, keys, heads, allow_legacy)
+            heads, legacy = split_legacy(self, ns, keys, heads, allow_legacy)
         elif isinstance(legacy_marker, str):  # resume: consent was given when it started
-            legacy = self._read_legacy_root(keys, legacy_marker)
+            legacy = read_legacy_root(self.host.walrus, keys, legacy_marker)
         if legacy is not None:
             if marker is not None and legacy_marker != legacy.blob_id:
                 raise RestoreIncomplete(
                     f"another restore of {ns!r} was interrupted: run `walrus-mem restore "
                     f"--namespace {ns}` (no head) to finish it first")
-            return self._merge_legacy(ns, keys, legacy, progress=progress,
-                                      resumed=marker is not None)
+            return merge_legacy(self, ns, keys, legacy, progress=progress,
+                                resumed=marker is not None)
         if isinstance(legacy_marker, str):
             raise RestoreIncomplete(
                 f"the restore of format-1 manifest {legacy_marker} into {ns!r} was interrupted: "
@@ -1051,89 +1049,6 @@ class NamespaceLog:
             end = ends.get(mid)
             (tally.expired if end is not None and end <= current else still).append((mid, blob))
         tally.missing = still
-
-    # -- format 1 (read-only) ------------------------------------------------------------
-
-    def _split_legacy(
-        self, ns: str, keys: NamespaceKeys, heads: Sequence[str | HeadRef], allow_legacy: bool,
-    ) -> tuple[list[str | HeadRef], LegacyRoot | None]:
-        """Take out a bare blob id that names a format-1 manifest (read to find out)."""
-        rest: list[str | HeadRef] = []
-        found: LegacyRoot | None = None
-        for head in heads:
-            if not isinstance(head, HeadRef):
-                parsed = parse_head(head)
-                if isinstance(parsed, str) and self.seen.get(ns, parsed) is None:
-                    legacy = self._peek_legacy(keys, parsed, strict=allow_legacy)
-                    if legacy is not None:
-                        if not allow_legacy:
-                            raise LegacyManifest(
-                                f"{parsed} is a format-1 manifest of {ns!r} (from before head "
-                                "references): it has no digest binding or seq, so a rollback "
-                                "to an older manifest cannot be detected for it; pass "
-                                "allow_legacy=True (`walrus-mem restore --legacy BLOB_ID`) to "
-                                "restore it anyway")
-                        if len(heads) > 1:
-                            raise InvalidInput(
-                                "a format-1 manifest is merged on its own: give its blob id "
-                                "alone, then pull the head references")
-                        found = legacy
-                        continue
-            rest.append(head)
-        return rest, found
-
-    def _peek_legacy(self, keys: NamespaceKeys, blob_id: str, *,
-                     strict: bool) -> LegacyRoot | None:
-        """The format-1 root ``blob_id`` names, or None if it is something else.
-
-        ``strict``: errors reading or opening it (wrong key, missing blob) are raised,
-        else they mean "not a format-1 manifest we can read" (None).
-        """
-        try:
-            return self._read_legacy_root(keys, blob_id, any_format=True)
-        except (WalrusMemError, ValueError):
-            if strict:
-                raise
-            return None
-
-    def _read_legacy_root(self, keys: NamespaceKeys, blob_id: str, *,
-                          any_format: bool = False) -> LegacyRoot | None:
-        """Read and check a format-1 root (envelope: this namespace's key, kind
-        ``manifest``). ``any_format``: a manifest of another format gives None."""
-        def check(data: bytes) -> None:
-            open_envelope(keys, data, expected_kind="manifest")
-
-        data = read_checked(self.host.walrus, check, blob_id=blob_id,
-                            fail_fast=(WrongNamespace,))
-        record = open_envelope(keys, data, expected_kind="manifest")
-        if not is_format_1(record):
-            if any_format:
-                return None
-            raise InvalidHead(f"{blob_id} is not a format-1 manifest")
-        return parse_root_v1(record, blob_id)
-
-    def _merge_legacy(self, ns: str, keys: NamespaceKeys, root: LegacyRoot, *,
-                      progress: ProgressCallback | None, resumed: bool) -> PullReport:
-        """Merge a format-1 manifest's memories as a root of no history: no head is
-        recorded for it (the local state's heads, if any, stay as they were), so the
-        next manifest published descends from nothing it names."""
-        client = self.host.walrus
-        entries = list(root.entries or [])
-        for blob_id, patch_id, digest, count in root.pages:
-            def check(data: bytes, digest: str = digest, count: int = count) -> None:
-                parse_page_v1(open_envelope(keys, data, expected_id=f"page-{digest}",
-                                            expected_kind="manifest-page"), digest, count)
-
-            raw = read_checked(client, check, blob_id=blob_id, patch_id=patch_id)
-            entries.extend(parse_page_v1(open_envelope(
-                keys, raw, expected_id=f"page-{digest}", expected_kind="manifest-page"),
-                digest, count))
-        if len({e.memory_id for e in entries}) != len(entries):
-            raise TamperedBlob(f"format-1 manifest {root.blob_id} lists a memory twice")
-        log.warning("merging format-1 manifest %s of %r (seq %d, %d memories): no rollback "
-                    "check is possible for it", root.blob_id, ns, root.seq, len(entries))
-        return self._merge_read(ns, keys, [], progress=progress, resumed=resumed,
-                                legacy=(root.blob_id, entries))
 
     def _pending(self, ns: str) -> dict[str, mf.Entry]:
         return parse_pending(self.tables.pending(ns))
