@@ -62,7 +62,7 @@ from .errors import (
     VerificationFailed,
     WalrusMemError,
 )
-from .expiry import EpochClock, ExpiredEntry
+from .expiry import EpochClock
 from .heads import HeadRef, HeadsFile, SeenHead, SeenHeads, parse_head
 from .heads_mirror import HeadsMirror, default_state_dir
 from .index import IndexStore, index_file_stem
@@ -71,6 +71,7 @@ from .keys import NamespaceKeys
 from .legacy_manifest import LegacyRoot
 from .log_announce import announce, announce_pending, announce_record
 from .log_apply import Tally, apply_fetched, concurrent_check, local_state, record_rivals
+from .log_expiry import name_expired, still_served
 from .log_legacy import merge_legacy, read_legacy_root, split_legacy
 from .log_pending import carry_pending, parse_pending
 from .merge import MergePlan, plan_merge
@@ -554,7 +555,7 @@ class NamespaceLog:
         # clock is learned from store answers, not the mock's admin route).
         rows, expired = clock.drop_expired(snap.rows)
         if expired:
-            rows += self._still_served(ns, snap.rows, expired)
+            rows += still_served(self.host, self._gone_blobs, ns, snap.rows, expired)
         if len(rows) < len(snap.rows):
             log.warning("manifest of %r leaves out %d memories whose blobs expired", ns,
                         len(snap.rows) - len(rows))
@@ -643,41 +644,6 @@ class NamespaceLog:
     def announce_pending(self, ns: str) -> str | None:
         """Announce the head this data dir recorded but did not (log_announce.py)."""
         return announce_pending(self, ns)
-
-    def _still_served(self, ns: str, rows: Sequence[Any],
-                      expired: Sequence[ExpiredEntry]) -> list[Any]:
-        """Rows the clock calls expired that an aggregator still serves (or that could
-        not be checked): a manifest drops a memory only once a read answered 404.
-
-        The clock may be wrong (a lying publisher, another network): on its word
-        alone a manifest listed 1 of 21 memories. One 1-byte read per blob."""
-        by_id = {str(r["id"]): r for r in rows}
-        client = self.host.walrus
-        kept: list[Any] = []
-        verdict: dict[str, bool] = {}  # blob id -> gone
-        for gone in expired:
-            blob = gone.blob_id
-            if blob not in verdict:
-                if blob in self._gone_blobs:
-                    verdict[blob] = True
-                else:
-                    try:
-                        client.read_byte_range(blob, 0, 1)
-                        verdict[blob] = False
-                        log.warning("blob %s of %r is past its end epoch %s by the epoch "
-                                    "clock, yet an aggregator serves it: kept in the manifest "
-                                    "(is the clock wrong? %s)", blob, ns, gone.end_epoch,
-                                    self._clock().reading().describe())
-                    except BlobNotFound:
-                        verdict[blob] = True
-                        self._gone_blobs.add(blob)
-                    except (WalrusMemError, ValueError) as exc:
-                        verdict[blob] = False  # unconfirmed: listing it loses nothing
-                        log.info("expiry of blob %s not confirmed (%s); kept listed", blob,
-                                 type(exc).__name__)
-            if not verdict[blob]:
-                kept.append(by_id[gone.memory_id])
-        return kept
 
     def _clock(self) -> EpochClock:
         return self.host.epoch_clock  # configured, network-known or learned epoch length
@@ -970,7 +936,7 @@ class NamespaceLog:
         record_rivals(self, ns, keys, [e for e in plan.rivals if not clock.expired(e.end_epoch)],
                       tally)
         if tally.missing and not clock.reading().known:
-            self._name_expired(tally, {e.memory_id: e.end_epoch for e in fetches})
+            name_expired(self.host, tally, {e.memory_id: e.end_epoch for e in fetches})
         # A winning entry whose blob could not be read (404 on every aggregator, a
         # blocked or unverifiable location, or a failed read) stays pending: retried by
         # later pulls and syncs, and listed in this data dir's manifests meanwhile, so
@@ -1033,22 +999,6 @@ class NamespaceLog:
                 log.warning("equivocation: %s", text)
                 out.append(text)
         return out
-
-    def _name_expired(self, tally: Tally, ends: dict[str, int | None]) -> None:
-        """Blobs that answered 404 while the clock could not tell the epoch: read it (the
-        mock's clock, or one probe store) and name those past their end as expired."""
-        try:
-            current, known = self.host.epoch_estimate(probe=True)
-        except WalrusMemError as exc:  # e.g. no publisher: an aggregator-only restore
-            log.info("epoch probe after missing blobs failed: %s", type(exc).__name__)
-            return
-        if current is None or not known:
-            return
-        still: list[tuple[str, str]] = []
-        for mid, blob in tally.missing:
-            end = ends.get(mid)
-            (tally.expired if end is not None and end <= current else still).append((mid, blob))
-        tally.missing = still
 
     def _pending(self, ns: str) -> dict[str, mf.Entry]:
         return parse_pending(self.tables.pending(ns))
