@@ -37,7 +37,7 @@ import numpy.typing as npt
 from filelock import FileLock, Timeout
 
 from . import manifest as mf
-from .blobio import check_patches, read_checked, store_batches
+from .blobio import read_checked
 from .catalog import Catalog
 from .catalog_log import LogTables
 from .config import Settings
@@ -73,6 +73,7 @@ from .log_announce import announce, announce_pending, announce_record
 from .log_apply import Tally, apply_fetched, concurrent_check, local_state, record_rivals
 from .log_expiry import name_expired, still_served
 from .log_legacy import merge_legacy, read_legacy_root, split_legacy
+from .log_pages import ManifestPages, read_page
 from .log_pending import carry_pending, parse_pending
 from .merge import MergePlan, plan_merge
 from .models import PullReport
@@ -157,12 +158,12 @@ class NamespaceLog:
         self.catalog = catalog
         self.tables = LogTables(catalog)
         self.indexes = indexes
+        self.pages = ManifestPages(host, self.tables, lock)
         self.lock = lock
         state_dir = host.settings.state_dir or default_state_dir()
         self.seen = SeenHeads(host.data_dir / "heads.sqlite3",
                               HeadsMirror(state_dir, host.data_dir))
         self._manifest_locks: dict[str, tuple[threading.Lock, FileLock]] = {}
-        self._verified_pages: set[tuple[str, str, str | None]] = set()
         self._unusable: dict[tuple[str, HeadRef], str] = {}
         self._bad_lines_warned: set[tuple[str, str]] = set()
         self._gone_blobs: set[str] = set()  # answered 404 past their end epoch: gone for good
@@ -413,19 +414,8 @@ class NamespaceLog:
         client = self.host.walrus
         entries = list(root.entries or [])
         for blob_id, patch_id, digest, _ in root.pages:
-            entries.extend(self._read_page(client, keys, blob_id, patch_id, digest))
+            entries.extend(read_page(client, keys, blob_id, patch_id, digest))
         return entries
-
-    @staticmethod
-    def _read_page(client: WalrusClient, keys: NamespaceKeys, blob_id: str,
-                   patch_id: str | None, digest: str) -> list[mf.Entry]:
-        def check(data: bytes) -> None:
-            mf.parse_page(open_envelope(keys, data, expected_id=f"page-{digest}",
-                                        expected_kind="manifest-page"), digest)
-
-        raw = read_checked(client, check, blob_id=blob_id, patch_id=patch_id)
-        return mf.parse_page(open_envelope(keys, raw, expected_id=f"page-{digest}",
-                                           expected_kind="manifest-page"), digest)
 
     def read(self, ns: str, head: str | HeadRef) -> tuple[HeadRef, list[mf.Entry]]:
         """A verified manifest's entries (live + tombstones); changes nothing locally.
@@ -581,7 +571,7 @@ class NamespaceLog:
                 reuse = known.get(digest)
                 if reuse is not None and (
                     reuse[2] is None or current_epoch is None or reuse[2] > current_epoch + 1
-                ) and self._page_ok(ns, keys, digest, reuse[0], reuse[1]):
+                ) and self.pages.intact(ns, keys, digest, reuse[0], reuse[1]):
                     placed[digest] = reuse  # unchanged, intact and not about to expire
                     layout.append((digest, len(chunk)))
                 else:
@@ -598,7 +588,7 @@ class NamespaceLog:
                         sealed_page = seal(keys, record, max_plaintext=MANIFEST_MAX_PLAINTEXT)
                         to_store.append((digest, sealed_page))
                         placed[digest] = ("", None, None)
-        new_pages = self._store_pages(keys, to_store, placed, deadline)
+        new_pages = self.pages.store(keys, to_store, placed, deadline)
         pages = [(placed[d][0], placed[d][1], d, n) for d, n in layout]
         parents = self.merged(ns)
         for parent in parents:  # heads.sqlite3 lost or new: learn the parents' origins
@@ -647,50 +637,6 @@ class NamespaceLog:
 
     def _clock(self) -> EpochClock:
         return self.host.epoch_clock  # configured, network-known or learned epoch length
-
-    def _store_pages(
-        self, keys: NamespaceKeys, to_store: list[tuple[str, bytes]],
-        placed: dict[str, tuple[str, str | None, int | None]], deadline: float,
-    ) -> list[tuple[str, str, str | None, int | None]]:
-        """Store new pages (one quilt per batch), read each back; their locations."""
-        client = self.host.walrus
-        new_pages: list[tuple[str, str, str | None, int | None]] = []
-        for span in store_batches([len(data) for _, data in to_store]):
-            part = [to_store[i] for i in span]
-            if len(part) == 1:
-                stored = client.store_blob(part[0][1], deadline=deadline)
-                found: dict[str, str | None] = {part[0][0]: None}
-            else:
-                quilt = client.store_quilt(dict(part), deadline=deadline)
-                check_patches(quilt.patches, [d for d, _ in part])
-                stored = quilt.blob
-                found = {d: quilt.patches.get(d) for d, _ in part}
-            for digest, patch in found.items():
-                self._read_page(client, keys, stored.blob_id, patch, digest)
-                self._verified_pages.add((digest, stored.blob_id, patch))
-                placed[digest] = (stored.blob_id, patch, stored.end_epoch)
-                new_pages.append((digest, stored.blob_id, patch, stored.end_epoch))
-        return new_pages
-
-    def _page_ok(self, ns: str, keys: NamespaceKeys, digest: str, blob_id: str,
-                 patch_id: str | None) -> bool:
-        """A cached page location holds that page (checked once per process)."""
-        if (digest, blob_id, patch_id) in self._verified_pages:
-            return True
-        client = self.host.walrus
-        try:  # one plain read: a page that fails is republished, no failover needed
-            raw = (client.read_quilt_patch(patch_id) if patch_id is not None
-                   else client.read_blob(blob_id))
-            mf.parse_page(open_envelope(keys, raw, expected_id=f"page-{digest}",
-                                        expected_kind="manifest-page"), digest)
-        except (WalrusMemError, ValueError) as exc:
-            log.warning("cached manifest page %s of %r failed its check (%s); republishing it",
-                        digest[:12], ns, type(exc).__name__)
-            with self.lock:
-                self.tables.drop_page(ns, digest)
-            return False
-        self._verified_pages.add((digest, blob_id, patch_id))
-        return True
 
     def _read_back(self, ref: HeadRef, sealed: bytes) -> None:
         """An aggregator must serve exactly the stored root (i11's read-back check)."""
