@@ -51,6 +51,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .catalog_schema import MIGRATIONS, SCHEMA_VERSION
+from .epoch_guard import EpochGuard, plausible_end
 from .errors import CatalogCorrupt, LocalStoreError
 from .expiry import record_seen
 from .ranking import FTS_TOKENIZE
@@ -160,12 +161,8 @@ class Catalog:
         # (data_version, total_changes) pair, i.e. until any connection writes.
         self._df_cache: dict[str, dict[str, int]] = {}
         self._df_version: tuple[int, int] | None = None
-        self.epoch_guard: Callable[[int, float], str | None] | None = None
-        """Set by Memory (EpochClock.implausible): why a store answer's epoch cannot be
-        true, or None. A refused sighting is logged and never moves the clock."""
-        self.epoch_now: Callable[[], int | None] | None = None
-        """Set by Memory (EpochClock.current): where an answer whose epoch was refused
-        counts its storage epochs from (its own end epoch is shifted as far)."""
+        self.epoch_guard: EpochGuard | None = None
+        """Set by Memory (epoch_guard.py): refuses store answers' implausible epochs."""
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         new_file = not self.path.exists()
         try:
@@ -411,12 +408,9 @@ class Catalog:
         if epoch is None:
             return
         when = time.time() if at is None else at
-        if not trusted and self.epoch_guard is not None:
-            reason = self.epoch_guard(int(epoch), when)
-            if reason is not None:
-                log.warning("epoch clock: ignored a sighting of epoch %d: %s", int(epoch),
-                            reason)
-                return
+        if not trusted and self.epoch_guard is not None \
+                and self.epoch_guard.refuses(int(epoch), when):
+            return
         with self.write() as c:
             record_seen(c, int(epoch), when)
             c.execute(
@@ -861,7 +855,7 @@ class Catalog:
         lasts longer keeps it. Returns memory id -> end epoch now in effect.
         """
         deletable = None if blob.deletable is None else int(blob.deletable)
-        end_epoch = self._plausible_end(blob)
+        end_epoch = plausible_end(self.epoch_guard, blob)
         result: dict[str, int | None] = {}
         with self.write() as c:
             for mid, patch in locations.items():
@@ -895,20 +889,6 @@ class Catalog:
             self.bump_writes(namespace, len(locations))
             self.note_epoch(blob.registered_epoch)
         return result
-
-    def _plausible_end(self, blob: Any) -> int | None:
-        """A store answer's end epoch, shifted down when its registered epoch is one the
-        clock refuses (:attr:`epoch_guard`): the storage epochs it names then count from
-        the clock's own estimate, so renewal comes in time instead of never."""
-        end, registered = blob.end_epoch, blob.registered_epoch
-        if end is None or registered is None or self.epoch_guard is None \
-                or self.epoch_now is None \
-                or self.epoch_guard(int(registered), time.time()) is None:
-            return end if end is None else int(end)
-        now_epoch = self.epoch_now()
-        if now_epoch is None:
-            return int(end)
-        return min(int(end), now_epoch + max(0, int(end) - int(registered)))
 
     @_guarded
     def bump_writes(self, namespace: str, count: int) -> None:

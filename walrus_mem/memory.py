@@ -51,6 +51,7 @@ from .config import Settings
 from .datadir_lock import DataDirLock
 from .embeddings import Embedder, embed_checked, make_embedder
 from .envelope import open_envelope, seal
+from .epoch_guard import clock_guard
 from .errors import (
     ConfigError,
     EpochUnknown,
@@ -236,8 +237,7 @@ class Memory:
         self._dir_lock = DataDirLock(self.data_dir).shared()
         try:
             self._catalog = Catalog(self.data_dir / "catalog.sqlite3")
-            self._catalog.epoch_guard = lambda epoch, at: self.epoch_clock.implausible(epoch, at)
-            self._catalog.epoch_now = lambda: self.epoch_clock.current()
+            self._catalog.epoch_guard = clock_guard(lambda: self.epoch_clock)
             self._indexes = IndexStore(self.data_dir / "index", self._catalog)
         except BaseException:
             self._dir_lock.release()
