@@ -12,7 +12,7 @@ live memory is stored in, a permanent blob, a backend with no delete).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from .catalog import Catalog
@@ -22,7 +22,7 @@ from .heads import HeadRef
 if TYPE_CHECKING:
     from .memory import Memory
 
-__all__ = ["failed", "pending", "quilt_members_elsewhere", "retry", "settle"]
+__all__ = ["delete_blobs", "failed", "pending", "quilt_members_elsewhere", "retry", "settle"]
 
 
 def pending(catalog: Catalog, namespace: str | None = None, *,
@@ -54,6 +54,54 @@ def failed(catalog: Catalog, reasons: dict[str, str]) -> None:
             c.executemany(
                 "UPDATE pending_deletions SET attempts = attempts + 1, last_error = ?, at = ? "
                 "WHERE blob_id = ?", [(why, time.time(), b) for b, why in reasons.items()])
+
+
+def delete_blobs(
+    mem: Memory, blobs: Mapping[str, bool | None]
+) -> tuple[list[str], dict[str, str]]:
+    """Delete blobs of forgotten memories where nothing live is stored in them; settle
+    their ``pending_deletions`` rows, except where a later retry may do better
+    (``Memory._delete_blobs``)."""
+    deleted: list[str] = []
+    kept: dict[str, str] = {}
+    retry_later: dict[str, str] = {}
+    members: dict[str, dict[str, set[str]] | str] = {}  # namespace -> quilts known
+    for blob_id, deletable in blobs.items():
+        live = mem._catalog.live_versions_in_blob(blob_id)
+        if live > 0:
+            kept[blob_id] = (
+                f"quilt still holds {live} other live memory version(s); "
+                "a single quilt patch cannot be deleted"
+            )
+            continue
+        if deletable is False:
+            kept[blob_id] = "permanent blob: cannot be deleted before its end epoch"
+            continue
+        backend = mem._get_backend()
+        if not backend.can_delete:  # real Walrus over HTTP: no reads for nothing
+            kept[blob_id] = backend.delete_blob(blob_id)[1]
+            if backend.delete_unknown:  # the server was unreachable: ask again later
+                retry_later[blob_id] = kept[blob_id]
+            continue
+        others = quilt_members_elsewhere(mem, blob_id, members)
+        if isinstance(others, str):
+            kept[blob_id] = retry_later[blob_id] = others
+            continue
+        if others:
+            kept[blob_id] = (
+                f"quilt holds {len(others)} live memory(ies) this data dir knows of but "
+                "does not hold (not fetched yet, or in a head not merged yet): kept"
+            )
+            continue
+        ok, reason = backend.delete_blob(blob_id)
+        if ok:
+            deleted.append(blob_id)
+        else:
+            kept[blob_id] = retry_later[blob_id] = reason  # a failed request: try again later
+    with mem._lock:
+        settle(mem._catalog, [b for b in blobs if b not in retry_later])
+        failed(mem._catalog, retry_later)
+    return deleted, kept
 
 
 def retry(mem: Memory, namespace: str | None) -> list[str]:

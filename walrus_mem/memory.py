@@ -1154,46 +1154,7 @@ class Memory:
     ) -> tuple[builtins.list[str], dict[str, str]]:
         """Delete blobs of forgotten memories where nothing live is stored in them; settle
         their ``pending_deletions`` rows, except where a later retry may do better."""
-        deleted: list[str] = []
-        kept: dict[str, str] = {}
-        retry: dict[str, str] = {}
-        members: dict[str, dict[str, set[str]] | str] = {}  # namespace -> quilts known
-        for blob_id, deletable in blobs.items():
-            live = self._catalog.live_versions_in_blob(blob_id)
-            if live > 0:
-                kept[blob_id] = (
-                    f"quilt still holds {live} other live memory version(s); "
-                    "a single quilt patch cannot be deleted"
-                )
-                continue
-            if deletable is False:
-                kept[blob_id] = "permanent blob: cannot be deleted before its end epoch"
-                continue
-            backend = self._get_backend()
-            if not backend.can_delete:  # real Walrus over HTTP: no reads for nothing
-                kept[blob_id] = backend.delete_blob(blob_id)[1]
-                if backend.delete_unknown:  # the server was unreachable: ask again later
-                    retry[blob_id] = kept[blob_id]
-                continue
-            others = deletions.quilt_members_elsewhere(self, blob_id, members)
-            if isinstance(others, str):
-                kept[blob_id] = retry[blob_id] = others
-                continue
-            if others:
-                kept[blob_id] = (
-                    f"quilt holds {len(others)} live memory(ies) this data dir knows of but "
-                    "does not hold (not fetched yet, or in a head not merged yet): kept"
-                )
-                continue
-            ok, reason = backend.delete_blob(blob_id)
-            if ok:
-                deleted.append(blob_id)
-            else:
-                kept[blob_id] = retry[blob_id] = reason  # a failed request: try again later
-        with self._lock:
-            deletions.settle(self._catalog, [b for b in blobs if b not in retry])
-            deletions.failed(self._catalog, retry)
-        return deleted, kept
+        return deletions.delete_blobs(self, blobs)
 
     def _retry_deletions(self, namespace: str | None) -> builtins.list[str]:
         """Run the deletions a forget recorded but did not finish (deletions.py)."""
