@@ -80,7 +80,7 @@ from .inputs import (
     validate_memory_id,
     validate_metadata,
 )
-from .integrity import split_damaged, split_sound
+from .integrity import split_damaged
 from .keys import (
     MasterSeed,
     NamespaceKeys,
@@ -112,7 +112,7 @@ from .ranking import (
     FusionParams,
 )
 from .recall import hybrid_recall
-from .renewal import renew_due
+from .renewal import renew_due, republish
 from .repair import requeue_lost
 from .rotation import (
     RotationReport,
@@ -1557,46 +1557,13 @@ class Memory:
                 memory_ids = [memory_ids]
             ids = [validate_memory_id(m) for m in memory_ids]
         started = time.time()
-        report = self._republish(ns, ids, epochs)
+        report = republish(self, ns, ids, epochs)
         if report.extended and self._epoch_ok_for_manifest(ns, started):
             try:
                 self._publish_manifest(ns)
             except StorageError as exc:
                 log.info("manifest after extend deferred: %s", exc)
         return report
-
-    def _republish(self, ns: str, ids: Sequence[str], epochs: int | None) -> ExtendReport:
-        """Store the verified sealed bytes of ``ids`` again (extend and sync's renewal)."""
-        rows = self._catalog.memories_by_ids(ns, ids)
-        failed = [(m, "MemoryNotFound: not in this namespace") for m in ids if m not in rows]
-        payload = [
-            (m, r) for m in ids if (r := self._catalog.sealed_of(ns, m)) is not None and m in rows
-        ]
-        payload, damaged = split_sound(self.keys_for(ns), payload, rows)  # never push damage
-        failed.extend(damaged)
-        extended: dict[str, int | None] = {}
-        client = self._get_backend().client
-        for span in store_batches([len(s) for _, (s, _) in payload]):
-            part = [payload[i] for i in span]
-            try:
-                if len(part) == 1:
-                    blob = client.store_blob(part[0][1][0], epochs=epochs,
-                                             deadline=self.settings.publish_deadline)
-                    locations: dict[str, str | None] = {part[0][0]: None}
-                else:
-                    quilt = client.store_quilt({m: s for m, (s, _) in part}, epochs=epochs,
-                                               deadline=self.settings.publish_deadline)
-                    check_patches(quilt.patches, [m for m, _ in part])
-                    blob = quilt.blob
-                    locations = {m: quilt.patches.get(m) for m, _ in part}
-            except StorageError as exc:
-                failed.extend((m, f"{type(exc).__name__}: {exc}") for m, _ in part)
-                continue
-            with self._lock:
-                extended.update(self._catalog.record_location(
-                    ns, {mid: version for mid, (_, version) in part}, locations, blob,
-                    only_if_longer={mid: rows[mid]["end_epoch"] for mid, _ in part}))
-        return ExtendReport(extended=extended, failed=failed)
 
     # -- maintenance -------------------------------------------------------------------
 

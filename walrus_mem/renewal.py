@@ -4,11 +4,11 @@
 manifest for. Memories whose blobs end within ``Settings.renew_margin_epochs``
 of the current epoch (the mock's exact clock, else the epoch clock learned
 from store answers; see :mod:`walrus_mem.expiry`) are stored again from their
-verified sealed bytes, like ``extend``; a damaged copy is never stored (it is
-reported, and ``walrus-mem repair`` fixes it). A head manifest that itself
-ends within the margin makes the namespace due for a fresh manifest. When
-``Settings.epochs`` is not above the margin, a re-store could not move an end
-past it, so only what has already expired is renewed.
+verified sealed bytes (:func:`republish`, which ``extend`` uses too); a damaged
+copy is never stored (it is reported, and ``walrus-mem repair`` fixes it). A
+head manifest that itself ends within the margin makes the namespace due for a
+fresh manifest. When ``Settings.epochs`` is not above the margin, a re-store
+could not move an end past it, so only what has already expired is renewed.
 
 The default margin of one epoch also covers the clock's lag (at most one
 epoch behind the network between stores), so a blob that has just expired is
@@ -25,12 +25,18 @@ read the epoch. Should even that fail, the namespace publishes no manifest
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+from .blobio import check_patches, store_batches
+from .errors import StorageError
+from .integrity import split_sound
+from .models import ExtendReport
 
 if TYPE_CHECKING:
     from .memory import Memory
 
-__all__ = ["renew_due"]
+__all__ = ["renew_due", "republish"]
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +59,7 @@ def renew_due(mem: Memory, namespace: str, errors: list[str], current: int | Non
     due = [str(r["id"]) for r in catalog.expiring(namespace, reach) if r["status"] == "published"]
     renewed = 0
     if due:
-        report = mem._republish(namespace, due, None)
+        report = republish(mem, namespace, due, None)
         renewed = sum(1 for end in report.extended.values() if end is not None and end > reach)
         errors.extend(f"renewal of {mid} ({namespace!r}): {why}" for mid, why in report.failed)
         log.info("renewed %d of %d memories of %r ending by epoch %d", renewed, len(due),
@@ -64,3 +70,37 @@ def renew_due(mem: Memory, namespace: str, errors: list[str], current: int | Non
     if head is not None and head[0] is not None and int(head[0]) <= reach:
         catalog.bump_writes(namespace, 1)  # the head itself is about to go: publish a new one
     return renewed
+
+
+def republish(mem: Memory, ns: str, ids: Sequence[str], epochs: int | None) -> ExtendReport:
+    """Store the verified sealed bytes of ``ids`` again (extend and sync's renewal)."""
+    rows = mem._catalog.memories_by_ids(ns, ids)
+    failed = [(m, "MemoryNotFound: not in this namespace") for m in ids if m not in rows]
+    payload = [
+        (m, r) for m in ids if (r := mem._catalog.sealed_of(ns, m)) is not None and m in rows
+    ]
+    payload, damaged = split_sound(mem.keys_for(ns), payload, rows)  # never push damage
+    failed.extend(damaged)
+    extended: dict[str, int | None] = {}
+    client = mem._get_backend().client
+    for span in store_batches([len(s) for _, (s, _) in payload]):
+        part = [payload[i] for i in span]
+        try:
+            if len(part) == 1:
+                blob = client.store_blob(part[0][1][0], epochs=epochs,
+                                         deadline=mem.settings.publish_deadline)
+                locations: dict[str, str | None] = {part[0][0]: None}
+            else:
+                quilt = client.store_quilt({m: s for m, (s, _) in part}, epochs=epochs,
+                                           deadline=mem.settings.publish_deadline)
+                check_patches(quilt.patches, [m for m, _ in part])
+                blob = quilt.blob
+                locations = {m: quilt.patches.get(m) for m, _ in part}
+        except StorageError as exc:
+            failed.extend((m, f"{type(exc).__name__}: {exc}") for m, _ in part)
+            continue
+        with mem._lock:
+            extended.update(mem._catalog.record_location(
+                ns, {mid: version for mid, (_, version) in part}, locations, blob,
+                only_if_longer={mid: rows[mid]["end_epoch"] for mid, _ in part}))
+    return ExtendReport(extended=extended, failed=failed)
