@@ -18,6 +18,10 @@ sealed manifests (format: manifest.py). This module
   published over.
 
 Memory (memory.py) is the façade; the SQL lives in catalog.py / catalog_log.py.
+Parts of the job have modules of their own: applying a merge's fetched versions
+(log_apply.py), announcing a published head (log_announce.py), expired blobs
+(log_expiry.py), format-1 manifests (log_legacy.py), manifest pages
+(log_pages.py) and pending entries (log_pending.py).
 """
 
 from __future__ import annotations
