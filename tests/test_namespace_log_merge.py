@@ -94,6 +94,22 @@ def test_twins_keep_their_own_metadata(tmp_path: Path, server) -> None:
         assert b.get(y.id, namespace="md").metadata == {"source": "contract-v2.pdf"}
 
 
+
+def test_recall_shows_twins_once_and_still_fills_k(tmp_path: Path, server) -> None:
+    """Twins rank side by side; recall shows the better one and reads past it for k hits."""
+    texts = [f"the blue door code is {n}" for n in range(6)]
+    with machine(tmp_path / "a", server.url) as a, machine(tmp_path / "b", server.url) as b:
+        for text in texts:
+            a.remember(text, namespace="rc")
+            b.remember(text, namespace="rc")
+        a.pull(b.sync().manifests["rc"], namespace="rc", allow_unrelated=True)
+        assert len(live(a, "rc")) == 12
+        for k in (1, 3, 5, 6):
+            hits = a.recall("blue door code", namespace="rc", k=k, min_score=0)
+            assert len(hits) == k
+            assert len({h.record.text for h in hits}) == k
+
+
 @pytest.fixture(scope="module")
 def twin_heads(server, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, list[str]]:
     """A start (one memory of text T) and heads of four writers acting on T's twins:

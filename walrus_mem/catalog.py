@@ -555,16 +555,19 @@ class Catalog:
 
     @_guarded
     def fts_matches(self, namespace: str, match: str) -> list[tuple[int, float]]:
-        """Every row matching ``match`` with its bm25 (lower is better), as (key, bm25).
+        """Every row matching ``match`` with its bm25 (lower is better), as (key, bm25),
+        best first (ties: lower key first).
 
         For queries whose words are in few rows: SQLite scores every match even
         for ``ORDER BY ... LIMIT``, so fetching them all costs the same scoring
         and also answers the bm25 of any other candidate (absent = no match).
+        SQLite sorts them (in C, cheaper than a Python sort of the tuples).
         """
         table = fts_table(namespace)
         with self._lock:
             rows: list[tuple[int, float]] = self.conn.execute(
-                f"SELECT rowid, bm25({table}) FROM {table} WHERE {table} MATCH ?", (match,)
+                f"SELECT rowid, bm25({table}) FROM {table} WHERE {table} MATCH ? ORDER BY 2, 1",
+                (match,),
             ).fetchall()
         return rows
 

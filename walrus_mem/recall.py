@@ -31,7 +31,6 @@ import sqlite3
 import time
 from dataclasses import dataclass
 from itertools import repeat
-from operator import itemgetter
 from typing import Final
 
 import numpy as np
@@ -109,20 +108,23 @@ def _priors(catalog: Catalog, ns: str, features: QueryFeatures, keys: list[int],
 
 @dataclass(frozen=True, slots=True)
 class _Lexical:
-    """The lexical candidates (best first) and the bm25 known so far (``-bm25``)."""
+    """The lexical candidates (best first) and the bm25 known so far (SQLite's: lower
+    is better)."""
 
     top: list[int]
     scores: dict[int, float]
     complete: bool  # scores holds the full query's bm25 of every matching row
 
 
-def _one_per_text(hits: list[RecallHit]) -> list[RecallHit]:
+def _one_per_text(ranked: list[tuple[int, str]]) -> list[int]:
+    """The positions (of (position, text), best first) whose text no better-ranked one
+    has: twins show once."""
     seen: set[str] = set()
     out = []
-    for hit in hits:
-        if hit.record.text not in seen:
-            seen.add(hit.record.text)
-            out.append(hit)
+    for i, text in ranked:
+        if text not in seen:
+            seen.add(text)
+            out.append(i)
     return out
 
 
@@ -145,31 +147,39 @@ def informative_terms(counts: dict[str, int], rows: int) -> dict[str, int]:
 
 def lexical_match(catalog: Catalog, ns: str, query: str, rows: int) -> str | None:
     """The FTS5 expression recall runs for ``query``: its informative terms, OR-joined."""
+    return _informative(catalog, ns, query, rows)[0]
+
+
+def _informative(catalog: Catalog, ns: str, query: str,
+                 rows: int) -> tuple[str | None, dict[str, int]]:
+    """:func:`lexical_match` and the row counts of its terms."""
     match = fts_query(query)
     if match is None:
-        return None
+        return None, {}
     terms = informative_terms(catalog.fts_doc_counts(ns, match.split(" OR ")), rows)
-    return " OR ".join(terms) or None  # fts_query's format: quoted words joined by OR
+    return " OR ".join(terms) or None, terms  # fts_query's format: quoted words joined by OR
 
 
-def _lexical_pass(catalog: Catalog, ns: str, match: str | None, n: int) -> _Lexical:
+def _lexical_pass(catalog: Catalog, ns: str, match: str | None, n: int,
+                  counts: dict[str, int] | None = None) -> _Lexical:
+    """The lexical candidates of ``match``; ``counts``: its terms' row counts, if known."""
     if match is None:
         return _Lexical([], {}, complete=True)
     budget = FTS_BUDGET_FACTOR * n
-    counts = catalog.fts_doc_counts(ns, match.split(" OR "))  # fts_query's format
+    if counts is None:
+        counts = catalog.fts_doc_counts(ns, match.split(" OR "))  # fts_query's format
     kept = _kept_terms(counts, budget)
     first = match if len(kept) == len(counts) else " OR ".join(kept)
     if sum(counts[term] for term in kept) <= budget:
-        rows = catalog.fts_matches(ns, first)  # every match, bm25 included
-        rows.sort(key=itemgetter(1))
+        rows = catalog.fts_matches(ns, first)  # every match, bm25 included, best first
         top = [key for key, _ in rows[:n]]
         if first == match:
-            return _Lexical(top, {key: -score for key, score in rows}, complete=True)
+            return _Lexical(top, dict(rows), complete=True)
         return _Lexical(top, {}, complete=False)
     rows = catalog.fts_search(ns, first, n)  # one word in more rows than the budget
     top = [key for key, _ in rows]
     if first == match:
-        return _Lexical(top, {key: -score for key, score in rows}, complete=len(rows) < n)
+        return _Lexical(top, dict(rows), complete=len(rows) < n)
     return _Lexical(top, {}, complete=False)
 
 
@@ -190,7 +200,7 @@ def hybrid_recall(
     total = len(idx)
     if total == 0:
         return RecallResult()
-    match = lexical_match(catalog, ns, query, total)
+    match, counts = _informative(catalog, ns, query, total)
     features = analyse(query, now=time.time())
     n = max(4 * k, MIN_CANDIDATES)
     slots = idx.slots
@@ -198,7 +208,7 @@ def hybrid_recall(
     while True:
         dense_keys, dense_sims = (idx.search(vector, n) if n < total
                                   else idx.search_all(vector))
-        lexical = _lexical_pass(catalog, ns, match, n)
+        lexical = _lexical_pass(catalog, ns, match, n, counts)
         union = list(dict.fromkeys(dense_keys + lexical.top))
         full: dict[int, sqlite3.Row] = {}
         if predicate is None:  # dense keys come from the index itself: all in slots
@@ -215,7 +225,7 @@ def hybrid_recall(
             wanted = keys + [key + ahead for key in keys
                              for ahead in range(1, params.context_depth + 1)
                              if key + ahead not in chosen]
-            bm25 = {key: -score for key, score in catalog.fts_scores(ns, match, wanted).items()}
+            bm25 = catalog.fts_scores(ns, match, wanted)
         # Exact cosine: USearch's for dense candidates, the index's vector copies for
         # the keyword-only ones. Ranking needs created_at / importance / expires_at,
         # which the index also keeps: no catalog row is read before fusion unless a
@@ -234,7 +244,7 @@ def hybrid_recall(
         now = time.time()
 
         key_arr = np.asarray(keys, dtype=np.int64)
-        lex = np.fromiter(map(bm25.get, keys, repeat(nan)), np.float64, len(keys))
+        lex = -np.fromiter(map(bm25.get, keys, repeat(nan)), np.float64, len(keys))
         priors = _priors(catalog, ns, features, keys, slots, params)
         prior = None if priors is None else np.array([priors.get(key, 1.0) for key in keys])
         fused = fuse_arrays(key_arr, dense, lex, idx.created_at[at], idx.importance[at],
@@ -252,8 +262,8 @@ def hybrid_recall(
             at = np.concatenate([at, more])
             dense = np.concatenate([dense, idx.similarities_at(more, vector)])
             key_arr = np.asarray(keys, dtype=np.int64)
-            lex = np.concatenate([lex, np.fromiter(map(bm25.get, following, repeat(nan)),
-                                                   np.float64, len(following))])
+            lex = np.concatenate([lex, -np.fromiter(map(bm25.get, following, repeat(nan)),
+                                                    np.float64, len(following))])
             if priors is not None:
                 prior = np.array([priors.get(key, 1.0) for key in keys])
             fused = fuse_arrays(key_arr, dense, lex, idx.created_at[at], idx.importance[at],
@@ -273,9 +283,16 @@ def hybrid_recall(
         if len(winners) >= k or not filtered_out or exhausted:
             # Twins (one text remembered on two machines, both kept by the merge:
             # docs/sync.md) show once: the best-ranked; a few more rows fill their place.
-            winners = kept[:k + TWIN_SLACK].tolist()
-            if predicate is None:
-                full = catalog.memories_by_keys(ns, [keys[i] for i in winners])
+            # Rows are read for the k best first, and for a few more only when a twin
+            # (or a row forgotten meanwhile) left a gap; records are built for the k shown.
+            for width in (k, k + TWIN_SLACK):
+                winners = kept[:width].tolist()
+                if predicate is None:
+                    full = catalog.memories_by_keys(ns, [keys[i] for i in winners])
+                shown = _one_per_text([(i, full[keys[i]]["text"]) for i in winners
+                                       if keys[i] in full])[:k]
+                if len(shown) >= k or len(kept) <= width:
+                    break
             hits = [
                 RecallHit(
                     record=record_from_row(full[keys[i]]),
@@ -286,9 +303,8 @@ def hybrid_recall(
                     importance=float(fused.importance[i]),
                     context=float(fused.context[i]),
                 )
-                for i in winners if keys[i] in full
+                for i in shown
             ]
-            hits = _one_per_text(hits)[:k]
             return RecallResult(hits, candidates=len(keys), filtered_out=filtered_out,
                                 below_min_score=int(below.sum()))
         n *= 4  # filters removed too many: widen the candidate pool

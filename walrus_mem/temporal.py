@@ -147,7 +147,10 @@ def query_spans(text: str, now: float | None = None) -> list[Span]:
 
     def take(pattern: re.Pattern[str], make: Any) -> None:
         nonlocal t
-        for m in list(pattern.finditer(t)):
+        found = list(pattern.finditer(t))
+        if not found:  # recall parses every query: most name no time at all
+            return
+        for m in found:
             span = make(m)
             if span is not None:
                 spans.append(span)
