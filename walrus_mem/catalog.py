@@ -54,6 +54,7 @@ from .catalog_schema import MIGRATIONS, SCHEMA_VERSION
 from .epoch_guard import EpochGuard, plausible_end
 from .errors import CatalogCorrupt, LocalStoreError
 from .expiry import record_seen
+from .private_dirs import make_private_dirs
 from .ranking import FTS_TOKENIZE
 
 __all__ = [
@@ -163,7 +164,7 @@ class Catalog:
         self._df_version: tuple[int, int] | None = None
         self.epoch_guard: EpochGuard | None = None
         """Set by Memory (epoch_guard.py): refuses store answers' implausible epochs."""
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_private_dirs(self.path.parent)
         new_file = not self.path.exists()
         try:
             self.conn = sqlite3.connect(

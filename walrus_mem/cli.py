@@ -54,6 +54,7 @@ from .keys import (
     write_key_file,
 )
 from .keystore import key_file_in_use
+from .private_dirs import make_private_dirs
 
 if TYPE_CHECKING:
     from .memory import Memory
@@ -492,7 +493,7 @@ def _write_starter_config(path: Path, data_dir: Path | None) -> bool:
         f"data_dir = {json.dumps(str(data_dir))}" if data_dir is not None
         else "# data_dir = \"~/.local/share/walrus-mem\""
     )
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    make_private_dirs(path.parent)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # owner only, like keys
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         fh.write(STARTER_CONFIG.format(data_dir_line=data_dir_line))

@@ -22,6 +22,7 @@ import threading
 from pathlib import Path
 
 from .errors import DataDirBusy
+from .private_dirs import make_private_dirs
 
 try:
     import fcntl
@@ -37,7 +38,7 @@ _COUNTER = itertools.count()
 
 def _lock_path(data_dir: Path) -> Path:
     path = Path(data_dir).expanduser().resolve() / "locks" / "datadir.lock"
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    make_private_dirs(path.parent)
     return path
 
 
@@ -93,10 +94,12 @@ class DataDirLock:
         self._fd = fd
         holder = self.data_dir / "locks" / "open" / f"{os.getpid()}-{next(_COUNTER)}"
         try:
-            holder.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            make_private_dirs(holder.parent)
             # the program's name only: arguments may carry secrets
             program = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else "python"
-            holder.write_text(f"pid {os.getpid()}: {program}\n", encoding="utf-8")
+            with open(os.open(holder, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w",
+                      encoding="utf-8") as fh:
+                fh.write(f"pid {os.getpid()}: {program}\n")
             self._holder = holder
         except OSError:
             pass  # the lock still protects; only the name of this holder is missing

@@ -44,6 +44,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .errors import EmbeddingError, InvalidInput
+from .private_dirs import make_private_dirs
 
 __all__ = [
     "BACKENDS",
@@ -157,7 +158,7 @@ def constant_vectors(embedder: Embedder, texts: list[str]) -> Vectors:
         pass
     vectors = embed_checked(embedder, texts, 32)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_private_dirs(path.parent)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
         with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as fh:
             np.save(fh, vectors, allow_pickle=False)

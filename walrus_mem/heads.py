@@ -39,6 +39,7 @@ from filelock import FileLock
 
 from .errors import InvalidHead, LocalStoreError
 from .heads_mirror import HeadsMirror
+from .private_dirs import make_private_dirs
 
 __all__ = ["HeadRef", "HeadsFile", "SeenHead", "SeenHeads", "parse_head"]
 
@@ -378,7 +379,7 @@ class HeadsFile:
     def replace(self, namespace: str, new: HeadRef, superseded: Iterable[HeadRef]) -> None:
         """Write ``new`` for ``namespace`` and drop the lines of ``superseded`` heads."""
         drop = {r.blob_id for r in superseded} | {new.blob_id}
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_private_dirs(self.path.parent)
         with FileLock(str(self.path) + ".lock", timeout=30, mode=0o600):
             kept = [(ns, ref) for ns, ref in self.read()
                     if not (ns == namespace and ref.blob_id in drop)]

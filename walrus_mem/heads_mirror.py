@@ -33,6 +33,8 @@ from typing import TYPE_CHECKING, Final, TypeVar
 
 import platformdirs
 
+from .private_dirs import make_private_dirs
+
 if TYPE_CHECKING:
     from .heads import SeenHead
 
@@ -86,7 +88,7 @@ class HeadsMirror:
             return self._conn
         if not create and not self.path.exists():
             return None
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_private_dirs(self.path.parent)
         new = not self.path.exists()
         if new:  # owner only from the first byte
             os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600))

@@ -60,6 +60,7 @@ from .errors import (
     KeyringUnavailable,
     MalformedKey,
 )
+from .private_dirs import make_private_dirs
 
 __all__ = [
     "FINGERPRINT_SIZE",
@@ -355,18 +356,9 @@ def _make_private_dirs(directory: Path) -> None:
     An existing directory keeps its mode (we never chmod a directory we did not
     create, e.g. a home directory); a warning is logged if others can write it.
     """
-    missing: list[Path] = []
-    d = directory
-    while not d.exists():
-        missing.append(d)
-        d = d.parent
-    for d in reversed(missing):
-        try:
-            d.mkdir(mode=0o700)
-        except FileExistsError:
-            continue
-        os.chmod(d, 0o700)  # mkdir's mode is filtered by the umask
-    if not missing and os.name == "posix":
+    existed = directory.exists()
+    make_private_dirs(directory)
+    if existed and os.name == "posix":
         mode = stat.S_IMODE(directory.stat().st_mode)
         if mode & (stat.S_IWGRP | stat.S_IWOTH) and not mode & stat.S_ISVTX:
             log.warning(

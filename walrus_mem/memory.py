@@ -105,6 +105,7 @@ from .models import (
 from .namespace_log import NamespaceLog, ProgressCallback
 from .outbox_poison import REFUSED, is_poisoned, refused_for_good
 from .outbox_poison import describe as describe_poisoned
+from .private_dirs import make_private_dirs
 from .publish_check import verify_published
 from .ranking import (
     DEFAULT_MIN_SCORE,
@@ -230,7 +231,7 @@ class Memory:
             None if master_key is None else resolve_master_seed(master_key)[0]
         )
         self.data_dir = Path(self.settings.data_dir).expanduser()
-        self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_private_dirs(self.data_dir)
         self._lock = threading.RLock()
         self._embed_lock = threading.Lock()
         # Shared for this Memory's lifetime: repair (exclusive) refuses while it is open.

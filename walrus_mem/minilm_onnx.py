@@ -39,6 +39,7 @@ from .embeddings import model_cache_dir
 from .errors import EmbeddingError
 from .minilm import _HEADS, _LAYERS, MAX_SEQ_LENGTH, _read_safetensors, default_model_dir
 from .native import onnxruntime_safe
+from .private_dirs import make_private_dirs
 
 __all__ = ["EXPORT_FORMAT", "WARM_AFTER_S", "OnnxMiniLM", "WarmingMiniLM", "available",
            "cached_model", "export"]
@@ -81,7 +82,7 @@ def cached_model(model_dir: Path | None = None, cache_dir: Path | None = None) -
     directory = cache_dir if cache_dir is not None else model_cache_dir()
     target = directory / f"all-minilm-l6-v2.{_weights_digest(weights)}.v{EXPORT_FORMAT}.onnx"
     if not target.exists():
-        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_private_dirs(directory)
         export(model_dir, target)
     return target
 

@@ -48,6 +48,7 @@ from .errors import CatalogCorrupt, InvalidInput, StorageError, WalrusMemError
 from .integrity import catalog_problems, check_index_file, damaged_sealed, sealed_problem
 from .manifest import sealed_digest
 from .models import RestoreReport
+from .private_dirs import make_private_dirs
 
 if TYPE_CHECKING:
     from .config import Settings
@@ -572,7 +573,8 @@ def _write_marker(data_dir: Path, asides: list[Path]) -> None:
     killed after the move finishes the salvage on its next run (:func:`repair_data_dir`)."""
     path = data_dir / _SALVAGE_MARKER
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
+    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w",
+              encoding="utf-8") as f:
         json.dump({"asides": [a.name for a in asides], "at": time.time()}, f)
         f.flush()
         os.fsync(f.fileno())
@@ -611,7 +613,7 @@ def repair_data_dir(
     DataDirBusy, naming the processes, while any other has it open.
     """
     data_dir = Path(settings.data_dir).expanduser()
-    data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    make_private_dirs(data_dir)
     with DataDirLock(data_dir).exclusive():
         return _repair_locked(settings, data_dir, embedder=embedder, namespace=namespace,
                               manifest_blob_id=manifest_blob_id, progress=progress)

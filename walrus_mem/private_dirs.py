@@ -1,0 +1,34 @@
+"""Directories the project creates are private: mode 0700, missing parents included.
+
+``Path.mkdir(parents=True, mode=0o700)`` applies the mode to the last component
+only (parents get the umask's default, typically 0755) and even that mode is
+filtered by the umask. So a data dir ``~/agents/shared`` or a config dir whose
+``~/.config`` did not exist yet left world-readable directories behind. As the
+XDG base directory spec asks, every directory created here is 0700; an existing
+one keeps its mode (a home directory is never chmod-ed).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["make_private_dirs"]
+
+
+def make_private_dirs(directory: str | os.PathLike[str]) -> list[Path]:
+    """Create ``directory`` and its missing parents with mode 0700; the ones created."""
+    missing: list[Path] = []
+    d = Path(directory)
+    while not d.exists() and d != d.parent:
+        missing.append(d)
+        d = d.parent
+    created = []
+    for d in reversed(missing):
+        try:
+            d.mkdir(mode=0o700)
+        except FileExistsError:  # another process made it: its mode is its own
+            continue
+        os.chmod(d, 0o700)  # mkdir's mode is filtered by the umask
+        created.append(d)
+    return created
