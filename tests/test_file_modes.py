@@ -115,3 +115,29 @@ def test_a_realistic_session_writes_only_owner_only_files(tmp_path, monkeypatch,
     assert any(cache.iterdir()) and (settings.data_dir / "relayer").is_dir()
     assert stat.S_IMODE(home.stat().st_mode) == 0o755  # never chmod-ed
     assert _bad_modes(*roots) == []
+
+
+def test_every_path_setting_expands_tilde_and_variables(tmp_path, monkeypatch):
+    from walrus_mem.config import Settings
+    from walrus_mem.embeddings import SentenceTransformerEmbedder, model_cache_dir
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("WM_SHARE", str(tmp_path / "share"))
+    monkeypatch.delenv("WALRUS_MEM_STATE_DIR")
+    (home / "wm.toml").write_text('heads_file = "$WM_SHARE/heads.txt"\n'
+                                  'state_dir = "~/state"\n', encoding="utf-8")
+    monkeypatch.setenv("WALRUS_MEM_CONFIG", "~/wm.toml")  # e.g. a systemd unit: no shell
+    settings = Settings.load()
+    assert settings.config_file == home / "wm.toml"
+    assert settings.heads_file == tmp_path / "share" / "heads.txt"
+    assert settings.state_dir == home / "state"
+    monkeypatch.setenv("WALRUS_MEM_HEADS_FILE", "~/h.txt")
+    assert Settings.load().heads_file == home / "h.txt"
+    assert Settings.load(config_file="~/wm.toml").state_dir == home / "state"
+    monkeypatch.setenv("WALRUS_MEM_MODEL_CACHE", "$WM_SHARE/models")
+    assert model_cache_dir() == tmp_path / "share" / "models"
+    (tmp_path / "share" / "my-model").mkdir(parents=True)
+    local = SentenceTransformerEmbedder("$WM_SHARE/my-model")
+    assert local.model_id == "local/my-model"

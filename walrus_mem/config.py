@@ -54,6 +54,7 @@ from .placeholders import (
     resolve_placeholders,
     resolve_string,
 )
+from .private_dirs import expand_path
 from .ranking import DEFAULT_MIN_SCORE
 
 __all__ = [
@@ -84,14 +85,6 @@ def default_key_file() -> Path:
     return default_config_path().parent / "keys" / "master.key"
 
 
-def expand_path(value: Any) -> Any:
-    """``~`` and ``$VAR`` / ``${VAR}`` expanded in a configured path (unknown variables
-    stay as written), so a path means the same file from every working directory."""
-    if isinstance(value, str | os.PathLike):
-        return Path(os.path.expanduser(os.path.expandvars(os.fspath(value))))
-    return value
-
-
 # Secret values resolved only when used: a process needs the ${VAR}s of what it opens.
 _DEFERRED = re.compile(r"(?:walrus_mem\.)?(?:master_key|agents\.[^.]+\.key)")
 
@@ -120,7 +113,7 @@ def default_config_path() -> Path:
 def named_config_file() -> Path | None:
     """The file ``WALRUS_MEM_CONFIG`` (else ``WALRUS_MEM_CONFIG_FILE``) names, if any."""
     named = os.environ.get(CONFIG_ENV) or os.environ.get(CONFIG_FILE_ENV)
-    return Path(named) if named else None
+    return Path(expand_path(named)) if named else None
 
 
 def _is_there(path: Path) -> bool:
@@ -141,7 +134,7 @@ def resolve_config_file(explicit: str | os.PathLike[str] | None = None) -> Path 
     > ``None`` (no file). A named file must exist (reading it fails otherwise);
     only the default one is optional."""
     if explicit is not None:
-        return Path(explicit)
+        return Path(expand_path(explicit))
     named = named_config_file()
     if named is not None:
         return named
@@ -414,7 +407,8 @@ class Settings(BaseSettings):
     def _strip_url(cls, v: str | None) -> str | None:
         return _http_url(v) or None if v and v.strip() else None
 
-    @field_validator("data_dir", "key_file", "state_dir", mode="before")
+    @field_validator("config_file", "data_dir", "key_file", "state_dir", "heads_file",
+                     mode="before")
     @classmethod
     def _expand(cls, v: Any) -> Any:
         return expand_path(v)
@@ -481,7 +475,8 @@ class Settings(BaseSettings):
         except ValidationError as exc:
             # Name the file that was read: it may be one nobody passed explicitly
             # (the ``walrus-mem init`` default), so say which one to fix.
-            path = values["config_file"] if "config_file" in values else resolve_config_file()
+            path = (expand_path(values["config_file"]) if "config_file" in values
+                    else resolve_config_file())
             from_vars = placeholder_paths(path)
             problem = "; ".join(
                 _field_problem(err, from_vars)
@@ -534,7 +529,7 @@ class Settings(BaseSettings):
         init_values = init_settings()
         if "config_file" in init_values:
             given = init_values["config_file"]
-            path = Path(given) if given else None
+            path = expand_path(given) if given else None
         else:
             path = resolve_config_file()
         return (

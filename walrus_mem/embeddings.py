@@ -44,7 +44,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .errors import EmbeddingError, InvalidInput
-from .private_dirs import make_private_dirs
+from .private_dirs import expand_path, make_private_dirs
 
 __all__ = [
     "BACKENDS",
@@ -126,7 +126,7 @@ def model_cache_dir() -> Path:
     """
     override = os.environ.get("WALRUS_MEM_MODEL_CACHE")
     if override:
-        return Path(override).expanduser()
+        return Path(expand_path(override))
     from platformdirs import user_cache_dir
 
     return Path(user_cache_dir("walrus-mem")) / "models"
@@ -220,8 +220,8 @@ class SentenceTransformerEmbedder:
         self._lock = threading.Lock()
         if model in _DEFAULT_NAMES:
             self._model_id = DEFAULT_MODEL_ID
-        elif Path(model).expanduser().is_dir():
-            self._model_id = f"local/{Path(model).expanduser().resolve().name}"
+        elif Path(expand_path(model)).is_dir():
+            self._model_id = f"local/{Path(expand_path(model)).resolve().name}"
         else:
             self._model_id = model
         # auto, default model: numpy, then onnxruntime once the process embeds again
@@ -272,7 +272,7 @@ class SentenceTransformerEmbedder:
             from .minilm import default_model_dir
 
             return str(default_model_dir())
-        path = Path(self._name).expanduser()
+        path = Path(expand_path(self._name))
         return str(path) if path.is_dir() else self._name
 
     def _load(self) -> Any:

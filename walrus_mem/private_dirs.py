@@ -1,4 +1,4 @@
-"""Directories the project creates are private: mode 0700, missing parents included.
+"""Paths: configured ones expanded, created directories private (0700, parents too).
 
 ``Path.mkdir(parents=True, mode=0o700)`` applies the mode to the last component
 only (parents get the umask's default, typically 0755) and even that mode is
@@ -12,8 +12,17 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
-__all__ = ["make_private_dirs"]
+__all__ = ["expand_path", "make_private_dirs"]
+
+
+def expand_path(value: Any) -> Any:
+    """``~`` and ``$VAR`` / ``${VAR}`` expanded in a configured path (unknown variables
+    stay as written), so a path means the same file from every working directory."""
+    if isinstance(value, str | os.PathLike):
+        return Path(os.path.expanduser(os.path.expandvars(os.fspath(value))))
+    return value
 
 
 def make_private_dirs(directory: str | os.PathLike[str]) -> list[Path]:
