@@ -239,3 +239,33 @@ def test_a_second_machine_follows_a_rotation(tmp_path, server):
             assert b.rotate_key("notes").generation == 1  # the same generation as a's
             b.pull(head1, namespace="notes")
             assert sorted(r.text for r in b.list("notes", limit=100)) == sorted(FACTS[:6])
+
+
+def test_a_poisoned_batch_does_not_block_rotation(tmp_path, server):
+    """A memory the publisher refuses for good (outbox_poison.py) kept every rotation
+    'in progress' forever: the rotation waited for an outbox that never empties."""
+    from tests.helpers_log import live, machine
+    from tests.helpers_proxy import HookProxy
+
+    capped = HookProxy(server.url, lambda m, p, b: (413, b"payload too large")
+                       if m == "PUT" and len(b) > 40_000 else None)
+    big = "a long pasted document " + "lorem ipsum " * 4000
+    with capped, machine(tmp_path / "a", capped.url, aggregator=server.url) as a:
+        small = a.remember_many(FACTS[:4], namespace="notes")
+        a.sync("notes")
+        stuck = a.remember(big, namespace="notes")
+        for _ in range(3):
+            a.sync("notes")  # refused for good three times: poisoned
+        first = a.rotate_key("notes")
+        assert first.complete and first.resealed == 5 and first.published == 4
+        assert any("poisoned" in e and stuck.id in e for e in first.errors), first.errors
+        assert first.manifest_blob_id == a.stats("notes").manifest_blob_id
+        assert a.get(stuck.id, namespace="notes").status == "queued"  # kept, under the new key
+        fpr = a.keys_for("notes").fingerprint_bytes
+        queued = a._catalog.query_one("SELECT sealed FROM memories WHERE id = ?", (stuck.id,))
+        assert envelope_fingerprint(bytes(queued["sealed"])) == fpr
+        assert a.rotate_key("notes").generation == 2  # the next rotation is a new one
+        head = a.stats("notes").manifest_blob_id
+    with _memory(tmp_path / "fresh", server) as fresh:  # what was published is restorable
+        assert fresh.restore("notes", head).restored == 4
+        assert set(live(fresh, "notes")) == {r.id for r in small.records}

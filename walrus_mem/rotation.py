@@ -16,7 +16,8 @@ derivation). :func:`rotate_key` moves a namespace from generation ``g`` to
    rotation resumable: running it again continues where it stopped.
 3. **publish**: the outbox is flushed (quilts of up to 666 facts). If the
    publisher fails, the rotation stays *in progress*; run it again (or ``sync``
-   then rotate again) to finish.
+   then rotate again) to finish. A poisoned batch (:mod:`walrus_mem.outbox_poison`)
+   does not hold it back: re-queued alone, still poisoned, under the new key.
 4. **manifest**: a new manifest is published under the new key.
 5. **retire**: the old generation is recorded with the blob ids it sealed and
    its last manifest, so its blobs can be read during the transition (with the
@@ -59,6 +60,7 @@ from .errors import (
 from .heads import HeadRef
 from .index import index_file_stem
 from .keys import NamespaceKeys
+from .outbox_poison import is_poisoned
 
 if TYPE_CHECKING:
     from .catalog import Catalog
@@ -212,7 +214,10 @@ def _rotate(memory: Memory, ns: str, *, delete_old: bool) -> RotationReport:
     published, errors = memory._flush(ns)
     report.published = published
     report.errors.extend(errors)
-    if catalog.outbox_count(ns) > 0:
+    # A poisoned batch (outbox_poison.py) is refused for good: waiting for it would keep
+    # the rotation in progress forever. It stays queued, sealed under the new key, and is
+    # left out of the manifest, as sync does (its error, naming it, is in report.errors).
+    if any(not is_poisoned(b) for b in catalog.outbox_batches(ns)):
         report.errors.append("some re-sealed memories are still queued: the rotation stays in "
                              "progress; run it again when the publisher is reachable")
         report.old_blobs = list(rotating["old_blobs"])
@@ -272,6 +277,7 @@ def _reseal(memory: Memory, ns: str, old: NamespaceKeys, new: NamespaceKeys,
             work.append((row, seal(new, record, max_plaintext=limit)))
         if not work:
             continue
+        poisoned = _poisoned_members(catalog, ns)
         with memory._lock, catalog.write() as c:
             rotating = _state(catalog, ns)["rotating"]
             for row, sealed in work:
@@ -289,12 +295,28 @@ def _reseal(memory: Memory, ns: str, old: NamespaceKeys, new: NamespaceKeys,
             full["rotating"] = rotating
             c.execute("UPDATE meta SET value = ? WHERE key = ?",
                       (json.dumps(full, sort_keys=True), _meta_key(ns)))
-            for start in range(0, len(work), 666):
-                part = work[start : start + 666]
-                catalog.add_outbox_batch(ns, [(str(r["id"]), int(r["version"])) for r, _ in part],
-                                         time.time())
+            fresh = [(str(r["id"]), int(r["version"])) for r, _ in work
+                     if str(r["id"]) not in poisoned]
+            for start in range(0, len(fresh), 666):
+                catalog.add_outbox_batch(ns, fresh[start : start + 666], time.time())
+            for row, _ in work:  # re-queued alone, still poisoned: never holds a quilt back
+                if str(row["id"]) in poisoned:
+                    batch = catalog.add_outbox_batch(
+                        ns, [(str(row["id"]), int(row["version"]))], time.time())
+                    c.execute("UPDATE outbox SET attempts = ?, last_error = ? WHERE id = ?",
+                              (*poisoned[str(row["id"])], batch))
         done += len(work)
         _progress_hook(done)
+
+
+def _poisoned_members(catalog: Catalog, ns: str) -> dict[str, tuple[int, str]]:
+    """Memory id -> (attempts, last error) of the namespace's poisoned outbox batches."""
+    out: dict[str, tuple[int, str]] = {}
+    for batch in catalog.outbox_batches(ns):
+        if is_poisoned(batch):
+            for mid in catalog.outbox_members(int(batch["id"])):
+                out[mid] = (int(batch["attempts"]), str(batch["last_error"]))
+    return out
 
 
 def _rotated_slot(new: NamespaceKeys, row: Any) -> str:
