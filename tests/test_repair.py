@@ -371,6 +371,15 @@ def test_search_probe_reports_a_crashing_search_without_dying(tmp_path: Path) ->
     assert problem is not None and "search of the index file" in problem
 
 
+def test_index_check_passes_a_namespace_of_one_memory(mem_settings) -> None:
+    """One sampled vector: usearch answers a single query with Matches (no counts), and
+    doctor said FAIL ('Matches' object has no attribute 'counts') on a healthy index."""
+    index_dir, _ = _remember_and_save_index(mem_settings, ["the only memory here"])
+    with Memory(mem_settings, embedder=HashEmbedder(), master_key=MASTER_HEX) as mem:
+        health = check_index_file(mem._catalog, index_dir, "default", "test-hash-embedder-64", 64)
+        assert health.ok and health.sampled == 1, health.describe()
+
+
 def test_index_check_passes_a_healthy_index_full_of_duplicate_embeddings(mem_settings) -> None:
     """700 memories, 300 of them sharing a handful of embeddings: HNSW's approximate search
     does not reach the duplicate clusters, and the old lookup check said FAIL on a fresh index."""

@@ -326,7 +326,8 @@ index.load(path)
 found = index.search(vectors, 5)
 keys = np.asarray(found.keys).reshape(len(vectors), -1)
 dist = np.asarray(found.distances, dtype=np.float64).reshape(len(vectors), -1)
-counts = np.asarray(found.counts).reshape(-1)
+# one query gives a Matches (already trimmed, no counts), several a BatchMatches
+counts = np.asarray(getattr(found, "counts", [keys.shape[1]])).reshape(-1)
 rows = [zip(keys[i][:counts[i]], dist[i][:counts[i]]) for i in range(len(vectors))]
 print(json.dumps([[[int(k), float(1.0 - d)] for k, d in row] for row in rows]))
 """
