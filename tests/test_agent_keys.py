@@ -122,6 +122,8 @@ def test_every_api_read_path_refuses_another_key(owned):
             lambda: other.list("alpha"),
             lambda: other.history(mid, namespace="alpha"),
             lambda: other.expiring(100, namespace="alpha"),
+            lambda: other.stored_vectors([mid], namespace="alpha"),
+            lambda: other.reindex("alpha"),
             lambda: other.forget(mid, namespace="alpha"),
             lambda: other.remember("overwrite", namespace="alpha"),
         ):

@@ -974,6 +974,7 @@ class Memory:
         """The embeddings computed at remember time, by memory id (no re-embedding)."""
         self._check_open()
         ns = self._ns(namespace)
+        self._authorize(ns)  # embeddings say much about the texts they embed
         rows = self._catalog.memories_by_ids(ns, list(ids))
         by_key = self._catalog.vectors_by_keys(ns, [int(r["key"]) for r in rows.values()])
         return {mid: by_key[int(r["key"])] for mid, r in rows.items() if int(r["key"]) in by_key}
@@ -1576,6 +1577,7 @@ class Memory:
         """
         self._check_open()
         ns = self._ns(namespace)
+        self._authorize(ns)  # it reads every plaintext of the namespace
         emb = self._embedder
         done = 0
         last = 0
