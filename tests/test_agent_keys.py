@@ -14,10 +14,12 @@ from hypothesis import strategies as st
 from tests.helpers_cli import invoke, invoke_json
 from tests.helpers_memory import MASTER_HEX, OTHER_MASTER_HEX, make_settings
 from walrus_mem import Memory
-from walrus_mem.config import Settings, default_key_file
+from walrus_mem.config import AgentConfig, Settings, default_key_file
 from walrus_mem.errors import (
     AccessDenied,
+    AuthenticationFailed,
     ConfigError,
+    EmbeddingError,
     InsecureKeyFile,
     KeyExists,
     MalformedKey,
@@ -221,14 +223,18 @@ def test_env_vars_in_paths_are_expanded(tmp_path, monkeypatch):
     assert s.data_dir == tmp_path / "d" and s.key_file == tmp_path / "k" / "master.key"
 
 
-_FIELDS = {
-    "default_namespace": 'default_namespace = "${V}"',
-    "publisher_url": 'publisher_url = "${V}"',
-    "aggregator_urls": 'aggregator_urls = ["http://ok.example", "${V}"]',
-    "agents.bot.namespace": '[agents.bot]\nnamespace = "${V}"',
-    "epochs": 'epochs = "${V}"',
-    "recall_strategy": '[agents.bot]\nrecall_strategy = "${V}"',
-}
+def _every_field() -> dict[str, str]:
+    """A ``${V}`` line for every setting and agent setting, those added later included
+    (the two keys are resolved lazily: _lazy_errors)."""
+    lists = {"aggregator_urls", "publisher_urls", "read_only_session_patterns"}
+    out = {n: (f'{n} = ["http://ok.example", "${{V}}"]' if n in lists else f'{n} = "${{V}}"')
+           for n in Settings.model_fields if n not in {"agents", "config_file", "master_key"}}
+    out.update({f"agents.bot.{n}": f'[agents.bot]\n{n} = "${{V}}"'
+                for n in AgentConfig.model_fields if n != "key"})
+    return out
+
+
+_FIELDS = _every_field()
 
 
 def _config_error(tmp_path: Path, line: str, value: str) -> str | None:
@@ -254,7 +260,7 @@ def test_fuzz_errors_never_show_a_placeholder_value(tmp_path_factory, value, fie
     if message is None:
         return
     # the wording for a value set from ${V} is fixed: the same for any other bad value
-    reference = _config_error(tmp, _FIELDS[field], "\u2603 not valid \u2603")
+    reference = _config_error(tmp, _FIELDS[field], "\u2603 not valid ( \u2603")
     assert reference is not None and "${V}" in reference
     assert message.replace(value, "") == message or value in reference, field
 
@@ -286,6 +292,31 @@ def test_fuzz_lazy_secrets_never_show_their_value(value):
     reference = _lazy_errors("\u2603 not a key \u2603")
     assert "must be" in reference
     assert value not in message or value in reference
+
+
+def test_errors_raised_when_a_placeholder_setting_is_used_name_the_placeholder(
+        tmp_path, monkeypatch):
+    """Not only validation: a model that cannot load, a token command that cannot run."""
+    from walrus_mem.credentials import command_provider
+
+    secret = "sk-live-0123456789abcdef"
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('embedding_model = "${WM_MODEL}"\nembedding_backend = "torch"\n'
+                   'publisher_token_command = "${WM_CMD}"\n', encoding="utf-8")
+    monkeypatch.setenv("WM_MODEL", secret)
+    monkeypatch.setenv("WM_CMD", secret)
+    settings = Settings.load(config_file=cfg)
+    assert settings.from_placeholder("embedding_model") == "${WM_MODEL}"
+    with Memory(settings, master_key=MASTER_HEX) as mem, \
+            pytest.raises(EmbeddingError) as info:
+        mem.remember("anything")
+    assert "${WM_MODEL}" in str(info.value) and secret not in str(info.value)
+    assert info.value.__cause__ is None and info.value.__context__ is None
+    with pytest.raises(AuthenticationFailed) as failed:
+        command_provider(settings.publisher_token_command or "")()
+    assert secret not in str(failed.value) and "publisher_token_command" in str(failed.value)
+    monkeypatch.setenv("WALRUS_MEM_EMBEDDING_MODEL", "from-the-env")  # not a placeholder
+    assert Settings.load(config_file=cfg).from_placeholder("embedding_model") is None
 
 
 def test_publisher_url_error_names_the_placeholder_not_the_value(tmp_path, monkeypatch):

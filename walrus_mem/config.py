@@ -430,6 +430,16 @@ class Settings(BaseSettings):
         the master seed needs that variable); ``None`` when not configured."""
         return resolve_secret(self.master_key, "master_key")
 
+    def from_placeholder(self, name: str) -> str | None:
+        """``"${VAR}"`` if setting ``name`` was read from the config file's ``${VAR}``
+        (not overridden by ``WALRUS_MEM_<NAME>``), else None. Errors raised when the
+        value is used show this instead of the value: a secret put into the wrong
+        variable is never echoed."""
+        if os.environ.get(f"WALRUS_MEM_{name.upper()}"):
+            return None
+        names = placeholder_paths(self.config_file).get(name)
+        return " ".join(f"${{{n}}}" for n in names) if names else None
+
     def agent(self, name: str) -> AgentConfig:
         """The ``[agents.<name>]`` table; an unknown name is :class:`UnknownAgent` listing
         the known ones."""

@@ -19,7 +19,6 @@ token or the command's output never appears in the message.
 
 from __future__ import annotations
 
-import os
 import shlex
 import subprocess
 from collections.abc import Callable, Sequence
@@ -71,7 +70,9 @@ def command_provider(
     helper may print secrets there while debugging.
     """
     argv = _argv(command)
-    name = os.path.basename(argv[0])
+    # Not the program's name: the command may come from a ${VAR} whose value (a secret
+    # set in the wrong variable) must never be echoed; there is only one such command.
+    name = "publisher_token_command"
 
     def provide() -> SecretStr:
         try:
@@ -81,20 +82,20 @@ def command_provider(
             )
         except subprocess.TimeoutExpired:
             raise AuthenticationFailed(
-                f"publisher token command {name!r} did not finish within {timeout:g} s"
+                f"{name} did not finish within {timeout:g} s"
             ) from None
         except OSError as exc:
             raise AuthenticationFailed(
-                f"publisher token command {name!r} cannot run: {exc.strerror or type(exc).__name__}"
+                f"{name} cannot run: {exc.strerror or type(exc).__name__}"
             ) from None
         if done.returncode != 0:
             raise AuthenticationFailed(
-                f"publisher token command {name!r} exited with status {done.returncode}"
+                f"{name} exited with status {done.returncode}"
             )
         token = done.stdout[:_MAX_TOKEN + 1].decode("utf-8", "replace").strip()
         if not token or len(token) > _MAX_TOKEN or any(c.isspace() for c in token):
             raise AuthenticationFailed(
-                f"publisher token command {name!r} must print exactly one token on stdout"
+                f"{name} must print exactly one token on stdout"
             )
         return SecretStr(token)
 

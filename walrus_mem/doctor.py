@@ -268,6 +268,7 @@ def check_embedding_model(
             embedder: Any = make_embedder(
                 settings.embedding_model, batch_size=settings.embedding_batch_size,
                 threads=settings.embedding_threads, backend=settings.embedding_backend,
+                shown=settings.from_placeholder("embedding_model"),
             )
         else:
             embedder = make(settings)

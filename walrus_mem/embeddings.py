@@ -207,13 +207,17 @@ class SentenceTransformerEmbedder:
         batch_size: int = 64,
         threads: int = DEFAULT_THREADS,
         backend: str = "auto",
+        shown: str | None = None,
     ) -> None:
+        """``shown``: how errors name the model (e.g. ``${VAR}`` when the name came from
+        a config placeholder: its value is never echoed)."""
         if backend not in BACKENDS:
             raise InvalidInput(f"embedding backend must be one of {', '.join(BACKENDS)}, "
                                f"not {backend!r}")
         if not isinstance(threads, int) or isinstance(threads, bool) or threads < 0:
             raise InvalidInput(f"embedding threads must be an integer >= 0, not {threads!r}")
         self._name = model
+        self._shown = shown
         self._batch_size = batch_size
         self._threads = threads
         self._model: Any = None
@@ -315,6 +319,7 @@ class SentenceTransformerEmbedder:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         location = self._location()
+        failed: str | None = None
         try:
             import torch
             from sentence_transformers import SentenceTransformer
@@ -324,10 +329,14 @@ class SentenceTransformerEmbedder:
             _quiet_transformers()
             model = SentenceTransformer(location, device="cpu", local_files_only=True)
         except Exception as exc:
-            raise EmbeddingError(
-                f"cannot load embedding model {self._name!r} offline: "
-                f"{type(exc).__name__}: {exc}"
-            ) from exc
+            if self._shown is None:
+                raise EmbeddingError(
+                    f"cannot load embedding model {self._name!r} offline: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+            failed = type(exc).__name__  # its message would quote the name: not kept
+        if failed is not None:
+            raise EmbeddingError(f"cannot load embedding model {self._shown} offline: {failed}")
         get_dim = getattr(model, "get_embedding_dimension", None) or getattr(
             model, "get_sentence_embedding_dimension", None
         )
@@ -389,13 +398,15 @@ def test_embedder_dim(model: str) -> int | None:
 
 
 def make_embedder(
-    model: str, *, batch_size: int = 64, threads: int = DEFAULT_THREADS, backend: str = "auto"
+    model: str, *, batch_size: int = 64, threads: int = DEFAULT_THREADS, backend: str = "auto",
+    shown: str | None = None,
 ) -> Embedder:
-    """The embedder for ``Settings.embedding_model`` (loaded lazily on first use)."""
+    """The embedder for ``Settings.embedding_model`` (loaded lazily on first use);
+    ``shown``: see :class:`SentenceTransformerEmbedder`."""
     dim = test_embedder_dim(model)
     if dim is not None:
         from .testing import HashEmbedder
 
         return HashEmbedder(dim=dim)
     return SentenceTransformerEmbedder(model, batch_size=batch_size, threads=threads,
-                                       backend=backend)
+                                       backend=backend, shown=shown)

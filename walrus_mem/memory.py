@@ -224,6 +224,7 @@ class Memory:
         self._embedder: Embedder = embedder if embedder is not None else make_embedder(
             self.settings.embedding_model, batch_size=self.settings.embedding_batch_size,
             threads=self.settings.embedding_threads, backend=self.settings.embedding_backend,
+            shown=self.settings.from_placeholder("embedding_model"),
         )
         # Parsed now, so no raw key string is kept (MasterSeed shows only a fingerprint),
         # and before the data dir is touched: a malformed key changes nothing there.
