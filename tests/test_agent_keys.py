@@ -481,3 +481,71 @@ def test_init_writes_owner_only_config_and_key(tmp_path):
     for path in (default_config_path(), default_key_file()):
         assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
         assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700, path.parent
+
+
+def _reachable(root: object) -> list[object]:
+    """Objects reachable from ``root`` through attributes and containers, stopping at the
+    two designated key holders (whose repr shows a fingerprint only) and at code."""
+    import gc
+    import types
+
+    from walrus_mem.keys import MasterSeed, NamespaceKeys
+
+    stop = (NamespaceKeys, MasterSeed, type, types.ModuleType, types.FunctionType,
+            types.BuiltinFunctionType, types.CodeType, types.FrameType)
+    seen: set[int] = set()
+    out: list[object] = []
+    todo = [root]
+    while todo and len(out) < 200_000:
+        obj = todo.pop()
+        if id(obj) in seen or isinstance(obj, stop):
+            continue
+        seen.add(id(obj))
+        out.append(obj)
+        if not isinstance(obj, str | bytes | bytearray | memoryview | int | float):
+            todo.extend(gc.get_referents(obj))
+    return out
+
+
+def test_no_object_reachable_from_memory_holds_or_shows_key_material(tmp_path):
+    """Memory and every object it holds (catalog, logs, heads stores and mirror, the data
+    dir lock, the Walrus client, hooks, grants and rotation state): no key bytes in any
+    encoding outside NamespaceKeys / MasterSeed, and no repr showing them."""
+    import base64
+
+    agents = {"alpha": {"namespace": "alpha"}, "bot": {"key": "${WM_BOT_KEY}"}}
+    os.environ["WM_BOT_KEY"] = A_KEY
+    try:
+        settings = make_settings(tmp_path / "d", config_file=None, agents=agents,
+                                 heads_file=tmp_path / "heads.txt")
+        mem = Memory(settings, embedder=HashEmbedder(64), master_key=MASTER_HEX)
+        with mem:
+            recs = mem.remember_many([f"alpha fact {i}" for i in range(4)], namespace="alpha")
+            mem.remember("bot fact", namespace="bot")
+            mem.sync()
+            grant = mem.share([recs.records[0].id], namespace="alpha",
+                              to=mem.keys_for("bot").verify_key)
+            mem.accept(grant.reference, namespace="bot")
+            mem.rotate_key("alpha")
+            hooks = MemoryHooks(mem, {"alpha": {"namespace": "alpha"}})
+            hooks.before_prompt_build("what do you know about alpha facts?", "agent:alpha:x")
+            secrets: set[bytes] = {bytes.fromhex(MASTER_HEX), bytes.fromhex(A_KEY)}
+            for ns in ("alpha", "bot"):
+                for gen in (0, 1):
+                    keys = mem._derive(ns, gen)
+                    secrets |= {keys.sealing_key, keys.dedupe_key, bytes(keys.signing_key)}
+            forms = set(secrets)
+            for s in secrets:
+                forms |= {s.hex().encode(), base64.b64encode(s), base64.urlsafe_b64encode(s)}
+            found = _reachable(mem) + _reachable(hooks) + _reachable(grant)
+            assert len(found) > 1000
+            for obj in found:
+                if isinstance(obj, str | bytes | bytearray):
+                    raw = obj.encode("utf-8", "surrogatepass") if isinstance(obj, str) \
+                        else bytes(obj)
+                    assert not any(f in raw for f in forms), type(obj)
+            for obj in (mem, hooks, grant, mem._catalog, mem.walrus, mem._log, settings):
+                shown = repr(obj) + str(obj)
+                assert not any(f.decode("latin-1") in shown for f in forms), type(obj)
+    finally:
+        os.environ.pop("WM_BOT_KEY", None)
