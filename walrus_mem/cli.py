@@ -1573,6 +1573,10 @@ def accept(state: CliState, grant: str) -> None:
     if state.as_json:
         state.emit_json(_dump(result))
         return
+    if result.replayed:  # the earlier result: its counts are not this run's
+        state.out.print(f"Grant already accepted into namespace {state.namespace}: nothing "
+                        f"stored ({len(result.records)} memories from it are here)")
+        return
     for rec in result.records:
         state.out.print(f"{'=' if rec.deduplicated else '+'} {rec.id}  {escape(rec.text)}")
     state.out.print(f"{result.stored} stored, {result.deduplicated} already here "
