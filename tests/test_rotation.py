@@ -170,33 +170,42 @@ from tests.helpers_memory import MASTER_HEX, make_settings
 
 rotation.RESEAL_CHUNK = 4
 rotation._progress_hook = lambda done: os.kill(os.getpid(), signal.SIGKILL)
-mem = Memory(make_settings(Path(sys.argv[1]), config_file=None), embedder=HashEmbedder(64),
-             master_key=MASTER_HEX)
+url = {"publisher_url": sys.argv[2], "aggregator_urls": sys.argv[2]} if sys.argv[2:] else {}
+mem = Memory(make_settings(Path(sys.argv[1]), config_file=None, **url),
+             embedder=HashEmbedder(64), master_key=MASTER_HEX)
 mem.rotate_key("notes")
 """
 
 
-def test_sigkill_during_rotation_then_resume(tmp_path):
+@pytest.mark.parametrize("over_http", [False, True], ids=["embedded", "http"])
+def test_sigkill_during_rotation_then_resume(tmp_path, over_http, request):
     import os
     import signal
     import subprocess
     import sys
 
+    srv = request.getfixturevalue("server") if over_http else None
     data = tmp_path / "d"
-    with _memory(data) as mem:
+    with _memory(data, srv) as mem:
         mem.remember_many(FACTS, namespace="notes")
         mem.sync("notes")
     root = Path(__file__).resolve().parent.parent
     env = {**os.environ, "PYTHONPATH": str(root)}
-    proc = subprocess.run([sys.executable, "-c", KILL_SCRIPT, str(data)], env=env, cwd=root,
+    proc = subprocess.run([sys.executable, "-c", KILL_SCRIPT, str(data),
+                           *([srv.url] if srv else [])], env=env, cwd=root,
                           capture_output=True, timeout=120)
     assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
-    with _memory(data) as mem:
+    with _memory(data, srv) as mem:
         report = mem.rotate_key("notes")
         assert report.complete and report.generation == 1 and report.resealed == 8
         fpr = mem.keys_for("notes").fingerprint_bytes
         assert all(envelope_fingerprint(d) == fpr for d in _blobs_of(mem, "notes"))
         assert sorted(r.text for r in mem.list("notes", limit=100)) == sorted(FACTS)
+        head = report.manifest_blob_id
+    if srv is not None:  # a fresh machine restores the resumed rotation's manifest
+        with _memory(tmp_path / "fresh", srv) as fresh:
+            assert fresh.restore("notes", head).restored == len(FACTS)
+            assert fresh.keys_for("notes").generation == 1
 
 
 def test_generation_derivation_matches_the_documented_formula():
