@@ -82,6 +82,22 @@ def test_each_agent_process_needs_only_its_own_variable(two_agents, monkeypatch)
     assert "tangerine" not in failed.stdout + failed.stderr
 
 
+def test_an_agent_process_syncs_its_own_namespace_only(two_agents, monkeypatch):
+    """`--agent beta sync` in a shared data dir tried every namespace and failed (exit 1,
+    'pull for alpha: PlaceholderError') on alpha's, whose key beta never holds."""
+    monkeypatch.setenv("ALPHA_KEY", A_KEY)
+    invoke(["--agent", "alpha", "remember", SECRET_FACT])
+    invoke(["--agent", "alpha", "sync"])
+    monkeypatch.delenv("ALPHA_KEY")
+    monkeypatch.setenv("BETA_KEY", B_KEY)
+    invoke(["--agent", "beta", "remember", "beta likes green tea"])
+    res = invoke(["--agent", "beta", "sync"])  # exit 0
+    assert "Head for beta" in res.stdout and "alpha" not in res.stdout + res.stderr
+    assert "alpha" not in invoke(["--agent", "beta", "expiring", "--within", "100"]).stdout
+    every = invoke(["sync"], expect=1)  # without -n / --agent: every namespace, as before
+    assert "ALPHA_KEY" in every.stdout and A_KEY not in every.stdout + every.stderr
+
+
 def test_unknown_agent_lists_the_known_ones(two_agents, monkeypatch):
     monkeypatch.setenv("BETA_KEY", B_KEY)
     with pytest.raises(UnknownAgent, match=r"unknown agent 'gamma'; known agents: alpha, b") as e:

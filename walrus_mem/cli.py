@@ -115,6 +115,15 @@ class CliState:
         return self.namespace_option or self.settings.default_namespace
 
     @property
+    def scope(self) -> str | None:
+        """The namespace -n or --agent names, None for every namespace: an agent's process
+        (one process per agent) syncs, repairs and lists expiry of its own namespace only,
+        never failing on the other agents' namespaces whose keys it does not hold."""
+        if self.agent_option is not None or self.namespace_option is not None:
+            return self.namespace
+        return None
+
+    @property
     def memory(self) -> Memory:
         """The Memory for these settings, opened once and closed when the command ends."""
         if self._memory is None:
@@ -1435,7 +1444,7 @@ def sync(state: CliState) -> None:
     Prints each namespace's new head reference: hand it to the other machines
     (`walrus-mem pull HEAD`), or set heads_file to exchange heads through a file.
     """
-    report = state.memory.sync(state.namespace_option)
+    report = state.memory.sync(state.scope)
     if state.as_json:
         state.emit_json(_dump(report))
     else:
@@ -1482,7 +1491,7 @@ def stats(state: CliState) -> None:
 @pass_state
 def expiring(state: CliState, within_epochs: int, probe: bool) -> None:
     """Memories whose blobs expire within N epochs (all namespaces unless -n is given)."""
-    records = state.memory.expiring(within_epochs, namespace=state.namespace_option,
+    records = state.memory.expiring(within_epochs, namespace=state.scope,
                                     probe=probe)
     if state.as_json:
         state.emit_json([_dump(r) for r in records])
@@ -1675,14 +1684,15 @@ def repair(state: CliState, manifest_blob_id: str | None) -> None:
     """Fix what doctor finds: rebuild the index, re-enqueue lost outbox rows, replace
     damaged sealed copies, and rebuild an unusable catalog from Walrus.
 
-    Every namespace unless -n is given. Exit code 1 when something is left unrepaired.
+    Every namespace unless -n or --agent is given. Exit code 1 when something is left
+    unrepaired.
     """
     from .repair import repair_data_dir
 
     settings = state.settings
     with _progress(state, "restoring", None) as advance:
         rebuild, reports = repair_data_dir(
-            settings, embedder=embedder_override(settings), namespace=state.namespace_option,
+            settings, embedder=embedder_override(settings), namespace=state.scope,
             manifest_blob_id=manifest_blob_id,
             progress=lambda done, total: advance(done=done, total=total))
     left = sum(len(r.unrepaired) for r in reports)
