@@ -99,7 +99,7 @@ def test_a_realistic_session_writes_only_owner_only_files(tmp_path, monkeypatch,
     except ImportError:
         pass
     else:
-        minilm_onnx.cached_model()
+        assert minilm_onnx.cached_model().parent == cache  # the ONNX graph, written once
 
     # a repair that moves an unreadable catalog aside and salvages it
     catalog = settings.data_dir / "catalog.sqlite3"
