@@ -96,3 +96,16 @@ async def test_async_analyze_extracts_and_stores_facts(tmp_path: Path) -> None:
                                   idempotency_key="turn-1")
         assert again.replayed  # the earlier result, nothing stored twice
         assert len(await mem.list()) == before
+
+
+async def test_async_share_accept_and_rotate_key(tmp_path: Path) -> None:
+    """Issue 14's key operations exist on AsyncMemory too (they were missing)."""
+    settings = make_settings(tmp_path / "d", config_file=None)
+    async with AsyncMemory(settings, embedder=HashEmbedder(64), master_key=MASTER_HEX) as mem:
+        rec = await mem.remember("the shared plan is ready", namespace="alice")
+        bob = mem.sync_memory.keys_for("bob").verify_key
+        grant = await mem.share([rec.id], to=bob, namespace="alice")
+        got = await mem.accept(grant.reference, namespace="bob")
+        assert [r.text for r in got.records] == ["the shared plan is ready"]
+        report = await mem.rotate_key("alice")
+        assert report.complete and report.generation == 1

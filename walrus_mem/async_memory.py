@@ -14,7 +14,7 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio.to_thread
 
@@ -36,6 +36,10 @@ from .models import (
 )
 from .ranking import FusionParams
 from .walrus import WalrusClient
+
+if TYPE_CHECKING:
+    from .grants import Grant
+    from .rotation import RotationReport
 
 __all__ = ["AsyncMemory"]
 
@@ -257,6 +261,20 @@ class AsyncMemory:
     ) -> ExtendReport:
         return await self._run(self.sync_memory.extend, memory_ids, namespace=namespace,
                                epochs=epochs)
+
+    # -- keys (issue 14): sharing by grant and rotation ------------------------------
+
+    async def share(
+        self, memory_ids: Sequence[str] | str, *, to: str | bytes, namespace: str | None = None
+    ) -> Grant:
+        return await self._run(self.sync_memory.share, memory_ids, to=to, namespace=namespace)
+
+    async def accept(self, grant: str, *, namespace: str | None = None) -> RememberManyResult:
+        return await self._run(self.sync_memory.accept, grant, namespace=namespace)
+
+    async def rotate_key(self, namespace: str | None = None, *, delete_old: bool = False
+                         ) -> RotationReport:
+        return await self._run(self.sync_memory.rotate_key, namespace, delete_old=delete_old)
 
     async def reindex(self, namespace: str | None = None) -> int:
         return await self._run(self.sync_memory.reindex, namespace)
