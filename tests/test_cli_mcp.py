@@ -59,3 +59,28 @@ def test_missing_optional_dependency_is_one_clear_error(monkeypatch):
     res = invoke(["mcp"], expect=1)
     assert "pip install 'walrus-mem[mcp]'" in res.stderr
     assert "mcp" in invoke(["--help"]).stdout
+
+
+def test_global_agent_and_namespace_options_choose_what_mcp_serves(tmp_path, monkeypatch):
+    """`ASSISTANT_KEY=… walrus-mem --agent assistant mcp` (docs/configuration.md) served
+    the default namespace, under the master key, instead of the assistant's."""
+    from tests.helpers_cli import invoke
+    from walrus_mem import mcp_server
+
+    served: list[tuple[str | None, str]] = []
+
+    def fake_run_stdio(settings, agent, *, read_only=False, memory=None):
+        served.append((agent, settings.default_namespace))
+
+    monkeypatch.setattr(mcp_server, "run_stdio", fake_run_stdio)
+    cfg = tmp_path / "agents.toml"
+    cfg.write_text('[agents.assistant]\nkey = "${ASSISTANT_KEY}"\n', encoding="utf-8")
+    base = ["--config", str(cfg)]
+    invoke([*base, "--agent", "assistant", "mcp"])
+    invoke([*base, "mcp", "--agent", "assistant"])
+    invoke([*base, "-n", "scratch", "mcp"])
+    assert served == [("assistant", "default"), ("assistant", "default"), (None, "scratch")]
+    assert "differ" in invoke([*base, "--agent", "assistant", "mcp", "--agent", "x"],
+                              expect=2).stderr
+    assert "namespace assistant" in invoke([*base, "--agent", "assistant", "-n", "other", "mcp"],
+                                           expect=2).stderr

@@ -39,6 +39,7 @@ from .config import Settings
 from .embeddings import TEST_EMBEDDER_PREFIX
 from .errors import UnknownAgent, WalrusMemError
 from .hooks import namespace_instruction
+from .keys import validate_namespace
 from .mcp_sdk import Server, ServerRequestContext, stdio_server, types
 from .sessions import AgentDirectory
 from .tools import READ_TOOLS, WRITE_TOOLS, call_tool, tool_specs
@@ -185,6 +186,18 @@ def mcp_command(ctx: click.Context, agent: str | None, read_only: bool) -> None:
     """Serve the memory tools over MCP (stdio) for Claude Desktop-style hosts."""
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     settings = getattr(ctx.obj, "settings", None)
+    # `walrus-mem --agent NAME mcp` / `-n NS mcp` (docs/configuration.md): the global
+    # options choose the namespace too; they served the default namespace before.
+    outer = getattr(ctx.obj, "agent_option", None)
+    if agent is not None and outer is not None and agent != outer:
+        raise click.UsageError(f"--agent {outer} (before mcp) and --agent {agent} (after) differ")
+    agent = agent or outer
+    namespace = getattr(ctx.obj, "namespace_option", None)
+    if agent is not None and namespace is not None:
+        ctx.obj.agent_option = agent
+        ctx.obj.namespace  # noqa: B018 - raises a UsageError if -n is not the agent's
+    elif namespace is not None and isinstance(settings, Settings):
+        settings = settings.model_copy(update={"default_namespace": validate_namespace(namespace)})
     try:
         run_stdio(settings if isinstance(settings, Settings) else None, agent,
                   read_only=read_only)
