@@ -108,8 +108,14 @@ class Turn:
     caption: str | None
 
     def document(self, captions: bool = False) -> str:
-        """The stored text: ``"{speaker}: {text}"`` (+ image caption variant)."""
-        doc = f"{self.speaker}: {self.text}"
+        """The stored text: ``"{speaker}: {text}"`` (+ image caption variant).
+
+        A turn with no words, only an image, stands for its caption whatever
+        ``captions`` says: ``"{speaker}: [image: {caption}]"``.
+        """
+        if not self.text.strip() and self.caption:
+            return f"{self.speaker}: [image: {self.caption}]"
+        doc = f"{self.speaker}: {self.text}"  # word for word, as the recipe stores it
         if captions and self.caption:
             doc += f" [image: {self.caption}]"
         return doc
@@ -176,11 +182,31 @@ def clean_evidence(raw: Iterable[str], known: set[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
+def _text(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def _evidence(value: Any) -> list[str]:
+    """A question's evidence as a list of strings (one id string, or none, alike)."""
+    if value is None:
+        return []
+    return [value] if isinstance(value, str) else [_text(v) for v in value]
+
+
 def load_locomo(path: Path) -> list[Conversation]:
+    """Conversations of a LoCoMo-format file (a list of samples, or one sample).
+
+    Tolerant of what the public file holds besides the recipe's fields: turns
+    without words (an image and its caption), captions missing, sessions with
+    no date or no turns, questions without evidence or with only an
+    ``adversarial_answer`` (answers are not read), per-sample summaries. A turn
+    without a ``dia_id`` can be no evidence and is left out, and so is a
+    question without text or category.
+    """
     data = json.loads(path.read_text(encoding="utf-8"))
     convs: list[Conversation] = []
-    for sample in data:
-        conv = sample["conversation"]
+    for sample in [data] if isinstance(data, dict) else data:
+        conv = sample.get("conversation", {})
         turns: list[Turn] = []
         sessions = sorted(
             (int(m.group(1)), key) for key in conv if (m := _SESSION.match(key))
@@ -188,26 +214,30 @@ def load_locomo(path: Path) -> list[Conversation]:
         for number, key in sessions:
             if not isinstance(conv[key], list):
                 continue
-            when = str(conv.get(f"{key}_date_time", ""))
+            when = _text(conv.get(f"{key}_date_time")).strip()
             for t in conv[key]:
+                dia_id = _text(t.get("dia_id")).strip()
+                if not dia_id:
+                    continue
                 turns.append(
                     Turn(
-                        dia_id=str(t["dia_id"]),
-                        speaker=str(t["speaker"]),
-                        text=str(t["text"]),
+                        dia_id=dia_id,
+                        speaker=_text(t.get("speaker")).strip(),
+                        text=_text(t.get("text")),
                         session=number,
                         date_time=when,
-                        caption=t.get("blip_caption"),
+                        caption=_text(t.get("blip_caption")).strip() or None,
                     )
                 )
         known = {t.dia_id for t in turns}
         questions = tuple(
             Question(
                 text=str(q["question"]),
-                evidence=clean_evidence(q.get("evidence", []), known),
+                evidence=clean_evidence(_evidence(q.get("evidence")), known),
                 category=int(q["category"]),
             )
-            for q in sample["qa"]
+            for q in sample.get("qa", [])
+            if _text(q.get("question")).strip() and q.get("category") is not None
         )
         convs.append(Conversation(str(sample["sample_id"]), tuple(turns), questions))
     return convs
@@ -694,8 +724,9 @@ LOCO_GRID: dict[str, tuple[float, ...]] = {
 def grid_points(grid: dict[str, tuple[float, ...]],
                 base: ranking.FusionParams = ranking.DEFAULT_PARAMS) -> list[ranking.FusionParams]:
     names = list(grid)
-    return [replace(base, **dict(zip(names, values, strict=True)))
-            for values in itertools.product(*grid.values())]
+    points: list[dict[str, Any]] = [dict(zip(names, values, strict=True))
+                                    for values in itertools.product(*grid.values())]
+    return [replace(base, **point) for point in points]
 
 
 @dataclass(frozen=True)

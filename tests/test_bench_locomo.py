@@ -18,11 +18,11 @@ from walrus_mem import ranking
 from walrus_mem.testing import HashEmbedder
 
 
-def turn(speaker: str, dia_id: str, text: str, **extra: str) -> dict[str, str]:
+def turn(speaker: str, dia_id: str, text: str, **extra: Any) -> dict[str, Any]:
     return {"speaker": speaker, "dia_id": dia_id, "text": text, **extra}
 
 
-def sample(sample_id: str, a: str, b: str, turns: dict[int, list[dict[str, str]]],
+def sample(sample_id: str, a: str, b: str, turns: dict[int, list[dict[str, Any]]],
            qa: list[dict[str, Any]]) -> dict[str, Any]:
     conv: dict[str, Any] = {"speaker_a": a, "speaker_b": b}
     for n, ts in turns.items():
@@ -278,3 +278,114 @@ def test_cache_is_written_as_it_fills(tmp_path: Path, monkeypatch: pytest.Monkey
     vecs = again.embed(texts)
     assert calls == [5]  # only the texts the stopped run never embedded
     assert vecs == pytest.approx(fake.embed(texts))
+
+
+# What the full public file (locomo10.json, ten conversations) holds beyond the dev file's
+# five, as far as the bench is concerned: a text repeated within a conversation (conv-47's
+# "Jolene: See you!", here three times, once with other spacing and once NFD-composed) and
+# across conversations, image turns with and without a caption, a turn with no words but
+# its image, a dia_id with a stray space, category-5 questions with only an
+# "adversarial_answer", questions with no evidence key or malformed ids, a session with no
+# date, an empty session, evidence given as one string, and the per-sample summaries.
+FULL_FORMAT = [
+    {
+        "sample_id": "conv-47",
+        "conversation": {
+            "speaker_a": "Jolene", "speaker_b": "Deborah",
+            "session_1_date_time": "7:31 pm on 21 January, 2022",
+            "session_1": [
+                turn("Jolene", "D1:1", "I bought a new yoga mat in the café downtown."),
+                turn("Deborah", "D1:2", "Nice! Send me a picture.", img_url=["u"],
+                     query="yoga mat", blip_caption="a photo of a purple yoga mat"),
+                turn("Jolene", "D1:3", "See you!"),
+            ],
+            "session_2_date_time": "2:01 pm on 23 January, 2022",
+            "session_2": [
+                {"speaker": "Deborah", "dia_id": "D2:1", "img_url": ["u"],
+                 "blip_caption": "a photo of a snake in a terrarium"},  # no words, one image
+                turn("Jolene", "D2:2 ", "My snake Susie loves the new terrarium."),
+                turn("Jolene", "D2:3", "See  you!"),
+            ],
+            "session_3": [  # no session date
+                turn("Deborah", "D3:1", "The cafe\u0301 downtown has yoga classes now."),
+                turn("Jolene", "D3:2", "See you!", img_url=["u"]),  # an image, no caption
+            ],
+            "session_4_date_time": "1:00 pm on 2 March, 2022",
+            "session_4": [],
+        },
+        "qa": [
+            {"question": "What pet does Jolene have?", "answer": "a snake",
+             "evidence": ["D2:2", "D2:1"], "category": 4},
+            {"question": "When did Jolene buy a yoga mat?", "answer": 2022,
+             "evidence": ["D1:1"], "category": 2},
+            {"question": "What did Deborah's picture show?",
+             "adversarial_answer": "a yoga mat", "evidence": ["D1:2"], "category": 5},
+            {"question": "How did Jolene say goodbye?", "answer": "See you!",
+             "evidence": ["D1:3", "D2:3; D3:2", "D:3:2", "D30:05"], "category": 1},
+            {"question": "What classes does the café offer?", "answer": "yoga",
+             "category": 3},
+        ],
+        "observation": {"session_1_observation": {"Jolene": [["bought a mat", "D1:1"]]}},
+        "session_summary": {"session_1_summary": "Jolene bought a yoga mat."},
+        "event_summary": {"events_session_1": {"Jolene": [], "date": "21 January, 2022"}},
+    },
+    {
+        "sample_id": "conv-48",
+        "conversation": {
+            "speaker_a": "Jolene", "speaker_b": "Andrew",
+            "session_1_date_time": "9:00 am on 1 June, 2023",
+            "session_1": [
+                turn("Jolene", "D1:1", "See you!"),  # the same text as in conv-47
+                turn("Andrew", "D1:2", "Bye, enjoy the hike with the dogs."),
+            ],
+        },
+        "qa": [{"question": "Who is going hiking with dogs?", "answer": "Andrew",
+                "evidence": "D1:2", "category": 4}],  # one id, not a list
+    },
+]
+
+
+@pytest.fixture
+def full_format_file(tmp_path: Path) -> Path:
+    path = tmp_path / "locomo-full-format.json"
+    path.write_text(json.dumps(FULL_FORMAT))
+    return path
+
+
+def test_full_format_file_loads(full_format_file: Path) -> None:
+    conv47, conv48 = locomo.load_locomo(full_format_file)
+    ids = [t.dia_id for t in conv47.turns]
+    assert ids == ["D1:1", "D1:2", "D1:3", "D2:1", "D2:2", "D2:3", "D3:1", "D3:2"]
+    assert conv47.turns[3].document() == "Deborah: [image: a photo of a snake in a terrarium]"
+    assert conv47.turns[6].date_time == ""
+    docs = conv47.documents()
+    assert [d.dia_ids for d in docs] == [("D1:1",), ("D1:2",), ("D1:3", "D2:3", "D3:2"),
+                                        ("D2:1",), ("D2:2",), ("D3:1",)]
+    assert [d.dia_ids for d in conv48.documents()] == [("D1:1",), ("D1:2",)]  # own namespace
+    assert conv48.questions[0].evidence == ("D1:2",)
+    assert [q.category for q in conv47.questions] == [4, 2, 5, 1, 3]
+    assert conv47.questions[0].evidence == ("D2:2", "D2:1")
+    assert conv47.questions[3].evidence == ("D1:3", "D2:3", "D3:2")
+    assert conv47.questions[4].evidence == ()
+
+
+def test_every_full_format_turn_is_findable_by_its_dia_id(full_format_file: Path) -> None:
+    _every_turn_is_findable(locomo.load_locomo(full_format_file))
+
+
+def test_bench_runs_on_the_full_format(full_format_file: Path, tmp_path: Path,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """bench/locomo.py's command line end to end: API backend, baselines, LOCO, the report."""
+    fake = HashEmbedder(dim=384)
+    monkeypatch.setattr(locomo, "RESULTS_DIR", tmp_path / "results")
+    monkeypatch.setattr(locomo.CachedEmbedder, "_encode", lambda self, texts: fake.embed(texts))
+    out = tmp_path / "report.json"
+    assert locomo.main([str(full_format_file), "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["conversations"] == ["conv-47", "conv-48"]
+    assert (report["turns"], report["distinct_texts"]) == (10, 8)
+    hybrid = report["methods"]["hybrid"]
+    assert hybrid["1-4"]["n"] == 5 and hybrid["5"]["n"] == 1
+    assert hybrid["1"]["R@20"] == 1.0  # one memory stands for the three goodbyes
+    assert set(report["loco"]["per_conversation"]) == {"conv-47", "conv-48"}
+    assert (tmp_path / "results" / "locomo-embeddings-minilm-l6.npz").exists()
