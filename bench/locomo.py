@@ -913,10 +913,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--captions", action="store_true", help="append BLIP image captions")
     parser.add_argument("--no-loco", action="store_true",
                         help="skip the leave-one-conversation-out grid (standalone signals)")
+    parser.add_argument("--conversations", metavar="ID,ID",
+                        help="only these sample_ids (e.g. the ones never tuned on)")
     parser.add_argument("--json", type=Path, default=RESULTS_DIR / "locomo.json")
     args = parser.parse_args(argv)
 
     convs = load_locomo(args.path)
+    if args.conversations:
+        wanted_ids = [c.strip() for c in args.conversations.split(",") if c.strip()]
+        unknown = set(wanted_ids) - {c.sample_id for c in convs}
+        if unknown:
+            parser.error(f"--conversations: not in {args.path.name}: {', '.join(sorted(unknown))}")
+        convs = [c for c in convs if c.sample_id in wanted_ids]
     embedder = CachedEmbedder()
     started = time.perf_counter()
     timings: dict[str, float] = {}

@@ -389,3 +389,8 @@ def test_bench_runs_on_the_full_format(full_format_file: Path, tmp_path: Path,
     assert hybrid["1"]["R@20"] == 1.0  # one memory stands for the three goodbyes
     assert set(report["loco"]["per_conversation"]) == {"conv-47", "conv-48"}
     assert (tmp_path / "results" / "locomo-embeddings-minilm-l6.npz").exists()
+    assert locomo.main([str(full_format_file), "--json", str(out),
+                        "--conversations", "conv-48"]) == 0
+    assert json.loads(out.read_text())["conversations"] == ["conv-48"]
+    with pytest.raises(SystemExit):
+        locomo.main([str(full_format_file), "--conversations", "conv-50"])
