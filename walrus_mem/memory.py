@@ -499,9 +499,12 @@ class Memory:
 
         ``items`` are strings or dicts ``{text, metadata?, category?,
         importance?, expires_at?}``. Bad items are reported in ``failed`` with
-        their index and never abort the others. With an ``idempotency_key``
-        already used in this namespace, the earlier result is returned
-        (``replayed=True``) and nothing is stored.
+        their index and never abort the others. An item whose text equals (after
+        normalisation) a live memory's or an earlier item's is counted in
+        ``deduplicated`` and gets that memory's record: its own metadata is not
+        kept (merge it into the first item to keep both). With an
+        ``idempotency_key`` already used in this namespace, the earlier result is
+        returned (``replayed=True``) and nothing is stored.
         """
         self._check_open()
         ns = self._ns(namespace)
