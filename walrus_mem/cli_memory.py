@@ -29,8 +29,8 @@ def _describe_write(rec: Any) -> str:
     if rec.deduplicated:
         return f"Already remembered as {rec.id} (deduplicated; nothing published)"
     if rec.status == "queued":
-        return (f"Remembered {rec.id}: queued locally (the publisher was not reachable); "
-                "`walrus-mem sync` publishes it later")
+        return (f"Remembered {rec.id}: queued locally, not on Walrus yet; "
+                "`walrus-mem sync` publishes it later and says why it failed")
     where = rec.quilt_patch_id or rec.blob_id
     return f"Remembered {rec.id}: published as {where} (until epoch {rec.end_epoch})"
 

@@ -50,6 +50,7 @@ from .blobio import read_checked
 from .errors import GrantError, InvalidInput, MalformedKey
 from .inputs import validate_memory_id
 from .keys import fingerprint_of, short_fingerprint
+from .publish_check import require_read_back, verify_published
 
 if TYPE_CHECKING:
     from .memory import Memory
@@ -139,7 +140,13 @@ def share(memory: Memory, memory_ids: list[str] | tuple[str, ...] | str, *,
     signed = keys.signing_key.sign(json.dumps(payload, sort_keys=True).encode("utf-8"))
     box = nacl.public.SealedBox(recipient.to_curve25519_public_key())
     blob = GRANT_MAGIC + box.encrypt(bytes(signed))
+    policy = memory.settings.verify_publish
+    if policy != "none":
+        require_read_back(memory.walrus, f"verify_publish = {policy!r}")
     stored = memory.walrus.store_blob(blob, deadline=memory.settings.publish_deadline)
+    # never hand out a reference to a blob a lying publisher did not store
+    verify_published(memory.walrus, policy, stored, {"grant": blob},
+                     deadline=memory.settings.publish_deadline)
     return Grant(
         reference=f"{REFERENCE_PREFIX}:{stored.blob_id}:{_digest(blob)}",
         blob_id=stored.blob_id,

@@ -106,7 +106,7 @@ from .namespace_log import NamespaceLog, ProgressCallback
 from .outbox_poison import REFUSED, is_poisoned, refused_for_good
 from .outbox_poison import describe as describe_poisoned
 from .private_dirs import make_private_dirs
-from .publish_check import verify_published
+from .publish_check import require_read_back, verify_published
 from .ranking import (
     DEFAULT_MIN_SCORE,
     DEFAULT_PARAMS,
@@ -737,6 +737,8 @@ class Memory:
                 return 0, damaged
         try:
             client = self._get_backend().client
+            if self.settings.verify_publish != "none":
+                require_read_back(client, f"verify_publish = {self.settings.verify_publish!r}")
             deadline = self.settings.publish_deadline
             files = {str(r["memory_id"]): bytes(r["sealed"]) for r in payload}
             if len(payload) == 1:
@@ -1471,8 +1473,14 @@ class Memory:
         epoch). Raises the store's :class:`StorageError` when the publisher fails.
         """
         self._check_open()
-        stored = self.walrus.store_blob(os.urandom(32), epochs=1,
-                                        deadline=self.settings.publish_deadline)
+        policy = self.settings.verify_publish
+        if policy != "none":
+            require_read_back(self.walrus, f"verify_publish = {policy!r}")
+        probe = os.urandom(32)
+        stored = self.walrus.store_blob(probe, epochs=1, deadline=self.settings.publish_deadline)
+        # the epoch of an answer that did not store anything is not the network's
+        verify_published(self.walrus, policy, stored, {"probe": probe},
+                         deadline=self.settings.publish_deadline)
         if stored.registered_epoch is None:
             return None
         self._catalog.note_epoch(stored.registered_epoch)

@@ -81,6 +81,7 @@ from .log_pages import ManifestPages, read_page
 from .log_pending import carry_pending, parse_pending
 from .merge import MergePlan, plan_merge
 from .models import PullReport
+from .publish_check import require_read_back
 from .walrus import WalrusClient
 
 __all__ = [
@@ -541,6 +542,7 @@ class NamespaceLog:
                     f"merging {len(unmerged)} head(s) of {ns!r} before publishing left "
                     f"{len(report.failed)} memories unfetched; retry sync")
         client = self.host.walrus
+        require_read_back(client, "a manifest")  # else each sync pays for pages and root
         with self.lock:
             self._fill_digests(ns)
             snap = self.tables.snapshot(ns)

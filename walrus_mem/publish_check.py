@@ -27,14 +27,28 @@ import random
 from collections.abc import Mapping
 from typing import Literal
 
-from .errors import InvalidInput, InvalidResponse
+from .errors import AggregatorUnavailable, InvalidInput, InvalidResponse
 from .walrus import QuiltStoreResult, StoreResult, WalrusClient
 
-__all__ = ["VerifyPolicy", "verify_published"]
+__all__ = ["VerifyPolicy", "require_read_back", "verify_published"]
 
 VerifyPolicy = Literal["none", "sample", "all"]
 
 _rng = random.SystemRandom()
+
+
+def require_read_back(client: WalrusClient, what: str) -> None:
+    """Refuse a store whose read-back cannot run, *before* storing.
+
+    With no aggregator (a publisher-only config) every read-back fails, the batch stays
+    queued and each ``sync`` would pay for the same store again, forever.
+    """
+    if not client.aggregator_urls:
+        raise AggregatorUnavailable(
+            f"{what} is read back after every store, but no aggregator is configured, so "
+            "nothing was stored: set aggregator_urls (publisher_serves_reads = true if the "
+            "publisher URL is a `walrus daemon` serving reads), or verify_publish = \"none\"",
+            reason="NO_AGGREGATOR")
 
 
 def verify_published(

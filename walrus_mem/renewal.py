@@ -32,6 +32,10 @@ from .blobio import check_patches, store_batches
 from .errors import StorageError
 from .integrity import split_sound
 from .models import ExtendReport
+from .outbox_poison import refused_for_good
+from .publish_check import require_read_back, verify_published
+from .retry import call_deadline
+from .walrus import QuiltStoreResult, StoreResult
 
 if TYPE_CHECKING:
     from .memory import Memory
@@ -83,21 +87,36 @@ def republish(mem: Memory, ns: str, ids: Sequence[str], epochs: int | None) -> E
     failed.extend(damaged)
     extended: dict[str, int | None] = {}
     client = mem._get_backend().client
+    policy = mem.settings.verify_publish
+    deadline = mem.settings.publish_deadline
+    if payload and policy != "none":
+        require_read_back(client, f"verify_publish = {policy!r}")
+    failing: str | None = None
     for span in store_batches([len(s) for _, (s, _) in payload]):
         part = [payload[i] for i in span]
+        if failing is not None:  # each part would spend a whole deadline the same way
+            failed.extend((m, f"not tried: the publish path is failing ({failing})")
+                          for m, _ in part)
+            continue
+        files = {m: s for m, (s, _) in part}
         try:
-            if len(part) == 1:
-                blob = client.store_blob(part[0][1][0], epochs=epochs,
-                                         deadline=mem.settings.publish_deadline)
-                locations: dict[str, str | None] = {part[0][0]: None}
-            else:
-                quilt = client.store_quilt({m: s for m, (s, _) in part}, epochs=epochs,
-                                           deadline=mem.settings.publish_deadline)
-                check_patches(quilt.patches, [m for m, _ in part])
-                blob = quilt.blob
-                locations = {m: quilt.patches.get(m) for m, _ in part}
+            stored: StoreResult | QuiltStoreResult
+            with call_deadline(deadline):  # store + read-back
+                if len(part) == 1:
+                    blob = stored = client.store_blob(part[0][1][0], epochs=epochs,
+                                                      deadline=deadline)
+                    locations: dict[str, str | None] = {part[0][0]: None}
+                else:
+                    stored = client.store_quilt(files, epochs=epochs, deadline=deadline)
+                    check_patches(stored.patches, [m for m, _ in part])
+                    blob = stored.blob
+                    locations = {m: stored.patches.get(m) for m, _ in part}
+                # a location that does not read back is never recorded (the old one stays)
+                verify_published(client, policy, stored, files, deadline=deadline)
         except StorageError as exc:
             failed.extend((m, f"{type(exc).__name__}: {exc}") for m, _ in part)
+            if not refused_for_good(exc):
+                failing = type(exc).__name__
             continue
         with mem._lock:
             extended.update(mem._catalog.record_location(

@@ -9,15 +9,22 @@ caller's total deadline.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import datetime
 import email.utils
 import math
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-__all__ = ["Deadline", "RetryPolicy", "parse_retry_after"]
+__all__ = ["Deadline", "RetryPolicy", "call_deadline", "call_time_left", "parse_retry_after"]
+
+# The end (time.monotonic) of the enclosing high-level call, e.g. Memory.remember: its
+# store, read-back and manifest share one budget instead of each getting a full one.
+_call_end: contextvars.ContextVar[float | None] = contextvars.ContextVar(
+    "walrus_mem_call_end", default=None)
 
 _MAX_EXPONENT = 32  # 2**32 * base is far past any cap; avoids float overflow
 
@@ -80,6 +87,25 @@ class Deadline:
     def allows(self, sleep: float, min_request_time: float) -> bool:
         """Whether sleeping ``sleep`` seconds still leaves time for one more request."""
         return sleep + min_request_time <= self.remaining()
+
+
+@contextlib.contextmanager
+def call_deadline(seconds: float) -> Iterator[None]:
+    """Every Walrus call made inside the block (this thread / task) ends by ``seconds``
+    from now in all; a nested block can only shorten it."""
+    end = time.monotonic() + seconds
+    outer = _call_end.get()
+    token = _call_end.set(end if outer is None else min(end, outer))
+    try:
+        yield
+    finally:
+        _call_end.reset(token)
+
+
+def call_time_left() -> float | None:
+    """Seconds left in the enclosing :func:`call_deadline` (None: no such block)."""
+    end = _call_end.get()
+    return None if end is None else end - time.monotonic()
 
 
 def parse_retry_after(value: str | None, *, now: float | None = None) -> float | None:
