@@ -996,6 +996,15 @@ def test_status(mock, client) -> None:
     }
 
 
+def test_status_asks_a_url_serving_both_roles_once(mock) -> None:
+    """A daemon URL listed as publisher and aggregator: one probe (one 5 s budget), not two."""
+    route = mock.get(f"{PUBLISHER}/status").mock(return_value=httpx.Response(200, text="OK"))
+    with WalrusClient(PUBLISHER, [PUBLISHER]) as both:
+        assert both.status() == {f"publisher:{PUBLISHER}": True,
+                                 f"aggregator:{PUBLISHER}": True}
+    assert route.call_count == 1
+
+
 def test_one_http_client_is_reused(mock, client) -> None:
     mock.put(PUT_BLOBS).mock(return_value=ok(NEWLY_CREATED))
     http = client._http

@@ -24,6 +24,7 @@ from tests.helpers_memory import MASTER_HEX, make_settings
 from tests.helpers_walrus import BLOB_ID, PATCH_A, QUILT_ID
 from walrus_mem.errors import StorageError
 from walrus_mem.memory import Memory
+from walrus_mem.retry import call_deadline
 from walrus_mem.testing import HashEmbedder
 from walrus_mem.walrus import AsyncWalrusClient, WalrusClient
 
@@ -179,3 +180,54 @@ def test_peak_rss_stays_bounded_against_huge_answers(tmp_path: Path) -> None:
     assert figures["remember_status"] == "queued"  # a 600 MB answer never counts as published
     assert figures["peak_mb"] < 200
     assert figures["get_s"] < 2.0 + SLACK and figures["remember_s"] < 2.0 + SLACK
+
+
+def test_call_deadline_is_shared_by_every_walrus_call_inside() -> None:
+    """retry.call_deadline: a store and its read-back (Memory.remember) share one budget."""
+    with HostileServer("drip_headers", interval=0.1) as server, WalrusClient(
+        server.url, [server.url], timeout=5.0, read_deadline=30.0
+    ) as client:
+        with call_deadline(0.3):
+            elapsed, error = _timed(lambda: client.read_blob(BLOB_ID))
+        assert isinstance(error, StorageError) and error.reason == "DEADLINE_EXCEEDED"
+        assert "of 0.30 s" in str(error), str(error)  # cut to the block, not read_deadline
+        connections = server.connections
+        with call_deadline(0.0):
+            _, late = _timed(lambda: client.store_blob(b"fact"))
+        assert isinstance(late, StorageError) and late.reason == "DEADLINE_EXCEEDED"
+        assert server.connections == connections  # not even asked
+
+
+def test_sync_stops_at_the_first_failing_batch(tmp_path: Path,
+                                               fake_embedder: HashEmbedder) -> None:
+    """Each queued batch would wait out a whole publish deadline: N of them, N deadlines."""
+    with HostileServer("drip_headers", interval=0.1) as drip:
+        settings = make_settings(tmp_path / "m", publisher_url=drip.url,
+                                 aggregator_urls=[drip.url], publish_deadline=DEADLINE,
+                                 read_deadline=DEADLINE)
+        with Memory(settings, embedder=fake_embedder, master_key=MASTER_HEX) as memory:
+            for i in range(4):
+                memory.remember(f"queued fact {i}")  # the breaker keeps 3 of them local
+            before = drip.connections
+            report = memory.sync()
+        assert report.still_queued == 4
+        assert drip.connections - before == 1, drip.connections - before
+        assert any("3 more outbox batch(es) not tried" in e for e in report.errors), report.errors
+
+
+def test_restore_reads_an_unreachable_head_once(tmp_path: Path,
+                                                fake_embedder: HashEmbedder) -> None:
+    """The key-generation check before a restore must not double its read deadline."""
+    with RelayerServer(tmp_path / "walrus", fsync=False) as honest, \
+            HostileServer("drip_headers", interval=0.1) as drip:
+        good = make_settings(tmp_path / "good", publisher_url=honest.url,
+                             aggregator_urls=[honest.url])
+        with Memory(good, embedder=fake_embedder, master_key=MASTER_HEX) as memory:
+            memory.remember("the user likes tea")
+            head = memory.sync().manifests["default"]
+        fresh = make_settings(tmp_path / "fresh", aggregator_urls=[drip.url],
+                              read_deadline=DEADLINE)
+        with Memory(fresh, embedder=fake_embedder, master_key=MASTER_HEX) as memory:
+            with pytest.raises(StorageError, match="deadline"):
+                memory.restore("default", head)
+        assert drip.connections == 1

@@ -51,6 +51,7 @@ from .errors import GrantError, InvalidInput, MalformedKey
 from .inputs import validate_memory_id
 from .keys import fingerprint_of, short_fingerprint
 from .publish_check import require_read_back, verify_published
+from .retry import call_deadline
 
 if TYPE_CHECKING:
     from .memory import Memory
@@ -143,10 +144,11 @@ def share(memory: Memory, memory_ids: list[str] | tuple[str, ...] | str, *,
     policy = memory.settings.verify_publish
     if policy != "none":
         require_read_back(memory.walrus, f"verify_publish = {policy!r}")
-    stored = memory.walrus.store_blob(blob, deadline=memory.settings.publish_deadline)
-    # never hand out a reference to a blob a lying publisher did not store
-    verify_published(memory.walrus, policy, stored, {"grant": blob},
-                     deadline=memory.settings.publish_deadline)
+    with call_deadline(memory.settings.publish_deadline):  # store + read-back
+        stored = memory.walrus.store_blob(blob, deadline=memory.settings.publish_deadline)
+        # never hand out a reference to a blob a lying publisher did not store
+        verify_published(memory.walrus, policy, stored, {"grant": blob},
+                         deadline=memory.settings.publish_deadline)
     return Grant(
         reference=f"{REFERENCE_PREFIX}:{stored.blob_id}:{_digest(blob)}",
         blob_id=stored.blob_id,

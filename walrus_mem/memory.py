@@ -115,6 +115,7 @@ from .ranking import (
 from .recall import hybrid_recall
 from .renewal import renew_due, republish
 from .repair import requeue_lost
+from .retry import call_deadline
 from .rotation import (
     RotationReport,
     adopt_generation_of_head,
@@ -680,11 +681,16 @@ class Memory:
         if inserted:
             with self._lock:
                 self._indexes.refresh(ns)
-        for batch_id in batch_ids:
-            if self._breaker_open():  # publisher down: the rest wait for sync()
-                break
-            self._publish_batch(batch_id, replay=False)  # sealed by this very call
-        self._maybe_manifest(ns, started)
+        # One publish_deadline per batch for everything this call sends: stores, their
+        # read-backs and a periodic manifest (which gets what is left, else waits for sync).
+        with call_deadline(self.settings.publish_deadline * max(1, len(batch_ids))):
+            for batch_id in batch_ids:
+                if self._breaker_open():  # publisher down: the rest wait for sync()
+                    break
+                _, _, failing = self._publish_batch(batch_id, replay=False)  # sealed here
+                if failing:  # the next batch would spend its own deadline the same way
+                    break
+            self._maybe_manifest(ns, started)
         rows = self._catalog.memories_by_ids(ns, order)
         records: list[MemoryRecord] = []
         deduped_flags: list[bool] = []
@@ -714,8 +720,11 @@ class Memory:
         elif isinstance(exc, PublisherUnavailable):
             self._breaker_until = time.monotonic() + BREAKER_SECONDS
 
-    def _publish_batch(self, batch_id: int, *, replay: bool = True) -> tuple[int, str | None]:
-        """Publish one outbox batch; return (facts published, error message or None).
+    def _publish_batch(self, batch_id: int, *, replay: bool = True
+                       ) -> tuple[int, str | None, bool]:
+        """Publish one outbox batch; return (facts published, error message or None,
+        whether the publish path is failing: a store or read-back error other than a
+        refusal of these very bytes, which the next batch would most likely meet too).
 
         A replay (sync, or a batch another call left) opens every sealed copy
         first (~0.2 ms each) and never stores one that fails; the first attempt
@@ -724,17 +733,17 @@ class Memory:
         with self._lock:
             batch = self._catalog.outbox_batch(batch_id)
             if batch is None:
-                return 0, None  # already published (another thread/process)
+                return 0, None, False  # already published (another thread/process)
             payload = self._catalog.outbox_payload(batch_id)
             if not payload:
                 self._catalog.delete_outbox_batch(batch_id)
-                return 0, None
+                return 0, None, False
         ns = str(batch["namespace"])
         damaged: str | None = None
         if replay:
             payload, damaged = self._sound_outbox(ns, batch_id, payload)
             if not payload:
-                return 0, damaged
+                return 0, damaged, False
         try:
             client = self._get_backend().client
             if self.settings.verify_publish != "none":
@@ -762,10 +771,11 @@ class Memory:
                 if len(payload) > 1:
                     with self._lock:
                         parts = self._catalog.split_outbox_batch(batch_id)
-                    return 0, f"{message} (split into {len(parts)} batches, each tried alone)"
+                    return 0, (f"{message} (split into {len(parts)} batches, each tried "
+                               "alone)"), False
             with self._lock:
                 self._catalog.outbox_failed(batch_id, message)
-            return 0, message
+            return 0, message, not message.startswith(REFUSED)
         self._breaker_until = 0.0
         versions = {str(r["memory_id"]): int(r["version"]) for r in payload}
         with self._lock:  # damaged members stay in the batch, queued, for repair
@@ -776,7 +786,7 @@ class Memory:
         gone = deletions.pending(self._catalog, ns, blobs=[blob.blob_id])
         if gone:
             self._delete_blobs(gone)
-        return len(locations), damaged
+        return len(locations), damaged, False
 
     def _sound_outbox(
         self, ns: str, batch_id: int, payload: builtins.list[sqlite3.Row]
@@ -806,7 +816,8 @@ class Memory:
             for batch in batches:
                 batch_id = int(batch["id"])
                 tried.add(batch_id)
-                n, error = self._publish_batch(batch_id)
+                with call_deadline(self.settings.publish_deadline):  # store + read-back
+                    n, error, failing = self._publish_batch(batch_id)
                 published += n
                 if not error:
                     continue
@@ -814,6 +825,13 @@ class Memory:
                 if now is not None and is_poisoned(now):
                     error = describe_poisoned(now, self._catalog.outbox_members(batch_id))
                 errors.append(f"outbox batch {batch_id} ({batch['namespace']}): {error}")
+                if failing:  # each further batch would spend a whole deadline the same way
+                    left = sum(1 for b in self._catalog.outbox_batches(namespace)
+                               if int(b["id"]) not in tried)
+                    if left > 0:
+                        errors.append(f"{left} more outbox batch(es) not tried in this sync "
+                                      "(the publish path is failing); the next sync tries them")
+                    return published, errors
 
     # -- recall --------------------------------------------------------------------
 
@@ -907,9 +925,10 @@ class Memory:
                 raise InvalidInput("blob content differs from the local catalog")
 
         sealed = self._catalog.sealed_of(ns, record.id)  # its size bounds the read
-        read_checked(self._get_backend().client, check, blob_id=record.blob_id,
-                     patch_id=record.quilt_patch_id,
-                     max_size=len(sealed[0]) if sealed is not None else None)
+        with call_deadline(self.settings.read_deadline):  # the plain and the verified read
+            read_checked(self._get_backend().client, check, blob_id=record.blob_id,
+                         patch_id=record.quilt_patch_id,
+                         max_size=len(sealed[0]) if sealed is not None else None)
 
     def list(
         self,
@@ -1092,9 +1111,10 @@ class Memory:
             batch_id = self._catalog.add_outbox_batch(ns, [(mid, version)], now)
         with self._lock:
             self._indexes.refresh(ns)
-        if not self._breaker_open():
-            self._publish_batch(batch_id, replay=False)  # sealed by this very call
-        self._maybe_manifest(ns, started)
+        with call_deadline(self.settings.publish_deadline):  # as in _store
+            if not self._breaker_open():
+                self._publish_batch(batch_id, replay=False)  # sealed by this very call
+            self._maybe_manifest(ns, started)
         return self.get(mid, namespace=ns)
 
     def forget(self, memory_id: str, *, namespace: str | None = None) -> ForgetReport:
@@ -1477,10 +1497,12 @@ class Memory:
         if policy != "none":
             require_read_back(self.walrus, f"verify_publish = {policy!r}")
         probe = os.urandom(32)
-        stored = self.walrus.store_blob(probe, epochs=1, deadline=self.settings.publish_deadline)
-        # the epoch of an answer that did not store anything is not the network's
-        verify_published(self.walrus, policy, stored, {"probe": probe},
-                         deadline=self.settings.publish_deadline)
+        with call_deadline(self.settings.publish_deadline):  # store + read-back
+            stored = self.walrus.store_blob(probe, epochs=1,
+                                            deadline=self.settings.publish_deadline)
+            # the epoch of an answer that did not store anything is not the network's
+            verify_published(self.walrus, policy, stored, {"probe": probe},
+                             deadline=self.settings.publish_deadline)
         if stored.registered_epoch is None:
             return None
         self._catalog.note_epoch(stored.registered_epoch)

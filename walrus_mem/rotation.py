@@ -50,11 +50,13 @@ from . import manifest as mf
 from .catalog import twin_slot
 from .envelope import envelope_fingerprint, open_envelope, seal
 from .errors import (
+    BlobNotFound,
     EnvelopeError,
     InvalidEnvelope,
     KeyMaterialError,
     LocalStoreError,
     StorageError,
+    VerificationFailed,
     WalrusMemError,
 )
 from .heads import HeadRef
@@ -159,8 +161,10 @@ def adopt_generation_of_head(memory: Memory, namespace: str, head: str) -> int |
 
     try:
         root = memory.walrus.read_blob(head.split(".")[0], verify=matches)
-    except (StorageError, ValueError):
-        return None  # the restore reads it again and reports the failure
+    except (VerificationFailed, BlobNotFound, ValueError):
+        return None  # the restore reads it again and names what is wrong with it
+    # another StorageError (no aggregator answered within the read deadline): raised
+    # now, else the restore would wait out a second read deadline for the same answer
     return adopt_generation(memory, namespace, root)
 
 

@@ -37,7 +37,7 @@ from .errors import (
     StorageError,
     VerificationFailed,
 )
-from .retry import Deadline, RetryPolicy
+from .retry import Deadline, RetryPolicy, call_time_left
 from .walrus_responses import (
     Failure,
     QuiltPatch,
@@ -264,6 +264,20 @@ def _check_deadline(value: float | None, default: float) -> float:
     if not isinstance(value, int | float) or isinstance(value, bool) or not value > 0:
         raise InvalidInput(f"deadline must be a positive number of seconds, got {value!r}")
     return float(value)
+
+
+def _within_call(seconds: float, side: Side) -> float:
+    """``seconds``, cut to what is left of the enclosing call's budget (retry.call_deadline)."""
+    left = call_time_left()
+    if left is None:
+        return seconds
+    if left < 0.001:
+        error_type: type[StorageError] = (
+            PublisherUnavailable if side == "publisher" else AggregatorUnavailable
+        )
+        raise error_type(f"{side} not asked: the call's deadline already passed",
+                         reason="DEADLINE_EXCEEDED")
+    return min(seconds, left)
 
 
 def _check_address(value: str | None) -> str | None:
@@ -526,7 +540,7 @@ class _Core:
         that refused the connection ``max_connect_failures`` times in a row, or
         answered like something that is not a publisher, is dropped for this call.
         """
-        deadline = Deadline(seconds, self.clock)
+        deadline = Deadline(_within_call(seconds, "publisher"), self.clock)
         active = self.publisher_health.order(self.publisher_urls)
         connect_failures = dict.fromkeys(active, 0)
         round_no = 0
@@ -677,7 +691,8 @@ class _Core:
                 "no aggregator configured (set aggregator_urls; publisher URLs serve reads "
                 "only with publisher_serves_reads)"
             )
-        deadline = Deadline(_check_deadline(deadline_s, self.read_deadline), self.clock)
+        deadline = Deadline(_within_call(_check_deadline(deadline_s, self.read_deadline),
+                                         "aggregator"), self.clock)
         active = self.aggregator_health.order(self.aggregator_urls)
         connect_failures = dict.fromkeys(active, 0)
         last: Failure | None = None
@@ -817,11 +832,15 @@ class _Core:
         endpoints = [(f"publisher:{url}", url) for url in self.publisher_urls]
         endpoints += [(f"aggregator:{url}", url) for url in self.aggregator_urls]
         reachable: dict[str, bool] = {}
+        answered: dict[str, bool] = {}  # a URL in both roles (a daemon) is asked once
         for label, base in endpoints:
-            seconds = min(self.timeout, _STATUS_TIMEOUT)
-            outcome = yield _Send("GET", base + "/status", None, seconds, budget=seconds,
-                                  max_body=_JSON_CAP)
-            reachable[label] = isinstance(outcome, httpx.Response) and outcome.status_code == 200
+            if base not in answered:
+                seconds = min(self.timeout, _STATUS_TIMEOUT)  # per distinct endpoint
+                outcome = yield _Send("GET", base + "/status", None, seconds, budget=seconds,
+                                      max_body=_JSON_CAP)
+                answered[base] = isinstance(outcome, httpx.Response) \
+                    and outcome.status_code == 200
+            reachable[label] = answered[base]
         return reachable
 
 
