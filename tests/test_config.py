@@ -62,6 +62,19 @@ def test_aggregator_urls_list_in_toml(toml):
     assert Settings.load(config_file=path).aggregator_urls == ["http://a:1", "http://b:2"]
 
 
+@pytest.mark.parametrize("short", ["0x1234", "0x" + "a" * 63, "a" * 64, "0x" + "g" * 64])
+def test_send_object_to_must_be_a_full_sui_address(toml, monkeypatch, short):
+    """Caught when the config loads (doctor FAILs), not after remember stored a fact locally."""
+    path = toml(f'send_object_to = "{short}"\n')
+    with pytest.raises(ConfigError, match="32-byte Sui address"):
+        Settings.load(config_file=path)
+    monkeypatch.setenv("WALRUS_MEM_SEND_OBJECT_TO", short)
+    with pytest.raises(ConfigError, match="send_object_to"):
+        Settings.load()
+    monkeypatch.setenv("WALRUS_MEM_SEND_OBJECT_TO", " 0x" + "AB" * 32 + " ")
+    assert Settings.load().send_object_to == "0x" + "ab" * 32
+
+
 @pytest.mark.parametrize("env_name", ["WALRUS_MEM_CONFIG", "WALRUS_MEM_CONFIG_FILE"])
 def test_config_file_from_env(toml, monkeypatch, env_name):
     path = toml("epochs = 11\n")

@@ -222,6 +222,9 @@ def load_config_file(path: Path) -> dict[str, Any]:
     return resolved
 
 
+_SUI_ADDRESS = re.compile(r"0x[0-9a-fA-F]{64}")
+
+
 def _http_url(url: str) -> str:
     # The message never shows the URL: it may come from a ${VAR} holding a secret.
     from urllib.parse import urlsplit
@@ -401,6 +404,17 @@ class Settings(BaseSettings):
     @classmethod
     def _check_urls(cls, v: list[str]) -> list[str]:
         return [_http_url(u) for u in v]
+
+    @field_validator("send_object_to")
+    @classmethod
+    def _check_sui_address(cls, v: str | None) -> str | None:
+        # Walrus parses a full SuiAddress: a short one 400s every store (publisher.rs)
+        if v is None or not v.strip():
+            return None
+        v = v.strip()
+        if not _SUI_ADDRESS.fullmatch(v):
+            raise ValueError("must be a full 32-byte Sui address: 0x and 64 hex digits")
+        return v.lower()
 
     @field_validator("publisher_url")
     @classmethod
