@@ -107,6 +107,7 @@ def test_a_static_token_is_spent_by_the_first_store(tmp_path: Path,
         with pytest.raises(AuthenticationFailed) as info:
             client.store_blob(b"second")
         assert info.value.reason == "TOKEN_ALREADY_USED"
+        assert "publisher_token_command" in str(info.value)  # tells the user the fix
         assert client.stats.retries == 0  # an auth failure is never retried blindly
         assert token not in str(info.value) and token not in repr(client)
 

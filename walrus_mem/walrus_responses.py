@@ -391,6 +391,9 @@ def failure_for_status(
         )
 
     if side == "publisher" and (info.domain == _AUTH_DOMAIN or reason in _AUTH_REASONS):
+        if reason == "TOKEN_ALREADY_USED":  # the usual cause: a static token on a JWT publisher
+            message += (" (this publisher accepts each token once: set "
+                        "publisher_token_command to a command printing a fresh one)")
         return final(AuthenticationFailed)  # a token is single-use/expired: retry is futile
     if status == 429:
         retry_after = parse_retry_after(headers.get("retry-after"), now=now)
