@@ -145,6 +145,17 @@ def test_token_command_failures_are_typed(tmp_path: Path, script: str, expected:
         provide()
 
 
+def test_a_hanging_token_command_ends_within_the_store_deadline(tmp_path: Path) -> None:
+    """The command's own 10 s timeout is cut to what is left of the store's deadline."""
+    path = tmp_path / "helper.py"
+    path.write_text("import time; time.sleep(30)")
+    with WalrusClient("http://127.0.0.1:9", ["http://127.0.0.1:9"],
+                      token_command=[sys.executable, str(path)]) as client:
+        with pytest.raises(AuthenticationFailed, match="did not finish") as info:
+            client.store_blob(b"fact", deadline=0.5)
+    assert "within 10 s" not in str(info.value), str(info.value)
+
+
 def test_token_command_output_never_in_errors(tmp_path: Path) -> None:
     path = tmp_path / "helper.py"
     path.write_text("import sys; print('s3cr3t-value and more'); sys.exit(0)")

@@ -27,6 +27,7 @@ from typing import Final
 from pydantic import SecretStr
 
 from .errors import AuthenticationFailed, InvalidInput
+from .retry import call_time_left
 
 __all__ = ["TokenProvider", "command_provider", "static_provider", "token_provider"]
 
@@ -75,14 +76,16 @@ def command_provider(
     name = "publisher_token_command"
 
     def provide() -> SecretStr:
+        left = call_time_left()  # never past the store's own deadline
+        seconds = timeout if left is None else max(0.001, min(timeout, left))
         try:
             done = subprocess.run(
                 argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL, timeout=timeout, check=False,
+                stderr=subprocess.DEVNULL, timeout=seconds, check=False,
             )
         except subprocess.TimeoutExpired:
             raise AuthenticationFailed(
-                f"{name} did not finish within {timeout:g} s"
+                f"{name} did not finish within {seconds:.3g} s"
             ) from None
         except OSError as exc:
             raise AuthenticationFailed(

@@ -37,7 +37,7 @@ from .errors import (
     StorageError,
     VerificationFailed,
 )
-from .retry import Deadline, RetryPolicy, call_time_left
+from .retry import Deadline, RetryPolicy, call_deadline, call_time_left
 from .walrus_responses import (
     Failure,
     QuiltPatch,
@@ -553,7 +553,8 @@ class _Core:
                         self._exhausted(last.error, round_no + 1, deadline)
                         raise last.error from last.cause
                     self.stats._add("failovers")
-                send = make(base, self._timeout(deadline), deadline.remaining())
+                with call_deadline(deadline.remaining()):  # bounds a token command too
+                    send = make(base, self._timeout(deadline), deadline.remaining())
                 outcome = yield send
                 result = self._interpret(outcome, send, interpret)
                 if not isinstance(result, Failure):
