@@ -17,9 +17,11 @@ import pytest
 from relayer_mock.server import RelayerServer
 from tests.helpers_memory import MASTER_HEX, make_settings
 from tests.test_walrus_lying import LyingPublisher, _memory
-from walrus_mem.errors import AggregatorUnavailable, StorageError
+from walrus_mem.blobio import QUILT_MAX_BYTES, store_batches
+from walrus_mem.errors import AggregatorUnavailable, BodyTooLarge, StorageError
 from walrus_mem.memory import Memory
 from walrus_mem.testing import HashEmbedder
+from walrus_mem.walrus import MAX_BLOB_BODY, MAX_QUILT_BODY, WalrusClient
 
 
 def _stores(url: str) -> int:
@@ -78,3 +80,20 @@ def test_share_never_hands_out_a_grant_that_was_not_stored(
             liar.lie = True
             with pytest.raises(StorageError):
                 memory.share([record.id], to=recipient)
+
+
+def test_quilt_cap_is_the_quilt_routes_100_mib_limit(tmp_path: Path) -> None:
+    """Quilts were capped at 9 MiB on the belief that publishers take 10 MiB requests; the
+    daemon's PUT /v1/quilts default limit is 102,400 KiB (blobs: 10,240 KiB)."""
+    assert MAX_QUILT_BODY == 100 * 2**20 and MAX_BLOB_BODY == 10 * 2**20
+    assert QUILT_MAX_BYTES > 90 * 2**20  # batches leave room for the multipart framing
+    assert [len(r) for r in store_batches([2**20] * 200)] == [96, 96, 8]
+    assert [len(r) for r in store_batches([100] * 1400)] == [666, 666, 68]
+    with RelayerServer(tmp_path / "walrus", fsync=False) as server, \
+            WalrusClient(server.url, [server.url]) as client:
+        files = {f"f{i}": bytes([i]) * 2**20 for i in range(12)}  # 12 MiB: over a blob's limit
+        quilt = client.store_quilt(files)
+        client.read_back(files["f11"], patch_id=quilt.patches["f11"])
+        with pytest.raises(BodyTooLarge):
+            client.store_quilt({f"g{i}": b"\0" * 2**20 for i in range(101)})
+        assert client.stats.requests == 2  # the over-limit quilt was never sent
