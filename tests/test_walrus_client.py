@@ -726,6 +726,9 @@ def test_no_publisher_configured(clock) -> None:
 @pytest.mark.parametrize("kwargs", [
     {"publisher": "ftp://x"}, {"aggregators": "http://one-string"}, {"aggregators": ["nohost"]},
     {"send_object_to": "0xZZ"}, {"epochs": 60}, {"timeout": 0},
+    # Walrus parses a full 32-byte SuiAddress: short hex 400s every store
+    {"send_object_to": "0x1234"}, {"send_object_to": "0x" + "a" * 63},
+    {"send_object_to": "a" * 64}, {"send_object_to": "0x" + "a" * 65},
 ])
 def test_bad_configuration(clock, kwargs) -> None:
     aggregators = kwargs.pop("aggregators", AGGREGATORS)
