@@ -265,6 +265,29 @@ def test_quilt_answer_naming_other_identifiers_is_invalid(mock, client) -> None:
         client.store_quilt({"walrus.jpg": b"a"}, deadline=1.0)
 
 
+def test_a_store_answer_for_other_bytes_is_not_accepted(mock, clock) -> None:
+    """The answer must describe what was sent: a size that is not the body's is a lie (or a
+    mix-up); the next publisher is asked, and with none honest the store fails typed."""
+    second = "http://publisher-2.test"
+    liar = mock.put(PUT_BLOBS).mock(return_value=ok(NEWLY_CREATED))  # says 17 bytes
+    honest = mock.put(f"{second}/v1/blobs").mock(return_value=ok(newly_created(5)))
+    with make(clock, publisher=[PUBLISHER, second]) as client:
+        assert client.store_blob(b"12345").size == 5
+        assert liar.call_count == 1 and honest.call_count == 1
+    with make(clock) as alone, pytest.raises(InvalidResponse) as info:
+        alone.store_blob(b"12345", deadline=1.0)
+    assert info.value.reason == "STORE_MISMATCH"
+
+
+def test_a_quilt_answer_whose_patches_are_not_of_the_quilt_is_not_accepted(mock, clock) -> None:
+    foreign = "A" * 43 + PATCH_A[43:]  # a patch id of another blob
+    text = QUILT_RESULT_TEXT.replace(PATCH_A, foreign)
+    mock.put(PUT_QUILTS).mock(return_value=httpx.Response(200, content=text.encode()))
+    with make(clock) as client, pytest.raises(InvalidResponse) as info:
+        client.store_quilt({"walrus.jpg": b"a", "another_walrus.jpg": b"b"}, deadline=1.0)
+    assert info.value.reason == "STORE_MISMATCH"
+
+
 @pytest.mark.parametrize("files, match", [
     ({}, "at least one"),
     ({"_metadata": b"x"}, "reserved"),
