@@ -231,3 +231,54 @@ def test_restore_reads_an_unreachable_head_once(tmp_path: Path,
             with pytest.raises(StorageError, match="deadline"):
                 memory.restore("default", head)
         assert drip.connections == 1
+
+
+def test_expiry_check_stops_asking_once_no_aggregator_answers() -> None:
+    """A manifest publish checks each blob the clock calls expired (one read each): against
+    aggregators that do not answer, one read deadline, not one per blob."""
+    from types import SimpleNamespace
+
+    from walrus_mem.errors import AggregatorUnavailable
+    from walrus_mem.expiry import ExpiredEntry
+    from walrus_mem.log_expiry import still_served
+
+    asked: list[str] = []
+
+    def read_byte_range(blob: str, start: int, length: int) -> bytes:
+        asked.append(blob)
+        raise AggregatorUnavailable("no complete answer within the call's deadline",
+                                    reason="DEADLINE_EXCEEDED")
+
+    host = SimpleNamespace(walrus=SimpleNamespace(read_byte_range=read_byte_range))
+    blobs = [f"{i}" * 43 for i in range(5)]
+    rows = [{"id": f"m{i}"} for i in range(5)]
+    expired = [ExpiredEntry(memory_id=f"m{i}", blob_id=b, end_epoch=3)
+               for i, b in enumerate(blobs)]
+    kept = still_served(host, set(), "default", rows, expired)  # type: ignore[arg-type]
+    assert kept == rows  # unconfirmed: every one stays listed
+    assert asked == blobs[:1]
+
+
+def test_cached_page_check_does_not_republish_when_no_aggregator_answers() -> None:
+    """A cached manifest page whose check read got no answer is not the page's fault:
+    the publish stops (one read deadline) instead of storing the page again and waiting
+    out that store's read-back too."""
+    import threading
+    from types import SimpleNamespace
+
+    from walrus_mem.errors import AggregatorUnavailable
+    from walrus_mem.keys import MasterSeed, NamespaceKeys
+    from walrus_mem.log_pages import ManifestPages
+
+    def read_blob(blob: str) -> bytes:
+        raise AggregatorUnavailable("no complete answer within the call's deadline",
+                                    reason="DEADLINE_EXCEEDED")
+
+    dropped: list[str] = []
+    host = SimpleNamespace(walrus=SimpleNamespace(read_blob=read_blob))
+    tables = SimpleNamespace(drop_page=lambda ns, digest: dropped.append(digest))
+    pages = ManifestPages(host, tables, threading.RLock())  # type: ignore[arg-type]
+    keys = NamespaceKeys.derive(MasterSeed.from_hex(MASTER_HEX), "default")
+    with pytest.raises(AggregatorUnavailable):
+        pages.intact("default", keys, "d" * 64, "b" * 43, None)
+    assert dropped == []  # the cached location is kept

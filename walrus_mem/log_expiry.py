@@ -12,7 +12,7 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .errors import BlobNotFound, WalrusMemError
+from .errors import AggregatorUnavailable, BlobNotFound, WalrusMemError
 from .expiry import ExpiredEntry
 from .log_apply import Tally
 
@@ -35,11 +35,14 @@ def still_served(host: LogHost, gone_blobs: set[str], ns: str, rows: Sequence[An
     client = host.walrus
     kept: list[Any] = []
     verdict: dict[str, bool] = {}  # blob id -> gone
+    unreachable = False  # no aggregator answered: asking about the next blob costs as much
     for gone in expired:
         blob = gone.blob_id
         if blob not in verdict:
             if blob in gone_blobs:
                 verdict[blob] = True
+            elif unreachable:
+                verdict[blob] = False  # unconfirmed, as below: listing it loses nothing
             else:
                 try:
                     client.read_byte_range(blob, 0, 1)
@@ -53,6 +56,7 @@ def still_served(host: LogHost, gone_blobs: set[str], ns: str, rows: Sequence[An
                     gone_blobs.add(blob)
                 except (WalrusMemError, ValueError) as exc:
                     verdict[blob] = False  # unconfirmed: listing it loses nothing
+                    unreachable = isinstance(exc, AggregatorUnavailable)
                     log.info("expiry of blob %s not confirmed (%s); kept listed", blob,
                              type(exc).__name__)
         if not verdict[blob]:

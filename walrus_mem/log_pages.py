@@ -17,7 +17,7 @@ from . import manifest as mf
 from .blobio import check_patches, read_checked, store_batches
 from .catalog_log import LogTables
 from .envelope import open_envelope
-from .errors import WalrusMemError
+from .errors import AggregatorUnavailable, WalrusMemError
 from .keys import NamespaceKeys
 from .walrus import WalrusClient
 
@@ -85,6 +85,10 @@ class ManifestPages:
                    else client.read_blob(blob_id))
             mf.parse_page(open_envelope(keys, raw, expected_id=f"page-{digest}",
                                         expected_kind="manifest-page"), digest)
+        except AggregatorUnavailable:
+            # No aggregator answered: not the page's fault. Raised, so the publish stops
+            # here instead of paying to store it again and waiting out its read-back too.
+            raise
         except (WalrusMemError, ValueError) as exc:
             log.warning("cached manifest page %s of %r failed its check (%s); republishing it",
                         digest[:12], ns, type(exc).__name__)
