@@ -45,8 +45,8 @@ def require_read_back(client: WalrusClient, what: str) -> None:
     """
     if not client.aggregator_urls:
         raise AggregatorUnavailable(
-            f"{what} is read back after every store, but no aggregator is configured, so "
-            "nothing was stored: set aggregator_urls (publisher_serves_reads = true if the "
+            f"{what} needs a read-back after each store, but no aggregator is configured, "
+            "so nothing was stored: set aggregator_urls (publisher_serves_reads = true if the "
             "publisher URL is a `walrus daemon` serving reads), or verify_publish = \"none\"",
             reason="NO_AGGREGATOR")
 
