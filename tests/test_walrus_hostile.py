@@ -282,3 +282,19 @@ def test_cached_page_check_does_not_republish_when_no_aggregator_answers() -> No
     with pytest.raises(AggregatorUnavailable):
         pages.intact("default", keys, "d" * 64, "b" * 43, None)
     assert dropped == []  # the cached location is kept
+
+
+@pytest.mark.parametrize("mode", ["drip_headers", "huge_chunked"])
+def test_mock_admin_probe_is_bounded_too(tmp_path: Path, fake_embedder: HashEmbedder,
+                                         mode: str) -> None:
+    """walrus_mem asks a configured endpoint whether it has relayer_mock's /_mock/ routes
+    (epoch, delete); against a real, hostile server that probe hung for hours on a drip and
+    read a 600 MiB answer whole (2.5 GB RSS)."""
+    with HostileServer(mode, interval=0.1, size=600 * 2**20) as server:
+        settings = make_settings(tmp_path / "m", publisher_url=server.url,
+                                 aggregator_urls=[server.url], read_deadline=DEADLINE)
+        with Memory(settings, embedder=fake_embedder, master_key=MASTER_HEX) as memory:
+            elapsed, error = _timed(memory.current_epoch)
+    assert error is None, repr(error)
+    assert elapsed < 5.0 + SLACK  # the admin exchange's own wall-clock budget
+    assert server.bytes_sent < 64 * 2**20  # socket buffers take a few MiB; it was 1.26 GB

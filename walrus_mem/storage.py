@@ -20,6 +20,7 @@ from urllib.parse import quote
 
 import httpx
 
+from .bounded_io import Bounded, DeadlineTransport, send_sync
 from .config import Settings
 from .walrus import WalrusClient
 
@@ -27,7 +28,8 @@ __all__ = ["Backend", "open_backend"]
 
 log = logging.getLogger(__name__)
 
-_ADMIN_TIMEOUT = 5.0
+_ADMIN_TIMEOUT = 5.0  # wall clock per admin exchange (bounded_io), not per socket read
+_ADMIN_CAP = 64 * 1024  # an epoch number or a delete answer; a server sending more is cut off
 
 
 class Backend:
@@ -61,14 +63,22 @@ class Backend:
             if base is None:
                 self._admin_ok = False
                 return None
-            self._admin = httpx.Client(base_url=base, timeout=_ADMIN_TIMEOUT)
+            self._admin = httpx.Client(base_url=base, timeout=_ADMIN_TIMEOUT,
+                                       transport=DeadlineTransport())
         if self._admin_ok is None:
             try:
-                response = self._admin.get("/_mock/epoch")
+                response = self._admin_call(self._admin, "GET", "/_mock/epoch")
                 self._admin_ok = response.status_code == 200
-            except httpx.HTTPError:
+            except (httpx.HTTPError, Bounded):
                 self._admin_ok, self._admin_unreachable = False, True
         return self._admin if self._admin_ok else None
+
+    @staticmethod
+    def _admin_call(admin: httpx.Client, method: str, path: str) -> httpx.Response:
+        """One admin exchange, bounded like the client's: the probe goes to a real
+        publisher too, which may drip or answer gigabytes."""
+        return send_sync(admin, admin.build_request(method, path), budget=_ADMIN_TIMEOUT,
+                         max_body=_ADMIN_CAP)
 
     @property
     def can_delete(self) -> bool:
@@ -90,8 +100,9 @@ class Backend:
                 "on-chain by the owner of its Blob object"
             )
         try:
-            response = admin.delete(f"/_mock/blobs/{quote(blob_id, safe='')}")
-        except httpx.HTTPError as exc:
+            response = self._admin_call(admin, "DELETE",
+                                        f"/_mock/blobs/{quote(blob_id, safe='')}")
+        except (httpx.HTTPError, Bounded) as exc:
             return False, f"delete request failed: {type(exc).__name__}"
         if response.status_code in (200, 204, 404):
             # Gone now: a later 404 for it is the truth, not a just-stored blob's cache lag.
@@ -105,9 +116,9 @@ class Backend:
         if admin is None:
             return None
         try:
-            response = admin.get("/_mock/epoch")
+            response = self._admin_call(admin, "GET", "/_mock/epoch")
             data = response.json()
-        except (httpx.HTTPError, ValueError):
+        except (httpx.HTTPError, Bounded, ValueError):
             return None
         if isinstance(data, int):
             return data
