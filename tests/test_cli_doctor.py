@@ -87,6 +87,26 @@ def test_unreachable_publisher_fails(tmp_path, monkeypatch):
     assert all("127.0.0.1:9" in c["detail"] for c in failed)
 
 
+@pytest.mark.parametrize("script, status", [
+    ("import sys; sys.exit(1)", "fail"), ("print('a b')", "fail"), ("print('tok-123')", "ok")])
+def test_token_command_is_run_once(tmp_path, monkeypatch, script, status):
+    """A token command that cannot print a token fails every store: doctor said 'fine'."""
+    import shlex
+    import sys
+
+    helper = tmp_path / "token.py"
+    helper.write_text(script)
+    monkeypatch.setenv("WALRUS_MEM_MASTER_KEY", TEST_MASTER_HEX)
+    monkeypatch.setenv("WALRUS_MEM_PUBLISHER_URL", "http://127.0.0.1:9")
+    monkeypatch.setenv("WALRUS_MEM_AGGREGATOR_URLS", "http://127.0.0.1:9")
+    monkeypatch.setenv("WALRUS_MEM_PUBLISHER_TOKEN_COMMAND",
+                       shlex.join([sys.executable, str(helper)]))
+    data = invoke_json(["doctor", "--no-model"], expect=1)
+    token = by_name(data["checks"])["publisher token"]
+    assert token["status"] == status, token
+    assert "tok-123" not in str(data)
+
+
 def test_embedding_check_with_injected_embedder():
     settings = Settings.load()
     check = check_embedding_model(settings, make=lambda s: HashEmbedder(dim=32))

@@ -326,7 +326,24 @@ def check_storage(settings: Settings) -> list[Check]:
             f"{url} {'answers GET /status' if ok else 'is unreachable or unhealthy'}",
             "" if ok else f"check the URL and the network (curl {url}/status)",
         ))
+    if publishers and settings.publisher_token_command:
+        checks.append(_check_token_command(settings.publisher_token_command))
     return checks
+
+
+def _check_token_command(command: str) -> Check:
+    """Run the token command once (every store runs it): a broken one fails every store.
+    The token is never shown; a minted JWT that is not used simply expires."""
+    from .credentials import command_provider
+    from .errors import AuthenticationFailed, InvalidInput
+
+    try:
+        command_provider(command)()
+    except (AuthenticationFailed, InvalidInput) as exc:
+        return Check("publisher token", "fail", str(exc),
+                     "the command must exit 0 and print exactly one token on stdout")
+    return Check("publisher token", "ok", "publisher_token_command printed one token "
+                 "(not shown)")
 
 
 def _writable(directory: Path) -> bool:
