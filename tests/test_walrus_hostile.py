@@ -298,3 +298,49 @@ def test_mock_admin_probe_is_bounded_too(tmp_path: Path, fake_embedder: HashEmbe
     assert error is None, repr(error)
     assert elapsed < 5.0 + SLACK  # the admin exchange's own wall-clock budget
     assert server.bytes_sent < 64 * 2**20  # socket buffers take a few MiB; it was 1.26 GB
+
+
+def test_restore_stops_asking_once_no_aggregator_answers(tmp_path: Path,
+                                                         fake_embedder: HashEmbedder) -> None:
+    """An aggregator that serves the manifest but no fact in time: each of 24 fact reads
+    waited out its own read deadline (3 waves of 8 workers); now the first wave ends it, the
+    rest stay pending and the resumed restore fetches them."""
+    import httpx
+
+    from walrus_mem.walrus import WalrusClient
+
+    with RelayerServer(tmp_path / "walrus", fsync=False) as server:
+        good = make_settings(tmp_path / "good", publisher_url=server.url,
+                             aggregator_urls=[server.url])
+        with Memory(good, embedder=fake_embedder, master_key=MASTER_HEX) as memory:
+            for i in range(24):
+                memory.remember(f"fact number {i} of the restore")
+            head = memory.sync().manifests["default"]
+        root = head.split(".")[0]
+        asked: set[str] = set()
+
+        class FactsHang(httpx.BaseTransport):
+            def __init__(self) -> None:
+                self.inner = httpx.HTTPTransport()
+                self.hang = True
+
+            def handle_request(self, request: httpx.Request) -> httpx.Response:
+                path = request.url.path
+                if self.hang and request.method == "GET" and path.startswith("/v1/blobs/") \
+                        and root not in path:
+                    asked.add(path)
+                    return httpx.Response(503)  # retried until the read deadline
+                return self.inner.handle_request(request)
+
+        transport = FactsHang()
+        client = WalrusClient(None, [server.url], transport=transport, read_deadline=DEADLINE)
+        fresh = make_settings(tmp_path / "fresh", aggregator_urls=[server.url],
+                              read_deadline=DEADLINE)
+        with Memory(fresh, embedder=fake_embedder, master_key=MASTER_HEX,
+                    walrus=client) as memory:
+            first = memory.restore("default", head)
+            assert first.restored == 0 and len(first.failed) == 24
+            assert len(asked) <= 8, len(asked)  # one wave of RESTORE_WORKERS, not three
+            transport.hang = False
+            second = memory.restore("default")  # resumes
+            assert second.restored == 24 and second.failed == []

@@ -48,6 +48,7 @@ from .config import Settings
 from .embeddings import Embedder
 from .envelope import open_envelope, seal
 from .errors import (
+    AggregatorUnavailable,
     BadRequest,
     BlobNotFound,
     EnvelopeError,
@@ -865,10 +866,25 @@ class NamespaceLog:
         if plan.forget:
             with self.lock:
                 self.indexes.refresh(ns)
+        # Once a read got no answer from any aggregator within its deadline, the rest are
+        # not asked (each would wait out its own): they stay pending, the next pull or the
+        # resumed restore fetches them.
+        unanswered = threading.Event()
+
+        def fetch(entry: mf.Entry) -> tuple[mf.Entry, bytes, dict[str, Any]]:
+            if unanswered.is_set():
+                raise AggregatorUnavailable("not asked: no aggregator answered an earlier "
+                                            "read of this pull in time")
+            try:
+                return self._fetch(keys, entry)
+            except AggregatorUnavailable:
+                unanswered.set()
+                raise
+
         with ThreadPoolExecutor(max_workers=RESTORE_WORKERS) as pool:
             for start in range(0, len(fetches), RESTORE_CHUNK):
                 chunk = fetches[start : start + RESTORE_CHUNK]
-                futures = [(e, pool.submit(self._fetch, keys, e)) for e in chunk]
+                futures = [(e, pool.submit(fetch, e)) for e in chunk]
                 fetched: list[tuple[mf.Entry, bytes, dict[str, Any]]] = []
                 for entry, future in futures:
                     try:
