@@ -24,6 +24,13 @@ from walrus_mem.testing import HashEmbedder
 from walrus_mem.walrus import MAX_BLOB_BODY, MAX_QUILT_BODY, WalrusClient
 
 
+def _liar_with_decoy(server: RelayerServer, mode: str) -> LyingPublisher:
+    """A publisher in front of ``server`` that, once told to lie, rewrites store answers to
+    a real decoy blob (``rewrite``) or stores nothing (``nothing``)."""
+    decoy = httpx.put(f"{server.url}/v1/blobs", content=b"decoy").json()
+    return LyingPublisher(mode, decoy["newlyCreated"]["blobObject"]["blobId"], lie=False)
+
+
 def _stores(url: str) -> int:
     counters: dict[str, int] = httpx.get(f"{url}/_mock/stats").json()["counters"]
     return sum(v for k, v in counters.items() if k.startswith("requests.put"))
@@ -50,8 +57,7 @@ def test_publisher_only_config_pays_for_no_store_it_cannot_verify(
 def test_extend_never_moves_a_memory_to_a_blob_that_does_not_verify(
         tmp_path: Path, fake_embedder: HashEmbedder, mode: str) -> None:
     with RelayerServer(tmp_path / "walrus", fsync=False) as server:
-        decoy = httpx.put(f"{server.url}/v1/blobs", content=b"decoy").json()
-        liar = LyingPublisher(mode, decoy["newlyCreated"]["blobObject"]["blobId"], lie=False)
+        liar = _liar_with_decoy(server, mode)
         with _memory(tmp_path, server, liar, fake_embedder) as memory:
             one = memory.remember("the user keeps bees")
             many = memory.remember_many(["hive one is blue", "hive two is green"])
@@ -72,8 +78,7 @@ def test_extend_never_moves_a_memory_to_a_blob_that_does_not_verify(
 def test_share_never_hands_out_a_grant_that_was_not_stored(
         tmp_path: Path, fake_embedder: HashEmbedder, mode: str) -> None:
     with RelayerServer(tmp_path / "walrus", fsync=False) as server:
-        decoy = httpx.put(f"{server.url}/v1/blobs", content=b"decoy").json()
-        liar = LyingPublisher(mode, decoy["newlyCreated"]["blobObject"]["blobId"], lie=False)
+        liar = _liar_with_decoy(server, mode)
         with _memory(tmp_path, server, liar, fake_embedder) as memory:
             record = memory.remember("the user keeps bees")
             recipient = memory.keys_for("friend").verify_key.hex()
