@@ -34,25 +34,27 @@ overwritten or recreated.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from functools import wraps
 from pathlib import Path
-from typing import Any, Final, ParamSpec, TypeVar
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
 
+from .catalog_changes import ChangeLog
+from .catalog_fts import FtsQueries, fts_table
+from .catalog_guard import _guarded, _translate
+from .catalog_outbox import OutboxQueue
 from .catalog_schema import MIGRATIONS, SCHEMA_VERSION
 from .epoch_guard import EpochGuard, plausible_end
-from .errors import CatalogCorrupt, LocalStoreError
+from .errors import LocalStoreError
 from .expiry import record_seen
 from .private_dirs import make_private_dirs
 from .ranking import FTS_TOKENIZE
@@ -72,25 +74,13 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-P = ParamSpec("P")
-T = TypeVar("T")
-
 BUSY_TIMEOUT_MS: Final = 30_000
-_DF_CACHE_MAX: Final = 4096  # cached term counts per namespace (fts_doc_counts)
-_CORRUPT_CODES: Final = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
-_BUSY_CODES: Final = {sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED}
 
 MEMORY_COLUMNS: Final = (
     "key, id, namespace, text, metadata, category, importance, created_at, updated_at, "
     "expires_at, version, status, blob_id, quilt_patch_id, end_epoch"
 )
 
-
-
-def fts_table(namespace: str) -> str:
-    """Name of a namespace's FTS5 table (a hash: safe in SQL, reveals no name)."""
-    digest = hashlib.blake2b(namespace.encode(), digest_size=12, person=b"walrusmem.fts")
-    return f"fts_{digest.hexdigest()}"
 
 
 def vector_to_blob(vector: npt.NDArray[np.float32]) -> bytes:
@@ -116,38 +106,7 @@ _MEMORY_DEFAULTS: Final[dict[str, Any]] = {
 }
 
 
-def _translate(exc: sqlite3.Error, path: Path) -> Exception:
-    code = getattr(exc, "sqlite_errorcode", None)
-    primary = code & 0xFF if isinstance(code, int) else None
-    if primary in _CORRUPT_CODES:
-        return CatalogCorrupt(
-            f"catalog {path} is not a usable SQLite database ({exc}); it was left untouched. "
-            "Run `walrus-mem repair`: it moves the file aside and rebuilds the catalog from "
-            "the newest manifest (head) of each namespace this data dir remembers"
-        )
-    if primary in _BUSY_CODES:
-        return LocalStoreError(f"catalog {path} is locked by another process ({exc})")
-    return LocalStoreError(f"catalog {path}: {exc}")
-
-
-def _guarded(method: Callable[P, T]) -> Callable[P, T]:
-    """Translate sqlite3 errors into the walrus_mem tree (corruption → CatalogCorrupt)."""
-
-    @wraps(method)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
-        try:
-            return method(*args, **kwargs)
-        except sqlite3.IntegrityError:
-            raise
-        except sqlite3.Error as exc:
-            self = args[0]
-            assert isinstance(self, Catalog)
-            raise _translate(exc, self.path) from exc
-
-    return wrapper
-
-
-class Catalog:
+class Catalog(FtsQueries, ChangeLog, OutboxQueue):
     """A connection to the catalog file with the project's SQL in one place.
 
     Thread-safe: one connection, guarded by a re-entrant lock. ``write()``
@@ -543,141 +502,6 @@ class Catalog:
             yield from rows
             last = int(rows[-1]["key"])
 
-    @_guarded
-    def fts_search(self, namespace: str, match: str, limit: int) -> list[tuple[int, float]]:
-        """Top ``limit`` rows by SQLite's bm25 (lower is better), as (key, bm25)."""
-        table = fts_table(namespace)
-        rows = self.query(
-            f"SELECT rowid, bm25({table}) AS score FROM {table} WHERE {table} MATCH ? "
-            "ORDER BY score LIMIT ?",
-            (match, limit),
-        )
-        return [(int(r[0]), float(r[1])) for r in rows]
-
-    @_guarded
-    def fts_matches(self, namespace: str, match: str) -> list[tuple[int, float]]:
-        """Every row matching ``match`` with its bm25 (lower is better), as (key, bm25),
-        best first (ties: lower key first).
-
-        For queries whose words are in few rows: SQLite scores every match even
-        for ``ORDER BY ... LIMIT``, so fetching them all costs the same scoring
-        and also answers the bm25 of any other candidate (absent = no match).
-        SQLite sorts them (in C, cheaper than a Python sort of the tuples).
-        """
-        table = fts_table(namespace)
-        with self._lock:
-            rows: list[tuple[int, float]] = self.conn.execute(
-                f"SELECT rowid, bm25({table}) FROM {table} WHERE {table} MATCH ? ORDER BY 2, 1",
-                (match,),
-            ).fetchall()
-        return rows
-
-    @_guarded
-    def fts_doc_counts(self, namespace: str, terms: Sequence[str]) -> dict[str, int]:
-        """How many rows of the namespace match each single FTS5 term (cached).
-
-        A term is one quoted word as :func:`~walrus_mem.ranking.fts_query` writes
-        it. Counting visits the term's doclist without scoring it, so it is a
-        few times cheaper than the bm25 query. Counts are cached per namespace
-        and dropped when any connection (this one included) changes the file's
-        content; a slightly stale count only steers candidate selection.
-        """
-        with self._lock:
-            version = (int(self.conn.execute("PRAGMA data_version").fetchone()[0]),
-                       self.conn.total_changes)
-            if self._df_version != version:
-                self._df_cache.clear()
-                self._df_version = version
-            cache = self._df_cache.setdefault(namespace, {})
-            table = fts_table(namespace)
-            for term in terms:
-                if term not in cache:
-                    if len(cache) >= _DF_CACHE_MAX:
-                        cache.clear()
-                    row = self.conn.execute(
-                        f"SELECT count(*) FROM {table} WHERE {table} MATCH ?", (term,)
-                    ).fetchone()
-                    cache[term] = int(row[0])
-            return {term: cache[term] for term in terms}
-
-    @_guarded
-    def fts_scores(self, namespace: str, match: str, keys: Sequence[int]) -> dict[int, float]:
-        """bm25 of the given keys that match ``match`` (absent keys do not match)."""
-        table = fts_table(namespace)
-        rows = self.query(
-            # "+rowid": check the keys on each match instead of one FTS5 query per key,
-            # which is ~5x faster for a few dozen keys.
-            f"SELECT rowid, bm25({table}) FROM {table} WHERE {table} MATCH ? AND +rowid IN "
-            "(SELECT value FROM json_each(?))",
-            (match, json.dumps([int(k) for k in keys])),
-        )
-        return {int(r[0]): float(r[1]) for r in rows}
-
-    # -- index change log ------------------------------------------------------------
-
-    @_guarded
-    def max_change(self, namespace: str) -> int:
-        row = self.query_one(
-            "SELECT max(seq) FROM changes WHERE namespace = ?", (namespace,)
-        )
-        return int(row[0] or 0) if row else 0
-
-    @_guarded
-    def changes_since(self, namespace: str, seq: int) -> tuple[list[int], int]:
-        """Distinct keys touched after ``seq`` and the newest seq seen."""
-        rows = self.query(
-            "SELECT seq, key FROM changes WHERE namespace = ? AND seq > ? ORDER BY seq",
-            (namespace, seq),
-        )
-        if not rows:
-            return [], seq
-        keys = list(dict.fromkeys(int(r[1]) for r in rows))
-        return keys, int(rows[-1][0])
-
-    @_guarded
-    def changes_floor(self, namespace: str) -> int:
-        value = self.get_meta(f"changes_floor:{namespace}")
-        return int(value) if value else 0
-
-    @_guarded
-    def prune_changes(self, namespace: str, upto: int) -> None:
-        """Drop change rows up to ``upto`` (a saved index file already covers them)."""
-        with self.write() as c:
-            if upto <= self.changes_floor(namespace):
-                return
-            c.execute("DELETE FROM changes WHERE namespace = ? AND seq <= ?", (namespace, upto))
-            self.set_meta(f"changes_floor:{namespace}", str(upto))
-
-    # -- outbox -----------------------------------------------------------------------
-
-    @_guarded
-    def outbox_batches(self, namespace: str | None = None) -> list[sqlite3.Row]:
-        if namespace is None:
-            return self.query("SELECT * FROM outbox ORDER BY id")
-        return self.query("SELECT * FROM outbox WHERE namespace = ? ORDER BY id", (namespace,))
-
-    @_guarded
-    def outbox_payload(self, outbox_id: int) -> list[sqlite3.Row]:
-        """(memory_id, version, sealed) of a batch's members still current, in id order."""
-        return self.query(
-            "SELECT i.memory_id, i.version, m.sealed FROM outbox_items i "
-            "JOIN memories m ON m.id = i.memory_id AND m.version = i.version "
-            "WHERE i.outbox_id = ? AND m.sealed IS NOT NULL ORDER BY i.memory_id",
-            (outbox_id,),
-        )
-
-    @_guarded
-    def queued_count(self, namespace: str | None = None) -> int:
-        if namespace is None:
-            row = self.query_one("SELECT count(*) FROM memories WHERE status = 'queued'")
-        else:
-            row = self.query_one(
-                "SELECT count(*) FROM memories WHERE status = 'queued' AND namespace = ?",
-                (namespace,),
-            )
-        return int(row[0]) if row else 0
-
-
     # -- write path (the SQL of Memory; callers hold write() around multi-step changes) --
 
     @_guarded
@@ -777,74 +601,6 @@ class Catalog:
                  values["end_epoch"]),
             )
             return key
-
-    @_guarded
-    def add_outbox_batch(self, namespace: str, members: Sequence[tuple[str, int]],
-                         at: float) -> int:
-        """Queue (memory id, version) pairs as one publish batch; return its id."""
-        kind = "blob" if len(members) == 1 else "quilt"
-        with self.write() as c:
-            for mid, _ in members:
-                c.execute("DELETE FROM outbox_items WHERE memory_id = ?", (mid,))
-            cur = c.execute(
-                "INSERT INTO outbox (namespace, kind, created_at) VALUES (?, ?, ?)",
-                (namespace, kind, at),
-            )
-            batch_id = int(cur.lastrowid or 0)
-            c.executemany(
-                "INSERT INTO outbox_items (outbox_id, memory_id, version) VALUES (?, ?, ?)",
-                [(batch_id, mid, version) for mid, version in members],
-            )
-            self._drop_empty_outbox(namespace)
-            return batch_id
-
-    @_guarded
-    def split_outbox_batch(self, batch_id: int) -> list[int]:
-        """Move each member of a batch into a batch of its own (same namespace, created
-        now); the emptied batch goes. Returns the new batch ids."""
-        with self.write():
-            batch = self.outbox_batch(batch_id)
-            if batch is None:
-                return []
-            members = [(str(r[0]), int(r[1])) for r in self.query(
-                "SELECT memory_id, version FROM outbox_items WHERE outbox_id = ? "
-                "ORDER BY memory_id", (batch_id,))]
-            return [self.add_outbox_batch(str(batch["namespace"]), [m], time.time())
-                    for m in members]
-
-    @_guarded
-    def outbox_members(self, batch_id: int) -> list[str]:
-        return [str(r[0]) for r in self.query(
-            "SELECT memory_id FROM outbox_items WHERE outbox_id = ? ORDER BY memory_id",
-            (batch_id,))]
-
-    def _drop_empty_outbox(self, namespace: str) -> None:
-        self.conn.execute(
-            "DELETE FROM outbox WHERE namespace = ? AND id NOT IN "
-            "(SELECT DISTINCT outbox_id FROM outbox_items)", (namespace,),
-        )
-
-    @_guarded
-    def outbox_batch(self, batch_id: int) -> sqlite3.Row | None:
-        return self.query_one("SELECT * FROM outbox WHERE id = ?", (batch_id,))
-
-    @_guarded
-    def delete_outbox_batch(self, batch_id: int) -> None:
-        with self.write() as c:
-            c.execute("DELETE FROM outbox WHERE id = ?", (batch_id,))
-
-    @_guarded
-    def outbox_failed(self, batch_id: int, message: str) -> None:
-        with self.write() as c:
-            c.execute(
-                "UPDATE outbox SET attempts = attempts + 1, last_error = ? WHERE id = ?",
-                (message[:500], batch_id),
-            )
-
-    @_guarded
-    def outbox_count(self, namespace: str) -> int:
-        row = self.query_one("SELECT count(*) FROM outbox WHERE namespace = ?", (namespace,))
-        return int(row[0]) if row else 0
 
     @_guarded
     def record_location(self, namespace: str, versions: Mapping[str, int],
@@ -1136,13 +892,6 @@ class Catalog:
         return [(str(r[0]), bytes(r[1])) for r in self.query(
             "SELECT id, sealed FROM memories WHERE namespace = ? AND digest IS NULL "
             "AND sealed IS NOT NULL", (namespace,))]
-
-    @_guarded
-    def drop_queued(self, namespace: str, memory_id: str) -> None:
-        """Cancel a memory's pending publishes (another version replaced it)."""
-        with self.write() as c:
-            c.execute("DELETE FROM outbox_items WHERE memory_id = ?", (memory_id,))
-            self._drop_empty_outbox(namespace)
 
     @_guarded
     def stats_counts(self, namespace: str) -> dict[str, int]:

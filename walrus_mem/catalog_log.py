@@ -1,6 +1,6 @@
 """The catalog's SQL for the namespace log: manifests, reusable pages, merged heads.
 
-Kept apart from catalog.py (memories, FTS, outbox) so each file stays small;
+Kept apart from catalog.py (memories; FTS and outbox in its mixins) so each file stays small;
 :class:`LogTables` works on the same :class:`~walrus_mem.catalog.Catalog`
 connection and transactions.
 """
