@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -63,28 +64,43 @@ m.close()
 """
 
 
-@pytest.mark.parametrize("finish", [True, False])
-def test_sync_tells_a_pull_running_elsewhere_from_an_interrupted_restore(
-        tmp_path: Path, server: RelayerServer, finish: bool) -> None:
+def _seed(tmp_path: Path, server: RelayerServer) -> str:
+    """Machine a with one fact in namespace p, synced: its head."""
     with machine(tmp_path / "a", server.url, state_dir=tmp_path / "a-state") as a:
         a.remember("seed fact", namespace="p")
-        head = a.sync().manifests["p"]
+        return a.sync().manifests["p"]
+
+
+@contextmanager
+def _pulling_elsewhere(tmp_path: Path, server: RelayerServer, head: str,
+                       finish: bool) -> Iterator[subprocess.Popen[str]]:
+    """Another process holding machine a's pull turn with its restore mark set, until
+    released (a line on its stdin; released on exit if still running)."""
     script = _PULLING.format(root=ROOT, data=str(tmp_path / "a"), url=server.url,
                              state=str(tmp_path / "a-state"), head=head, finish=finish)
-    with machine(tmp_path / "a", server.url, state_dir=tmp_path / "a-state") as a, \
-            subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True) as other:
+    with subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, text=True) as other:
         assert other.stdin is not None and other.stdout is not None
         try:
             assert other.stdout.readline().strip() == "pulling"
+            yield other
+        finally:
+            if other.poll() is None:
+                other.stdin.write("\n")
+                other.stdin.flush()
+                other.wait(60)
+
+
+@pytest.mark.parametrize("finish", [True, False])
+def test_sync_tells_a_pull_running_elsewhere_from_an_interrupted_restore(
+        tmp_path: Path, server: RelayerServer, finish: bool) -> None:
+    head = _seed(tmp_path, server)
+    with machine(tmp_path / "a", server.url, state_dir=tmp_path / "a-state") as a:
+        with _pulling_elsewhere(tmp_path, server, head, finish):
             a.remember("written while the other process pulls", namespace="p")
             errors = a.sync("p").errors
             assert errors and "running" in errors[0] and "interrupted" not in errors[0]
             assert "walrus-mem restore" not in " ".join(errors)
-        finally:
-            other.stdin.write("\n")
-            other.stdin.flush()
-            other.wait(60)
         after = a.sync("p")
         if finish:  # the pull finished: this sync publishes
             assert after.errors == [] and "p" in after.manifests
@@ -98,16 +114,10 @@ def test_a_pull_that_ends_while_sync_looks_at_its_mark_is_not_an_interrupted_res
         via: str) -> None:
     """The race behind red team f9: the mark was read while the other process pulled,
     the lock once that pull had finished (mark cleared). Not interrupted: publish."""
-    with machine(tmp_path / "a", server.url, state_dir=tmp_path / "a-state") as a:
-        a.remember("seed fact", namespace="p")
-        head = a.sync().manifests["p"]
-    script = _PULLING.format(root=ROOT, data=str(tmp_path / "a"), url=server.url,
-                             state=str(tmp_path / "a-state"), head=head, finish=True)
+    head = _seed(tmp_path, server)
     with machine(tmp_path / "a", server.url, state_dir=tmp_path / "a-state") as a, \
-            subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True) as other:
-        assert other.stdin is not None and other.stdout is not None
-        assert other.stdout.readline().strip() == "pulling"
+            _pulling_elsewhere(tmp_path, server, head, finish=True) as other:
+        assert other.stdin is not None
         a.remember("written while the other process pulls", namespace="p")
         stdin, real_turn = other.stdin, a._log.turn
 
@@ -129,25 +139,13 @@ def test_a_pull_that_ends_while_sync_looks_at_its_mark_is_not_an_interrupted_res
 
 def test_doctor_calls_a_running_pull_running_not_an_interrupted_restore(
         tmp_path: Path, server: RelayerServer) -> None:
-    with machine(tmp_path / "a", server.url, state_dir=tmp_path / "a-state") as a:
-        a.remember("seed fact", namespace="p")
-        head = a.sync().manifests["p"]
+    head = _seed(tmp_path, server)
     for finish in (True, False):
-        script = _PULLING.format(root=ROOT, data=str(tmp_path / "a"), url=server.url,
-                                 state=str(tmp_path / "a-state"), head=head, finish=finish)
-        with machine(tmp_path / "a", server.url, state_dir=tmp_path / "a-state") as a, \
-                subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
-                                 stdout=subprocess.PIPE, text=True) as other:
-            assert other.stdin is not None and other.stdout is not None
-            try:
-                assert other.stdout.readline().strip() == "pulling"
+        with machine(tmp_path / "a", server.url, state_dir=tmp_path / "a-state") as a:
+            with _pulling_elsewhere(tmp_path, server, head, finish):
                 check = next(c for c in check_integrity(a) if c.name == "restore p")
                 assert check.status == "warn" and "running" in check.detail
                 assert "restore" not in check.fix
-            finally:
-                other.stdin.write("\n")
-                other.stdin.flush()
-                other.wait(60)
             after = next(c for c in check_integrity(a) if c.name == "restore p")
             if finish:
                 assert after.status == "ok"
