@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+import walrus_mem.lexical as lexical_mod
 import walrus_mem.recall as recall_mod
 from walrus_mem import Memory, Settings
 from walrus_mem.catalog import fts_table
@@ -24,6 +25,15 @@ from walrus_mem.testing import HashEmbedder
 MASTER = "5a" * 32
 
 
+def _first_pass(catalog: Any, ns: str, match: str | None, n: int) -> str | None:
+    """The words that choose the lexical candidates (recall's rule, from FTS5's counts)."""
+    if match is None:
+        return None
+    counts = catalog.fts_doc_counts(ns, match.split(" OR "))
+    budget = max(lexical_mod.FTS_BUDGET_FACTOR * n, lexical_mod.POSTINGS_BUDGET)
+    return " OR ".join(lexical_mod.kept_terms(counts, budget))
+
+
 def test_common_words_are_pruned_from_the_first_pass_only(
     tmp_path: Path, fake_embedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -34,10 +44,11 @@ def test_common_words_are_pruned_from_the_first_pass_only(
         texts += ["rare zebra sighting with common filler", "rare zebra sighting"]
         mem.remember_many(texts)
         ns = "default"
-        first = recall_mod._first_pass(mem._catalog, ns, fts_query("zebra common filler"), 50)
+        monkeypatch.setattr(lexical_mod, "POSTINGS_BUDGET", 0)  # the n-based budget alone
+        first = _first_pass(mem._catalog, ns, fts_query("zebra common filler"), 50)
         assert first == '"zebra" OR "common"'  # filler pushed the rows over the budget
         pruned = mem.recall("zebra common filler", k=10, min_score=0)
-        monkeypatch.setattr(recall_mod, "FTS_BUDGET_FACTOR", 10**9)  # no pruning
+        monkeypatch.setattr(lexical_mod, "FTS_BUDGET_FACTOR", 10**9)  # no pruning
         mem._query_cache.clear()
         full = mem.recall("zebra common filler", k=10, min_score=0)
         zebras = {"rare zebra sighting with common filler", "rare zebra sighting"}
@@ -106,7 +117,7 @@ def _plain_pass(mem: Memory, query: str, n: int, cutoff: float,
     lexical: list[int] = []
     bm25: dict[int, float] = {}
     if match:
-        first = recall_mod._first_pass(mem._catalog, ns, match, n)
+        first = _first_pass(mem._catalog, ns, match, n)
         lexical = [r[0] for r in conn.execute(
             f"SELECT rowid, bm25({table}) AS s FROM {table} WHERE {table} MATCH ? "
             "ORDER BY s, rowid LIMIT ?", (first, n))]
@@ -137,17 +148,22 @@ def _plain_pass(mem: Memory, query: str, n: int, cutoff: float,
     return out, expired, n >= len(idx) and len(lexical) < n
 
 
-@pytest.mark.parametrize("budget_factor", [10, 2, 1])  # complete, pruned, one-word-over-budget
+# (FTS_BUDGET_FACTOR, POSTINGS_BUDGET): the default (every word chooses), then with the
+# postings' cap off: complete, pruned, one word over the budget
+@pytest.mark.parametrize("budgets", [(10, lexical_mod.POSTINGS_BUDGET), (10, 0), (2, 0), (1, 0)])
 @pytest.mark.parametrize("params", [DEFAULT_PARAMS,
                                     FusionParams(recency_weight=0.4, importance_weight=0.6)])
 def test_recall_equals_the_plain_computation(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, budget_factor: int, params: FusionParams
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, budgets: tuple[int, int],
+    params: FusionParams
 ) -> None:
-    """hybrid_recall's one-pass FTS, array fusion and index copies change no hit or score."""
+    """hybrid_recall's postings, array fusion and index copies change no hit or score:
+    FTS5's own bm25 and the list-based fusion give the same, to the last bit."""
     settings = Settings(data_dir=tmp_path / "m", use_keyring=False)
     with Memory(settings, embedder=HashEmbedder(dim=32), master_key=MASTER) as mem:
         mem.remember_many(_corpus(random.Random(7)))
-        monkeypatch.setattr(recall_mod, "FTS_BUDGET_FACTOR", budget_factor)
+        monkeypatch.setattr(lexical_mod, "FTS_BUDGET_FACTOR", budgets[0])
+        monkeypatch.setattr(lexical_mod, "POSTINGS_BUDGET", budgets[1])
         compared = widened = 0
         for query in QUERIES:
             for k, cutoff in ((5, 0.0), (12, 0.3)):
@@ -165,7 +181,8 @@ def test_recall_equals_the_plain_computation(
 def test_words_in_over_half_the_rows_never_reach_fts5(
     tmp_path: Path, fake_embedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """"user" in every fact: no FTS5 query reads its doclist, and no score changes."""
+    """"user" in every fact: neither FTS5 nor the postings read its rows, and no score
+    changes."""
     settings = Settings(data_dir=tmp_path / "m", use_keyring=False)
     with Memory(settings, embedder=fake_embedder, master_key=MASTER) as mem:
         texts = [f"User noted item {i} about the garden" for i in range(120)]
@@ -176,7 +193,8 @@ def test_words_in_over_half_the_rows_never_reach_fts5(
                                             120) == {'"peanuts"': 2, '"half"': 60}
         cat = mem._catalog
         seen: list[str] = []
-        for name in ("fts_matches", "fts_search", "fts_scores"):
+        for name in ("fts_matches", "fts_search", "fts_scores", "lexicon_postings",
+                     "lexicon_postings_many", "lexicon_postings_at"):
             real = getattr(cat, name)
 
             def spy(ns, match, *rest, _real=real):  # type: ignore[no-untyped-def]

@@ -15,6 +15,9 @@ Tables (schema version :data:`SCHEMA_VERSION`, migrations in :data:`MIGRATIONS`)
                   ``memories.key``; the name is a hash, not the namespace), so
                   bm25 statistics are per namespace and lexical search needs
                   no join.
+``lex_<hash>``    the same rows' postings (:mod:`walrus_mem.postings`, which
+``lexdf_<hash>``  recall scores from), per-term row counts and, in
+``lexicon_stats`` ``lexicon_stats``, rows and tokens; written with the FTS5 row.
 ``versions``      history: every version's blob id; forget blanks the text and
                   adds a ``DELETE`` tombstone.
 ``outbox``        publish batches not yet on Walrus (``blob`` or ``quilt``),
@@ -48,10 +51,12 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from . import postings
 from .catalog_changes import ChangeLog
 from .catalog_fts import FtsQueries, fts_table
 from .catalog_guard import _guarded, _translate
 from .catalog_outbox import OutboxQueue
+from .catalog_postings import PostingsQueries
 from .catalog_reads import MEMORY_COLUMNS, MemoryQueries
 from .catalog_schema import MIGRATIONS, SCHEMA_VERSION
 from .epoch_guard import EpochGuard, plausible_end
@@ -76,6 +81,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_MS: Final = 30_000
+POSTINGS_FORMAT: Final = "1"  # meta 'postings': a change rebuilds every namespace's postings
 
 
 def vector_to_blob(vector: npt.NDArray[np.float32]) -> bytes:
@@ -101,7 +107,7 @@ _MEMORY_DEFAULTS: Final[dict[str, Any]] = {
 }
 
 
-class Catalog(FtsQueries, ChangeLog, OutboxQueue, MemoryQueries):
+class Catalog(FtsQueries, PostingsQueries, ChangeLog, OutboxQueue, MemoryQueries):
     """A connection to the catalog file with the project's SQL in one place.
 
     Thread-safe: one connection, guarded by a re-entrant lock. ``write()``
@@ -116,6 +122,11 @@ class Catalog(FtsQueries, ChangeLog, OutboxQueue, MemoryQueries):
         # (data_version, total_changes) pair, i.e. until any connection writes.
         self._df_cache: dict[str, dict[str, int]] = {}
         self._df_version: tuple[int, int] | None = None
+        self._lex_counts: dict[str, dict[str, int]] = {}  # the postings' (catalog_postings)
+        self._lex_stats: dict[str, tuple[int, int] | None] = {}
+        # Rows (key, text) added in the open write transaction: their postings are written
+        # together before it commits (a batch appends once to each term's last block).
+        self._pending_postings: dict[str, list[tuple[int, str]]] = {}
         self.epoch_guard: EpochGuard | None = None
         """Set by Memory (epoch_guard.py): refuses store answers' implausible epochs."""
         make_private_dirs(self.path.parent)
@@ -183,21 +194,30 @@ class Catalog(FtsQueries, ChangeLog, OutboxQueue, MemoryQueries):
                 c.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
 
     def _ensure_fts(self) -> None:
-        """Create missing per-namespace FTS5 tables; rebuild all if the tokenizer changed."""
+        """Create missing per-namespace FTS5 tables and postings; rebuild all if the
+        tokenizer (or the postings' format) changed."""
         c = self.conn
         with self.write():
             rebuild = self.get_meta("fts_tokenize") != FTS_TOKENIZE
+            relex = rebuild or self.get_meta("postings") != POSTINGS_FORMAT
             for (name,) in c.execute("SELECT name FROM namespaces").fetchall():
-                self._create_fts(str(name), rebuild=rebuild)
+                self._create_fts(str(name), rebuild=rebuild, relex=relex)
             self.set_meta("fts_tokenize", FTS_TOKENIZE)
+            self.set_meta("postings", POSTINGS_FORMAT)
 
-    def _create_fts(self, namespace: str, *, rebuild: bool = False) -> None:
+    def _create_fts(self, namespace: str, *, rebuild: bool = False,
+                    relex: bool = False) -> None:
         c = self.conn
         table = fts_table(namespace)
         exists = c.execute(
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
         ).fetchone()
+        self._pending_postings.pop(namespace, None)  # the rebuild reads them from FTS5
         if exists and not rebuild:
+            if relex or not c.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                    (postings.postings_table(namespace),)).fetchone():
+                postings.rebuild(c, namespace)
             return
         if exists:
             c.execute(f"DROP TABLE {table}")
@@ -207,19 +227,42 @@ class Catalog(FtsQueries, ChangeLog, OutboxQueue, MemoryQueries):
             f"INSERT INTO {table} (rowid, text) SELECT key, text FROM memories WHERE namespace = ?",
             (namespace,),
         )
+        postings.rebuild(c, namespace)
 
     @_guarded
     def fts_add(self, namespace: str, key: int, text: str) -> None:
-        """Index ``text`` under ``key`` (call inside a write transaction)."""
+        """Index ``text`` under ``key``: FTS5 row now, postings before the write transaction
+        this runs in commits."""
         with self._lock:
             self.conn.execute(
                 f"INSERT INTO {fts_table(namespace)} (rowid, text) VALUES (?, ?)", (key, text)
             )
+            if self._depth:
+                self._pending_postings.setdefault(namespace, []).append((key, text))
+            else:  # pragma: no cover - every caller writes inside write()
+                postings.add(self.conn, namespace, key, postings.tokenizer().counts(text))
+
+    def _flush_postings(self) -> None:
+        """Write the postings of the rows added in this write transaction (under the lock):
+        their texts tokenized together, each term's new keys appended together."""
+        while self._pending_postings:
+            namespace, rows = self._pending_postings.popitem()
+            counts = postings.tokenizer().counts_many([text for _, text in rows])
+            postings.add_many(self.conn, namespace,
+                              [(key, c) for (key, _), c in zip(rows, counts, strict=True)])
 
     @_guarded
     def fts_remove(self, namespace: str, key: int) -> None:
+        """Drop ``key``'s FTS5 row and postings (inside a write transaction)."""
+        table = fts_table(namespace)
         with self._lock:
-            self.conn.execute(f"DELETE FROM {fts_table(namespace)} WHERE rowid = ?", (key,))
+            self._flush_postings()  # a row added earlier in this transaction has them first
+            row = self.conn.execute(f"SELECT text FROM {table} WHERE rowid = ?",
+                                    (key,)).fetchone()
+            if row is None:
+                return
+            postings.remove(self.conn, namespace, key, postings.tokenizer().counts(str(row[0])))
+            self.conn.execute(f"DELETE FROM {table} WHERE rowid = ?", (key,))
 
     def close(self) -> None:
         with self._lock:
@@ -246,7 +289,9 @@ class Catalog(FtsQueries, ChangeLog, OutboxQueue, MemoryQueries):
             self._depth = 1
             try:
                 yield self.conn
+                self._flush_postings()
             except BaseException:
+                self._pending_postings.clear()
                 self._depth = 0
                 try:
                     self.conn.execute("ROLLBACK")

@@ -31,6 +31,19 @@ class FtsQueries(CatalogPart):
     # (data_version, total_changes) pair they are valid for.
     _df_cache: dict[str, dict[str, int]]
     _df_version: tuple[int, int] | None
+    _lex_counts: dict[str, dict[str, int]]
+    _lex_stats: dict[str, tuple[int, int] | None]
+
+    def _fresh_caches(self) -> None:
+        """Drop the cached counts and statistics when any connection (this one included)
+        changed the file's content since they were read; call under the lock."""
+        version = (int(self.conn.execute("PRAGMA data_version").fetchone()[0]),
+                   self.conn.total_changes)
+        if self._df_version != version:
+            self._df_cache.clear()
+            self._lex_counts.clear()
+            self._lex_stats.clear()
+            self._df_version = version
 
     @_guarded
     def fts_search(self, namespace: str, match: str, limit: int) -> list[tuple[int, float]]:
@@ -72,11 +85,7 @@ class FtsQueries(CatalogPart):
         content; a slightly stale count only steers candidate selection.
         """
         with self._lock:
-            version = (int(self.conn.execute("PRAGMA data_version").fetchone()[0]),
-                       self.conn.total_changes)
-            if self._df_version != version:
-                self._df_cache.clear()
-                self._df_version = version
+            self._fresh_caches()
             cache = self._df_cache.setdefault(namespace, {})
             table = fts_table(namespace)
             for term in terms:

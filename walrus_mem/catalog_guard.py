@@ -47,6 +47,10 @@ class CatalogPart:
 
         def set_meta(self, key: str, value: str) -> None: ...
 
+        def _fresh_caches(self) -> None: ...
+
+        def _flush_postings(self) -> None: ...
+
 
 def _translate(exc: sqlite3.Error, path: Path) -> Exception:
     code = getattr(exc, "sqlite_errorcode", None)

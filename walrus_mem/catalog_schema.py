@@ -156,5 +156,15 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         last_error TEXT
     );
     """,
+    # 5: the postings recall scores bm25 from (postings.py). The per-namespace tables are
+    # made (or rebuilt from the FTS5 index) when the catalog opens; the version bump keeps
+    # older walrus_mem, which would write FTS5 rows without postings, out of the file.
+    """
+    CREATE TABLE IF NOT EXISTS lexicon_stats (
+        namespace TEXT PRIMARY KEY,
+        rows INTEGER NOT NULL,
+        tokens INTEGER NOT NULL
+    );
+    """,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)

@@ -213,6 +213,12 @@ def check_consistency(mem: Memory, namespace: str) -> Consistency:
         if fts_texts.get(int(r["key"])) != r["text"]:
             report.problems.append(f"FTS text differs for {r['id']}")
             break
+    try:  # the postings recall scores from (a catalog that has them)
+        from walrus_mem.postings import differences
+    except ImportError:
+        pass
+    else:
+        report.problems += [f"postings: {p}" for p in differences(cat.conn, namespace)]
     hist = {(str(r[0]), int(r[1])) for r in cat.query(
         "SELECT memory_id, version FROM versions WHERE namespace = ?", (namespace,))}
     missing_hist = [r["id"] for r in rows if (r["id"], int(r["version"])) not in hist]
