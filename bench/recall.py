@@ -16,14 +16,21 @@ Reported (p50 / p95 over all queries, after warm-up):
 
 * ``recall``: ``Memory.recall(query, k=5)`` with the query vector pre-computed
   (the injected embedder looks it up), i.e. everything except the model:
-  ANN search + FTS5 bm25 + row fetch + fusion + filters + records; ``recall_cpu``
+  ANN search + bm25 + row fetch + fusion + filters + records; ``recall_cpu``
   the same recalls' CPU (``time.thread_time``), which preemption on a shared machine
   does not inflate;
 * ``usearch_k`` / ``usearch_n``: raw ``Index.search`` of the same vectors for
   k=5 and for the engine's candidate count (max(4k, 50)), same index;
+  ``usearch_n_fresh``: the n search of vectors of the same kind that nothing else
+  searches (no earlier search of the same vector has warmed its path);
+* ``lexical_raw_topk``: the lexical engine's own top n of the query's informative
+  words (the postings: every word scoring all its rows), and
+  ``lexical_raw_topk_fts5`` FTS5's ``ORDER BY bm25 LIMIT n`` of the same words;
+  ``ratio_p50_vs_floor`` is recall p50 / (usearch_n + lexical_raw_topk), the
+  ``_fresh_floor`` and ``_fts5_floor`` ratios swap in the fresh search / FTS5;
 * ``recall_dense_only``: the same vectors behind texts with no searchable word
   (FTS5 skipped);
-* ``fts5_only``: the SQLite work alone, as the engine asks for it (the lexical
+* ``fts5_only``: the lexical work alone, as the engine asks for it (the lexical
   pass, plus the candidates' full-query bm25 when a common word was pruned),
   and ``one_fts5_pass_share``, the share of queries answered by one pass;
 * ``recall_model``: the same recall with the query embedded by the real
@@ -56,8 +63,9 @@ if str(ROOT) not in sys.path:
 
 from walrus_mem import Memory, Settings  # noqa: E402
 from walrus_mem.catalog import fts_table, vector_to_blob  # noqa: E402
+from walrus_mem.lexical import informative, lexical_pass, postings_top, rescore  # noqa: E402
 from walrus_mem.ranking import fts_query  # noqa: E402
-from walrus_mem.recall import MIN_CANDIDATES, _lexical_pass, lexical_match  # noqa: E402
+from walrus_mem.recall import MIN_CANDIDATES  # noqa: E402
 
 RESULTS = ROOT / ".bench-results"
 DIM = 384
@@ -174,6 +182,7 @@ def bulk_load(mem: Memory, texts: list[str], vectors: np.ndarray, *, namespace: 
             c.execute("INSERT INTO changes (namespace, key) SELECT ?, max(key) FROM memories",
                       (namespace,))
     cat.scrub()  # merge the FTS5 segments as a long-lived catalog would have them
+    cat.rebuild_postings(namespace)  # the rows above went into FTS5 only
 
 
 def percentiles(samples: list[float]) -> dict[str, float]:
@@ -216,6 +225,12 @@ def run_size(n: int, queries: int, model: Any, workdir: Path, *, common: bool = 
         (queries, DIM)).astype(np.float32)
     q_vectors /= np.linalg.norm(q_vectors, axis=1, keepdims=True)
     q_texts = query_texts(qrng, queries, common=common)
+    # Vectors of the same kind no recall ever searches: a raw USearch search of one of them
+    # finds the graph as a recall of a new query does (the n=50 search right after the k=5
+    # one of the same vector walks a path that search just brought into the caches).
+    f_vectors = centres[qrng.integers(0, len(centres), queries)] + 0.6 * qrng.standard_normal(
+        (queries, DIM)).astype(np.float32)
+    f_vectors /= np.linalg.norm(f_vectors, axis=1, keepdims=True)
     for text, vec in zip(q_texts, q_vectors, strict=True):
         embedder.table[text] = vec
 
@@ -226,8 +241,9 @@ def run_size(n: int, queries: int, model: Any, workdir: Path, *, common: bool = 
     # Per query, recall and the floor's parts (raw USearch k / n, the lexical engine's raw
     # top-k) back to back, in rotating order: on a shared machine the load drifts within
     # seconds, and interleaving puts every measurement of a query under the same load.
-    matches = [lexical_match(mem._catalog, NAMESPACE, text, n) for text in q_texts]
-    raw_k, raw_n, recall_t, raw_lexical_t, hits = [], [], [], [], 0
+    lexicon = [informative(mem._catalog, NAMESPACE, text, n) for text in q_texts]
+    raw_k, raw_n, raw_fresh, recall_t, raw_lexical_t, raw_fts5_t = [], [], [], [], [], []
+    hits = 0
     recall_cpu: list[float] = []
 
     def run_recall(i: int) -> None:
@@ -246,31 +262,46 @@ def run_size(n: int, queries: int, model: Any, workdir: Path, *, common: bool = 
         t0 = time.perf_counter()
         idx.index.search(q_vectors[i], n_candidates)
         raw_n.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        idx.index.search(f_vectors[i], n_candidates)
+        raw_fresh.append(time.perf_counter() - t0)
 
     def run_lexical(i: int) -> None:
+        # the lexical engine's raw top-n: the postings' (the engine recall uses) and,
+        # for the comparison, FTS5's ORDER BY bm25 LIMIT n of the same words
+        match, counts, from_postings = lexicon[i]
         t0 = time.perf_counter()
-        match = matches[i]
         if match:
-            mem._catalog.fts_search(NAMESPACE, match, n_candidates)
+            if from_postings:
+                postings_top(mem._catalog, NAMESPACE, counts, n_candidates)
+            else:
+                mem._catalog.fts_search(NAMESPACE, match, n_candidates)
         raw_lexical_t.append(time.perf_counter() - t0)
 
     steps = [run_recall, run_usearch, run_lexical]
     for i in range(len(q_texts)):
         for step in steps[i % 3:] + steps[: i % 3]:
             step(i)
-    # The FTS5 half alone (what the engine asks SQLite for, nothing else), to show
+    # FTS5's own top n of the same words, for the comparison of the engines: in a pass of
+    # its own, since its pages (several ms a query at 1M) would evict the recalls' ones.
+    for match, _, _ in lexicon:
+        t0 = time.perf_counter()
+        if match:
+            mem._catalog.fts_search(NAMESPACE, match, n_candidates)
+        raw_fts5_t.append(time.perf_counter() - t0)
+    # The lexical half alone (what the engine asks for, nothing else), to show
     # how the hybrid figure splits: recall ~ ANN search + FTS5 + the rest.
     lexical_t, one_pass, with_common = [], 0, 0
     for text in q_texts:
         raw = fts_query(text)
         counts = mem._catalog.fts_doc_counts(NAMESPACE, raw.split(" OR ")) if raw else {}
         with_common += any(2 * c > n for c in counts.values())
-    for match in matches:
+    for match, counts, from_postings in lexicon:
         t0 = time.perf_counter()
-        lex = _lexical_pass(mem._catalog, NAMESPACE, match, n_candidates)
-        if not lex.complete:
+        lex = lexical_pass(mem._catalog, NAMESPACE, match, n_candidates, counts, from_postings)
+        if not lex.complete and match:
             # the second pass the engine runs for these: full-query bm25 of the candidates
-            mem._catalog.fts_scores(NAMESPACE, match or "", lex.top)
+            rescore(mem._catalog, NAMESPACE, match, lex, counts, lex.top)
         lexical_t.append(time.perf_counter() - t0)
         one_pass += lex.complete
     # The same vectors behind texts with no usable FTS term (stopwords only): the
@@ -297,16 +328,22 @@ def run_size(n: int, queries: int, model: Any, workdir: Path, *, common: bool = 
         "recall_dense_only": percentiles(dense_only),
         "fts5_only": percentiles(lexical_t),
         "lexical_raw_topk": percentiles(raw_lexical_t),
+        "lexical_raw_topk_fts5": percentiles(raw_fts5_t),
         "common_word_query_share": round(with_common / queries, 3),
         "one_fts5_pass_share": round(one_pass / queries, 3),
         "usearch_k": percentiles(raw_k),
         "usearch_n": percentiles(raw_n),
+        "usearch_n_fresh": percentiles(raw_fresh),
         "candidates": n_candidates,
     }
     out["ratio_p50_vs_usearch_k"] = round(out["recall"]["p50_ms"] / out["usearch_k"]["p50_ms"], 2)
     out["ratio_p50_vs_usearch_n"] = round(out["recall"]["p50_ms"] / out["usearch_n"]["p50_ms"], 2)
     floor = out["usearch_n"]["p50_ms"] + out["lexical_raw_topk"]["p50_ms"]
     out["ratio_p50_vs_floor"] = round(out["recall"]["p50_ms"] / floor, 2)
+    fresh_floor = out["usearch_n_fresh"]["p50_ms"] + out["lexical_raw_topk"]["p50_ms"]
+    out["ratio_p50_vs_fresh_floor"] = round(out["recall"]["p50_ms"] / fresh_floor, 2)
+    fts5_floor = out["usearch_n"]["p50_ms"] + out["lexical_raw_topk_fts5"]["p50_ms"]
+    out["ratio_p50_vs_fts5_floor"] = round(out["recall"]["p50_ms"] / fts5_floor, 2)
     if model is not None:
         embedder.fallback = model.embed
         model_q = [f"what did I note about topic {i} and w{100 + i:05d}" for i in range(100)]
@@ -447,8 +484,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"load average (1 min) {min(loads):.2f}-{max(loads):.2f}; "
           f"{args.queries} queries per size")
     header = (f"{'memories':>9} {'recall p50':>11} {'p99':>8} {'common-word q':>13} "
-              f"{'dense-only':>10} {'lexical':>8} {'lex top-k':>9} {'usearch n':>9} "
-              f"{'÷floor':>6} {'+model p50':>11} {'build s':>8} {'reopen s':>8} "
+              f"{'dense-only':>10} {'lexical':>8} {'lex top-k':>9} {'fts5 top-k':>10} "
+              f"{'usearch n':>9} {'fresh':>7} {'÷floor':>6} {'÷fresh':>6} {'÷fts5 fl':>8} "
+              f"{'+model p50':>11} "
+              f"{'build s':>8} {'reopen s':>8} "
               f"{'RSS open':>8} {'reopened p50/p99':>16}")
     print(header)
     for r in results:
@@ -457,7 +496,10 @@ def main(argv: list[str] | None = None) -> int:
               f" {r['common_word_query_share']:>13.0%}"
               f" {r['recall_dense_only']['p50_ms']:>8.3f}ms"
               f" {r['fts5_only']['p50_ms']:>6.3f}ms {r['lexical_raw_topk']['p50_ms']:>7.3f}ms"
-              f" {r['usearch_n']['p50_ms']:>7.3f}ms {r['ratio_p50_vs_floor']:>6.2f}"
+              f" {r['lexical_raw_topk_fts5']['p50_ms']:>8.3f}ms"
+              f" {r['usearch_n']['p50_ms']:>7.3f}ms {r['usearch_n_fresh']['p50_ms']:>5.3f}ms"
+              f" {r['ratio_p50_vs_floor']:>6.2f} {r['ratio_p50_vs_fresh_floor']:>6.2f}"
+              f" {r['ratio_p50_vs_fts5_floor']:>8.2f}"
               f" {model_p50:>9}ms {r['index_build_s']:>8.1f}"
               f" {r['reopen']['reopen_to_first_answer_s']:>8.2f}"
               f" {r['reopen']['rss_mb_after_open']:>6.0f}MB"
