@@ -9,6 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import walrus_mem.lexical as lexical_mod
 import walrus_mem.postings as postings
 from walrus_mem import Memory, Settings
 from walrus_mem.catalog import Catalog, fts_table
@@ -127,7 +128,18 @@ def test_inserts_in_any_key_order_keep_blocks_small(tmp_path: Path, small_blocks
 
 
 def _assert_same_scores(cat: Catalog, query: str, rows: int) -> None:
-    """The postings' bm25 of every matching row is FTS5's, to the last bit."""
+    """The postings' bm25 of every matching row is FTS5's, to the last bit; the
+    candidates' rescoring too, reading the other words whole or by blocks."""
+    _assert_same_scores_read(cat, query, rows)
+    with pytest.MonkeyPatch.context() as m:
+        # only the rarest word chooses; the others are found block by block
+        m.setattr(lexical_mod, "POSTINGS_BUDGET", 0)
+        m.setattr(lexical_mod, "FTS_BUDGET_FACTOR", 0)
+        m.setattr(lexical_mod, "WHOLE_READ", 0)
+        _assert_same_scores_read(cat, query, rows)
+
+
+def _assert_same_scores_read(cat: Catalog, query: str, rows: int) -> None:
     match, counts, from_postings = informative(cat, NS, query, rows)
     assert from_postings
     if match is None:
@@ -141,6 +153,49 @@ def _assert_same_scores(cat: Catalog, query: str, rows: int) -> None:
     keys = sorted(set(want) | {1, 2, 3})
     full = rescore(cat, NS, match, lex, counts, keys)
     assert dict(zip(full.keys.tolist(), full.scores.tolist(), strict=True)) == want
+    some = keys[::3]  # a few wanted keys: only the blocks that can hold them are read
+    part = rescore(cat, NS, match, lexical_pass(cat, NS, match, 2, counts, True), counts, some)
+    assert dict(zip(part.keys.tolist(), part.scores.tolist(), strict=True)) == {
+        key: want[key] for key in some if key in want}
+
+
+def test_candidates_are_rescored_from_the_blocks_that_hold_them(
+        tmp_path: Path, small_blocks: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The words that did not choose the candidates score them from the few blocks
+    (of many) whose key ranges hold them: FTS5's bm25 of exactly those rows."""
+    cat = _catalog(tmp_path)
+    try:
+        with cat.write():
+            for key in range(1, 81):
+                words = ["filler"] + ["rare"] * (key % 16 == 0) + ["mid"] * (key % 3 == 0) + [
+                    "extra"] * (key % 4 == 0) + ["mid"] * (key % 9 == 0)  # tf 2 at times
+                cat.fts_add(NS, key, " ".join(words))
+        monkeypatch.setattr(lexical_mod, "POSTINGS_BUDGET", 0)
+        monkeypatch.setattr(lexical_mod, "FTS_BUDGET_FACTOR", 0)
+        monkeypatch.setattr(lexical_mod, "WHOLE_READ", 0)
+        read: list[int] = []
+        real = postings.read_at
+
+        def spy(conn, ns, term, wanted):  # type: ignore[no-untyped-def]
+            found = real(conn, ns, term, wanted)
+            read.append(len(found[0]))
+            return found
+
+        monkeypatch.setattr(postings, "read_at", spy)
+        match, counts, _ = informative(cat, NS, "rare mid extra", 80)
+        assert counts == {'"rare"': 5, '"mid"': 26, '"extra"': 20}
+        lex = lexical_pass(cat, NS, match, 2, counts, True)
+        assert not lex.complete and lex.top == [16, 32]  # chosen by "rare" alone
+        table = fts_table(NS)
+        want = {r[0]: -r[1] for r in cat.conn.execute(
+            f"SELECT rowid, bm25({table}) FROM {table} WHERE {table} MATCH ?", (match,))}
+        wanted = [16, 17, 18, 20, 27, 48, 72, 80]  # 20, 27: first keys of blocks
+        full = rescore(cat, NS, match, lex, counts, wanted)
+        assert dict(zip(full.keys.tolist(), full.scores.tolist(), strict=True)) == {
+            key: want[key] for key in wanted if key in want}
+        assert read and all(n < 20 for n in read)  # a few blocks, not the words' every row
+    finally:
+        cat.close()
 
 
 def test_a_batch_of_adds_appends_to_each_terms_last_block(tmp_path: Path,
