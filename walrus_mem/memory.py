@@ -846,7 +846,7 @@ class Memory:
         include_expired: bool = False,
         params: FusionParams | None = None,
     ) -> RecallResult:
-        """Hybrid recall: ANN + FTS5 candidates, fused, filtered, cut at ``min_score``.
+        """Hybrid recall: ANN + bm25 candidates, fused, filtered, cut at ``min_score``.
 
         Local only (no network). ``min_score=None`` uses the default cutoff
         (``walrus_mem.ranking.DEFAULT_MIN_SCORE``, or ``Settings.min_score``
