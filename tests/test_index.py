@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from walrus_mem.catalog import Catalog, vector_to_blob
 from walrus_mem.errors import ModelMismatch
@@ -341,3 +343,47 @@ def test_every_build_of_a_batch_is_the_same_graph_and_reaches_every_memory(
         answers.add(found.tobytes())
         store.close()
     assert len(answers) == 1
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.booleans(), st.lists(st.integers(0, 3_000), min_size=1, max_size=40)),
+                min_size=1, max_size=12),
+       st.lists(st.integers(-5, 3_100), max_size=60))
+def test_find_agrees_with_the_key_dict_through_adds_drops_and_reloads(
+    tmp_path: Path, steps: list[tuple[bool, list[int]]], probe: list[int]
+) -> None:
+    """recall's key -> slot table (dense keys) or dict (sparse ones) after any write order:
+    keys below the table's base, beyond its room, dropped and written again."""
+    from walrus_mem.index import NamespaceIndex
+
+    idx = NamespaceIndex("ns", tmp_path, "m", 4)
+    vectors = np.ones((1, 4), dtype=np.float32)
+    for adding, keys in steps:
+        for key in keys:  # one key a call, as writes come
+            if adding:
+                idx.set_rows([key], vectors, [(1.0, 0.5, None)])
+            else:
+                idx.drop_rows([key])
+        asked = keys + probe
+        found, slots = idx.find(asked)
+        assert found.tolist() == [key in idx.slots for key in asked]
+        assert slots.tolist() == [idx.slots.get(key, -1) for key in asked]
+
+
+def test_find_uses_the_dict_for_sparse_keys_and_the_table_for_dense_ones(tmp_path: Path) -> None:
+    from walrus_mem.index import NamespaceIndex
+
+    idx = NamespaceIndex("ns", tmp_path, "m", 4)
+    one = np.ones((1, 4), dtype=np.float32)
+    idx.set_rows([1, 10_000_000], np.ones((2, 4), dtype=np.float32),
+                 [(1.0, 0.5, None)] * 2)  # another namespace wrote millions in between
+    assert idx.find([1, 10_000_000, 5])[0].tolist() == [True, True, False]
+    assert idx._table is None
+    for key in range(2, 40):
+        idx.set_rows([key], one, [(1.0, 0.5, None)])
+    idx.drop_rows([10_000_000])
+    idx.clear_rows()
+    idx.set_rows(list(range(100, 200)), np.ones((100, 4), dtype=np.float32),
+                 [(1.0, 0.5, None)] * 100)
+    found, slots = idx.find([99, 100, 150, 199, 200])
+    assert idx._table is not None and found.tolist() == [False, True, True, True, False]
+    assert slots[1:4].tolist() == [idx.slots[100], idx.slots[150], idx.slots[199]]

@@ -470,20 +470,24 @@ def test_conversational_context_brings_in_the_following_memory(mem: Memory, monk
 
     asked: list[int] = []
     fused: list[tuple[list[int], list[float], list[float]]] = []
-    real_keys, real_fuse = recall_module.successor_keys, recall_module.fuse_arrays
+    real_keys = recall_module.successor_keys
+    real_order, real_fuse = recall_module.fused_order, recall_module.fuse_arrays
 
-    def spy_keys(ranked_keys, params):
-        keys = real_keys(ranked_keys, params)
+    def spy_keys(ranked_keys, params, **kw):
+        keys = real_keys(ranked_keys, params, **kw)
         asked.extend(keys)
         return keys
 
-    def spy_fuse(keys, dense, lexical, created_at, importance, params, *, now, prior=None):
-        fused.append((keys.tolist(), dense.tolist(), lexical.tolist()))
-        return real_fuse(keys, dense, lexical, created_at, importance, params, now=now,
-                         prior=prior)
+    def spy(real):
+        def call(keys, dense, lexical, created_at, importance, params, *, now, prior=None):
+            fused.append((keys.tolist(), dense.tolist(), lexical.tolist()))
+            return real(keys, dense, lexical, created_at, importance, params, now=now,
+                        prior=prior)
+        return call
 
     monkeypatch.setattr(recall_module, "successor_keys", spy_keys)
-    monkeypatch.setattr(recall_module, "fuse_arrays", spy_fuse)
+    monkeypatch.setattr(recall_module, "fused_order", spy(real_order))
+    monkeypatch.setattr(recall_module, "fuse_arrays", spy(real_fuse))
     mem.remember_many([f"concert ticket stub number {i}" for i in range(200)])
     question, answer = mem.remember_many(["What concert did you go to last week?",
                                           "It was Matt Patterson!"]).records

@@ -5,9 +5,11 @@ from __future__ import annotations
 import math
 import re
 import sqlite3
+import warnings
 from collections.abc import Iterator
 from dataclasses import replace
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -23,6 +25,8 @@ from walrus_mem.ranking import (
     context_keys,
     fts_query,
     fuse,
+    fuse_arrays,
+    fused_order,
     readable,
 )
 
@@ -583,3 +587,111 @@ def test_defaults_are_documented_choices() -> None:
     assert DEFAULT_PARAMS == FusionParams()
     assert DEFAULT_PARAMS.recency_weight == 0.0 and DEFAULT_PARAMS.importance_weight == 0.0
     assert "porter" in FTS_TOKENIZE
+
+
+def _plain_fuse(keys, dense, lexical, created_at, importance, params, *, now, prior=None):
+    """fuse_arrays as first written: one numpy line per step of the formula (the
+    rewrite for fewer numpy calls must give the same floats)."""
+    def _clip(x):
+        return np.fmin(np.fmax(x, 0.0), 1.0)
+
+    _LN2 = math.log(2.0)
+    has_lexical = ~np.isnan(lexical)
+    positive = lexical[lexical > 0.0]  # NaN compares False
+    best_lexical = float(positive.max()) if positive.size else 0.0
+    scale = max(best_lexical, params.lexical_floor, 1e-12)
+    lex = np.where(has_lexical, _clip(lexical / scale), np.nan)
+    # a missing cosine counts as 0 (no evidence of meaning), which also gates keywords
+    cosine = _clip(dense)
+    w_dense = params.dense_weight
+    w_lex = 1.0 - w_dense
+    if params.lexical_gate == 0.0:
+        own = w_dense * cosine + w_lex * np.where(has_lexical, lex, 0.0)
+    else:
+        gate = np.minimum(cosine * (1.0 / params.lexical_gate), 1.0)
+        own = w_dense * cosine + w_lex * np.where(has_lexical, lex, 0.0) * gate
+
+    context = np.zeros(len(keys))
+    w_ctx = params.context_weight
+    if w_ctx > 0.0 and len(keys) > 1 and params.context_depth > 0:
+        # the best of the previous memories (key - 1 ... key - depth) among the
+        # candidates that were written close in time to this one
+        sorter = np.argsort(keys, kind="stable")
+        ordered = keys[sorter]
+        best_prev = np.zeros(len(keys))
+        for back in range(1, params.context_depth + 1):
+            at = np.minimum(np.searchsorted(ordered, keys - back), len(keys) - 1)
+            prev = sorter[at]
+            close = (ordered[at] == keys - back) & (
+                np.abs(created_at - created_at[prev]) <= params.context_window_s
+            )
+            best_prev = np.where(close, np.fmax(best_prev, own[prev]), best_prev)
+        if (best_prev > 0.0).any():
+            # gated by this memory's own cosine, like keywords: an unrelated fact
+            # written right after a relevant one inherits (almost) nothing
+            inherited = w_ctx * best_prev
+            if params.context_gate != 0.0:
+                inherited = inherited * np.minimum(cosine * (1.0 / params.context_gate), 1.0)
+            context = inherited
+    relevance = np.where(own >= context, own, context)
+
+    age = now - created_at
+    age = np.where(age > 0.0, age, 0.0)  # future timestamps and NaN count as brand new
+    recency = np.exp(-(_LN2 / (params.recency_half_life_days * 86400.0)) * age)
+    importance = _clip(importance)
+    score = relevance
+    if params.recency_weight:
+        score = score * (1.0 - params.recency_weight * (1.0 - recency))
+    if params.importance_weight:
+        score = score * (1.0 - params.importance_weight * (1.0 - importance))
+    if prior is not None:
+        score = score * _clip(prior)
+    score = _clip(score)
+    score = score * (2.0 - score)  # readable()
+    context = _clip(context)
+    context = context * (2.0 - context)
+    order = np.lexsort((keys, -score))
+    return order, score, lex, context, recency, importance
+
+
+@st.composite
+def candidate_arrays(draw: st.DrawFn) -> tuple[np.ndarray, ...]:
+    cands = draw(st.one_of(candidate_lists(), conversation_lists()))
+    keys = np.array([c.key for c in cands], dtype=np.int64)
+    dense = np.array([math.nan if c.dense is None else c.dense for c in cands])
+    lexical = np.array([math.nan if c.lexical is None else c.lexical for c in cands])
+    created = np.array([c.created_at for c in cands])
+    importance = np.array([c.importance for c in cands])
+    return keys, dense, lexical, created, importance
+
+
+@settings(max_examples=300)
+@given(candidate_arrays(), any_params | st.just(DEFAULT_PARAMS), st.data())
+def test_fuse_arrays_gives_the_plain_formulas_floats_and_fused_order_its_order(
+    arrays: tuple[np.ndarray, ...], params: FusionParams, data: st.DataObject
+) -> None:
+    """Bit for bit: the rewritten fusion, its order-only variant, the plain numpy one."""
+    prior = data.draw(st.none() | st.lists(st.floats(0.0, 1.0), min_size=len(arrays[0]),
+                                           max_size=len(arrays[0])).map(np.array))
+    with np.errstate(all="ignore"):
+        want = _plain_fuse(*arrays, params, now=NOW, prior=prior)
+    got = fuse_arrays(*arrays, params, now=NOW, prior=prior)
+    order = fused_order(*arrays, params, now=NOW, prior=prior)
+    assert got.order.tolist() == want[0].tolist() == order.tolist()
+    for mine, plain in zip((got.score, got.lexical, got.context, got.recency, got.importance),
+                           want[1:], strict=True):
+        np.testing.assert_array_equal(mine, plain)  # NaN where NaN, else equal floats
+
+
+def test_fusion_with_a_subnormal_gate_stays_in_range_without_warnings() -> None:
+    params = FusionParams(lexical_gate=5e-324, context_gate=5e-324)
+    keys = np.array([1, 2, 3], dtype=np.int64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = fuse_arrays(keys, np.array([0.0, 0.5, math.nan]), np.array([3.0, math.nan, 1.0]),
+                          np.full(3, NOW), np.full(3, 0.5), params, now=NOW)
+        order = fused_order(keys, np.array([0.0, 0.5, math.nan]),
+                            np.array([3.0, math.nan, 1.0]), np.full(3, NOW), np.full(3, 0.5),
+                            params, now=NOW)
+    assert got.order.tolist() == order.tolist()
+    assert ((got.score >= 0.0) & (got.score <= 1.0)).all()

@@ -43,6 +43,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Iterator
+from itertools import repeat
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -157,6 +158,7 @@ class NamespaceIndex:
     def clear_rows(self) -> None:
         self.slots: dict[int, int] = {}  # catalog key -> slot in the arrays below
         self._free: list[int] = []
+        self._forget_table()
         self._bind(_empty_rows(0), np.zeros((0, self.dim), _VECTOR_DTYPE))
 
     def _bind(self, rows: npt.NDArray[np.void], vectors: npt.NDArray[np.float16]) -> None:
@@ -202,6 +204,8 @@ class NamespaceIndex:
         for key in new:
             self.slots[key] = self._free.pop()
         at = np.fromiter((self.slots[key] for key in keys), np.intp, len(keys))
+        if new:
+            self._table_add(new)
         self.keys[at] = keys
         if vectors is not None:
             self.vectors[at] = vectors
@@ -219,10 +223,69 @@ class NamespaceIndex:
                 self.norms[slot] = 1.0
                 self.keys[slot] = -1
                 self._free.append(slot)
+                if self._table is not None and 0 <= key - self._table_base < len(self._table):
+                    self._table[key - self._table_base] = -1
 
     def slots_of(self, keys: list[int]) -> npt.NDArray[np.intp]:
         """Slots of ``keys``; every key must be present (see :attr:`slots`)."""
         return np.fromiter(map(self.slots.__getitem__, keys), np.intp, len(keys))
+
+    # -- key -> slot table (recall's lookups) -------------------------------------------
+    #
+    # Recall looks up ~150 candidate keys. In the dict each costs two cache misses (the
+    # entry and the int object it compares): ~0.5 us apiece on a 100k namespace, ~0.1 ms a
+    # recall. A table indexed by key - base (int32, 4 bytes a key) costs one numpy gather.
+    # Keys are catalog keys, allocated in write order across namespaces; the table is
+    # kept while they are dense enough (span <= 4 x count + 64k), else the dict answers.
+
+    def _forget_table(self) -> None:
+        self._table: npt.NDArray[np.int32] | None = None
+        self._table_base = 0
+        self._table_stale = True
+        self._sparse_at = 0  # key count when the keys were last found too sparse
+
+    def _table_add(self, new: list[int]) -> None:
+        """Enter the new keys' slots, or mark the table for a rebuild when out of range."""
+        table = self._table
+        if table is None:
+            # sparse keys are looked at again once the count doubled: not at every write
+            self._table_stale |= len(self.slots) > 2 * self._sparse_at
+            return
+        at = np.asarray(new, dtype=np.int64) - self._table_base
+        if int(at.min()) < 0 or int(at.max()) >= len(table):
+            self._forget_table()  # rebuilt, with headroom, at the next lookup
+            return
+        table[at] = np.fromiter(map(self.slots.__getitem__, new), np.int32, len(new))
+
+    def _key_table(self) -> npt.NDArray[np.int32] | None:
+        if self._table_stale:
+            self._table_stale = False
+            present = np.flatnonzero(self.keys >= 0)
+            if not len(present) or len(present) >= 2**31:
+                return None
+            keys = self.keys[present]
+            base, span = int(keys.min()), int(keys.max() - keys.min()) + 1
+            if span > 4 * len(keys) + 65_536:
+                self._sparse_at = len(keys)
+                return None  # sparse (namespaces written interleaved): the dict answers
+            table = np.full(span + span // 4 + 1024, -1, dtype=np.int32)  # room for appends
+            table[keys - base] = present
+            self._table, self._table_base = table, base
+        return self._table
+
+    def find(self, keys: list[int]) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.intp]]:
+        """Which of ``keys`` are in the index, and their slots (-1 where absent)."""
+        table = self._key_table()
+        if table is None:
+            slots = np.fromiter(map(self.slots.get, keys, repeat(-1)), np.intp, len(keys))
+            return slots >= 0, slots
+        at = np.asarray(keys, dtype=np.int64) - self._table_base
+        if not len(at) or (int(at.min()) >= 0 and int(at.max()) < len(table)):
+            found = table[at]
+        else:
+            inside = (at >= 0) & (at < len(table))
+            found = np.where(inside, table[np.where(inside, at, 0)], -1)
+        return found >= 0, found.astype(np.intp)
 
     # -- search -----------------------------------------------------------------------
 
@@ -414,6 +477,7 @@ class NamespaceIndex:
         self._bind(rows.view(np.ndarray), vectors.view(np.ndarray))
         self.slots = dict(zip(keys[present].tolist(), present.tolist(), strict=True))
         self._free = np.flatnonzero(keys < 0)[::-1].tolist()
+        self._forget_table()
         return True
 
     def _save_rows(self) -> tuple[str, str]:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 import sqlite3
 import time
-from itertools import repeat
+from itertools import compress, repeat
 from typing import Final
 
 import numpy as np
@@ -40,7 +40,7 @@ from .index import NamespaceIndex
 from .lexical import FTS_BUDGET_FACTOR, informative, informative_terms, lexical_pass, rescore
 from .models import RecallHit, RecallResult
 from .query_features import QueryFeatures, analyse, candidate_prior, wanted
-from .ranking import FusionParams, fuse_arrays, successor_keys
+from .ranking import FusionParams, fuse_arrays, fused_order, successor_keys
 from .rows import loads_metadata, record_from_row, view_of_row
 from .temporal import memory_time
 
@@ -107,22 +107,34 @@ def hybrid_recall(
     total = len(idx)
     if total == 0:
         return RecallResult()
+    n = max(4 * k, MIN_CANDIDATES)
+    # The ANN search first: what runs before it (tokenizing, SQLite) would take its
+    # graph's pages out of the CPU caches.
+    dense_keys, dense_sims = idx.search(vector, n) if n < total else idx.search_all(vector)
     match, counts, from_postings = informative(catalog, ns, query, total)
     features = analyse(query, now=time.time())
-    n = max(4 * k, MIN_CANDIDATES)
-    slots = idx.slots
     nan = math.nan
     while True:
-        dense_keys, dense_sims = (idx.search(vector, n) if n < total
-                                  else idx.search_all(vector))
         lexical = lexical_pass(catalog, ns, match, n, counts, from_postings)
-        union = list(dict.fromkeys(dense_keys + lexical.top))
+        seen = set(dense_keys)
+        extra = [key for key in lexical.top if key not in seen]
+        found, extra_at = idx.find(extra)
         full: dict[int, sqlite3.Row] = {}
         if predicate is None:  # dense keys come from the index itself: all in slots
-            keys = dense_keys + [key for key in union[len(dense_keys):] if key in slots]
+            known, dense_at = idx.find(dense_keys)
+            if not known.all():  # USearch ahead of the rows: cannot happen, costs nothing
+                dense_keys = list(compress(dense_keys, known))
+                dense_sims = list(compress(dense_sims, known))
+                dense_at = dense_at[known]
+            keys = dense_keys + list(compress(extra, found))
+            at = np.concatenate([dense_at, extra_at[found]])
         else:
+            union = dense_keys + list(compress(extra, found))
             full = catalog.memories_by_keys(ns, union)
-            keys = [key for key in union if key in slots and key in full]
+            keep = [key in full for key in union]
+            keys = list(compress(union, keep))
+            at = idx.find(keys)[1]
+        slots = idx.slots
         if not lexical.complete and match:
             # One pass with the full query scores the candidates and the successors the
             # context step below may add: a second pass would cost as much again.
@@ -136,7 +148,6 @@ def hybrid_recall(
         # the keyword-only ones. Ranking needs created_at / importance / expires_at,
         # which the index also keeps: no catalog row is read before fusion unless a
         # filter has to look at whole records.
-        at = idx.slots_of(keys)
         if predicate is None:
             dense = np.empty(len(keys))
             dense[: len(dense_keys)] = dense_sims
@@ -153,26 +164,31 @@ def hybrid_recall(
         lex = lexical.of(keys)
         priors = _priors(catalog, ns, features, keys, slots, params)
         prior = None if priors is None else np.array([priors.get(key, 1.0) for key in keys])
-        fused = fuse_arrays(key_arr, dense, lex, idx.created_at[at], idx.importance[at],
-                            params, now=now, prior=prior)
+        created_at, importance = idx.created_at[at], idx.importance[at]
+        order = fused_order(key_arr, dense, lex, created_at, importance, params, now=now,
+                            prior=prior)
         # Conversational context: the memory written right after a top hit (the
         # answer after a question) joins as a candidate with its own signals.
-        following = [key for key in successor_keys(key_arr[fused.order].tolist(), params)
-                     if key in slots]
+        following = successor_keys(key_arr[order[: params.context_expand]].tolist(),
+                                   params, present=set(keys))
+        if following:
+            found, more = idx.find(following)
+            following, more = list(compress(following, found)), more[found]
         if predicate is not None and following:
             full.update(catalog.memories_by_keys(ns, following))
-            following = [key for key in following if key in full]
+            keep = [key in full for key in following]
+            following, more = list(compress(following, keep)), more[keep]
         if following:
-            more = idx.slots_of(following)
             keys = keys + following
             at = np.concatenate([at, more])
             dense = np.concatenate([dense, idx.similarities_at(more, vector)])
             key_arr = np.asarray(keys, dtype=np.int64)
             lex = np.concatenate([lex, lexical.of(following)])
+            created_at, importance = idx.created_at[at], idx.importance[at]
             if priors is not None:
                 prior = np.array([priors.get(key, 1.0) for key in keys])
-            fused = fuse_arrays(key_arr, dense, lex, idx.created_at[at], idx.importance[at],
-                                params, now=now, prior=prior)
+        fused = fuse_arrays(key_arr, dense, lex, created_at, importance, params, now=now,
+                            prior=prior)
         # Expiry and filters remove a candidate; the cutoff counts it as below.
         removed = np.zeros(len(keys), dtype=bool)
         if not include_expired:
@@ -213,4 +229,6 @@ def hybrid_recall(
             return RecallResult(hits, candidates=len(keys), filtered_out=filtered_out,
                                 below_min_score=int(below.sum()))
         n *= 4  # filters removed too many: widen the candidate pool
+        dense_keys, dense_sims = (idx.search(vector, n) if n < total
+                                  else idx.search_all(vector))
 
