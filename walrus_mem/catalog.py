@@ -124,6 +124,7 @@ class Catalog(FtsQueries, PostingsQueries, ChangeLog, OutboxQueue, MemoryQueries
         self._df_version: tuple[int, int] | None = None
         self._lex_counts: dict[str, dict[str, int]] = {}  # the postings' (catalog_postings)
         self._lex_stats: dict[str, tuple[int, int] | None] = {}
+        self._ns_rows: dict[str, sqlite3.Row | None] = {}  # namespace(): one read per change
         # Rows (key, text) added in the open write transaction: their postings are written
         # together before it commits (a batch appends once to each term's last block).
         self._pending_postings: dict[str, list[tuple[int, str]]] = {}
@@ -424,7 +425,20 @@ class Catalog(FtsQueries, PostingsQueries, ChangeLog, OutboxQueue, MemoryQueries
 
     @_guarded
     def namespace(self, name: str) -> sqlite3.Row | None:
-        return self.query_one("SELECT * FROM namespaces WHERE name = ?", (name,))
+        with self._lock:
+            # Cached between changes (every recall asks): not inside a transaction,
+            # whose reads a rollback could take back.
+            cached = not self.conn.in_transaction
+            if cached:
+                self._fresh_caches()
+                if name in self._ns_rows:
+                    return self._ns_rows[name]
+            row = self.query_one("SELECT * FROM namespaces WHERE name = ?", (name,))
+            if cached:
+                if len(self._ns_rows) >= 1024:
+                    self._ns_rows.clear()
+                self._ns_rows[name] = row
+            return row
 
     @_guarded
     def namespaces(self) -> list[str]:
@@ -463,12 +477,14 @@ class Catalog(FtsQueries, PostingsQueries, ChangeLog, OutboxQueue, MemoryQueries
 
     @_guarded
     def memories_by_keys(self, namespace: str, keys: Sequence[int]) -> dict[int, sqlite3.Row]:
+        # By rowid alone, the namespace checked here: with it in the WHERE clause SQLite
+        # walks the (namespace, key) index and then the table, two descents a row.
         rows = self.query(
             f"SELECT {MEMORY_COLUMNS} FROM memories WHERE key IN "
-            "(SELECT value FROM json_each(?)) AND namespace = ?",
-            (json.dumps([int(k) for k in keys]), namespace),
+            "(SELECT value FROM json_each(?))",
+            (json.dumps([int(k) for k in keys]),),
         )
-        return {int(r["key"]): r for r in rows}
+        return {int(r["key"]): r for r in rows if r["namespace"] == namespace}
 
     @_guarded
     def texts_by_keys(self, namespace: str,

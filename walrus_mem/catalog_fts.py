@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
 from collections.abc import Sequence
 from typing import Final
 
@@ -30,6 +31,7 @@ class FtsQueries(CatalogPart):
     # Set by Catalog.__init__: namespace -> term -> matching rows, and the
     # (data_version, total_changes) pair they are valid for.
     _df_cache: dict[str, dict[str, int]]
+    _ns_rows: dict[str, sqlite3.Row | None]
     _df_version: tuple[int, int] | None
     _lex_counts: dict[str, dict[str, int]]
     _lex_stats: dict[str, tuple[int, int] | None]
@@ -43,6 +45,7 @@ class FtsQueries(CatalogPart):
             self._df_cache.clear()
             self._lex_counts.clear()
             self._lex_stats.clear()
+            self._ns_rows.clear()
             self._df_version = version
 
     @_guarded

@@ -12,7 +12,7 @@ __all__ = ["expired", "loads_metadata", "record_from_row", "view_of_row"]
 
 
 def loads_metadata(text: str | None) -> dict[str, Any]:
-    if not text:
+    if not text or text == "{}":  # most memories carry none
         return {}
     value = json.loads(text)
     return value if isinstance(value, dict) else {}
