@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
+from unittest.mock import patch
 
 import pytest
-from hypothesis import example, given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from walrus_mem import temporal
 from walrus_mem.config import Settings
 from walrus_mem.memory import Memory
 from walrus_mem.query_features import (
@@ -247,3 +250,25 @@ def test_recall_survives_odd_dates_in_queries_and_metadata(memory: Memory) -> No
         for query in ("When did Ana go in December 9999?", "What did Ana do in June?",
                       "What did Ana do yesterday?", "When was 0001-01-01?"):
             assert len(mem.recall(query, min_score=0)) == 3
+
+
+_TIME_WORDS = ["in", "of", "on", "since", "by", "during", "early", "late", "mid", "last", "this",
+               "may", "May", "june", "Jun.", "sept", "december", "2023", "1999", "8", "21st",
+               "yesterday", "today", "tonight", "morning", "night", "week", "weekend", "month",
+               "year", "2023-05-08", ",", "did", "Ana", "go", "the", "concert", "march", "mar",
+               "Last week", "last  night", "THIS MONTH", "this morning", "last year", "in May",
+               "8 May, 2023", "May 8 2023", "in 2022", "during sept", "last weekend"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_TIME_WORDS), max_size=9),
+       st.sampled_from([None, 1_700_000_000.0]))
+@example(["Last", "week"], 1_700_000_000.0)
+@example(["last", "night"], 1_700_000_000.0)
+def test_the_quick_no_time_check_never_hides_a_time(words: list[str], now: float | None) -> None:
+    """query_spans returns early when no digit, month name or relative word occurs: the
+    same spans as running every pattern."""
+    text = " ".join(words)
+    with patch.object(temporal, "_MAYBE_TIME", re.compile("")):  # matches everything
+        full = query_spans(text, now)
+    assert query_spans(text, now) == full

@@ -110,11 +110,15 @@ def check_vectors(vectors: Any, n: int, dim: int, model_id: str) -> Vectors:
             f"embedder {model_id!r} returned shape {vectors.shape}, expected {(n, dim)}"
         )
     out = np.ascontiguousarray(vectors, dtype=np.float32)
-    if not np.isfinite(out).all():
-        raise EmbeddingError(f"embedder {model_id!r} returned NaN or infinite values")
-    norms = np.linalg.norm(out, axis=1)
-    if n and float(norms.min()) == 0.0:
-        raise EmbeddingError(f"embedder {model_id!r} returned an all-zero vector")
+    # np.linalg.norm's own formula (the same floats); a NaN or infinity anywhere makes its
+    # row's norm non-finite, so one pass usually both checks and measures (every query
+    # pays this): the checks below only run to tell what is wrong
+    norms = np.sqrt(np.add.reduce(out * out, axis=1))
+    if not (n and np.isfinite(norms).all() and float(norms.min()) > 0.0):
+        if not np.isfinite(out).all():
+            raise EmbeddingError(f"embedder {model_id!r} returned NaN or infinite values")
+        if n and float(norms.min()) == 0.0:
+            raise EmbeddingError(f"embedder {model_id!r} returned an all-zero vector")
     out /= norms[:, None]
     return out
 

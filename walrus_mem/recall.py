@@ -118,22 +118,18 @@ def hybrid_recall(
         lexical = lexical_pass(catalog, ns, match, n, counts, from_postings)
         seen = set(dense_keys)
         extra = [key for key in lexical.top if key not in seen]
-        found, extra_at = idx.find(extra)
+        keys = dense_keys + extra
+        found, at = idx.find(keys)
+        if not found.all():
+            if not found[: len(dense_keys)].all():  # USearch ahead of the rows: cannot happen
+                dense_sims = list(compress(dense_sims, found))
+                dense_keys = list(compress(dense_keys, found))
+            keys, at = list(compress(keys, found)), at[found]
         full: dict[int, sqlite3.Row] = {}
-        if predicate is None:  # dense keys come from the index itself: all in slots
-            known, dense_at = idx.find(dense_keys)
-            if not known.all():  # USearch ahead of the rows: cannot happen, costs nothing
-                dense_keys = list(compress(dense_keys, known))
-                dense_sims = list(compress(dense_sims, known))
-                dense_at = dense_at[known]
-            keys = dense_keys + list(compress(extra, found))
-            at = np.concatenate([dense_at, extra_at[found]])
-        else:
-            union = dense_keys + list(compress(extra, found))
-            full = catalog.memories_by_keys(ns, union)
-            keep = [key in full for key in union]
-            keys = list(compress(union, keep))
-            at = idx.find(keys)[1]
+        if predicate is not None:
+            full = catalog.memories_by_keys(ns, keys)
+            keep = np.fromiter((key in full for key in keys), bool, len(keys))
+            keys, at = list(compress(keys, keep)), at[keep]
         slots = idx.slots
         if not lexical.complete and match:
             # One pass with the full query scores the candidates and the successors the
@@ -176,8 +172,8 @@ def hybrid_recall(
             following, more = list(compress(following, found)), more[found]
         if predicate is not None and following:
             full.update(catalog.memories_by_keys(ns, following))
-            keep = [key in full for key in following]
-            following, more = list(compress(following, keep)), more[keep]
+            known = np.fromiter((key in full for key in following), bool, len(following))
+            following, more = list(compress(following, known)), more[known]
         if following:
             keys = keys + following
             at = np.concatenate([at, more])
