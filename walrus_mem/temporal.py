@@ -62,10 +62,11 @@ _MONTH_YEAR: Final = re.compile(rf"\b{_MON},? {_YEAR}\b")
 _YEAR_ALONE: Final = re.compile(r"\b(?:in|during|of|since|from|by|for) (19\d\d|20\d\d)\b")
 _MONTH_ALONE: Final = re.compile(rf"\b(?:in|during|of|since|by|early|late|mid|last|this) {_MON}"
                                  r"(?! \d)\b")
-# Every pattern here needs a digit, a month name or a relative word: recall analyses every
-# query, and most name no time, so one search spares the seven below.
+# Every pattern here needs a four-digit number (a year, an ISO date), a month name or a
+# relative word: recall analyses every query, and most name no time, so one search
+# spares the seven below.
 _MAYBE_TIME: Final = re.compile(
-    r"\d|\b(?:yesterday|today|tonight|last|this|" + "|".join(_MONTHS) + ")")
+    r"\b\d{4}\b|\b(?:yesterday|today|tonight|last|this|" + "|".join(_MONTHS) + ")")
 _RELATIVE: Final = re.compile(
     r"\b(yesterday|today|tonight|this morning|last night|last week|last weekend|this week|"
     r"last month|this month|last year|this year)\b"
