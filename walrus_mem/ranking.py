@@ -387,25 +387,36 @@ def _relevance(
     if w_ctx > 0.0 and len(keys) > 1 and params.context_depth > 0:
         # the best of the previous memories (key - 1 ... key - depth) among the
         # candidates that were written close in time to this one: all depths at once
-        sorter = np.argsort(keys, kind="stable")
-        ordered = keys[sorter]
-        wanted = keys[:, None] - np.arange(1, params.context_depth + 1)
-        at = np.minimum(np.searchsorted(ordered, wanted), len(keys) - 1)
-        prev = sorter[at]
-        close = (ordered[at] == wanted) & (
-            np.abs(created_at[:, None] - created_at[prev]) <= params.context_window_s
-        )
-        # fmax (exact, NaN-ignoring) from 0: the previous ones' best in any order
-        best_prev = np.fmax.reduce(np.where(close, own[prev], 0.0), axis=1, initial=0.0)
-        if (best_prev > 0.0).any():
-            # gated by this memory's own cosine, like keywords: an unrelated fact
-            # written right after a relevant one inherits (almost) nothing
-            inherited = w_ctx * best_prev
-            if params.context_gate != 0.0:
-                inherited = inherited * np.minimum(cosine * (1.0 / params.context_gate), 1.0)
-            context = inherited
+        ordered = np.sort(keys)
+        # keys are distinct: some candidate has a previous one among them only if two
+        # sorted keys lie within the depth (often none before the successors join)
+        if (ordered[1:] - ordered[:-1] <= params.context_depth).any():
+            context = _inherited(keys, ordered, created_at, own, cosine, params)
     relevance = np.where(own >= context, own, context)
     return relevance, context, has_lexical, lex_or_0
+
+
+def _inherited(keys: npt.NDArray[np.int64], ordered: npt.NDArray[np.int64],
+               created_at: npt.NDArray[np.float64], own: npt.NDArray[np.float64],
+               cosine: npt.NDArray[np.float64], params: FusionParams) -> npt.NDArray[np.float64]:
+    """What each candidate inherits from its previous memories among the candidates."""
+    sorter = np.argsort(keys, kind="stable")
+    wanted = keys[:, None] - np.arange(1, params.context_depth + 1)
+    at = np.minimum(np.searchsorted(ordered, wanted), len(keys) - 1)
+    prev = sorter[at]
+    close = (ordered[at] == wanted) & (
+        np.abs(created_at[:, None] - created_at[prev]) <= params.context_window_s
+    )
+    # fmax (exact, NaN-ignoring) from 0: the previous ones' best in any order
+    best_prev = np.fmax.reduce(np.where(close, own[prev], 0.0), axis=1, initial=0.0)
+    if not (best_prev > 0.0).any():
+        return np.zeros(len(keys))
+    # gated by this memory's own cosine, like keywords: an unrelated fact
+    # written right after a relevant one inherits (almost) nothing
+    inherited: npt.NDArray[np.float64] = params.context_weight * best_prev
+    if params.context_gate != 0.0:
+        inherited = inherited * np.minimum(cosine * (1.0 / params.context_gate), 1.0)
+    return inherited
 
 
 def _recency(created_at: npt.NDArray[np.float64], params: FusionParams,
