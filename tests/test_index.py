@@ -388,3 +388,19 @@ def test_find_uses_the_dict_for_sparse_keys_and_the_table_for_dense_ones(tmp_pat
     assert idx._table is not None and found.tolist() == [False, True, True, True, False]
     assert slots[1:4].tolist() == [idx.slots[100], idx.slots[150], idx.slots[199]]
 
+
+def test_half_to_float_table_is_numpys_cast_of_every_half(tmp_path: Path) -> None:
+    """Exact cosines read the float16 copies through a table: the same floats as the cast."""
+    from walrus_mem.index import _HALF_TO_FLOAT, NamespaceIndex
+
+    every = np.arange(2**16, dtype=np.uint16).view(np.float16)
+    finite = np.isfinite(every)
+    assert np.array_equal(_HALF_TO_FLOAT[finite], every[finite].astype(np.float32))
+    assert np.isnan(_HALF_TO_FLOAT[np.isnan(every)]).all()
+    idx = NamespaceIndex("ns", tmp_path, "m", 8)
+    vectors = np.random.default_rng(3).standard_normal((20, 8)).astype(np.float32)
+    idx.set_rows(list(range(20)), vectors, [(1.0, 0.5, None)] * 20)
+    query = unit(5)[:8] / np.linalg.norm(unit(5)[:8])
+    at = idx.slots_of([3, 7, 19])
+    plain = (idx.vectors[at].astype(np.float32) @ query) / idx.norms[at]
+    assert np.array_equal(idx.similarities_at(at, query), plain.astype(np.float64))

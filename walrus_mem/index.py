@@ -104,6 +104,10 @@ def _add(index: Index, keys: npt.NDArray[np.uint64],
 _ROWS_DTYPE: Final = np.dtype([("key", "<i8"), ("created_at", "<f8"), ("importance", "<f8"),
                                 ("expires_at", "<f8"), ("norm", "<f4")])
 _VECTOR_DTYPE: Final = np.dtype("<f2")
+# float16 -> float32 by table: numpy's own cast of every half, looked up. numpy casts
+# halves one at a time (~1.6 ns each, 30 us for a recall's 45 x 384), the lookup runs
+# at gather speed, and the floats are the cast's.
+_HALF_TO_FLOAT: Final = np.arange(2**16, dtype=np.uint16).view(np.float16).astype(np.float32)
 
 
 def _empty_rows(count: int) -> npt.NDArray[np.void]:
@@ -321,7 +325,8 @@ class NamespaceIndex:
         self, slots: npt.NDArray[np.intp], vector: npt.NDArray[np.float32]
     ) -> npt.NDArray[np.float64]:
         """Exact cosine similarity of ``vector`` to the stored vectors at ``slots``."""
-        sims = (self.vectors[slots].astype(np.float32) @ vector) / self.norms[slots]
+        rows = np.take(_HALF_TO_FLOAT, self.vectors[slots].view("<u2"))
+        sims = (rows @ vector) / self.norms[slots]
         return sims.astype(np.float64)
 
     def similarities(self, keys: list[int], vector: npt.NDArray[np.float32]) -> list[float]:
