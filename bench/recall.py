@@ -271,26 +271,22 @@ def run_size(n: int, queries: int, model: Any, workdir: Path, *, common: bool = 
         idx.index.search(q_vectors[(i + quarter) % len(q_texts)], K)
         raw_k.append(time.perf_counter() - t0)
 
+    def top_n(match: str | None, counts: dict[str, int], from_postings: bool) -> None:
+        if match:
+            if from_postings:
+                postings_top(mem._catalog, NAMESPACE, counts, n_candidates)
+            else:
+                mem._catalog.fts_search(NAMESPACE, match, n_candidates)
+
     def run_lexical(i: int) -> None:
         # the lexical engine's raw top-n for the query text (the postings, the engine
-        # recall uses: parse, tokenize, count, score), the same with the words given,
-        # and, for the comparison, FTS5's ORDER BY bm25 LIMIT n of the same words
-        j = (i + half) % len(q_texts)
+        # recall uses: parse, tokenize, count, score), and the same with the words given
         t0 = time.perf_counter()
-        match, counts, from_postings = informative(mem._catalog, NAMESPACE, q_texts[j], n)
-        if match:
-            if from_postings:
-                postings_top(mem._catalog, NAMESPACE, counts, n_candidates)
-            else:
-                mem._catalog.fts_search(NAMESPACE, match, n_candidates)
+        top_n(*informative(mem._catalog, NAMESPACE, q_texts[(i + half) % len(q_texts)], n))
         raw_lexical_t.append(time.perf_counter() - t0)
-        match, counts, from_postings = lexicon[(i + quarter) % len(q_texts)]
+        given = lexicon[(i + quarter) % len(q_texts)]
         t0 = time.perf_counter()
-        if match:
-            if from_postings:
-                postings_top(mem._catalog, NAMESPACE, counts, n_candidates)
-            else:
-                mem._catalog.fts_search(NAMESPACE, match, n_candidates)
+        top_n(*given)
         raw_bare_t.append(time.perf_counter() - t0)
 
     steps = [run_recall, run_usearch, run_lexical]
