@@ -53,14 +53,15 @@ TWIN_SLACK: Final = 8
 
 
 def _priors(catalog: Catalog, ns: str, features: QueryFeatures, keys: list[int],
-            slots: dict[int, int], params: FusionParams) -> dict[int, float] | None:
+            idx: NamespaceIndex, params: FusionParams) -> dict[int, float] | None:
     """The query-understanding prior of the candidates and of the successors the context
     step may add: one read of their text, metadata and write time."""
     if not wanted(features, params):
         return None
     chosen = set(keys)
-    more = [key + ahead for key in keys for ahead in range(1, params.context_depth + 1)
-            if key + ahead not in chosen and key + ahead in slots]
+    after = [key + ahead for key in keys for ahead in range(1, params.context_depth + 1)
+             if key + ahead not in chosen]
+    more = list(compress(after, idx.find(after)[0]))
     rows = catalog.texts_by_keys(ns, list(dict.fromkeys(keys + more)))
     found = list(rows)
     prior = candidate_prior(
@@ -130,7 +131,6 @@ def hybrid_recall(
             full = catalog.memories_by_keys(ns, keys)
             keep = np.fromiter((key in full for key in keys), bool, len(keys))
             keys, at = list(compress(keys, keep)), at[keep]
-        slots = idx.slots
         if not lexical.complete and match:
             # One pass with the full query scores the candidates and the successors the
             # context step below may add: a second pass would cost as much again.
@@ -158,7 +158,7 @@ def hybrid_recall(
 
         key_arr = np.asarray(keys, dtype=np.int64)
         lex = lexical.of(keys)
-        priors = _priors(catalog, ns, features, keys, slots, params)
+        priors = _priors(catalog, ns, features, keys, idx, params)
         prior = None if priors is None else np.array([priors.get(key, 1.0) for key in keys])
         created_at, importance = idx.created_at[at], idx.importance[at]
         order = fused_order(key_arr, dense, lex, created_at, importance, params, now=now,
