@@ -67,7 +67,7 @@ from __future__ import annotations
 import math
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -502,12 +502,12 @@ def context_keys(
 
 
 def successor_keys(ranked_keys: Sequence[int], params: FusionParams = DEFAULT_PARAMS, *,
-                   present: set[int] | None = None) -> list[int]:
+                   present: Iterable[int] | None = None) -> list[int]:
     """:func:`context_keys` for the candidates' keys, best first (``present``: all the
     candidates' keys, when ``ranked_keys`` holds only the first ``context_expand``)."""
     if params.context_weight <= 0.0 or params.context_expand <= 0 or params.context_depth <= 0:
         return []
-    present = set(ranked_keys) if present is None else set(present)
+    present = set(ranked_keys if present is None else present)
     wanted: list[int] = []
     for key in ranked_keys[: params.context_expand]:
         for ahead in range(1, params.context_depth + 1):

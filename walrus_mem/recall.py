@@ -85,6 +85,12 @@ def _one_per_text(ranked: list[tuple[int, str]]) -> list[int]:
     return out
 
 
+def _dense(idx: NamespaceIndex, vector: npt.NDArray[np.float32],
+           n: int) -> tuple[list[int], list[float]]:
+    """The top n by cosine, or every key when n covers the namespace."""
+    return idx.search(vector, n) if n < len(idx) else idx.search_all(vector)
+
+
 def lexical_match(catalog: Catalog, ns: str, query: str, rows: int) -> str | None:
     """The FTS5 expression of the words recall scores for ``query``: its informative
     words (:func:`~walrus_mem.lexical.informative_terms`), OR-joined."""
@@ -111,7 +117,7 @@ def hybrid_recall(
     n = max(4 * k, MIN_CANDIDATES)
     # The ANN search first: what runs before it (tokenizing, SQLite) would take its
     # graph's pages out of the CPU caches.
-    dense_keys, dense_sims = idx.search(vector, n) if n < total else idx.search_all(vector)
+    dense_keys, dense_sims = _dense(idx, vector, n)
     match, counts, from_postings = informative(catalog, ns, query, total)
     features = analyse(query, now=time.time())
     nan = math.nan
@@ -166,7 +172,7 @@ def hybrid_recall(
         # Conversational context: the memory written right after a top hit (the
         # answer after a question) joins as a candidate with its own signals.
         following = successor_keys(key_arr[order[: params.context_expand]].tolist(),
-                                   params, present=set(keys))
+                                   params, present=keys)
         if following:
             found, more = idx.find(following)
             following, more = list(compress(following, found)), more[found]
@@ -225,6 +231,5 @@ def hybrid_recall(
             return RecallResult(hits, candidates=len(keys), filtered_out=filtered_out,
                                 below_min_score=int(below.sum()))
         n *= 4  # filters removed too many: widen the candidate pool
-        dense_keys, dense_sims = (idx.search(vector, n) if n < total
-                                  else idx.search_all(vector))
+        dense_keys, dense_sims = _dense(idx, vector, n)
 
