@@ -57,6 +57,7 @@ from .native import before_usearch
 
 before_usearch()  # onnxruntime would crash once USearch is loaded otherwise (native.py)
 from usearch.index import Index  # noqa: E402
+import numkong as nk  # noqa: E402  (USearch's own kernels; loaded by usearch.index already)
 
 __all__ = ["IndexStore", "NamespaceIndex", "file_digest", "index_file_stem"]
 
@@ -104,10 +105,6 @@ def _add(index: Index, keys: npt.NDArray[np.uint64],
 _ROWS_DTYPE: Final = np.dtype([("key", "<i8"), ("created_at", "<f8"), ("importance", "<f8"),
                                 ("expires_at", "<f8"), ("norm", "<f4")])
 _VECTOR_DTYPE: Final = np.dtype("<f2")
-# float16 -> float32 by table: numpy's own cast of every half, looked up. numpy casts
-# halves one at a time (~1.6 ns each, 30 us for a recall's 45 x 384), the lookup runs
-# at gather speed, and the floats are the cast's.
-_HALF_TO_FLOAT: Final = np.arange(2**16, dtype=np.uint16).view(np.float16).astype(np.float32)
 
 
 def _empty_rows(count: int) -> npt.NDArray[np.void]:
@@ -342,10 +339,20 @@ class NamespaceIndex:
     def similarities_at(
         self, slots: npt.NDArray[np.intp], vector: npt.NDArray[np.float32]
     ) -> npt.NDArray[np.float64]:
-        """Exact cosine similarity of ``vector`` to the stored vectors at ``slots``."""
-        rows = np.take(_HALF_TO_FLOAT, self.vectors[slots].view("<u2"))
-        sims = (rows @ vector) / self.norms[slots]
-        return sims.astype(np.float64)
+        """Exact cosine similarity of ``vector`` to the stored vectors at ``slots``.
+
+        Computed as USearch's search computes it: the query cast to float16 and
+        NumKong's cosine kernel (the library USearch is built on) over the
+        float16 copies, so a candidate scores the same whether the ANN search
+        or the keyword side brought it in. NumKong reads the halves directly:
+        about 2.5x faster than casting them to float32 for numpy.
+        """
+        if len(slots) == 0:
+            return np.empty(0)
+        query = np.asarray(vector, dtype=np.float16).reshape(1, -1)
+        angular = np.asarray(nk.cdist(query, self.vectors[slots], "angular"))
+        sims: npt.NDArray[np.float64] = 1.0 - angular.reshape(-1)
+        return sims
 
     def similarities(self, keys: list[int], vector: npt.NDArray[np.float32]) -> list[float]:
         """Exact cosine similarity of ``vector`` to the stored vectors of ``keys`` (0 if absent)."""
