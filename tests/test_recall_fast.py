@@ -6,7 +6,10 @@ import random
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import walrus_mem.lexical as lexical_mod
 import walrus_mem.recall as recall_mod
@@ -19,7 +22,9 @@ from walrus_mem.ranking import (
     context_keys,
     fts_query,
     fuse,
+    successor_keys,
 )
+from walrus_mem.index import NamespaceIndex
 from walrus_mem.testing import HashEmbedder
 
 MASTER = "5a" * 32
@@ -220,3 +225,30 @@ def test_words_in_over_half_the_rows_never_reach_fts5(
         mem._query_cache.clear()
         assert len(mem.recall("user user garden item", k=3, min_score=0)) == 3
         assert seen == []
+
+
+@settings(max_examples=200, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_successors_are_the_rankings_successor_keys_the_index_holds(
+    tmp_path: Path, data: st.DataObject
+) -> None:
+    """recall's numpy successor step names exactly ranking.successor_keys' keys (those
+    the namespace holds), whatever the candidates, their order and the parameters."""
+    held = data.draw(st.lists(st.integers(0, 120), unique=True, max_size=90))
+    idx = NamespaceIndex("ns", tmp_path, "m", 4)
+    if held:
+        idx.set_rows(held, np.ones((len(held), 4), dtype=np.float32),
+                     [(1.0, 0.5, None)] * len(held))
+    keys = data.draw(st.lists(st.integers(0, 120), unique=True, max_size=40))
+    order = data.draw(st.permutations(range(len(keys))))
+    params = FusionParams(context_expand=data.draw(st.integers(0, 25)),
+                          context_depth=data.draw(st.integers(0, 4)),
+                          context_weight=data.draw(st.sampled_from([0.0, 0.8])))
+    key_arr = np.asarray(keys, dtype=np.int64)
+    following, slots = recall_mod._successors(idx, key_arr, np.asarray(order, dtype=np.intp),
+                                              params)
+    want = [key for key in successor_keys([keys[i] for i in order], params)
+            if key in idx.slots]
+    assert sorted(following) == sorted(want) and len(following) == len(set(following))
+    assert slots.tolist() == [idx.slots[key] for key in following]

@@ -323,15 +323,15 @@ def fuse_arrays(
     per-candidate Python loop cost several microseconds per candidate.
     :func:`fuse` is the same computation for :class:`Candidate` lists.
     """
-    relevance, context, has_lexical, lex_or_0 = _relevance(keys, dense, lexical, created_at,
-                                                           params)
+    relevance, context, has_lexical, lex_or_0, sorter = _relevance(keys, dense, lexical,
+                                                                   created_at, params)
     recency = _recency(created_at, params, now)
     importance = _clip01_array(importance)
     score = _score(relevance, recency, importance, params, prior)
     context = _clip01_array(context)
     context = context * (2.0 - context)
     lex = np.where(has_lexical, lex_or_0, np.nan)
-    return Fused(np.lexsort((keys, -score)), score, lex, context, recency, importance)
+    return Fused(_order(keys, score, sorter), score, lex, context, recency, importance)
 
 
 @np.errstate(all="ignore")
@@ -348,13 +348,22 @@ def fused_order(
 ) -> npt.NDArray[np.intp]:
     """``fuse_arrays(...).order`` alone, with the same floats: what the engine needs to
     pick the top hits whose successors join before the final fusion."""
-    relevance = _relevance(keys, dense, lexical, created_at, params)[0]
+    relevance, _, _, _, sorter = _relevance(keys, dense, lexical, created_at, params)
     recency = _recency(created_at, params, now) if params.recency_weight else relevance
     if params.importance_weight:
         importance = _clip01_array(importance)
-    score = _score(relevance, recency, importance, params, prior)
-    order: npt.NDArray[np.intp] = np.lexsort((keys, -score))
-    return order
+    return _order(keys, _score(relevance, recency, importance, params, prior), sorter)
+
+
+def _order(keys: npt.NDArray[np.int64], score: npt.NDArray[np.float64],
+           sorter: npt.NDArray[np.intp] | None) -> npt.NDArray[np.intp]:
+    """Positions best first, ties by lower key: ``np.lexsort((keys, -score))``, or a
+    stable sort of the scores in key order when that order is known (one sort, not two)."""
+    if sorter is None:
+        order: npt.NDArray[np.intp] = np.lexsort((keys, -score))
+        return order
+    by_score: npt.NDArray[np.intp] = sorter[np.argsort(-score[sorter], kind="stable")]
+    return by_score
 
 
 def _relevance(
@@ -364,10 +373,11 @@ def _relevance(
     created_at: npt.NDArray[np.float64],
     params: FusionParams,
 ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.bool_],
-           npt.NDArray[np.float64]]:
+           npt.NDArray[np.float64], npt.NDArray[np.intp] | None]:
     """Relevance, inherited context (both before the factors), which candidates matched
-    keywords, and their keyword score (0: none). Written for few numpy calls (each costs
-    ~1 us on ~100 candidates, whatever the work): the same floats as the formula."""
+    keywords, their keyword score (0: none), and the key order when it was needed.
+    Written for few numpy calls (each costs ~1 us on ~100 candidates, whatever the
+    work): the same floats as the formula."""
     has_lexical = lexical == lexical  # not NaN
     best_lexical = float(np.fmax.reduce(lexical, initial=0.0))  # NaN ignored
     scale = max(best_lexical, params.lexical_floor, 1e-12)
@@ -382,38 +392,47 @@ def _relevance(
         gate = np.minimum(cosine * (1.0 / params.lexical_gate), 1.0)
         own = w_dense * cosine + w_lex * lex_or_0 * gate
 
-    context = np.zeros(len(keys))
-    w_ctx = params.context_weight
-    if w_ctx > 0.0 and len(keys) > 1 and params.context_depth > 0:
-        # the best of the previous memories (key - 1 ... key - depth) among the
-        # candidates that were written close in time to this one: all depths at once
-        ordered = np.sort(keys)
+    context = _NO_CONTEXT
+    sorter: npt.NDArray[np.intp] | None = None
+    if params.context_weight > 0.0 and len(keys) > 1 and params.context_depth > 0:
         # keys are distinct: some candidate has a previous one among them only if two
         # sorted keys lie within the depth (often none before the successors join)
-        if (ordered[1:] - ordered[:-1] <= params.context_depth).any():
-            context = _inherited(keys, ordered, created_at, own, cosine, params)
+        sorter = np.argsort(keys, kind="stable")
+        ordered = keys[sorter]
+        if np.count_nonzero(ordered[1:] - ordered[:-1] <= params.context_depth):
+            context = _inherited(sorter, ordered, created_at, own, cosine, params)
+    if context is _NO_CONTEXT:  # own, not where(own >= 0, own, 0): they differ on NaN
+        # only (extreme gates), which the score's clamp turns into 0 either way
+        return own, np.zeros(len(keys)), has_lexical, lex_or_0, sorter
     relevance = np.where(own >= context, own, context)
-    return relevance, context, has_lexical, lex_or_0
+    return relevance, context, has_lexical, lex_or_0, sorter
 
 
-def _inherited(keys: npt.NDArray[np.int64], ordered: npt.NDArray[np.int64],
+_NO_CONTEXT: Final = np.zeros(0)
+
+
+def _inherited(sorter: npt.NDArray[np.intp], ordered: npt.NDArray[np.int64],
                created_at: npt.NDArray[np.float64], own: npt.NDArray[np.float64],
                cosine: npt.NDArray[np.float64], params: FusionParams) -> npt.NDArray[np.float64]:
-    """What each candidate inherits from its previous memories among the candidates."""
-    sorter = np.argsort(keys, kind="stable")
-    wanted = keys[:, None] - np.arange(1, params.context_depth + 1)
-    at = np.minimum(np.searchsorted(ordered, wanted), len(keys) - 1)
-    prev = sorter[at]
-    close = (ordered[at] == wanted) & (
-        np.abs(created_at[:, None] - created_at[prev]) <= params.context_window_s
-    )
-    # fmax (exact, NaN-ignoring) from 0: the previous ones' best in any order
-    best_prev = np.fmax.reduce(np.where(close, own[prev], 0.0), axis=1, initial=0.0)
-    if not (best_prev > 0.0).any():
-        return np.zeros(len(keys))
+    """What each candidate inherits from its previous memories among the candidates.
+
+    In key order, with distinct keys, ``key - 1 ... key - depth`` can only sit at the
+    ``depth`` places before ``key``: one shifted comparison per place instead of a
+    search. ``fmax`` from 0 keeps the best of them in any order (NaN ignored)."""
+    depth = params.context_depth
+    made = created_at[sorter]
+    owned = own[sorter]
+    best = np.zeros(len(ordered))
+    for back in range(1, min(depth, len(ordered) - 1) + 1):
+        close = (ordered[back:] - ordered[:-back] <= depth) & (
+            np.abs(made[back:] - made[:-back]) <= params.context_window_s)
+        best[back:] = np.where(close, np.fmax(best[back:], owned[:-back]), best[back:])
+    if not np.count_nonzero(best):  # best >= 0 (fmax from 0): nothing to inherit
+        return _NO_CONTEXT
     # gated by this memory's own cosine, like keywords: an unrelated fact
     # written right after a relevant one inherits (almost) nothing
-    inherited: npt.NDArray[np.float64] = params.context_weight * best_prev
+    inherited = np.empty(len(ordered))
+    inherited[sorter] = params.context_weight * best
     if params.context_gate != 0.0:
         inherited = inherited * np.minimum(cosine * (1.0 / params.context_gate), 1.0)
     return inherited

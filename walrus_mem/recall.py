@@ -40,7 +40,7 @@ from .index import NamespaceIndex
 from .lexical import FTS_BUDGET_FACTOR, informative, informative_terms, lexical_pass, rescore
 from .models import RecallHit, RecallResult
 from .query_features import QueryFeatures, analyse, candidate_prior, wanted
-from .ranking import FusionParams, fuse_arrays, fused_order, successor_keys
+from .ranking import FusionParams, fuse_arrays, fused_order
 from .rows import loads_metadata, record_from_row, view_of_row
 from .temporal import memory_time
 
@@ -89,6 +89,30 @@ def _dense(idx: NamespaceIndex, vector: npt.NDArray[np.float32],
            n: int) -> tuple[list[int], list[float]]:
     """The top n by cosine, or every key when n covers the namespace."""
     return idx.search(vector, n) if n < len(idx) else idx.search_all(vector)
+
+
+def _successors(idx: NamespaceIndex, keys: npt.NDArray[np.int64], order: npt.NDArray[np.intp],
+                params: FusionParams) -> tuple[list[int], npt.NDArray[np.intp]]:
+    """The memories written right after the top hits that are not candidates yet (the keys
+    :func:`~walrus_mem.ranking.successor_keys` names, as a set) and their slots: those the
+    namespace holds. In numpy: a Python set and loop cost more than the rest of the step."""
+    depth = params.context_depth
+    if params.context_weight <= 0.0 or params.context_expand <= 0 or depth <= 0 \
+            or not len(keys):
+        return [], _NO_SLOTS
+    top = keys[order[: params.context_expand]]
+    wanted = np.unique(top[:, None] + np.arange(1, depth + 1))  # sorted, each once
+    known = np.sort(keys)
+    at = np.minimum(np.searchsorted(known, wanted), len(known) - 1)
+    wanted = wanted[known[at] != wanted]
+    found, slots = idx.find(wanted)
+    if np.count_nonzero(found) < len(found):
+        wanted, slots = wanted[found], slots[found]
+    following: list[int] = wanted.tolist()
+    return following, slots
+
+
+_NO_SLOTS: Final = np.zeros(0, dtype=np.intp)
 
 
 def lexical_match(catalog: Catalog, ns: str, query: str, rows: int) -> str | None:
@@ -171,18 +195,14 @@ def hybrid_recall(
                             prior=prior)
         # Conversational context: the memory written right after a top hit (the
         # answer after a question) joins as a candidate with its own signals.
-        following = successor_keys(key_arr[order[: params.context_expand]].tolist(),
-                                   params, present=keys)
-        if following:
-            found, more = idx.find(following)
-            following, more = list(compress(following, found)), more[found]
+        following, more = _successors(idx, key_arr, order, params)
         if predicate is not None and following:
             full.update(catalog.memories_by_keys(ns, following))
             known = np.fromiter((key in full for key in following), bool, len(following))
             following, more = list(compress(following, known)), more[known]
         if following:
             keys = keys + following
-            at = np.concatenate([at, more])
+            at = np.concatenate([at, np.asarray(more, dtype=np.intp)])
             dense = np.concatenate([dense, idx.similarities_at(more, vector)])
             key_arr = np.asarray(keys, dtype=np.int64)
             lex = np.concatenate([lex, lexical.of(following)])
