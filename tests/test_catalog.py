@@ -171,3 +171,30 @@ def test_change_log_and_pruning(tmp_path: Path) -> None:
         assert cat.changes_since("b", 0) == ([9], 2)  # other namespaces untouched
     finally:
         cat.close()
+
+
+def test_a_snapshot_reads_one_state_of_the_file_and_refuses_writes(tmp_path: Path) -> None:
+    """Recall's reads run in one read transaction: another process's commit during it is
+    not half-seen (the namespace row, cached or not, and the rows agree); it shows after."""
+    path = tmp_path / "c.sqlite3"
+    reader, writer = Catalog(path), Catalog(path)
+    try:
+        writer.ensure_namespace("ns", None)
+        assert reader.namespace("ns") is not None and reader.namespace("late") is None
+        with reader.snapshot():
+            before = reader.query_one("SELECT count(*) FROM namespaces")[0]
+            writer.ensure_namespace("late", None)  # another connection commits meanwhile
+            assert reader.namespace("late") is None
+            assert reader.query_one("SELECT count(*) FROM namespaces")[0] == before
+            with reader.snapshot():  # nested: the same view
+                assert reader.namespace("late") is None
+            with pytest.raises(LocalStoreError, match="inside a read snapshot"):
+                with reader.write():
+                    pass
+        assert reader.namespace("late") is not None  # the cache saw the change
+        assert reader.query_one("SELECT count(*) FROM namespaces")[0] == before + 1
+        with reader.write() as conn:  # the snapshot left no transaction open
+            conn.execute("UPDATE namespaces SET created_at = 1 WHERE name = 'ns'")
+    finally:
+        reader.close()
+        writer.close()

@@ -464,19 +464,20 @@ def test_blob_count_matches_published_records(mem: Memory) -> None:
 
 
 def test_conversational_context_brings_in_the_following_memory(mem: Memory, monkeypatch) -> None:
-    """The engine's part of context: successors named by ranking.successor_keys are fetched,
-    given their own signals and fused again (how much they score is ranking's business)."""
+    """The engine's part of context: the successors of the top hits (ranking.successor_keys'
+    rule) are fetched, given their own signals and fused again (how much they score is
+    ranking's business)."""
     import walrus_mem.recall as recall_module
 
     asked: list[int] = []
     fused: list[tuple[list[int], list[float], list[float]]] = []
-    real_keys = recall_module.successor_keys
+    real_successors = recall_module._successors
     real_order, real_fuse = recall_module.fused_order, recall_module.fuse_arrays
 
-    def spy_keys(ranked_keys, params, **kw):
-        keys = real_keys(ranked_keys, params, **kw)
-        asked.extend(keys)
-        return keys
+    def spy_successors(idx, keys, order, params):
+        following, slots = real_successors(idx, keys, order, params)
+        asked.extend(following)
+        return following, slots
 
     def spy(real):
         def call(keys, dense, lexical, created_at, importance, params, *, now, prior=None):
@@ -485,7 +486,7 @@ def test_conversational_context_brings_in_the_following_memory(mem: Memory, monk
                         prior=prior)
         return call
 
-    monkeypatch.setattr(recall_module, "successor_keys", spy_keys)
+    monkeypatch.setattr(recall_module, "_successors", spy_successors)
     monkeypatch.setattr(recall_module, "fused_order", spy(real_order))
     monkeypatch.setattr(recall_module, "fuse_arrays", spy(real_fuse))
     mem.remember_many([f"concert ticket stub number {i}" for i in range(200)])

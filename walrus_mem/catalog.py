@@ -118,6 +118,8 @@ class Catalog(FtsQueries, PostingsQueries, ChangeLog, OutboxQueue, MemoryQueries
         self.path = Path(path)
         self._lock = threading.RLock()
         self._depth = 0
+        self._reading = False  # inside snapshot(): one read transaction
+        self._read_checked = False  # its staleness check done
         # fts_doc_counts cache: namespace -> term -> matching rows, valid for one
         # (data_version, total_changes) pair, i.e. until any connection writes.
         self._df_cache: dict[str, dict[str, int]] = {}
@@ -276,6 +278,8 @@ class Catalog(FtsQueries, PostingsQueries, ChangeLog, OutboxQueue, MemoryQueries
     def write(self) -> Iterator[sqlite3.Connection]:
         """A write transaction (``BEGIN IMMEDIATE``); nested calls join the outer one."""
         with self._lock:
+            if self._reading:
+                raise LocalStoreError("catalog write inside a read snapshot")
             if self._depth:
                 self._depth += 1
                 try:
@@ -312,18 +316,29 @@ class Catalog(FtsQueries, PostingsQueries, ChangeLog, OutboxQueue, MemoryQueries
 
     @contextmanager
     def snapshot(self) -> Iterator[sqlite3.Connection]:
-        """A read transaction: every query inside sees one consistent state."""
+        """A read transaction: every query inside sees one consistent state.
+
+        Reads of other processes' commits wait for the next snapshot, and the
+        cached counts, statistics and namespace rows check for changes
+        (``PRAGMA data_version``) once instead of at each use: a recall's reads
+        run in one. Holds the lock throughout (the connection's other users
+        wait). Inside a write, the write's own view serves; a write inside a
+        snapshot is refused.
+        """
         with self._lock:
-            if self._depth:
+            if self._depth or self._reading:
                 yield self.conn
                 return
-            self.conn.execute("BEGIN")
-            self._depth = 1
+            try:
+                self.conn.execute("BEGIN")
+            except sqlite3.Error as exc:
+                raise _translate(exc, self.path) from exc
+            self._reading, self._read_checked = True, False
             try:
                 yield self.conn
             finally:
-                self._depth = 0
-                self.conn.execute("COMMIT")
+                self._reading = False
+                self.conn.execute("COMMIT")  # a read transaction: ends it, writes nothing
 
     @_guarded
     def data_version(self) -> int:
@@ -428,7 +443,7 @@ class Catalog(FtsQueries, PostingsQueries, ChangeLog, OutboxQueue, MemoryQueries
         with self._lock:
             # Cached between changes (every recall asks): not inside a transaction,
             # whose reads a rollback could take back.
-            cached = not self.conn.in_transaction
+            cached = self._reading or not self.conn.in_transaction
             if cached:
                 self._fresh_caches()
                 if name in self._ns_rows:

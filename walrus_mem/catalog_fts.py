@@ -35,10 +35,17 @@ class FtsQueries(CatalogPart):
     _df_version: tuple[int, int] | None
     _lex_counts: dict[str, dict[str, int]]
     _lex_stats: dict[str, tuple[int, int] | None]
+    _reading: bool
+    _read_checked: bool
 
     def _fresh_caches(self) -> None:
         """Drop the cached counts and statistics when any connection (this one included)
-        changed the file's content since they were read; call under the lock."""
+        changed the file's content since they were read; call under the lock. Once per
+        read snapshot: nothing changes inside one."""
+        if self._reading:
+            if self._read_checked:
+                return
+            self._read_checked = True
         version = (int(self.conn.execute("PRAGMA data_version").fetchone()[0]),
                    self.conn.total_changes)
         if self._df_version != version:

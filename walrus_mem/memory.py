@@ -876,10 +876,12 @@ class Memory:
         with self._lock:
             emb = self._embedder
             idx = self._indexes.get(ns, emb.model_id, emb.dim)
-            return hybrid_recall(
-                self._catalog, idx, query, vector, k=k, predicate=predicate, cutoff=cutoff,
-                include_expired=include_expired, params=params or DEFAULT_PARAMS,
-            )
+            with self._catalog.snapshot():  # one view of the rows, postings and counts
+                return hybrid_recall(
+                    self._catalog, idx, query, vector, k=k, predicate=predicate,
+                    cutoff=cutoff, include_expired=include_expired,
+                    params=params or DEFAULT_PARAMS,
+                )
 
 
     # -- reads ------------------------------------------------------------------------
