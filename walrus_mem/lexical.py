@@ -58,7 +58,7 @@ class Lexical:
     keys: npt.NDArray[np.int64]
     scores: npt.NDArray[np.float64]
     complete: bool
-    parts: dict[str, tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]] | None = None
+    parts: Parts | None = None
     """From the postings: each scored word's rows and share of their scores."""
 
     def of(self, keys: Sequence[int]) -> npt.NDArray[np.float64]:
@@ -136,6 +136,26 @@ def _avgdl(catalog: Catalog, ns: str) -> tuple[int, float]:
 _Part = tuple[npt.NDArray[np.int64], npt.NDArray[np.float64]]  # one word's keys and shares
 
 
+class Parts:
+    """Each scored word's rows and share of their bm25, cut out of the concatenated
+    arrays on first use: only a recall that rescores its candidates needs them."""
+
+    __slots__ = ("_keys", "_shares", "_sizes", "_split", "_words")
+
+    def __init__(self, words: Sequence[str], keys: npt.NDArray[np.int64],
+                 shares: npt.NDArray[np.float64], sizes: list[int]) -> None:
+        self._words, self._keys, self._shares, self._sizes = words, keys, shares, sizes
+        self._split: dict[str, _Part] | None = None
+
+    def get(self, word: str) -> _Part | None:
+        if self._split is None:
+            bounds = np.cumsum(self._sizes)[:-1]
+            self._split = dict(zip(self._words, zip(np.split(self._keys, bounds),
+                                                    np.split(self._shares, bounds),
+                                                    strict=True), strict=True))
+        return self._split.get(word)
+
+
 def _word_part(catalog: Catalog, ns: str, word: str, rows: int, count: int, avgdl: float,
                keys: npt.NDArray[np.int64] | None = None) -> _Part:
     """A word's rows and its share of their bm25: all of them, or (``keys``) at least
@@ -148,10 +168,10 @@ def _word_part(catalog: Catalog, ns: str, word: str, rows: int, count: int, avgd
 
 
 def _score_words(catalog: Catalog, ns: str, words: Sequence[str], counts: dict[str, int]
-                 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], dict[str, _Part]]:
+                 ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], Parts]:
     """bm25 of every row matching ``words``, and each word's part of it."""
     if not words:
-        return _NO_KEYS, _NO_SCORES, {}
+        return _NO_KEYS, _NO_SCORES, Parts((), _NO_KEYS, _NO_SCORES, [])
     rows, avgdl = _avgdl(catalog, ns)
     read = catalog.lexicon_postings_many(ns, words)
     found = [read[word] for word in words]
@@ -161,9 +181,7 @@ def _score_words(catalog: Catalog, ns: str, words: Sequence[str], counts: dict[s
     idf = np.repeat([bm25_idf(rows, counts[word]) for word in words], sizes)
     shares = bm25_partials(np.concatenate([f[1] for f in found]),
                            np.concatenate([f[2] for f in found]), idf, avgdl)
-    bounds = np.cumsum(sizes)[:-1]
-    parts = dict(zip(words, zip(np.split(keys, bounds), np.split(shares, bounds),
-                                strict=True), strict=True))
+    parts = Parts(words, keys, shares, sizes)
     if len(words) == 1 or not len(keys):
         return keys, shares, parts
     order = np.argsort(keys, kind="stable")

@@ -101,7 +101,9 @@ def _successors(idx: NamespaceIndex, keys: npt.NDArray[np.int64], order: npt.NDA
             or not len(keys):
         return [], _NO_SLOTS
     top = keys[order[: params.context_expand]]
-    wanted = np.unique(top[:, None] + np.arange(1, depth + 1))  # sorted, each once
+    wanted = np.sort(top[:, None] + np.arange(1, depth + 1), axis=None)
+    if len(wanted) > 1:  # each once (np.unique costs more than these few calls)
+        wanted = wanted[np.concatenate(([True], wanted[1:] != wanted[:-1]))]
     known = np.sort(keys)
     at = np.minimum(np.searchsorted(known, wanted), len(known) - 1)
     wanted = wanted[known[at] != wanted]
