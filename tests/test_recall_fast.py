@@ -15,6 +15,7 @@ import walrus_mem.lexical as lexical_mod
 import walrus_mem.recall as recall_mod
 from walrus_mem import Memory, Settings
 from walrus_mem.catalog import fts_table
+from walrus_mem.index import NamespaceIndex
 from walrus_mem.ranking import (
     DEFAULT_PARAMS,
     Candidate,
@@ -24,7 +25,6 @@ from walrus_mem.ranking import (
     fuse,
     successor_keys,
 )
-from walrus_mem.index import NamespaceIndex
 from walrus_mem.testing import HashEmbedder
 
 MASTER = "5a" * 32

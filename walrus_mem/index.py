@@ -56,8 +56,8 @@ from .errors import LocalStoreError, ModelMismatch, WalrusMemError
 from .native import before_usearch
 
 before_usearch()  # onnxruntime would crash once USearch is loaded otherwise (native.py)
-from usearch.index import Index  # noqa: E402
 import numkong as nk  # noqa: E402  (USearch's own kernels; loaded by usearch.index already)
+from usearch.index import Index  # noqa: E402
 
 __all__ = ["IndexStore", "NamespaceIndex", "file_digest", "index_file_stem"]
 
