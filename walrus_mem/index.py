@@ -42,7 +42,7 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from itertools import repeat
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -292,7 +292,8 @@ class NamespaceIndex:
             self._table, self._table_base = table, base
         return self._table
 
-    def find(self, keys: list[int]) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.intp]]:
+    def find(self, keys: Sequence[int] | npt.NDArray[np.int64]
+             ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.intp]]:
         """Which of ``keys`` are in the index, and their slots (-1 where absent)."""
         table = self._key_table()
         if table is None:

@@ -61,7 +61,7 @@ class Lexical:
     parts: Parts | None = None
     """From the postings: each scored word's rows and share of their scores."""
 
-    def of(self, keys: Sequence[int]) -> npt.NDArray[np.float64]:
+    def of(self, keys: Sequence[int] | npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
         """The score of each key (NaN: no match)."""
         wanted = np.asarray(keys, dtype=np.int64)
         if not len(self.keys):

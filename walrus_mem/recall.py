@@ -92,14 +92,14 @@ def _dense(idx: NamespaceIndex, vector: npt.NDArray[np.float32],
 
 
 def _successors(idx: NamespaceIndex, keys: npt.NDArray[np.int64], order: npt.NDArray[np.intp],
-                params: FusionParams) -> tuple[list[int], npt.NDArray[np.intp]]:
+                params: FusionParams) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.intp]]:
     """The memories written right after the top hits that are not candidates yet (the keys
     :func:`~walrus_mem.ranking.successor_keys` names, as a set) and their slots: those the
     namespace holds. In numpy: a Python set and loop cost more than the rest of the step."""
     depth = params.context_depth
     if params.context_weight <= 0.0 or params.context_expand <= 0 or depth <= 0 \
             or not len(keys):
-        return [], _NO_SLOTS
+        return _NO_KEYS, _NO_SLOTS
     top = keys[order[: params.context_expand]]
     wanted = np.sort(top[:, None] + np.arange(1, depth + 1), axis=None)
     if len(wanted) > 1:  # each once (np.unique costs more than these few calls)
@@ -110,10 +110,10 @@ def _successors(idx: NamespaceIndex, keys: npt.NDArray[np.int64], order: npt.NDA
     found, slots = idx.find(wanted)
     if np.count_nonzero(found) < len(found):
         wanted, slots = wanted[found], slots[found]
-    following: list[int] = wanted.tolist()
-    return following, slots
+    return wanted, slots
 
 
+_NO_KEYS: Final = np.zeros(0, dtype=np.int64)
 _NO_SLOTS: Final = np.zeros(0, dtype=np.intp)
 
 
@@ -152,17 +152,18 @@ def hybrid_recall(
         seen = set(dense_keys)
         extra = [key for key in lexical.top if key not in seen]
         keys = dense_keys + extra
-        found, at = idx.find(keys)
-        if not found.all():
+        key_arr = np.asarray(keys, dtype=np.int64)
+        found, at = idx.find(key_arr)
+        if np.count_nonzero(found) < len(keys):
             if not found[: len(dense_keys)].all():  # USearch ahead of the rows: cannot happen
                 dense_sims = list(compress(dense_sims, found))
                 dense_keys = list(compress(dense_keys, found))
-            keys, at = list(compress(keys, found)), at[found]
+            keys, key_arr, at = list(compress(keys, found)), key_arr[found], at[found]
         full: dict[int, sqlite3.Row] = {}
         if predicate is not None:
             full = catalog.memories_by_keys(ns, keys)
             keep = np.fromiter((key in full for key in keys), bool, len(keys))
-            keys, at = list(compress(keys, keep)), at[keep]
+            keys, key_arr, at = list(compress(keys, keep)), key_arr[keep], at[keep]
         if not lexical.complete and match:
             # One pass with the full query scores the candidates and the successors the
             # context step below may add: a second pass would cost as much again.
@@ -188,8 +189,7 @@ def hybrid_recall(
                 dense[missing] = idx.similarities_at(at[missing], vector)
         now = time.time()
 
-        key_arr = np.asarray(keys, dtype=np.int64)
-        lex = lexical.of(keys)
+        lex = lexical.of(key_arr)
         priors = _priors(catalog, ns, features, keys, idx, params)
         prior = None if priors is None else np.array([priors.get(key, 1.0) for key in keys])
         created_at, importance = idx.created_at[at], idx.importance[at]
@@ -198,15 +198,16 @@ def hybrid_recall(
         # Conversational context: the memory written right after a top hit (the
         # answer after a question) joins as a candidate with its own signals.
         following, more = _successors(idx, key_arr, order, params)
-        if predicate is not None and following:
-            full.update(catalog.memories_by_keys(ns, following))
-            known = np.fromiter((key in full for key in following), bool, len(following))
-            following, more = list(compress(following, known)), more[known]
-        if following:
-            keys = keys + following
-            at = np.concatenate([at, np.asarray(more, dtype=np.intp)])
+        if predicate is not None and len(following):
+            full.update(catalog.memories_by_keys(ns, following.tolist()))
+            known = np.fromiter((key in full for key in following.tolist()), bool,
+                                len(following))
+            following, more = following[known], more[known]
+        if len(following):
+            keys = keys + following.tolist()
+            key_arr = np.concatenate([key_arr, following])
+            at = np.concatenate([at, more])
             dense = np.concatenate([dense, idx.similarities_at(more, vector)])
-            key_arr = np.asarray(keys, dtype=np.int64)
             lex = np.concatenate([lex, lexical.of(following)])
             created_at, importance = idx.created_at[at], idx.importance[at]
             if priors is not None:
@@ -214,16 +215,20 @@ def hybrid_recall(
         fused = fuse_arrays(key_arr, dense, lex, created_at, importance, params, now=now,
                             prior=prior)
         # Expiry and filters remove a candidate; the cutoff counts it as below.
-        removed = np.zeros(len(keys), dtype=bool)
-        if not include_expired:
-            removed |= idx.expires_at[at] <= now  # NaN (never expires) compares False
+        removed = None if include_expired else idx.expires_at[at] <= now  # NaN: never
         if predicate is not None:
-            removed |= np.fromiter(
+            unwanted = np.fromiter(
                 (not predicate(view_of_row(full[key])) for key in keys), bool, len(keys))
-        below = ~removed & (fused.score < cutoff)
-        kept = fused.order[~(removed | below)[fused.order]]
+            removed = unwanted if removed is None else removed | unwanted
+        filtered_out = 0 if removed is None else int(np.count_nonzero(removed))
+        keep = fused.score >= cutoff  # the score is never NaN
+        below = len(keys) - int(np.count_nonzero(keep))
+        if filtered_out:
+            assert removed is not None
+            below -= int(np.count_nonzero(removed & ~keep))
+            keep &= ~removed
+        kept = fused.order[keep[fused.order]]
         winners = kept[:k].tolist()
-        filtered_out = int(removed.sum())
         exhausted = n >= total and len(lexical.top) < n
         if len(winners) >= k or not filtered_out or exhausted:
             # Twins (one text remembered on two machines, both kept by the merge:
@@ -251,7 +256,7 @@ def hybrid_recall(
                 for i in shown
             ]
             return RecallResult(hits, candidates=len(keys), filtered_out=filtered_out,
-                                below_min_score=int(below.sum()))
+                                below_min_score=below)
         n *= 4  # filters removed too many: widen the candidate pool
         dense_keys, dense_sims = _dense(idx, vector, n)
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from datetime import UTC, datetime
 from typing import Any
 
-from .models import MemoryRecord, from_timestamp
+from .models import MemoryRecord
 
 __all__ = ["expired", "loads_metadata", "record_from_row", "view_of_row"]
 
@@ -19,26 +20,26 @@ def loads_metadata(text: str | None) -> dict[str, Any]:
 
 
 def record_from_row(row: sqlite3.Row, *, deduplicated: bool = False) -> MemoryRecord:
-    created = from_timestamp(row["created_at"])
-    updated = from_timestamp(row["updated_at"])
-    assert created is not None and updated is not None
-    return MemoryRecord(
-        id=row["id"],
-        namespace=row["namespace"],
-        text=row["text"],
-        metadata=loads_metadata(row["metadata"]),
-        category=row["category"],
-        importance=row["importance"],
-        created_at=created,
-        updated_at=updated,
-        expires_at=from_timestamp(row["expires_at"]),
-        version=row["version"],
-        status=row["status"],
-        blob_id=row["blob_id"],
-        quilt_patch_id=row["quilt_patch_id"],
-        end_epoch=row["end_epoch"],
-        deduplicated=deduplicated,
-    )
+    expires = row["expires_at"]
+    # model_validate of a dict: the same validation as the keyword constructor, without
+    # its Python-level frame (recall builds a record per hit)
+    return MemoryRecord.model_validate({
+        "id": row["id"],
+        "namespace": row["namespace"],
+        "text": row["text"],
+        "metadata": loads_metadata(row["metadata"]),
+        "category": row["category"],
+        "importance": row["importance"],
+        "created_at": datetime.fromtimestamp(row["created_at"], tz=UTC),
+        "updated_at": datetime.fromtimestamp(row["updated_at"], tz=UTC),
+        "expires_at": None if expires is None else datetime.fromtimestamp(expires, tz=UTC),
+        "version": row["version"],
+        "status": row["status"],
+        "blob_id": row["blob_id"],
+        "quilt_patch_id": row["quilt_patch_id"],
+        "end_epoch": row["end_epoch"],
+        "deduplicated": deduplicated,
+    })
 
 
 def view_of_row(row: sqlite3.Row) -> dict[str, Any]:
