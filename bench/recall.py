@@ -96,6 +96,8 @@ class LookupEmbedder:
                 raise KeyError(f"no pre-computed vector for {missing[0]!r}")
             for text, vec in zip(missing, self.fallback(missing), strict=True):
                 self.table[text] = np.asarray(vec, dtype=np.float32)
+        if len(texts) == 1:  # a query: its vector as given (walrus_mem copies, never writes)
+            return self.table[texts[0]][None, :]
         return np.stack([self.table[t] for t in texts])
 
 

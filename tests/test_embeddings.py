@@ -60,6 +60,30 @@ def test_check_vectors_rejects_bad_output(value: object, message: str) -> None:
         check_vectors(value, 1, 2, "m")
 
 
+@pytest.mark.parametrize(("bad", "message"), [
+    ([np.nan, 1.0], "NaN or infinite"), ([0.0, -np.inf], "NaN or infinite"),
+    ([0.0, 0.0], "all-zero"), ([3e20, 1.0], "too large"),
+])
+@pytest.mark.parametrize("row", [0, 2])
+def test_check_vectors_finds_a_bad_row_among_good_ones(bad: list[float], message: str,
+                                                        row: int) -> None:
+    batch = np.ones((3, 2), dtype=np.float32)
+    batch[row] = bad
+    with np.errstate(over="ignore"), pytest.raises(EmbeddingError, match=message):
+        check_vectors(batch, 3, 2, "m")
+
+
+def test_check_vectors_leaves_the_embedders_array_alone_and_matches_linalg_norm() -> None:
+    raw = np.random.default_rng(1).standard_normal((5, 384)).astype(np.float32)
+    kept = raw.copy()
+    out = check_vectors(raw, 5, 384, "m")
+    assert np.array_equal(raw, kept)  # an embedder may hand out a cached array
+    assert out.flags.c_contiguous and out.dtype == np.float32
+    assert np.array_equal(out, kept / np.linalg.norm(kept, axis=1, keepdims=True))
+    fortran = np.asfortranarray(kept)
+    assert check_vectors(fortran, 5, 384, "m").flags.c_contiguous
+
+
 def test_embed_checked_batches_and_concatenates() -> None:
     emb = Scripted(lambda texts: np.ones((len(texts), 4), dtype=np.float32))
     out = embed_checked(emb, [f"t{i}" for i in range(10)], batch_size=4)

@@ -504,3 +504,25 @@ def test_conversational_context_brings_in_the_following_memory(mem: Memory, monk
     assert math.isnan(last_lexical[at]) and last_dense[at] == pytest.approx(expected)
     other = mem.remember("unrelated later fact", namespace="elsewhere")
     assert all(h.id != other.id for h in mem.recall("concert", k=50, min_score=0))
+
+def test_recall_sees_another_connections_commit_and_skips_catching_up_otherwise(
+    tmp_path: Path, fake_embedder: HashEmbedder, master_hex: str
+) -> None:
+    """Recall checks once, inside its read snapshot, whether another connection wrote:
+    if so the index catches up before the recall; if not, nothing is re-read."""
+    settings = Settings(data_dir=tmp_path / "d", use_keyring=False)
+    with Memory(settings, embedder=fake_embedder, master_key=master_hex) as reader, \
+            Memory(settings, embedder=fake_embedder, master_key=master_hex) as writer:
+        reader.remember("the first fact about otters")
+        assert [h.text for h in reader.recall("otters", min_score=0)] == [
+            "the first fact about otters"]
+        emb = reader._embedder
+        with reader._catalog.snapshot():
+            assert reader._indexes.current("default", emb.model_id, emb.dim) is not None
+        writer.remember("a second fact about otters")  # another connection commits
+        with reader._catalog.snapshot():
+            assert reader._indexes.current("default", emb.model_id, emb.dim) is None
+        texts = {h.text for h in reader.recall("otters", min_score=0)}
+        assert texts == {"the first fact about otters", "a second fact about otters"}
+        with reader._catalog.snapshot():  # caught up: the fast path again
+            assert reader._indexes.current("default", emb.model_id, emb.dim) is not None

@@ -342,8 +342,13 @@ class Catalog(FtsQueries, PostingsQueries, ChangeLog, OutboxQueue, MemoryQueries
 
     @_guarded
     def data_version(self) -> int:
-        """Changes whenever *another* connection commits (cheap staleness check)."""
+        """Changes whenever *another* connection commits (cheap staleness check). Inside a
+        snapshot: the snapshot's, read once."""
         with self._lock:
+            if self._reading:
+                self._fresh_caches()
+                assert self._df_version is not None
+                return self._df_version[0]
             return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
 
     @_guarded

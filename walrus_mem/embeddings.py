@@ -35,6 +35,7 @@ its own default.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 from pathlib import Path
@@ -109,18 +110,25 @@ def check_vectors(vectors: Any, n: int, dim: int, model_id: str) -> Vectors:
         raise EmbeddingError(
             f"embedder {model_id!r} returned shape {vectors.shape}, expected {(n, dim)}"
         )
-    out = np.ascontiguousarray(vectors, dtype=np.float32)
+    out = np.asarray(vectors, dtype=np.float32)
     # np.linalg.norm's own formula (the same floats); a NaN or infinity anywhere makes its
-    # row's norm non-finite, so one pass usually both checks and measures (every query
-    # pays this): the checks below only run to tell what is wrong
+    # row's norm non-finite (NaN compares false), so one pass usually both checks and
+    # measures (every query pays this): the checks below only run to tell what is wrong
     norms = np.sqrt(np.add.reduce(out * out, axis=1))
-    if not (n and np.isfinite(norms).all() and float(norms.min()) > 0.0):
+    if n == 1:
+        low = high = float(norms[0])
+    else:
+        low, high = (float(norms.min()), float(norms.max())) if n else (1.0, 1.0)
+    if not (0.0 < low and high < math.inf):
         if not np.isfinite(out).all():
             raise EmbeddingError(f"embedder {model_id!r} returned NaN or infinite values")
-        if n and float(norms.min()) == 0.0:
-            raise EmbeddingError(f"embedder {model_id!r} returned an all-zero vector")
-    out /= norms[:, None]
-    return out
+        if high == math.inf:  # squares past float32's range
+            raise EmbeddingError(f"embedder {model_id!r} returned values too large to "
+                                 "normalise")
+        raise EmbeddingError(f"embedder {model_id!r} returned an all-zero vector")
+    # a new C-ordered array: the embedder's own (perhaps cached) array is left as it was
+    unit: Vectors = np.divide(out, norms[:, None], order="C")
+    return unit
 
 
 def model_cache_dir() -> Path:

@@ -655,15 +655,30 @@ class IndexStore:
     def loaded(self, namespace: str) -> NamespaceIndex | None:
         return self._indexes.get(namespace)
 
+    def current(self, namespace: str, model_id: str, dim: int) -> NamespaceIndex | None:
+        """The namespace's index if it is loaded and no other connection has committed
+        since it caught up, else None (then :meth:`get`). Reads nothing but the catalog's
+        data version, writes nothing: recall asks inside its read snapshot, whose one
+        staleness check this shares."""
+        with self._lock:
+            idx = self._loaded_as(namespace, model_id, dim)
+            if idx is None or self._seen_version.get(namespace) != self.catalog.data_version():
+                return None
+            return idx
+
+    def _loaded_as(self, namespace: str, model_id: str, dim: int) -> NamespaceIndex | None:
+        idx = self._indexes.get(namespace)
+        if idx is not None and (idx.model_id != model_id or idx.dim != dim):
+            raise ModelMismatch(
+                f"namespace {namespace!r} index uses {idx.model_id} (dim {idx.dim}), "
+                f"not {model_id} (dim {dim})"
+            )
+        return idx
+
     def get(self, namespace: str, model_id: str, dim: int) -> NamespaceIndex:
         """The namespace's index, loaded or rebuilt, with every catalog change applied."""
         with self._lock:
-            idx = self._indexes.get(namespace)
-            if idx is not None and (idx.model_id != model_id or idx.dim != dim):
-                raise ModelMismatch(
-                    f"namespace {namespace!r} index uses {idx.model_id} (dim {idx.dim}), "
-                    f"not {model_id} (dim {dim})"
-                )
+            idx = self._loaded_as(namespace, model_id, dim)
             version = self.catalog.data_version()
             if idx is None:
                 idx = self._open(namespace, model_id, dim)

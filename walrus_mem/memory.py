@@ -873,15 +873,23 @@ class Memory:
             return RecallResult()
         self._check_model(ns, info)
         vector = self._embed_query(query.strip())
+        params = params or DEFAULT_PARAMS
         with self._lock:
             emb = self._embedder
+            # One read snapshot: one view of the rows, postings and counts, and one check
+            # that nothing changed. An index that must catch up first does so outside it
+            # (catching up may write the catalog), and the recall takes a new snapshot.
+            with self._catalog.snapshot():
+                idx = self._indexes.current(ns, emb.model_id, emb.dim)
+                if idx is not None:
+                    return hybrid_recall(
+                        self._catalog, idx, query, vector, k=k, predicate=predicate,
+                        cutoff=cutoff, include_expired=include_expired, params=params)
             idx = self._indexes.get(ns, emb.model_id, emb.dim)
-            with self._catalog.snapshot():  # one view of the rows, postings and counts
+            with self._catalog.snapshot():
                 return hybrid_recall(
                     self._catalog, idx, query, vector, k=k, predicate=predicate,
-                    cutoff=cutoff, include_expired=include_expired,
-                    params=params or DEFAULT_PARAMS,
-                )
+                    cutoff=cutoff, include_expired=include_expired, params=params)
 
 
     # -- reads ------------------------------------------------------------------------
