@@ -474,8 +474,8 @@ def test_conversational_context_brings_in_the_following_memory(mem: Memory, monk
     real_successors = recall_module._successors
     real_order, real_fuse = recall_module.fused_order, recall_module.fuse_arrays
 
-    def spy_successors(idx, keys, order, params):
-        following, slots = real_successors(idx, keys, order, params)
+    def spy_successors(idx, keys, present, order, params):
+        following, slots = real_successors(idx, keys, present, order, params)
         asked.extend(following)
         return following, slots
 

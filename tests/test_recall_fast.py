@@ -246,8 +246,8 @@ def test_successors_are_the_rankings_successor_keys_the_index_holds(
                           context_depth=data.draw(st.integers(0, 4)),
                           context_weight=data.draw(st.sampled_from([0.0, 0.8])))
     key_arr = np.asarray(keys, dtype=np.int64)
-    following, slots = recall_mod._successors(idx, key_arr, np.asarray(order, dtype=np.intp),
-                                              params)
+    following, slots = recall_mod._successors(idx, key_arr, keys,
+                                              np.asarray(order, dtype=np.intp), params)
     want = [key for key in successor_keys([keys[i] for i in order], params)
             if key in idx.slots]
     assert sorted(following) == sorted(want) and len(following) == len(set(following))

@@ -91,26 +91,25 @@ def _dense(idx: NamespaceIndex, vector: npt.NDArray[np.float32],
     return idx.search(vector, n) if n < len(idx) else idx.search_all(vector)
 
 
-def _successors(idx: NamespaceIndex, keys: npt.NDArray[np.int64], order: npt.NDArray[np.intp],
-                params: FusionParams) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.intp]]:
+def _successors(idx: NamespaceIndex, keys: npt.NDArray[np.int64], present: list[int],
+                order: npt.NDArray[np.intp], params: FusionParams
+                ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.intp]]:
     """The memories written right after the top hits that are not candidates yet (the keys
-    :func:`~walrus_mem.ranking.successor_keys` names, as a set) and their slots: those the
-    namespace holds. In numpy: a Python set and loop cost more than the rest of the step."""
+    :func:`~walrus_mem.ranking.successor_keys` names, as a set, ascending) and their
+    slots: those the namespace holds. ``present``: the candidates' keys as a list."""
     depth = params.context_depth
-    if params.context_weight <= 0.0 or params.context_expand <= 0 or depth <= 0 \
-            or not len(keys):
+    if params.context_weight <= 0.0 or params.context_expand <= 0 or depth <= 0:
         return _NO_KEYS, _NO_SLOTS
-    top = keys[order[: params.context_expand]]
-    wanted = np.sort(top[:, None] + np.arange(1, depth + 1), axis=None)
-    if len(wanted) > 1:  # each once (np.unique costs more than these few calls)
-        wanted = wanted[np.concatenate(([True], wanted[1:] != wanted[:-1]))]
-    known = np.sort(keys)
-    at = np.minimum(np.searchsorted(known, wanted), len(known) - 1)
-    wanted = wanted[known[at] != wanted]
-    found, slots = idx.find(wanted)
+    top = keys[order[: params.context_expand]].tolist()
+    wanted = {key + ahead for key in top for ahead in range(1, depth + 1)}
+    wanted.difference_update(present)
+    if not wanted:
+        return _NO_KEYS, _NO_SLOTS
+    following = np.fromiter(sorted(wanted), np.int64, len(wanted))
+    found, slots = idx.find(following)
     if np.count_nonzero(found) < len(found):
-        wanted, slots = wanted[found], slots[found]
-    return wanted, slots
+        following, slots = following[found], slots[found]
+    return following, slots
 
 
 _NO_KEYS: Final = np.zeros(0, dtype=np.int64)
@@ -197,7 +196,7 @@ def hybrid_recall(
                             prior=prior)
         # Conversational context: the memory written right after a top hit (the
         # answer after a question) joins as a candidate with its own signals.
-        following, more = _successors(idx, key_arr, order, params)
+        following, more = _successors(idx, key_arr, keys, order, params)
         if predicate is not None and len(following):
             full.update(catalog.memories_by_keys(ns, following.tolist()))
             known = np.fromiter((key in full for key in following.tolist()), bool,
