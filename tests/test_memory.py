@@ -526,3 +526,17 @@ def test_recall_sees_another_connections_commit_and_skips_catching_up_otherwise(
         assert texts == {"the first fact about otters", "a second fact about otters"}
         with reader._catalog.snapshot():  # caught up: the fast path again
             assert reader._indexes.current("default", emb.model_id, emb.dim) is not None
+
+
+def test_recall_finds_a_namespace_another_connection_just_created(
+    tmp_path: Path, fake_embedder: HashEmbedder, master_hex: str
+) -> None:
+    """An empty answer is never taken from a stale namespace cache."""
+    settings = Settings(data_dir=tmp_path / "d", use_keyring=False)
+    with Memory(settings, embedder=fake_embedder, master_key=master_hex) as reader, \
+            Memory(settings, embedder=fake_embedder, master_key=master_hex) as writer:
+        reader.remember("something elsewhere", namespace="other")
+        assert list(reader.recall("badgers", namespace="fresh", min_score=0)) == []
+        writer.remember("badgers dig setts", namespace="fresh")
+        assert [h.text for h in reader.recall("badgers", namespace="fresh", min_score=0)] == [
+            "badgers dig setts"]

@@ -443,6 +443,12 @@ class Catalog(FtsQueries, PostingsQueries, ChangeLog, OutboxQueue, MemoryQueries
 
     # -- namespaces ---------------------------------------------------------------
 
+    def cached_namespace(self, name: str) -> sqlite3.Row | None:
+        """The namespace row as :meth:`namespace` last read it, unchecked (None: not read
+        since the last change). A hint: what it answers must be checked in a snapshot."""
+        with self._lock:
+            return self._ns_rows.get(name)
+
     @_guarded
     def namespace(self, name: str) -> sqlite3.Row | None:
         with self._lock:

@@ -188,6 +188,11 @@ def _fact_record(item_id: str, version: int, text: str, metadata: dict[str, Any]
     }
 
 
+
+def _recallable(info: sqlite3.Row | None) -> bool:
+    """Whether a namespace row says the namespace holds memories to recall."""
+    return info is not None and info["model_id"] is not None
+
 class Memory:
     """Encrypted long-term memory: remember facts, recall them by meaning.
 
@@ -868,10 +873,12 @@ class Memory:
         else:
             cutoff = float(min_score)
         self._authorize(ns)
-        info = self._catalog.namespace(ns)
-        if info is None or info["model_id"] is None:
+        # Nothing to embed the query for in a namespace with no memories: the namespace
+        # row as last read answers that (a read that found it needs no re-check here:
+        # the snapshot below checks it again), an unknown one is read afresh.
+        if not _recallable(self._catalog.cached_namespace(ns)) \
+                and not _recallable(self._catalog.namespace(ns)):
             return RecallResult()
-        self._check_model(ns, info)
         vector = self._embed_query(query.strip())
         params = params or DEFAULT_PARAMS
         with self._lock:
@@ -880,6 +887,10 @@ class Memory:
             # that nothing changed. An index that must catch up first does so outside it
             # (catching up may write the catalog), and the recall takes a new snapshot.
             with self._catalog.snapshot():
+                info = self._catalog.namespace(ns)
+                if not _recallable(info):
+                    return RecallResult()
+                self._check_model(ns, info)
                 idx = self._indexes.current(ns, emb.model_id, emb.dim)
                 if idx is not None:
                     return hybrid_recall(
