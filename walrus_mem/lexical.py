@@ -66,7 +66,7 @@ class Lexical:
         wanted = np.asarray(keys, dtype=np.int64)
         if not len(self.keys):
             return np.full(len(wanted), math.nan)
-        at = np.minimum(np.searchsorted(self.keys, wanted), len(self.keys) - 1)
+        at = np.minimum(self.keys.searchsorted(wanted), len(self.keys) - 1)
         return np.where(self.keys[at] == wanted, self.scores[at], math.nan)
 
 

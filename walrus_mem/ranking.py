@@ -371,7 +371,7 @@ def _order(keys: npt.NDArray[np.int64], score: npt.NDArray[np.float64],
     if sorter is None:
         order: npt.NDArray[np.intp] = np.lexsort((keys, -score))
         return order
-    by_score: npt.NDArray[np.intp] = sorter[np.argsort(-score[sorter], kind="stable")]
+    by_score: npt.NDArray[np.intp] = sorter[(-score[sorter]).argsort(kind="stable")]
     return by_score
 
 
@@ -406,7 +406,7 @@ def _relevance(
     if params.context_weight > 0.0 and len(keys) > 1 and params.context_depth > 0:
         # keys are distinct: some candidate has a previous one among them only if two
         # sorted keys lie within the depth (often none before the successors join)
-        sorter = np.argsort(keys, kind="stable")
+        sorter = keys.argsort(kind="stable")
         ordered = keys[sorter]
         if np.count_nonzero(ordered[1:] - ordered[:-1] <= params.context_depth):
             context = _inherited(sorter, ordered, created_at, own, cosine, params)

@@ -50,6 +50,7 @@ __all__ = ["FTS_BUDGET_FACTOR", "MIN_CANDIDATES", "hybrid_recall", "informative_
 MIN_CANDIDATES: Final = 50
 TWIN_SLACK: Final = 8
 """Extra ranked rows read so twins collapsed into one hit leave no gap in the top k."""
+_VALIDATE_HIT: Final = RecallHit.__pydantic_validator__.validate_python
 
 
 def _priors(catalog: Catalog, ns: str, features: QueryFeatures, keys: list[int],
@@ -242,16 +243,16 @@ def hybrid_recall(
                                        if keys[i] in full])[:k]
                 if len(shown) >= k or len(kept) <= width:
                     break
-            hits = [
-                RecallHit(
-                    record=record_from_row(full[keys[i]]),
-                    score=float(fused.score[i]),
-                    dense=float(dense[i]),
-                    lexical=None if math.isnan(fused.lexical[i]) else float(fused.lexical[i]),
-                    recency=float(fused.recency[i]),
-                    importance=float(fused.importance[i]),
-                    context=float(fused.context[i]),
-                )
+            hits: list[RecallHit] = [
+                _VALIDATE_HIT({  # RecallHit(...)'s validation without its Python frame
+                    "record": record_from_row(full[keys[i]]),
+                    "score": float(fused.score[i]),
+                    "dense": float(dense[i]),
+                    "lexical": None if math.isnan(fused.lexical[i]) else float(fused.lexical[i]),
+                    "recency": float(fused.recency[i]),
+                    "importance": float(fused.importance[i]),
+                    "context": float(fused.context[i]),
+                })
                 for i in shown
             ]
             return RecallResult(hits, candidates=len(keys), filtered_out=filtered_out,

@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 import sqlite3
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Final
 
 from .models import MemoryRecord
 
 __all__ = ["expired", "loads_metadata", "record_from_row", "view_of_row"]
+
+_VALIDATE_RECORD: Final = MemoryRecord.__pydantic_validator__.validate_python
 
 
 def loads_metadata(text: str | None) -> dict[str, Any]:
@@ -21,9 +23,9 @@ def loads_metadata(text: str | None) -> dict[str, Any]:
 
 def record_from_row(row: sqlite3.Row, *, deduplicated: bool = False) -> MemoryRecord:
     expires = row["expires_at"]
-    # model_validate of a dict: the same validation as the keyword constructor, without
-    # its Python-level frame (recall builds a record per hit)
-    return MemoryRecord.model_validate({
+    # the model's validator on a dict: what the keyword constructor and model_validate
+    # run, without their Python-level frames (recall builds a record per hit)
+    record: MemoryRecord = _VALIDATE_RECORD({
         "id": row["id"],
         "namespace": row["namespace"],
         "text": row["text"],
@@ -40,6 +42,7 @@ def record_from_row(row: sqlite3.Row, *, deduplicated: bool = False) -> MemoryRe
         "end_epoch": row["end_epoch"],
         "deduplicated": deduplicated,
     })
+    return record
 
 
 def view_of_row(row: sqlite3.Row) -> dict[str, Any]:
