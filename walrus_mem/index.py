@@ -190,7 +190,9 @@ class NamespaceIndex:
         self.rows = rows
         self.keys: npt.NDArray[np.int64] = rows["key"]  # -1: free slot
         self.vectors: npt.NDArray[np.float16] = vectors
-        self.norms: npt.NDArray[np.float32] = rows["norm"]  # of the float16 copies
+        # no longer written nor read (the exact cosines are NumKong's, which normalise):
+        # the field stays so saved rows files keep their layout
+        self.norms: npt.NDArray[np.float32] = rows["norm"]
         self.created_at: npt.NDArray[np.float64] = rows["created_at"]
         self.importance: npt.NDArray[np.float64] = rows["importance"]
         self.expires_at: npt.NDArray[np.float64] = rows["expires_at"]  # NaN: never expires
@@ -228,8 +230,6 @@ class NamespaceIndex:
         self.keys[at] = keys
         if vectors is not None:
             self.vectors[at] = vectors
-            norms = np.linalg.norm(self.vectors[at].astype(np.float32), axis=1)
-            self.norms[at] = np.where(norms > 0, norms, 1.0)
         self.created_at[at] = [a[0] for a in attrs]
         self.importance[at] = [a[1] for a in attrs]
         self.expires_at[at] = [np.nan if a[2] is None else a[2] for a in attrs]
@@ -239,7 +239,6 @@ class NamespaceIndex:
             slot = self.slots.pop(key, None)
             if slot is not None:
                 self.vectors[slot] = 0  # a forgotten memory's vector does not linger in RAM
-                self.norms[slot] = 1.0
                 self.keys[slot] = -1
                 self._free.append(slot)
                 if self._table is not None and 0 <= key - self._table_base < len(self._table):

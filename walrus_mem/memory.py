@@ -68,7 +68,7 @@ from .errors import (
 )
 from .expiry import NETWORK_EPOCH_SECONDS, EpochClock, network_of
 from .filters import compile_filters
-from .index import IndexStore
+from .index import IndexStore, NamespaceIndex
 from .inputs import (
     MAX_METADATA_BYTES,
     new_memory_id,
@@ -880,7 +880,11 @@ class Memory:
                 and not _recallable(self._catalog.namespace(ns)):
             return RecallResult()
         vector = self._embed_query(query.strip())
-        params = params or DEFAULT_PARAMS
+        def run(idx: NamespaceIndex) -> RecallResult:
+            return hybrid_recall(self._catalog, idx, query, vector, k=k, predicate=predicate,
+                                 cutoff=cutoff, include_expired=include_expired,
+                                 params=params or DEFAULT_PARAMS)
+
         with self._lock:
             emb = self._embedder
             # One read snapshot: one view of the rows, postings and counts, and one check
@@ -893,14 +897,10 @@ class Memory:
                 self._check_model(ns, info)
                 idx = self._indexes.current(ns, emb.model_id, emb.dim)
                 if idx is not None:
-                    return hybrid_recall(
-                        self._catalog, idx, query, vector, k=k, predicate=predicate,
-                        cutoff=cutoff, include_expired=include_expired, params=params)
+                    return run(idx)
             idx = self._indexes.get(ns, emb.model_id, emb.dim)
             with self._catalog.snapshot():
-                return hybrid_recall(
-                    self._catalog, idx, query, vector, k=k, predicate=predicate,
-                    cutoff=cutoff, include_expired=include_expired, params=params)
+                return run(idx)
 
 
     # -- reads ------------------------------------------------------------------------
