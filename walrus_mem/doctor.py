@@ -27,6 +27,7 @@ from typing import Any, Literal
 from .config import Settings, is_deferred, placeholder_paths, resolve_config_file
 from .errors import (
     ConfigError,
+    InsecureDataDir,
     InsecureKeyFile,
     KeyMaterialError,
     KeyringUnavailable,
@@ -377,6 +378,25 @@ def _check_seen_heads_mirror(mem: Any) -> list[Check]:
     return out
 
 
+def check_dirs(settings: Settings) -> list[Check]:
+    """The data dir and the state dir: no other user can change them (dir_trust.py)."""
+    from .dir_trust import check_private_dir
+    from .heads_mirror import default_state_dir
+
+    checks = []
+    for what, path in (("data dir", settings.data_dir),
+                       ("state dir", settings.state_dir or default_state_dir())):
+        try:
+            check_private_dir(path, what, create=False)
+        except InsecureDataDir as exc:
+            checks.append(Check(what, "fail", str(exc),
+                                "make it yours and private as the message says, or choose "
+                                "another (docs/security.md#the-data-dir-and-the-state-dir)"))
+        else:
+            checks.append(Check(what, "ok", f"{path}: yours, others cannot change it"))
+    return checks
+
+
 def check_local_store(settings: Settings, *, embedder: Any = None) -> list[Check]:
     """The catalog opens; per namespace: model, queued writes, manifest, index file."""
     catalog = Path(settings.data_dir).expanduser() / "catalog.sqlite3"
@@ -639,6 +659,10 @@ def run_checks(
         checks += check_storage(settings)
     except WalrusMemError as exc:
         checks.append(Check("storage", "fail", str(exc), "check publisher_url / aggregator_urls"))
+    dirs = check_dirs(settings)
+    checks += dirs
+    if not all(c.ok for c in dirs):
+        return checks  # the local store would only repeat it
     try:
         embedder = make_embedder(settings) if make_embedder is not None else None
         checks += check_local_store(settings, embedder=embedder)

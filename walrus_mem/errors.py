@@ -49,7 +49,8 @@ these with ``raise ... from exc``. Messages never contain key material.
     │   ├── ModelMismatch              index built with another embedding model
     │   ├── IndexCorrupt               unreadable vector index file
     │   ├── CatalogCorrupt             unreadable / inconsistent SQLite catalog
-    │   └── DataDirBusy                repair needs the data dir no other process has open
+    │   ├── DataDirBusy                repair needs the data dir no other process has open
+    │   └── InsecureDataDir            a data/state dir (or a file in it) another user could change
     ├── LogError                       the namespace log refuses (docs/sync.md)
     │   ├── InvalidHead (ValueError)   malformed head reference / bare blob id never seen here
     │   │   └── LegacyManifest         a format-1 manifest id given without allow_legacy
@@ -57,7 +58,8 @@ these with ``raise ... from exc``. Messages never contain key material.
     │   ├── StaleManifest              a head older than one this data dir has seen (rollback)
     │   │   └── StaleDataDir           a rolled-back data dir would reuse its own seq
     │   ├── ForkedHead                 a head sharing no history with this data dir's
-    │   └── RestoreIncomplete          an interrupted restore / pull: resume it first
+    │   ├── RestoreIncomplete          an interrupted restore / pull: resume it first
+    │   └── RotationIncomplete         a key rotation's re-sealing is unfinished: finish it first
     ├── EpochUnknown                   the current Walrus epoch cannot be told (expiring)
     ├── EmbeddingError                 model cannot be loaded / produced bad vectors
     ├── ReadOnlySession (PermissionError)  subagent tried to write
@@ -87,6 +89,7 @@ __all__ = [
     "GrantError",
     "HeadMismatch",
     "IndexCorrupt",
+    "InsecureDataDir",
     "InsecureKeyFile",
     "InsufficientConfirmations",
     "InvalidEnvelope",
@@ -113,6 +116,7 @@ __all__ = [
     "RateLimited",
     "ReadOnlySession",
     "RestoreIncomplete",
+    "RotationIncomplete",
     "StaleDataDir",
     "StaleManifest",
     "StorageError",
@@ -380,6 +384,17 @@ class DataDirBusy(LocalStoreError):
         self.holders = list(holders or [])
 
 
+class InsecureDataDir(LocalStoreError):
+    """A data dir or state dir that another user could change: owned by someone else,
+    writable by group or others (itself, a parent without the sticky bit, or a file in
+    it), or holding a symlink that leaves it. Refused like ssh's StrictModes; ``path``
+    is the directory, the message names each problem and its fix."""
+
+    def __init__(self, message: str, path: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+
+
 # -- namespace log -------------------------------------------------------------
 
 
@@ -435,6 +450,13 @@ class ForkedHead(LogError):
 class RestoreIncomplete(LogError):
     """A restore or pull of this namespace was interrupted: the local state lacks part
     of a head it started to merge, so no manifest is published until ``restore`` resumes."""
+
+
+class RotationIncomplete(LogError):
+    """A key rotation of this namespace began and its re-sealing is unfinished: some of
+    its memories are still sealed under the previous generation, so no manifest is
+    published until ``walrus-mem keys rotate`` (``Memory.rotate_key``, or ``sync``)
+    finishes it (docs/keys.md)."""
 
 
 class EpochUnknown(WalrusMemError):

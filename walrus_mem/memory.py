@@ -44,11 +44,13 @@ import numpy.typing as npt
 
 from . import deletions
 from . import manifest as mf
+from . import restate
 from .access import check_access
 from .blobio import check_patches, read_checked, store_batches
 from .catalog import Catalog, vector_to_blob
 from .config import Settings
 from .datadir_lock import DataDirLock
+from .dir_trust import check_private_dir
 from .embeddings import Embedder, embed_checked, make_embedder
 from .envelope import open_envelope, seal
 from .epoch_guard import clock_guard
@@ -68,6 +70,8 @@ from .errors import (
 )
 from .expiry import NETWORK_EPOCH_SECONDS, EpochClock, network_of
 from .filters import compile_filters
+from .follow import pull_following
+from .heads_mirror import default_state_dir
 from .index import IndexStore, NamespaceIndex
 from .inputs import (
     MAX_METADATA_BYTES,
@@ -105,7 +109,6 @@ from .models import (
 from .namespace_log import NamespaceLog, ProgressCallback
 from .outbox_poison import REFUSED, is_poisoned, refused_for_good
 from .outbox_poison import describe as describe_poisoned
-from .private_dirs import make_private_dirs
 from .publish_check import require_read_back, verify_published
 from .ranking import (
     DEFAULT_MIN_SCORE,
@@ -118,7 +121,7 @@ from .repair import requeue_lost
 from .retry import call_deadline
 from .rotation import (
     RotationReport,
-    adopt_generation_of_head,
+    adopt_keys,
     current_generation,
     rotate_key,
 )
@@ -238,7 +241,10 @@ class Memory:
             None if master_key is None else resolve_master_seed(master_key)[0]
         )
         self.data_dir = Path(self.settings.data_dir).expanduser()
-        make_private_dirs(self.data_dir)
+        # Refused before anything is opened there if another user could change it.
+        check_private_dir(self.data_dir, "data dir", create=True)
+        check_private_dir(self.settings.state_dir or default_state_dir(), "state dir",
+                          create=False)
         self._lock = threading.RLock()
         self._embed_lock = threading.Lock()
         # Shared for this Memory's lifetime: repair (exclusive) refuses while it is open.
@@ -347,6 +353,10 @@ class Memory:
             assert seed is not None
             return NamespaceKeys.from_agent_key(seed, namespace, generation)
         return NamespaceKeys.derive(self._master_seed(), namespace, generation)
+
+    def _adopt_keys(self, namespace: str, keys: NamespaceKeys) -> bool:
+        """Make a verified generation current for a namespace held nothing of (rotation.py)."""
+        return adopt_keys(self, namespace, keys)
 
     def keys_for(self, namespace: str | None = None) -> NamespaceKeys:
         """The namespace's keys (resolved lazily, cached); registers the namespace.
@@ -624,6 +634,10 @@ class Memory:
             if item.dedupe_hash not in existing and item.dedupe_hash not in first_of:
                 first_of[item.dedupe_hash] = item.index
                 new_items.append(item)
+        # A text a live memory holds is re-stated: that memory moves to a new id (restate.py)
+        snaps = restate.snapshot(self._catalog, ns, {
+            it.dedupe_hash: existing[it.dedupe_hash] for it in items
+            if it.memory_id is None and it.dedupe_hash in existing})
         vectors = self._embed([it.text for it in new_items])
         now = time.time()
         ids = [it.memory_id or new_memory_id() for it in new_items]
@@ -638,6 +652,14 @@ class Memory:
         ]
         emb = self._embedder
         batch_ids: list[int] = []
+        old_blobs: dict[str, bool | None] = {}
+
+        def seal_fact(mid: str, snap: restate.Snapshot, at: float) -> bytes:
+            return seal(keys, _fact_record(mid, 1, snap.text, snap.metadata, snap.category,
+                                           snap.importance, snap.created_at, at,
+                                           snap.expires_at),
+                        max_plaintext=self._max_plaintext())
+
         try:
             with self._lock, self._catalog.write():
                 if idem_key is not None:
@@ -664,9 +686,20 @@ class Memory:
                         continue
                     existing[item.dedupe_hash] = mid
                     inserted.append(pos)
-                for span in store_batches([len(sealed[inserted[j]]) for j in range(len(inserted))]):
+                moved: list[restate.Moved] = []
+                for dedupe_hash, snap in snaps.items():
+                    done = restate.move(self._catalog, ns, dedupe_hash, snap, now, seal_fact)
+                    if done is None:  # re-stated or stored by another writer meanwhile
+                        existing.update(self._catalog.ids_by_dedupe_hash(ns, [dedupe_hash]))
+                        continue
+                    existing[dedupe_hash] = done.memory_id
+                    moved.append(done)
+                    old_blobs.update(done.old_blobs)
+                queue = [(ids[p], len(sealed[p])) for p in inserted] + [
+                    (m.memory_id, len(m.sealed)) for m in moved]
+                for span in store_batches([size for _, size in queue]):
                     batch_ids.append(self._catalog.add_outbox_batch(
-                        ns, [(ids[inserted[j]], 1) for j in span], now))
+                        ns, [(queue[j][0], 1) for j in span], now))
                 order: list[str] = []
                 dedup_count = 0
                 inserted_ids = {ids[p] for p in inserted}
@@ -683,7 +716,7 @@ class Memory:
             replay = self._replay(ns, idem_key or "")
             assert replay is not None
             return replay
-        if inserted:
+        if inserted or moved:
             with self._lock:
                 self._indexes.refresh(ns)
         # One publish_deadline per batch for everything this call sends: stores, their
@@ -696,6 +729,8 @@ class Memory:
                 if failing:  # the next batch would spend its own deadline the same way
                     break
             self._maybe_manifest(ns, started)
+        if old_blobs:  # the re-stated memories' old ids, as forget deletes them
+            self._delete_blobs(old_blobs)
         rows = self._catalog.memories_by_ids(ns, order)
         records: list[MemoryRecord] = []
         deduped_flags: list[bool] = []
@@ -1250,10 +1285,14 @@ class Memory:
                     raise RestoreIncomplete(
                         f"restore of {name!r} was interrupted: run `walrus-mem restore "
                         f"--namespace {name}` to finish it; no manifest until then")
-                report = self._log.pull(name, None)
+                report, rotation = pull_following(self, name, None)
                 skipped += [f"{name} {line}" for line in report.skipped]
                 if not report.up_to_date:
                     pulled[name] = report
+                if rotation is not None:  # followed one made elsewhere: its manifest is ours
+                    errors += [f"key rotation of {name!r}: {e}" for e in rotation.errors]
+                    if rotation.manifest_blob_id is not None:
+                        manifests[name] = rotation.manifest_blob_id
             except WalrusMemError as exc:
                 errors.append(f"pull for {name!r}: {type(exc).__name__}: {exc}")
                 continue
@@ -1380,7 +1419,7 @@ class Memory:
     def restore(
         self,
         namespace: str | None = None,
-        manifest_blob_id: str | None = None,
+        manifest_blob_id: str | Sequence[str] | None = None,
         progress: ProgressCallback | None = None,
         *,
         allow_stale: bool = False,
@@ -1391,7 +1430,8 @@ class Memory:
 
         ``manifest_blob_id`` is a head reference ``<blob id>.<seq>.<digest>``
         (what ``sync`` reports), or a bare blob id of a manifest this data dir
-        has seen. Default: resume an interrupted restore, else the newest
+        has seen, or several of them (concurrent heads, merged in one restore:
+        ``repair`` passes every newest head it knows). Default: resume an interrupted restore, else the newest
         heads this data dir has seen (they survive the catalog's loss in
         ``heads.sqlite3``) and those in the heads file. The manifest is
         checked against the reference; every fact blob / quilt patch it lists
@@ -1401,7 +1441,9 @@ class Memory:
         interrupted one stopped. Raises StaleManifest for a head older than
         one already seen (unless ``allow_stale``), ForkedHead for one with an
         unrelated history (unless ``allow_unrelated``); a failure leaves the
-        data dir as it was (a wrong key changes nothing).
+        data dir as it was (a wrong key changes nothing). A namespace this
+        catalog holds under another key, even an empty one, raises
+        :class:`AccessDenied` before anything is read or written.
 
         ``manifest_blob_id`` may also be the bare blob id of a format-1
         manifest (what ``sync`` reported before head references) when
@@ -1412,20 +1454,25 @@ class Memory:
         """
         self._check_open()
         ns = self._ns(namespace)
-        if manifest_blob_id is not None:  # a fresh machine: which key generation sealed it?
-            # Only the bytes the head reference names may pick the generation: a failed
-            # restore (a mistyped digest, another manifest served) must change nothing.
-            # A bare id (seen here, or a format-1 one) binds no digest; the pull checks it.
-            adopt_generation_of_head(self, ns, str(manifest_blob_id))
-        heads = None if manifest_blob_id is None else [manifest_blob_id]
+        # The access check first: a restore into a namespace this catalog holds under
+        # another key (even an empty one) must write nothing (issue 23, item 14).
+        self._authorize(ns)
+        if isinstance(manifest_blob_id, str) or manifest_blob_id is None:
+            heads = None if manifest_blob_id is None else [manifest_blob_id]
+        else:
+            heads = list(manifest_blob_id)
+            if not heads:
+                raise InvalidInput("restore needs at least one head reference, or None")
         if heads is None and self._log.tables.restoring(ns) is None and not self._log.newest(ns):
             raise InvalidInput(
                 f"no head of namespace {ns!r} is known here: pass manifest_blob_id, the head "
                 "reference `walrus-mem sync` printed where it was written (or configure "
                 "heads_file)")
-        report = self._log.pull(ns, heads, allow_stale=allow_stale,
-                                allow_unrelated=allow_unrelated, progress=progress, recheck=True,
-                                allow_legacy=allow_legacy)
+        # A head of another key generation (a rotation made elsewhere) is adopted or
+        # followed only once it verifies under it (log_generation.py, follow.py).
+        report, _ = pull_following(self, ns, heads, allow_stale=allow_stale,
+                                   allow_unrelated=allow_unrelated, progress=progress,
+                                   recheck=True, allow_legacy=allow_legacy)
         self._retry_deletions(ns)  # e.g. a pulled forget killed before its deletions
         head = report.heads[0] if report.heads else (
             report.legacy or self.stats(ns).manifest_blob_id or "")
@@ -1438,7 +1485,8 @@ class Memory:
             unreadable=report.unreadable,
             forgotten=report.forgotten, conflicts=report.conflicts,
             equivocations=report.equivocations,
-            complete=report.complete, resumed=report.resumed)
+            complete=report.complete, resumed=report.resumed,
+            key_generation=report.key_generation)
 
     def pull(
         self,
@@ -1464,15 +1512,16 @@ class Memory:
         """
         self._check_open()
         ns = self._ns(namespace)
+        self._authorize(ns)  # as in restore: nothing is written under another key
         if isinstance(heads, str):
             heads = [heads]
         elif heads is not None:
             heads = list(heads)
             if not heads:
                 raise InvalidInput("pull needs at least one head reference")
-        report = self._log.pull(ns, heads, allow_stale=allow_stale,
-                                allow_unrelated=allow_unrelated, progress=progress,
-                                allow_legacy=allow_legacy)
+        report, _ = pull_following(self, ns, heads, allow_stale=allow_stale,
+                                   allow_unrelated=allow_unrelated, progress=progress,
+                                   allow_legacy=allow_legacy)
         self._retry_deletions(ns)  # e.g. a pulled forget killed before its deletions
         return report
 

@@ -16,7 +16,8 @@ Per namespace, in this order:
 
 A catalog SQLite cannot open is not repaired in place: it is moved aside
 (never deleted) and the namespaces are restored from Walrus
-(:func:`move_catalog_aside`, then ``Memory.restore``); then what the old file
+(:func:`move_catalog_aside`, then ``Memory.restore`` of every newest head this data
+dir remembers, concurrent ones together: :func:`remembered_heads`); then what the old file
 still holds that no head does (queued and late memories, forgets) is
 salvaged from it. The file's name is written to ``repair-salvage.json``
 before the move, so a repair killed before the salvage finishes it next time.
@@ -43,12 +44,12 @@ from pydantic import BaseModel, Field
 
 from .catalog import Catalog
 from .datadir_lock import DataDirLock
+from .dir_trust import check_private_dir
 from .envelope import seal
 from .errors import CatalogCorrupt, InvalidInput, StorageError, WalrusMemError
 from .integrity import catalog_problems, check_index_file, damaged_sealed, sealed_problem
 from .manifest import sealed_digest
 from .models import RestoreReport
-from .private_dirs import make_private_dirs
 
 if TYPE_CHECKING:
     from .config import Settings
@@ -392,14 +393,17 @@ def rebuild_heads_store(mem: Memory, rebuild: CatalogRebuild, writer: str | None
                 rebuild.heads_unreadable.append(f"{ns} {ref}: {type(exc).__name__}: {exc}")
 
 
-def remembered_heads(data_dir: Path) -> dict[str, str]:
-    """Newest head per namespace this data dir remembers outside the catalog
-    (``heads.sqlite3``, see walrus_mem.heads)."""
+def remembered_heads(data_dir: Path) -> dict[str, list[str]]:
+    """Per namespace, the newest heads this data dir remembers outside the catalog
+    (``heads.sqlite3``, see walrus_mem.heads): every seen head no other seen head
+    descends from, newest first. Concurrent ones (its own and one pulled since) are
+    all of them: the state held both, so a restore of the highest seq alone would
+    bring back what the other forgot and roll back what it updated."""
     from .heads import SeenHeads
 
     seen = SeenHeads(Path(data_dir) / "heads.sqlite3")
     try:
-        return {ns: str(heads[0].ref) for ns in seen.namespaces()
+        return {ns: [str(h.ref) for h in heads] for ns in seen.namespaces()
                 if (heads := seen.newest(ns))}
     finally:
         seen.close()
@@ -613,7 +617,7 @@ def repair_data_dir(
     DataDirBusy, naming the processes, while any other has it open.
     """
     data_dir = Path(settings.data_dir).expanduser()
-    make_private_dirs(data_dir)
+    check_private_dir(data_dir, "data dir", create=True)  # before the lock file is made
     with DataDirLock(data_dir).exclusive():
         return _repair_locked(settings, data_dir, embedder=embedder, namespace=namespace,
                               manifest_blob_id=manifest_blob_id, progress=progress)
@@ -660,13 +664,13 @@ def _repair_locked(
         if namespace is not None:
             heads = {ns: h for ns, h in heads.items() if ns == mem._ns(namespace)}
         if manifest_blob_id is not None:
-            heads[mem._ns(namespace)] = manifest_blob_id
+            heads[mem._ns(namespace)] = [manifest_blob_id]
         if rebuild is None and (heads or unfinished):
             rebuild = CatalogRebuild(moved_to=None)
         if rebuild is not None:
-            for ns, head in sorted(heads.items()):
-                try:
-                    rebuild.restored[ns] = mem.restore(ns, head, progress=progress)
+            for ns, newest in sorted(heads.items()):
+                try:  # every newest head at once: what sync would merge (restore doc)
+                    rebuild.restored[ns] = mem.restore(ns, newest, progress=progress)
                 except WalrusMemError as exc:  # the next repair tries again
                     rebuild.failed[ns] = f"{type(exc).__name__}: {exc}"
             if not heads and rebuild.moved_to is not None:
