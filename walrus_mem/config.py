@@ -23,8 +23,9 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from functools import partial
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Final, Literal, Self
 
 import platformdirs
 from pydantic import (
@@ -51,6 +52,7 @@ from .keys import NAMESPACE_RULE, parse_ed25519_key, validate_namespace
 from .placeholders import (
     check_placeholders,
     placeholder_names,
+    resolve_path_variables,
     resolve_placeholders,
     resolve_string,
 )
@@ -91,6 +93,15 @@ _DEFERRED = re.compile(r"(?:walrus_mem\.)?(?:master_key|agents\.[^.]+\.key)")
 
 def is_deferred(path: str) -> bool:
     return _DEFERRED.fullmatch(path) is not None
+
+
+# Path settings: their ${VAR} and $VAR are expanded together, once (_TomlSource).
+PATH_FIELDS: Final = ("data_dir", "key_file", "state_dir", "heads_file")
+_PATHS = re.compile(r"(?:walrus_mem\.)?(?:" + "|".join(PATH_FIELDS) + ")")
+
+
+class _Expanded(str):
+    """A path from the config file, variables already expanded: never expanded again."""
 
 
 def resolve_secret(template: SecretStr | None, where: str) -> str | None:
@@ -211,14 +222,19 @@ def load_config_file(path: Path) -> dict[str, Any]:
     except RecursionError:  # tomllib recurses per nesting level ("a = [[[[...]]]]")
         raise ConfigError(f"config file {path} is not valid TOML: nested too deeply") from None
     try:
-        resolved: dict[str, Any] = resolve_placeholders(data, defer=is_deferred)
+        resolved: dict[str, Any] = resolve_placeholders(
+            data, defer=lambda at: is_deferred(at) or _PATHS.fullmatch(at) is not None)
+        # Accept both a flat file and one with a [walrus_mem] table.
+        if isinstance(resolved.get("walrus_mem"), dict):
+            top = dict(resolved.pop("walrus_mem"))
+            top.update(resolved)
+            resolved = top
+        for name in PATH_FIELDS:
+            if isinstance(resolved.get(name), str):
+                resolved[name] = _Expanded(expand_path(resolved[name], variables=partial(
+                    resolve_path_variables, where=name)))
     except PlaceholderError as exc:  # say which file: it may be the implicit default one
         raise PlaceholderError(f"{exc} (config file {path})", variable=exc.variable) from exc
-    # Accept both a flat file and one with a [walrus_mem] table.
-    if isinstance(resolved.get("walrus_mem"), dict):
-        top = dict(resolved.pop("walrus_mem"))
-        top.update(resolved)
-        resolved = top
     return resolved
 
 
@@ -290,8 +306,8 @@ class _TomlSource(PydanticBaseSettingsSource):
         self._data = load_config_file(path) if path else {}
         if "config_file" in self._data:
             raise ConfigError(f"config file {path}: config_file cannot be set inside a config file")
-        if path:
-            self._data["config_file"] = path  # so Settings.config_file names the file read
+        if path:  # so Settings.config_file names the file read (its path expanded already)
+            self._data["config_file"] = _Expanded(path)
 
     def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
         return self._data.get(field_name), field_name, False
@@ -342,6 +358,9 @@ class Settings(BaseSettings):
     publisher_urls: Annotated[list[str], NoDecode] = Field(default_factory=list)
     publisher_token_command: str | None = None
     publisher_serves_reads: bool = False
+    # relayer_mock's admin token (its /_mock/ routes: forget deletes blobs there, the expiry
+    # clock reads its epoch); sent only when set, to publisher_url (else the first aggregator)
+    mock_admin_token: SecretStr | None = None
     # read each publish back before trusting it: none / sample (one fact per stored
     # blob or quilt) / all (docs/walrus.md#verified-publishes)
     verify_publish: Literal["none", "sample", "all"] = "sample"
@@ -425,7 +444,7 @@ class Settings(BaseSettings):
                      mode="before")
     @classmethod
     def _expand(cls, v: Any) -> Any:
-        return expand_path(v)
+        return Path(v) if isinstance(v, _Expanded) else expand_path(v)
 
     @field_validator("master_key")
     @classmethod

@@ -25,6 +25,7 @@ from .errors import PlaceholderError
 __all__ = [
     "check_placeholders",
     "placeholder_names",
+    "resolve_path_variables",
     "resolve_placeholders",
     "resolve_string",
 ]
@@ -36,13 +37,21 @@ _TOKEN: Final = re.compile(r"\$\$\{|\$\{(" + _NAME + r")\}|\$\{")
 
 def resolve_string(value: str, environ: Mapping[str, str] | None = None, *, where: str = "") -> str:
     """Resolve the placeholders of one string. ``where`` names it in error messages."""
+    return _resolve(value, environ, where, _TOKEN)
+
+
+def _resolve(value: str, environ: Mapping[str, str] | None, where: str,
+             token: re.Pattern[str]) -> str:
     env = os.environ if environ is None else environ
     loc = f" in {where}" if where else ""
     out: list[str] = []
     pos = 0
-    for m in _TOKEN.finditer(value):
+    for m in token.finditer(value):
         out.append(value[pos : m.start()])
         pos = m.end()
+        if m.lastindex == 2:  # a bare $NAME (paths only): as a shell, unset stays
+            out.append(env.get(m.group(2), m.group(0)))
+            continue
         if m.group(0) == "$${":
             out.append("${")
             continue
@@ -66,6 +75,18 @@ def resolve_string(value: str, environ: Mapping[str, str] | None = None, *, wher
         out.append(resolved)
     out.append(value[pos:])
     return "".join(out)
+
+
+_PATH_TOKEN: Final = re.compile(_TOKEN.pattern + r"|\$(" + _NAME + r")")
+
+
+def resolve_path_variables(value: str, environ: Mapping[str, str] | None = None, *,
+                           where: str = "") -> str:
+    """A path setting of the config file, in one pass: ``${VAR}`` as everywhere in the
+    file (unset or empty is an error), and ``$VAR`` as in a shell path (unset stays as
+    written). What a variable brings in is inserted as it is (issue 23: a ``${TENANT}``
+    holding ``$ALICE_KEY`` must not become the key)."""
+    return _resolve(value, environ, where, _PATH_TOKEN)
 
 
 def placeholder_names(value: str) -> list[str]:

@@ -11,18 +11,28 @@ one keeps its mode (a home directory is never chmod-ed).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 __all__ = ["expand_path", "make_private_dirs"]
 
 
-def expand_path(value: Any) -> Any:
+def expand_path(value: Any, variables: Callable[[str], str] = os.path.expandvars) -> Any:
     """``~`` and ``$VAR`` / ``${VAR}`` expanded in a configured path (unknown variables
-    stay as written), so a path means the same file from every working directory."""
-    if isinstance(value, str | os.PathLike):
-        return Path(os.path.expanduser(os.path.expandvars(os.fspath(value))))
-    return value
+    stay as written), so a path means the same file from every working directory.
+
+    Each once, as a shell does: a leading ``~`` (``~user``) first, then the variables
+    of the rest in one pass (``variables``). What a variable brings in is never expanded
+    again, so a ``$KEY`` inside ``${TENANT}`` stays ``$KEY``, not the key.
+    """
+    if not isinstance(value, str | os.PathLike):
+        return value
+    text = str(os.fspath(value))
+    if text.startswith("~"):
+        user, sep, rest = text.partition("/")
+        return Path(os.path.expanduser(user) + sep + variables(rest))
+    return Path(variables(text))
 
 
 def make_private_dirs(directory: str | os.PathLike[str]) -> list[Path]:
