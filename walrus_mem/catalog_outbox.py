@@ -11,6 +11,7 @@ import time
 from collections.abc import Sequence
 
 from .catalog_guard import CatalogPart, _guarded
+from .url_secrets import redact_userinfo
 
 __all__ = ["OutboxQueue"]
 
@@ -105,7 +106,7 @@ class OutboxQueue(CatalogPart):
         with self.write() as c:
             c.execute(
                 "UPDATE outbox SET attempts = attempts + 1, last_error = ? WHERE id = ?",
-                (message[:500], batch_id),
+                (redact_userinfo(message)[:500], batch_id),  # shown by doctor, stats
             )
 
     @_guarded

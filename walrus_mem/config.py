@@ -58,6 +58,7 @@ from .placeholders import (
 )
 from .private_dirs import expand_path
 from .ranking import DEFAULT_MIN_SCORE
+from .url_secrets import redact_userinfo
 
 __all__ = [
     "DEFAULT_EMBEDDING_MODEL",
@@ -457,6 +458,14 @@ class Settings(BaseSettings):
     @classmethod
     def _ns(cls, v: str) -> str:
         return validate_namespace(v)
+
+    def __repr_args__(self) -> Any:
+        # endpoint URLs may carry a user:password (url_secrets.py): never in a repr or log
+        for name, value in super().__repr_args__():
+            if name in ("publisher_url", "aggregator_urls", "publisher_urls"):
+                value = ([redact_userinfo(u) for u in value] if isinstance(value, list)
+                         else redact_userinfo(value) if isinstance(value, str) else value)
+            yield name, value
 
     def master_key_value(self) -> str | None:
         """``master_key`` with its ``${VAR}`` resolved now (only a process that needs

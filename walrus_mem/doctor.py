@@ -43,6 +43,7 @@ from .keys import (
     resolve_master_seed,
 )
 from .keystore import key_file_in_use
+from .url_secrets import split_userinfo
 
 __all__ = [
     "Check",
@@ -320,12 +321,17 @@ def check_storage(settings: Settings) -> list[Check]:
         timeout=min(settings.request_timeout, 5.0),
     ) as client:
         reachable = client.status()
+    # the client's URLs hold no user:password (sent as basic auth): the curl line says
+    # where to put them back, never what they are
+    with_login = {split_userinfo(u)[0] for u in [*publishers, *settings.aggregator_urls]
+                  if split_userinfo(u)[1] is not None}
     for label, ok in reachable.items():
         role, _, url = label.partition(":")
+        login = "-u USER:PASSWORD " if url in with_login else ""
         checks.append(Check(
             role, "ok" if ok else "fail",
             f"{url} {'answers GET /status' if ok else 'is unreachable or unhealthy'}",
-            "" if ok else f"check the URL and the network (curl {url}/status)",
+            "" if ok else f"check the URL and the network (curl {login}{url}/status)",
         ))
     if publishers and settings.publisher_token_command:
         checks.append(_check_token_command(settings.publisher_token_command))

@@ -38,6 +38,7 @@ from .errors import (
     VerificationFailed,
 )
 from .retry import Deadline, RetryPolicy, call_deadline, call_time_left
+from .url_secrets import redact_userinfo, split_userinfo
 from .walrus_responses import (
     Failure,
     QuiltPatch,
@@ -220,7 +221,7 @@ def _agrees_quilt(result: QuiltStoreResult) -> QuiltStoreResult | Failure:
 
 def _origin(url: str) -> str:
     parts = urlsplit(url)
-    return f"{parts.scheme}://{parts.netloc}"
+    return f"{parts.scheme}://{parts.netloc.rpartition('@')[2]}"  # never a user:password
 
 
 def _headers(response: httpx.Response) -> dict[str, str]:
@@ -248,7 +249,7 @@ def _check_url(url: str, what: str) -> str:
         raise InvalidInput(f"{what} must be a string URL")
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise InvalidInput(f"{what} must be an http(s) URL, got {url[:80]!r}")
+        raise InvalidInput(f"{what} must be an http(s) URL, got {redact_userinfo(url)[:80]!r}")
     return url.strip().rstrip("/")
 
 
@@ -345,18 +346,21 @@ class _Core:
         max_blob_size: int,
         recent_store_ttl: float,
     ) -> None:
+        # base URL -> "Basic ..." from a user:password in it: the URLs kept, logged and
+        # shown carry no credentials (url_secrets.py)
+        self._basic_auth: dict[str, str] = {}
         if publisher_url is None:
             publishers: tuple[str, ...] = ()
         elif isinstance(publisher_url, str):
-            publishers = (_check_url(publisher_url, "publisher_url"),)
+            publishers = (self._endpoint(publisher_url, "publisher_url"),)
         else:
-            publishers = tuple(_check_url(u, "publisher URL") for u in publisher_url)
+            publishers = tuple(self._endpoint(u, "publisher URL") for u in publisher_url)
         self.publisher_urls = tuple(dict.fromkeys(publishers))
         self.publisher_url = self.publisher_urls[0] if self.publisher_urls else None
         if isinstance(aggregator_urls, str):
             raise InvalidInput("aggregator_urls must be a sequence of URLs, not one string")
         self.aggregator_urls = tuple(
-            dict.fromkeys(_check_url(u, "aggregator URL") for u in aggregator_urls)
+            dict.fromkeys(self._endpoint(u, "aggregator URL") for u in aggregator_urls)
         )
         self._tokens: TokenProvider = token_provider(token, token_command)
         self._has_token = token_command is not None or callable(token) or bool(
@@ -409,12 +413,24 @@ class _Core:
     def _timeout(self, deadline: Deadline) -> float:
         return max(0.001, min(self.timeout, deadline.remaining()))
 
-    def _publisher_headers(self) -> dict[str, str] | None:
+    def _endpoint(self, url: str, what: str) -> str:
+        base, basic = split_userinfo(_check_url(url, what))
+        if basic is not None:
+            self._basic_auth[base] = basic
+        return base
+
+    def _auth(self, base: str, headers: dict[str, str] | None = None) -> dict[str, str] | None:
+        """``headers`` plus the basic auth of ``base``'s URL, if it had a user:password
+        (it replaces a bearer token, as httpx did with the credentials in the URL)."""
+        basic = self._basic_auth.get(base)
+        return headers if basic is None else {**(headers or {}), "Authorization": basic}
+
+    def _publisher_headers(self, base: str) -> dict[str, str] | None:
         """Fresh per request (retries included): JWT publishers accept a token once."""
         token = self._tokens()
         if token is None:
-            return None
-        return {"Authorization": f"Bearer {token.get_secret_value()}"}
+            return self._auth(base)
+        return self._auth(base, {"Authorization": f"Bearer {token.get_secret_value()}"})
 
     def _store_params(self, epochs: int | None, permanent: bool | None) -> dict[str, str]:
         params = {"epochs": str(_check_epochs(self.epochs if epochs is None else epochs))}
@@ -451,7 +467,7 @@ class _Core:
 
         def make(base: str, timeout: float, budget: float) -> _Send:
             return _Send("PUT", base + "/v1/blobs", "publisher", timeout, params=params,
-                         headers=self._publisher_headers(), content=body, budget=budget,
+                         headers=self._publisher_headers(base), content=body, budget=budget,
                          max_body=STORE_ANSWER_CAP)
 
         def interpret(response: httpx.Response) -> StoreResult | Failure:
@@ -494,7 +510,7 @@ class _Core:
 
         def make(base: str, timeout: float, budget: float) -> _Send:
             return _Send("PUT", base + "/v1/quilts", "publisher", timeout, params=params,
-                         headers=self._publisher_headers(), data=form, files=multipart,
+                         headers=self._publisher_headers(base), data=form, files=multipart,
                          budget=budget, max_body=cap)
 
         def interpret(response: httpx.Response) -> QuiltStoreResult | Failure:
@@ -715,7 +731,7 @@ class _Core:
                         raise self._read_exhausted(last, last_verify, round_no, deadline,
                                                    answers)
                 send = _Send("GET", base + path, "aggregator", self._timeout(deadline),
-                             params=params, follow_redirects=True,
+                             params=params, headers=self._auth(base), follow_redirects=True,
                              budget=deadline.remaining(), max_body=cap)
                 outcome = yield send
                 result = self._interpret(outcome, send, interpret)
@@ -838,7 +854,7 @@ class _Core:
             if base not in answered:
                 seconds = min(self.timeout, _STATUS_TIMEOUT)  # per distinct endpoint
                 outcome = yield _Send("GET", base + "/status", None, seconds, budget=seconds,
-                                      max_body=_JSON_CAP)
+                                      headers=self._auth(base), max_body=_JSON_CAP)
                 answered[base] = isinstance(outcome, httpx.Response) \
                     and outcome.status_code == 200
             reachable[label] = answered[base]
