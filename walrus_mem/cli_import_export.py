@@ -7,6 +7,7 @@ import json
 import os
 import re
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -175,9 +176,34 @@ def import_(state: CliState, source: Path, fmt: str, batch_size: int) -> None:
         sys.exit(1)
 
 
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` as a new 0600 file, atomically.
+
+    A private temp file (``mkstemp``: O_EXCL, 0600, unpredictable name) beside it is
+    renamed over ``path``: an existing file's mode (0644) is not kept, and a symlink
+    at ``path`` is replaced, never written through (a plaintext export must not land
+    in a file someone else chose). A reader sees the old file or the whole new one.
+    """
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise InvalidInput(f"cannot write {path}: {exc.strerror}") from exc
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise InvalidInput(f"cannot write {path}: {exc.strerror}") from exc
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
 @click.command()
 @click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write to this file (created with mode 0600) instead of stdout.")
+              help="Write to this file (a new 0600 file, replacing what is there; never "
+                   "through a symlink) instead of stdout.")
 @_FILTER_OPTION
 @pass_state
 def export(state: CliState, output: Path | None, filters: tuple[str, ...]) -> None:
@@ -189,9 +215,7 @@ def export(state: CliState, output: Path | None, filters: tuple[str, ...]) -> No
     if output is None:
         click.echo(body, nl=False)
     else:
-        fd = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(body)
+        write_private(output, body)
     where = f"to {output}" if output else "to stdout"
     state.note(f"[yellow]warning:[/yellow] exported {len(records)} memories of namespace "
                f"{state.namespace} {where} as PLAINTEXT: anyone who can read it can read them.")
