@@ -8,7 +8,7 @@ import pytest
 
 from relayer_mock.server import RelayerServer
 from tests.helpers_cli import invoke, invoke_json
-from tests.helpers_memory import MASTER_HEX, make_settings
+from tests.helpers_memory import MASTER_HEX, MOCK_ADMIN_TOKEN, make_settings
 from walrus_mem import Memory
 from walrus_mem import rotation as rot
 from walrus_mem.envelope import envelope_fingerprint, open_envelope
@@ -27,7 +27,7 @@ def _memory(data: Path, server: RelayerServer | None = None, **kw) -> Memory:
 
 @pytest.fixture
 def server(tmp_path: Path):
-    with RelayerServer(tmp_path / "walrus") as srv:
+    with RelayerServer(tmp_path / "walrus", admin_token=MOCK_ADMIN_TOKEN) as srv:
         yield srv
 
 
@@ -241,13 +241,16 @@ def test_a_second_machine_follows_a_rotation(tmp_path, server):
             a.remember(FACTS[5], namespace="notes")
             a.sync("notes")
             head1 = a.stats("notes").manifest_blob_id
-            before = sorted(r.text for r in b.list("notes", limit=100))
-            with pytest.raises(WrongNamespace):  # sealed under a generation b does not use yet
-                b.pull(head1, namespace="notes")
-            assert sorted(r.text for r in b.list("notes", limit=100)) == before  # unchanged
-            assert b.rotate_key("notes").generation == 1  # the same generation as a's
-            b.pull(head1, namespace="notes")
+            # sealed under a generation b does not use yet: b follows the rotation (re-seals
+            # its copies under generation 1), then merges (tests/test_follow_rotation.py)
+            assert b.pull(head1, namespace="notes").key_generation == 1
+            assert rot.current_generation(b._catalog, "notes") == 1
             assert sorted(r.text for r in b.list("notes", limit=100)) == sorted(FACTS[:6])
+        with _memory(tmp_path / "c", server) as c:  # `keys rotate` first still works too
+            assert c.restore("notes", head0).restored == 5
+            assert c.rotate_key("notes").generation == 1  # the same generation as a's
+            c.pull(head1, namespace="notes")
+            assert sorted(r.text for r in c.list("notes", limit=100)) == sorted(FACTS[:6])
 
 
 def test_a_poisoned_batch_does_not_block_rotation(tmp_path, server):

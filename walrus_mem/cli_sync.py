@@ -70,6 +70,8 @@ def restore(state: CliState, head: str | None, manifest_blob_id: str | None,
             f"{len(report.expired)} expired (of {report.total})"
             + (" [resumed]" if report.resumed else "")
         )
+        if report.key_generation is not None:
+            state.out.print(_generation_line(report.namespace, report.key_generation))
         for label, pairs in (("missing blob", report.missing), ("expired blob", report.expired)):
             for mid, blob in pairs[:20]:
                 state.out.print(f"  {mid}: {label} {blob}")
@@ -119,16 +121,21 @@ def pull(state: CliState, heads: tuple[str, ...], allow_stale: bool,
                 f"{report.conflicts} conflicts, {report.deduplicated} deduplicated, "
                 f"{len(report.missing)} missing, {len(report.expired)} expired, "
                 f"{len(report.unreadable)} unreadable, {len(report.failed)} failed")
+        if report.key_generation is not None:
+            state.out.print(_generation_line(report.namespace, report.key_generation))
         for mid, msg in [*report.unreadable[:20], *report.failed[:20]]:
             state.out.print(f"  {mid}: {escape(msg)}")
         for line in report.skipped:
-            state.out.print(f"  skipped heads-file head (a storage error is retried next time; "
-                            f"otherwise remove its line): "
-                            f"{escape(line)}", soft_wrap=True)
+            state.out.print(f"  skipped heads-file head: {escape(line)}", soft_wrap=True)
         for line in report.equivocations:
             state.out.print(f"  equivocation: {escape(line)}", soft_wrap=True)
     if report.failed:
         sys.exit(1)
+
+
+def _generation_line(ns: str, generation: int) -> str:
+    return (f"Namespace {ns} now uses key generation {generation}, the one its heads are "
+            "sealed under (a key rotation made on another machine, followed: docs/keys.md).")
 
 
 @click.command()
@@ -150,6 +157,8 @@ def sync(state: CliState) -> None:
                             f"{pulled.conflicts} conflicts"
                             + (f", {len(pulled.unreadable)} unreadable"
                                if pulled.unreadable else ""))
+            if pulled.key_generation is not None:
+                state.out.print(_generation_line(ns, pulled.key_generation))
             for mid, msg in pulled.unreadable[:20]:
                 state.out.print(f"  {mid}: {escape(msg)}")
             for line in pulled.equivocations:
@@ -157,9 +166,7 @@ def sync(state: CliState) -> None:
         for ns, head in report.manifests.items():
             state.out.print(f"Head for {ns}: {head}", soft_wrap=True)
         for line in report.skipped_heads:
-            state.out.print(f"  skipped heads-file line (a storage error is retried next time; "
-                            f"otherwise remove it): "
-                            f"{escape(line)}", soft_wrap=True)
+            state.out.print(f"  skipped heads-file line: {escape(line)}", soft_wrap=True)
         for err in report.errors:
             state.out.print(f"  error: {escape(err)}")
     if report.errors:

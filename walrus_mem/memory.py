@@ -1486,7 +1486,7 @@ class Memory:
             forgotten=report.forgotten, conflicts=report.conflicts,
             equivocations=report.equivocations,
             complete=report.complete, resumed=report.resumed,
-            key_generation=report.key_generation)
+            key_generation=report.key_generation, skipped_heads=report.skipped)
 
     def pull(
         self,

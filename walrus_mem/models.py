@@ -257,12 +257,19 @@ class PullReport(BaseModel):
     resumed: bool = False
     up_to_date: bool = False
     skipped: list[str] = Field(default_factory=list)
-    """Heads-file heads that cannot be merged (``"<head>: <reason>"``), left out; and seen
-    heads whose manifest is gone from Walrus, recorded as parents (docs/sync.md)."""
+    """Heads-file heads that cannot be merged (``"<head>: <reason>"``), left out; seen
+    heads whose manifest answers 404 before its end epoch passed, not merged now and read
+    again by the next pull; and those whose manifest is gone from Walrus past its end
+    epoch, recorded as parents (docs/sync.md)."""
     equivocations: list[str] = Field(default_factory=list)
     """Pairs of different manifests one writer published with the same seq (a data dir
     restored from a backup, or copied, that forgot its newer manifest), among the heads
     merged here: both were merged (nothing either lists is lost) and are named here."""
+    key_generation: int | None = None
+    """Set when this call moved the namespace to another key generation: a data dir
+    holding nothing of it took the one the heads are sealed under, or one holding it
+    under an older generation followed a rotation made on another machine
+    (docs/keys.md)."""
 
 
 class SyncReport(BaseModel):
@@ -311,6 +318,12 @@ class RestoreReport(BaseModel):
     """As :attr:`PullReport.equivocations`."""
     complete: bool = True
     resumed: bool = False
+    key_generation: int | None = None
+    """As :attr:`PullReport.key_generation`."""
+    skipped_heads: list[str] = Field(default_factory=list)
+    """``"<head>: <reason>"`` of heads not merged (as :attr:`PullReport.skipped`): one
+    whose manifest answers 404 before its end epoch passed keeps the restore incomplete
+    (``complete`` False) until a later restore reads it (docs/sync.md)."""
 
 
 class ExtendReport(BaseModel):

@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -46,7 +46,7 @@ from .catalog import Catalog
 from .catalog_log import LogTables
 from .config import Settings
 from .embeddings import Embedder
-from .envelope import open_envelope, seal
+from .envelope import envelope_fingerprint, open_envelope, seal
 from .errors import (
     AggregatorUnavailable,
     BadRequest,
@@ -61,11 +61,13 @@ from .errors import (
     LocalStoreError,
     LogError,
     RestoreIncomplete,
+    RotationIncomplete,
     StaleDataDir,
     StaleManifest,
     StorageError,
     VerificationFailed,
     WalrusMemError,
+    WrongNamespace,
 )
 from .expiry import EpochClock
 from .heads import HeadRef, HeadsFile, SeenHead, SeenHeads, parse_head
@@ -77,12 +79,16 @@ from .legacy_manifest import LegacyRoot
 from .log_announce import announce, announce_pending, announce_record
 from .log_apply import Tally, apply_fetched, concurrent_check, local_state, record_rivals
 from .log_expiry import name_expired, still_served
+from .log_generation import foreign_head, generation_of, holds_nothing
+from .log_gone import provably_gone, root_end_bound, store_root
 from .log_legacy import merge_legacy, read_legacy_root, split_legacy
 from .log_pages import ManifestPages, read_page
-from .log_pending import carry_pending, parse_pending
+from .log_older import split_older
+from .log_pending import carry_pending, parse_pending, yield_pending
 from .merge import MergePlan, plan_merge
 from .models import PullReport
 from .publish_check import require_read_back
+from .rotation import older_generation, reseal_unfinished
 from .walrus import WalrusClient
 
 __all__ = [
@@ -130,9 +136,15 @@ class LogHost(Protocol):
 
     def derive_keys(self, namespace: str) -> NamespaceKeys: ...
 
+    def _derive(self, namespace: str, generation: int | None = None) -> NamespaceKeys: ...
+
+    def _adopt_keys(self, namespace: str, keys: NamespaceKeys) -> bool: ...
+
     def embed_texts(self, texts: list[str]) -> npt.NDArray[np.float32]: ...
 
     def check_model(self, namespace: str) -> None: ...
+
+    def reseal_fetched(self, namespace: str, ids: set[str]) -> int: ...
 
     @property
     def epoch_clock(self) -> EpochClock: ...
@@ -140,6 +152,8 @@ class LogHost(Protocol):
     def epoch_estimate(
         self, *, probe: bool = False, fresh_since: float | None = None
     ) -> tuple[int | None, bool]: ...
+
+    def probe_epoch(self) -> int | None: ...
 
     def _delete_blobs(
         self, blobs: Mapping[str, bool | None]
@@ -173,6 +187,13 @@ class NamespaceLog:
         self._unusable: dict[tuple[str, HeadRef], str] = {}
         self._bad_lines_warned: set[tuple[str, str]] = set()
         self._gone_blobs: set[str] = set()  # answered 404 past their end epoch: gone for good
+        self.ahead: dict[str, NamespaceKeys] = {}
+        """Per namespace, the keys of the newest key generation a head seen by the last
+        :meth:`usable_newest` (or an explicit head) is sealed under, when it is newer than
+        this data dir's: another machine rotated, this one follows (log_generation.py)."""
+        self.merged_on_publish: dict[str, PullReport] = {}
+        """Per namespace, what the merge :meth:`publish_now` ran before its manifest changed
+        (a followed rotation's publish merges the newer heads: Memory reports it)."""
         self.rolled_back: dict[str, list[HeadRef]] = {}
         """Per namespace, heads the per-user mirror knew and this data dir had forgotten
         (restored from a backup, or copied) when it opened: merged before it publishes."""
@@ -270,10 +291,14 @@ class NamespaceLog:
         Anyone who can write the shared heads file can add a line; one whose manifest
         is gone or expired, forged (seq / digest), or of another key's namespace of the
         same name must not block every later sync. Skipping it loses nothing: a
-        manifest that omits memories deletes none (docs/sync.md, union rule).
+        manifest that omits memories deletes none (docs/sync.md, union rule). One
+        sealed under another key generation of this namespace is named as such
+        (log_generation.py); a newer generation's is recorded in :attr:`ahead`, to
+        be adopted or followed, and never cached as unusable.
         """
         usable: list[HeadRef] = []
         refs, skipped = self._newest_checked(ns)
+        self.ahead.pop(ns, None)
         for ref in refs:
             seen = self.seen.get(ns, ref.blob_id)
             if seen is not None and seen.ref == ref:
@@ -282,22 +307,25 @@ class NamespaceLog:
             reason = self._unusable.get((ns, ref))
             if reason is None:
                 try:
-                    self._learn(ns, keys, ref) if seen is None else self._read_root(ns, keys, ref)
+                    try:
+                        self._learn(ns, keys, ref) if seen is None else self._read_root(
+                            ns, keys, ref)
+                    except WrongNamespace:  # another generation's, or another key's
+                        reason = foreign_head(self, ns, keys, ref)
                 except StorageError as exc:
                     # An outage, a lagging aggregator: not the line's fault. Never cached,
                     # so the next sync tries it again (the client retries each read with
                     # backoff); a long-running process must not skip it for good.
-                    reason = f"{type(exc).__name__}: {exc}"
-                    log.warning("heads file %s: line '%s %s' not readable now (%s); retried "
-                                "at the next sync", self.host.settings.heads_file, ns, ref,
-                                reason)
+                    reason = f"{type(exc).__name__}: {exc} (retried at the next sync)"
+                    log.warning("heads file %s: line '%s %s' not readable now (%s)",
+                                self.host.settings.heads_file, ns, ref, reason)
                 except (WalrusMemError, ValueError) as exc:
-                    # forged, another key's, malformed: the same bytes fail the same way
-                    reason = f"{type(exc).__name__}: {exc}"
+                    # forged, malformed: the same bytes fail the same way
+                    reason = (f"{type(exc).__name__}: {exc} (it can never be merged: remove "
+                              "the line from the file)")
                     self._unusable[(ns, ref)] = reason
-                    log.warning("heads file %s: skipped line '%s %s' (%s); it cannot be "
-                                "merged, remove it from the file", self.host.settings.heads_file,
-                                ns, ref, reason)
+                    log.warning("heads file %s: skipped line '%s %s' (%s)",
+                                self.host.settings.heads_file, ns, ref, reason)
             if reason is None:
                 usable.append(ref)
             else:
@@ -354,7 +382,7 @@ class NamespaceLog:
 
     def _remember(self, ns: str, ref: HeadRef, root: mf.Root) -> SeenHead:
         seen = SeenHead(ref, root.writer, tuple(HeadRef.parse(p) for p in root.parents),
-                        tuple(root.origins) or (ref.blob_id,))
+                        tuple(root.origins) or (ref.blob_id,), root.ends_by)
         self.seen.add(ns, seen)
         return seen
 
@@ -386,9 +414,22 @@ class NamespaceLog:
             except VerificationFailed as exc:
                 raise problem from exc
         # Digest matched: a failure to open now is our key's fault (WrongNamespace).
+        seen = self.seen.get(ns, ref.blob_id)
+        if seen is not None and seen.ref == ref:  # e.g. a restore resumed after a rotation
+            keys = self._sealed_under(keys, data)
+        return self.check_root(keys, data, ref)
+
+    @staticmethod
+    def check_root(keys: NamespaceKeys, data: bytes, ref: HeadRef) -> mf.Root:
+        """The root in ``data`` (bytes matching ``ref``'s digest), opened under ``keys``
+        (signature checked) and checked against ``ref`` (seq, parents)."""
         root = mf.parse_root(open_envelope(keys, data, expected_kind="manifest"))
-        if root.seq != ref.seq:
-            raise HeadMismatch(f"manifest {ref.blob_id} says seq {root.seq}, its head {ref.seq}")
+        if root.seq != ref.seq:  # the digest matched: the reference's seq is wrong
+            raise InvalidHead(
+                f"head reference {ref} names seq {ref.seq}, but the manifest its digest names "
+                f"has seq {root.seq}: the reference is mistyped or damaged (use "
+                f"{ref.blob_id}.{root.seq}.{ref.digest}, or copy it again from what "
+                "`walrus-mem sync` printed)")
         try:
             parents = [HeadRef.parse(p) for p in root.parents]
         except InvalidHead as exc:
@@ -412,6 +453,16 @@ class NamespaceLog:
                 f"an aggregator served manifest seq {other.seq} of this namespace for head "
                 f"seq {ref.seq} ({ref.blob_id}): a rollback; nothing was changed",
                 served_seq=other.seq, expected_seq=ref.seq)
+        if other.seq == ref.seq:
+            # Signed by this namespace's key, of the seq named, at the blob id named: it
+            # is the digest in the reference that is wrong (raised once no aggregator
+            # served bytes matching it).
+            return InvalidHead(
+                f"head reference {ref} does not match the manifest stored at "
+                f"{ref.blob_id}, which every aggregator serves: seq {ref.seq} of this "
+                f"namespace, signed by its key, head {ref.blob_id}.{ref.seq}."
+                f"{mf.sealed_digest(data)}; the reference's digest is mistyped or damaged "
+                "(copy it again from what `walrus-mem sync` printed)")
         return HeadMismatch(
             f"an aggregator served another manifest (seq {other.seq}) of this namespace "
             f"for head seq {ref.seq} ({ref.blob_id})")
@@ -419,8 +470,9 @@ class NamespaceLog:
     def _read_entries(self, keys: NamespaceKeys, root: mf.Root) -> list[mf.Entry]:
         client = self.host.walrus
         entries = list(root.entries or [])
-        for blob_id, patch_id, digest, _ in root.pages:
-            entries.extend(read_page(client, keys, blob_id, patch_id, digest))
+        for blob_id, patch_id, digest, _ in root.pages:  # the root binds each page's digest
+            entries.extend(read_page(client, keys, blob_id, patch_id, digest,
+                                     opener=lambda data: self._sealed_under(keys, data)))
         return entries
 
     def read(self, ns: str, head: str | HeadRef) -> tuple[HeadRef, list[mf.Entry]]:
@@ -532,12 +584,18 @@ class NamespaceLog:
         """:meth:`publish` for a caller already holding :meth:`turn`."""
         if self.tables.restoring(ns) is not None:
             self._refuse_unfinished(ns)
+        if reseal_unfinished(self.catalog, ns):  # it would list the old generation's blobs
+            raise RotationIncomplete(
+                f"a key rotation of {ns!r} has not re-sealed every memory yet: no manifest "
+                f"until `walrus-mem -n {ns} keys rotate` (or the next sync) "
+                "finishes it")
         keys = self.host.keys_for(ns)
         self._refresh_from_mirror()
         unmerged = self.unmerged(ns, keys)
         if unmerged:  # never publish a manifest that forgets what it did not know
             log.info("merging %d unmerged head(s) of %r before publishing", len(unmerged), ns)
             report = self._merge(ns, keys, unmerged, progress=None, gone_ok=True)
+            self.merged_on_publish[ns] = report
             if report.failed:
                 raise RestoreIncomplete(
                     f"merging {len(unmerged)} head(s) of {ns!r} before publishing left "
@@ -621,12 +679,13 @@ class NamespaceLog:
             parents=[str(p) for p in parents], origins=origins, created_at=time.time(),
             model_id=info["model_id"], dim=info["dim"], count=len(entries), entries=inline,
             pages=pages, clock=clock.export(),
+            ends_by=root_end_bound(clock, self.host.settings.epochs),
         )
-        sealed = seal(keys, root, max_plaintext=MANIFEST_MAX_PLAINTEXT)
-        stored = client.store_blob(sealed, deadline=deadline)
+        sealed, stored = store_root(client, keys, root, MANIFEST_MAX_PLAINTEXT, deadline)
         ref = HeadRef(seq, stored.blob_id, mf.sealed_digest(sealed))
         self._read_back(ref, sealed)  # the head only once an aggregator serves it intact
-        seen = SeenHead(ref, writer, tuple(parents), tuple(origins) or (ref.blob_id,))
+        seen = SeenHead(ref, writer, tuple(parents), tuple(origins) or (ref.blob_id,),
+                        stored.end_epoch)
         with self.lock:
             self.tables.record_manifest(
                 ns, seq=seq, blob_id=stored.blob_id, head=str(ref),
@@ -714,6 +773,12 @@ class NamespaceLog:
         if heads is None:
             self._refresh_from_mirror()
             usable, skipped = self.usable_newest(ns, keys)
+            ahead = self.ahead.get(ns)
+            if ahead is not None and holds_nothing(self, ns):
+                # A fresh data dir takes the newer generation as it is (verified; made
+                # current only once the merge starts, log_generation.py).
+                keys = ahead
+                usable, skipped = self.usable_newest(ns, keys)
             wanted = list(dict.fromkeys([*resumed, *usable]))
             quiet = True
             # Heads this data dir was handed through its own log or the heads file are
@@ -725,21 +790,27 @@ class NamespaceLog:
             wanted = list(dict.fromkeys([*(self.resolve(ns, h) for h in heads), *resumed]))
         merged = self.merged(ns)
         todo: list[HeadRef] = []
+        contained: set[HeadRef] = set()
         for ref in wanted:
             if ref in resumed:
                 todo.append(ref)
+                continue
+            if heads is not None and self.seen.is_gone(ns, ref.blob_id):
+                todo.append(ref)  # taken as merged when it answered 404: its content now
                 continue
             if any(self.descends(ns, keys, m, ref) for m in merged):
                 if ref in merged or allow_stale:
                     if recheck:
                         todo.append(ref)
+                        contained.add(ref)
                     continue  # already contained
                 if quiet:
                     continue
                 raise StaleManifest(
                     f"head seq {ref.seq} of {ns!r} is older than the state this data dir "
-                    f"holds (seq {max(m.seq for m in merged)}); pass allow_stale=True to "
-                    "accept it anyway (it changes nothing here)",
+                    f"holds (seq {max(m.seq for m in merged)}), which contains it; pass "
+                    "allow_stale=True to accept it anyway (a pull changes nothing here; a "
+                    "restore fetches what the state lacks of it)",
                     served_seq=ref.seq, expected_seq=max(m.seq for m in merged))
             newer = [h.ref for h in self.seen.newest(ns) if h.ref != ref and h.ref.seq > ref.seq]
             if not allow_stale and any(self.descends(ns, keys, n, ref) for n in newer):
@@ -758,12 +829,44 @@ class NamespaceLog:
             # memories merged earlier whose blobs could not be read then: try them again
             report = self._merge_read(ns, keys, [], progress=progress, resumed=False)
             return report.model_copy(update={"skipped": skipped}) if skipped else report
-        report = self._merge(ns, keys, todo, progress=progress,
-                             allow_unrelated=allow_unrelated, resumed=bool(resumed),
-                             gone_ok=heads is None)
+        # A head a resumed restore, or a restore, still lacks keeps it incomplete while
+        # its manifest answers 404 (log_gone.py); a sync's pull reports and retries it.
+        hold = {*resumed, *(r for r in todo if r not in contained)} if recheck else {*resumed}
+        try:
+            report = self._merge(ns, keys, todo, progress=progress,
+                                 allow_unrelated=allow_unrelated, resumed=bool(resumed),
+                                 gone_ok=heads is None, hold=hold)
+        except WrongNamespace:  # raised reading the roots, before anything changed here
+            rotated = self._newer_generation(ns, keys, todo) if heads is not None else None
+            if rotated is None:
+                raise
+            if not holds_nothing(self, ns):
+                self.ahead[ns] = rotated
+                raise WrongNamespace(
+                    f"a head given for {ns!r} is sealed under key generation "
+                    f"{rotated.generation}, newer than this data dir's ({keys.generation}): "
+                    "another machine rotated the key; Memory.pull / restore follow such a "
+                    "rotation first (docs/keys.md)") from None
+            report = self._merge(ns, rotated, todo, progress=progress,
+                                 allow_unrelated=allow_unrelated, resumed=bool(resumed),
+                                 hold=hold)
         if skipped:
             report = report.model_copy(update={"skipped": [*skipped, *report.skipped]})
         return report
+
+    def _newer_generation(self, ns: str, keys: NamespaceKeys,
+                          refs: list[HeadRef]) -> NamespaceKeys | None:
+        """The newest key generation, newer than ``keys``', that one of ``refs`` verifies
+        under (log_generation.py); None if none does."""
+        best: NamespaceKeys | None = None
+        for ref in refs:
+            try:
+                found = generation_of(self, ns, ref)
+            except (WalrusMemError, ValueError):
+                continue  # forged, unreadable: the merge's own error stands
+            if found is not None and found.generation > (best or keys).generation:
+                best = found
+        return best
 
     def _merge(
         self,
@@ -775,23 +878,40 @@ class NamespaceLog:
         allow_unrelated: bool = True,
         resumed: bool = False,
         gone_ok: bool = False,
+        hold: Collection[HeadRef] = (),
     ) -> PullReport:
-        """``gone_ok``: a seen head whose manifest no aggregator has any more (expired or
-        deleted: BlobNotFound) is recorded as merged, so the next manifest names it as a
-        parent and never reuses its seq, instead of blocking every sync for good; what
-        only it listed cannot be merged, and the report says so (``skipped``)."""
+        """``gone_ok``: a seen head whose manifest answers 404 (BlobNotFound) is not merged
+        now, reported (``skipped``) and read again by the next sync or restore; one of
+        ``hold`` (a restore's) keeps the restore incomplete and marked meanwhile. Only once
+        the network has passed the manifest's end epoch (log_gone.py) is the head recorded
+        as merged, so the next manifest names it as a parent and never reuses its seq,
+        instead of blocking every sync for good; what only it listed cannot be merged."""
         reads: list[_Read] = []
         gone: list[HeadRef] = []
+        unread: dict[HeadRef, str] = {}
         for ref in refs:
             try:
                 reads.append(_Read(ref, self._read_root(ns, keys, ref)))
             except BlobNotFound:
                 if not gone_ok or self.seen.get(ns, ref.blob_id) is None:
                     raise
-                log.warning("manifest of seen head %s of %r is gone from Walrus (expired or "
-                            "deleted): recorded as a parent; what only it listed is lost",
-                            ref, ns)
+                expired, bound = provably_gone(self, ns, ref)
+                if not expired:
+                    unread[ref] = (
+                        f"{ref}: BlobNotFound: no aggregator serves its manifest now, and its "
+                        f"end epoch ({'unknown' if bound is None else f'at most {bound}'}) "
+                        "has not passed on the network: an aggregator lagging or missing it; "
+                        "not merged, read again by the next sync or restore")
+                    log.warning("manifest of seen head %s of %r answers 404 before its end "
+                                "epoch passed: not merged now, retried", ref, ns)
+                    continue
+                log.warning("manifest of seen head %s of %r is gone from Walrus (past its "
+                            "end epoch %s): recorded as a parent; what only it listed is "
+                            "lost", ref, ns, bound)
                 gone.append(ref)
+        held = [ref for ref in unread if ref in hold]
+        if not reads and not gone and not held:
+            return PullReport(namespace=ns, skipped=list(unread.values()))
         local_origins = self.origins(ns)
         if local_origins and not allow_unrelated and not resumed:
             for r in reads:
@@ -804,11 +924,18 @@ class NamespaceLog:
         for r in reads:
             r.entries = self._read_entries(keys, r.root)
         report = self._merge_read(ns, keys, reads, progress=progress, resumed=resumed,
-                                  gone=gone)
-        if gone:
+                                  gone=gone, unread=held)
+        if report.complete:
+            for ref in gone:
+                self.seen.mark_gone(ns, ref.blob_id, True)
+            for r in reads:
+                if self.seen.is_gone(ns, r.ref.blob_id):
+                    self.seen.mark_gone(ns, r.ref.blob_id, False)
+        if gone or unread:
             report = report.model_copy(update={"skipped": [
-                f"{ref}: BlobNotFound: its manifest is gone from Walrus (expired or deleted); "
-                "recorded as a parent, what only it listed cannot be merged" for ref in gone]})
+                *(f"{ref}: BlobNotFound: its manifest is gone from Walrus (past its end "
+                  "epoch); recorded as a parent, what only it listed cannot be merged"
+                  for ref in gone), *unread.values()]})
         return report
 
     def _merge_read(
@@ -821,25 +948,31 @@ class NamespaceLog:
         resumed: bool,
         legacy: tuple[str, list[mf.Entry]] | None = None,
         gone: Sequence[HeadRef] = (),
+        unread: Sequence[HeadRef] = (),
     ) -> PullReport:
         """Merge verified manifests (``legacy``: a format-1 manifest's blob id and entries,
-        which adds no head) into the local state."""
+        which adds no head) into the local state. ``unread``: heads this merge owes and
+        could not read now: they stay in the restore mark and it stays incomplete."""
         # Everything verified: from here on the data dir changes.
+        adopted = self.host._adopt_keys(ns, keys)  # a fresh data dir: a generation found
         self.host.keys_for(ns)
         self.host.check_model(ns)
         for r in reads:
             self._remember(ns, r.ref, r.root)
         equivocations = self._equivocations(ns, [r.ref for r in reads])
-        marker: dict[str, Any] = {"heads": [str(r.ref) for r in reads], "started": time.time()}
+        marker: dict[str, Any] = {"heads": [*(str(r.ref) for r in reads),
+                                            *(str(h) for h in unread)],
+                                  "started": time.time()}
         if legacy is not None:
             marker["legacy"] = legacy[0]
         with self.lock:
             self.tables.set_restoring(ns, marker)
             self._fill_digests(ns)
-        # Entries an earlier merge could not fetch merge again with the rest (retried).
-        remote = ([e for r in reads for e in r.entries] + (legacy[1] if legacy else [])
-                  + list(self._pending(ns).values()))
+        # Entries an earlier merge could not fetch merge again with the rest (retried),
+        # unless a copy of the same version is here or merged now (log_pending.py).
+        remote = [e for r in reads for e in r.entries] + (legacy[1] if legacy else [])
         live, tombstones = local_state(self.catalog, ns)
+        remote += yield_pending(self._pending(ns), remote, live).values()
         plan = plan_merge(remote, live, tombstones, concurrent_check(self.catalog, ns, keys))
         # Progress counts live memories; tombstones are applied first, uncounted.
         total = len({e.memory_id for e in remote} - {e.memory_id for e in remote if e.deleted})
@@ -881,6 +1014,7 @@ class NamespaceLog:
                 unanswered.set()
                 raise
 
+        older: set[str] = set()
         with ThreadPoolExecutor(max_workers=RESTORE_WORKERS) as pool:
             for start in range(0, len(fetches), RESTORE_CHUNK):
                 chunk = fetches[start : start + RESTORE_CHUNK]
@@ -897,10 +1031,16 @@ class NamespaceLog:
                             (entry.memory_id, f"{type(exc).__name__}: {exc}"))
                     except (WalrusMemError, ValueError) as exc:
                         tally.failed.append((entry.memory_id, f"{type(exc).__name__}: {exc}"))
+                # a retired generation's copy: kept out, or re-sealed below (log_older.py)
+                fetched, more, dropped = split_older(keys, fetched, live,
+                                                     {e.memory_id for e in plan.kept})
+                older |= more
+                plan.unchanged += dropped
                 apply_fetched(self, ns, keys, plan, fetched, tally, live)
                 done += len(chunk)
                 if progress is not None:
                     progress(done, total)
+        self.host.reseal_fetched(ns, older)  # they take part in the rotation (rotation.py)
         record_rivals(self, ns, keys, [e for e in plan.rivals if not clock.expired(e.end_epoch)],
                       tally)
         if tally.missing and not clock.reading().known:
@@ -930,7 +1070,7 @@ class NamespaceLog:
         deleted_blobs, kept_now = self.host._delete_blobs(
             {b: d for b, d in tally.forgotten_blobs.items() if b not in listed})
         kept_blobs.update(kept_now)
-        complete = not tally.failed
+        complete = not tally.failed and not unread
         if complete:
             self._finish(ns, keys, [*(r.ref for r in reads), *gone], remote, plan)
         with self.lock:
@@ -945,6 +1085,7 @@ class NamespaceLog:
             unreadable=tally.unreadable, failed=tally.failed, complete=complete,
             resumed=resumed,
             equivocations=equivocations,
+            key_generation=keys.generation if adopted else None,
         )
 
     def _equivocations(self, ns: str, refs: list[HeadRef]) -> list[str]:
@@ -973,8 +1114,14 @@ class NamespaceLog:
 
     def _fetch(self, keys: NamespaceKeys,
                entry: mf.Entry) -> tuple[mf.Entry, bytes, dict[str, Any]]:
+        # A version sealed under a retired generation (a pending entry, a rotation
+        # elsewhere) opens with that generation's key: the manifest's digest binds it.
+        def opener(data: bytes) -> NamespaceKeys:
+            return keys if entry.digest is None else self._sealed_under(keys, data)
+
         def check(data: bytes) -> None:
-            record = open_envelope(keys, data, expected_id=entry.memory_id, expected_kind="fact")
+            record = open_envelope(opener(data), data, expected_id=entry.memory_id,
+                                   expected_kind="fact")
             if record.get("version") != entry.version:
                 raise InvalidInput(f"blob holds version {record.get('version')}, "
                                    f"manifest says {entry.version}")
@@ -983,8 +1130,20 @@ class NamespaceLog:
 
         data = read_checked(self.host.walrus, check, blob_id=entry.blob_id,
                             patch_id=entry.patch_id)
-        record = open_envelope(keys, data, expected_id=entry.memory_id, expected_kind="fact")
+        record = open_envelope(opener(data), data, expected_id=entry.memory_id,
+                               expected_kind="fact")
         return entry, data, record
+
+    def _sealed_under(self, keys: NamespaceKeys, data: bytes) -> NamespaceKeys:
+        """``keys``, or the retired generation of their namespace whose fingerprint
+        ``data`` carries (rotation.older_generation): only for bytes a digest binds."""
+        try:
+            fingerprint = envelope_fingerprint(data)
+        except EnvelopeError:
+            return keys  # opening it names what is wrong
+        if fingerprint == keys.fingerprint_bytes:
+            return keys
+        return older_generation(self.host, keys, fingerprint) or keys
 
     def _finish(self, ns: str, keys: NamespaceKeys, refs: list[HeadRef],
                 remote: list[mf.Entry], plan: MergePlan) -> None:

@@ -24,9 +24,12 @@ derivation). :func:`rotate_key` moves a namespace from generation ``g`` to
    old generation's key, which stays derivable) and deleted afterwards
    (``delete_old=True`` deletes the deletable ones the backend lets us delete).
 
-Restore on a fresh machine finds the generation by itself: the manifest root's
-envelope carries the key fingerprint, which is matched against generations
-0..:data:`MAX_PROBE` (:func:`adopt_generation`).
+Other machines follow a rotation by themselves (log_generation.py): a manifest
+root's envelope carries the key fingerprint, which is matched against
+generations 0..:data:`MAX_PROBE` and trusted only once the manifest verifies
+under that generation's key. A data dir holding nothing of the namespace then
+adopts the generation (:func:`adopt_keys`); one holding memories under an older
+generation rotates to it (:func:`follow_rotation`).
 
 What rotation protects: everything published after it is sealed under a key
 the old namespace key cannot open. What it cannot do: make blobs already
@@ -41,6 +44,8 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
@@ -50,26 +55,28 @@ from . import manifest as mf
 from .catalog import twin_slot
 from .envelope import envelope_fingerprint, open_envelope, seal
 from .errors import (
-    BlobNotFound,
     EnvelopeError,
-    InvalidEnvelope,
     KeyMaterialError,
     LocalStoreError,
+    RestoreIncomplete,
+    RotationIncomplete,
     StorageError,
-    VerificationFailed,
     WalrusMemError,
+    WrongNamespace,
 )
-from .heads import HeadRef
 from .index import index_file_stem
 from .keys import NamespaceKeys
 from .outbox_poison import is_poisoned
+from .rotation_cleanup import delete_retired
 
 if TYPE_CHECKING:
     from .catalog import Catalog
     from .memory import Memory
+    from .namespace_log import LogHost
 
-__all__ = ["MAX_PROBE", "RotationReport", "adopt_generation", "adopt_generation_of_head",
-           "current_generation", "rotate_key"]
+__all__ = ["MAX_PROBE", "RotationReport", "adopt_keys", "current_generation",
+           "finish_rotation", "follow_rotation", "older_generation", "reseal_fetched",
+           "reseal_unfinished", "rotate_key", "rotation_in_progress"]
 
 log = logging.getLogger(__name__)
 
@@ -124,48 +131,98 @@ def current_generation(catalog: Catalog, namespace: str) -> int:
     return int(_state(catalog, namespace)["generation"])
 
 
-def adopt_generation(memory: Memory, namespace: str, sealed: bytes) -> int | None:
-    """Make the generation whose key sealed ``sealed`` (e.g. a manifest root) current
-    for a namespace this data dir holds nothing of yet; return it (None: no match)."""
-    catalog = memory._catalog
-    if catalog.count(namespace) > 0 or current_generation(catalog, namespace) != 0:
-        return None
-    try:
-        wanted = envelope_fingerprint(sealed)
-    except (InvalidEnvelope, EnvelopeError):
-        return None
-    for generation in range(MAX_PROBE + 1):
-        keys = memory._derive(namespace, generation)
-        if keys.fingerprint_bytes == wanted:
-            if generation:
-                with memory._lock:
-                    _switch(memory, namespace, keys, {"generation": generation,
-                                                      "rotating": None, "retired": []})
-            return generation
+def rotation_in_progress(catalog: Catalog, namespace: str) -> bool:
+    """Whether a rotation of ``namespace`` began and has not completed."""
+    return _state(catalog, namespace).get("rotating") is not None
+
+
+def reseal_unfinished(catalog: Catalog, namespace: str) -> bool:
+    """Whether a rotation of ``namespace`` began and has not re-sealed every memory yet:
+    a manifest now would list blobs of the previous generation (namespace_log.py
+    refuses, RotationIncomplete; sync finishes the rotation first)."""
+    rotating = _state(catalog, namespace).get("rotating")
+    return rotating is not None and not rotating.get("resealed")
+
+
+def older_generation(memory: LogHost, keys: NamespaceKeys,
+                     fingerprint: bytes) -> NamespaceKeys | None:
+    """The keys of the generation of ``keys``' namespace older than ``keys`` whose
+    fingerprint is ``fingerprint`` (retired generations stay derivable), else None.
+
+    An envelope's fingerprint is unauthenticated: it only picks the key to try, and
+    callers use an older generation only for bytes a digest already binds (an entry
+    or page of a verified manifest, a head this data dir has seen), so a leaked old
+    key cannot bring in anything new."""
+    for generation in range(keys.generation - 1, -1, -1):
+        older = memory._derive(keys.namespace, generation)
+        if older.fingerprint_bytes == fingerprint:
+            return older
     return None
 
 
-def adopt_generation_of_head(memory: Memory, namespace: str, head: str) -> int | None:
-    """:func:`adopt_generation` from the manifest a head reference names, only from bytes
-    that match its digest: a restore that then fails (a mistyped digest, another
-    manifest served) has changed nothing. A bare blob id (seen here, or a format-1
-    one) binds no digest: any bytes served for it are used, as the pull checks them."""
-    try:
-        ref: HeadRef | None = HeadRef.parse(head)
-    except ValueError:  # InvalidHead: a bare blob id
-        ref = None
+def adopt_keys(memory: Memory, namespace: str, keys: NamespaceKeys) -> bool:
+    """Make ``keys``' generation current for a namespace this data dir holds nothing of
+    (a fresh data dir restoring a rotated namespace); whether that changed anything.
 
-    def matches(data: bytes) -> None:
-        if ref is not None and mf.sealed_digest(data) != ref.digest:
-            raise ValueError("bytes do not match the head reference's digest")
+    The caller has verified a manifest sealed and signed under ``keys``
+    (log_generation.py): the fingerprint in an envelope's header alone is
+    unauthenticated, and a failed restore must change nothing (issue 23, item 11).
+    """
+    catalog = memory._catalog
+    with memory._lock:
+        state = _state(catalog, namespace)
+        if keys.generation == int(state["generation"]):
+            return False
+        if catalog.count(namespace) > 0 or state.get("rotating") is not None:
+            raise LocalStoreError(
+                f"namespace {namespace!r} holds memories under key generation "
+                f"{state['generation']}: it follows generation {keys.generation} by a rotation "
+                "(follow_rotation), not by adopting it")
+        _switch(memory, namespace, keys, {**state, "generation": keys.generation,
+                                          "rotating": None})
+        log.info("namespace %r uses key generation %d (found in a verified manifest)",
+                 namespace, keys.generation)
+        return True
 
+
+def follow_rotation(memory: Memory, namespace: str, generation: int) -> RotationReport:
+    """Move a namespace this data dir holds under an older key generation to
+    ``generation``, the one another machine rotated it to (a manifest of it verified:
+    log_generation.py): a rotation to that generation, begun here and carried out by
+    :func:`rotate_key` (re-seal, publish, a manifest that merges the newer heads,
+    retire). A rotation already in progress is finished instead (a later sync follows
+    on from there). The caller has made sure no pull or restore of it is unfinished
+    (follow.py), as rotate_key refuses to go on over one."""
+    ns = memory.keys_for(namespace).namespace  # the access check, as rotate_key's
+    catalog = memory._catalog
+    with _rotate_lock(memory, ns), memory._lock:
+        state = _state(catalog, ns)
+        if state.get("rotating") is None and int(state["generation"]) < generation:
+            old_gen = int(state["generation"])
+            info = catalog.namespace(ns)
+            # the record rotate_key's begin writes, with the target generation
+            rotating: dict[str, Any] = {
+                "from": old_gen, "to": generation, "old_blobs": [],
+                "old_manifest": None if info is None else info["manifest_blob_id"],
+                "started_at": time.time()}
+            _switch(memory, ns, memory._derive(ns, generation),
+                    {**state, "generation": generation, "rotating": rotating})
+            log.warning("following the rotation of %r from key generation %d to %d made on "
+                        "another machine: re-sealing this data dir's memories", ns, old_gen,
+                        generation)
+    return rotate_key(memory, ns)
+
+
+@contextmanager
+def _rotate_lock(memory: Memory, ns: str) -> Iterator[None]:
+    path = memory.data_dir / "locks" / f"rotate-{index_file_stem(ns)}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     try:
-        root = memory.walrus.read_blob(head.split(".")[0], verify=matches)
-    except (VerificationFailed, BlobNotFound, ValueError):
-        return None  # the restore reads it again and names what is wrong with it
-    # another StorageError (no aggregator answered within the read deadline): raised
-    # now, else the restore would wait out a second read deadline for the same answer
-    return adopt_generation(memory, namespace, root)
+        with FileLock(str(path), timeout=_LOCK_TIMEOUT, mode=0o600):
+            yield
+    except Timeout:
+        raise LocalStoreError(f"another process has been rotating {ns!r} for over "
+                              f"{_LOCK_TIMEOUT:.0f} s") from None
 
 
 def _switch(memory: Memory, namespace: str, keys: NamespaceKeys, state: dict[str, Any]) -> None:
@@ -188,10 +245,41 @@ def rotate_key(memory: Memory, namespace: str, *, delete_old: bool = False) -> R
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     try:
         with FileLock(str(path), timeout=_LOCK_TIMEOUT, mode=0o600):
+            _refuse_while_restoring(memory, ns)
             return _rotate(memory, ns, delete_old=delete_old)
     except Timeout:
         raise LocalStoreError(f"another process has been rotating {ns!r} for over "
                               f"{_LOCK_TIMEOUT:.0f} s") from None
+
+
+def finish_rotation(memory: Memory, namespace: str) -> RotationReport:
+    """Finish a rotation of ``namespace`` that was interrupted (what ``sync`` and
+    ``repair`` do before anything else of it). Never waits for a rotation another
+    process is running: RotationIncomplete, and the next sync tries again."""
+    ns = memory.keys_for(namespace).namespace
+    path = memory.data_dir / "locks" / f"rotate-{index_file_stem(ns)}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        with FileLock(str(path), timeout=0, mode=0o600):
+            _refuse_while_restoring(memory, ns)
+            return _rotate(memory, ns, delete_old=False)
+    except Timeout:
+        raise RotationIncomplete(
+            f"a key rotation of {ns!r} is running in another process; no manifest of it "
+            "until that finishes (the next sync checks again)") from None
+
+
+def _refuse_while_restoring(memory: Memory, ns: str) -> None:
+    """A rotation never begins (or goes on) while a pull or restore of ``ns`` is
+    unfinished: that restore reads heads of the current generation, and the rotation's
+    manifest would be refused until it is done (issue 23, item 3)."""
+    state = memory._log.unfinished(ns)
+    if state is not None:
+        raise RestoreIncomplete(
+            f"a pull or restore of namespace {ns!r} is "
+            f"{'running' if state == 'running' else 'unfinished'}: finish it first "
+            f"(`walrus-mem -n {ns} restore`, Memory.restore), then rotate; "
+            "nothing was changed")
 
 
 def _rotate(memory: Memory, ns: str, *, delete_old: bool) -> RotationReport:
@@ -214,7 +302,12 @@ def _rotate(memory: Memory, ns: str, *, delete_old: bool) -> RotationReport:
     report = RotationReport(namespace=ns, old_generation=old_keys.generation,
                             generation=new_keys.generation, fingerprint=new_keys.fingerprint)
     report.resealed = _reseal(memory, ns, old_keys, new_keys, state)
-    rotating = _state(catalog, ns)["rotating"]  # with the old blob ids _reseal recorded
+    with memory._lock:  # from now on no memory is left under the old key: manifests may go
+        state = _state(catalog, ns)
+        rotating = state["rotating"]  # with the old blob ids _reseal recorded
+        if not rotating.get("resealed"):
+            rotating["resealed"] = True
+            _save(catalog, ns, state)
     published, errors = memory._flush(ns)
     report.published = published
     report.errors.extend(errors)
@@ -237,28 +330,32 @@ def _rotate(memory: Memory, ns: str, *, delete_old: bool) -> RotationReport:
         retired = list(state.get("retired", []))
         retired.append({"generation": int(rotating["from"]), "fingerprint": old_keys.fingerprint,
                         "blobs": rotating["old_blobs"], "manifest": rotating["old_manifest"],
-                        "retired_at": time.time()})
+                        "started_at": rotating.get("started_at"), "retired_at": time.time()})
         state.update(rotating=None, retired=retired)
         _save(catalog, ns, state)
     report.old_blobs = list(rotating["old_blobs"])
     report.complete = True
-    if delete_old and report.old_blobs:
-        deletable = {b: None for b in report.old_blobs}
-        report.deleted_blobs, report.kept_blobs = memory._delete_blobs(deletable)
+    if delete_old:
+        report.deleted_blobs, report.kept_blobs = delete_retired(memory, ns, state)
     return report
 
 
-def _reseal(memory: Memory, ns: str, old: NamespaceKeys, new: NamespaceKeys,
-            state: dict[str, Any]) -> int:
-    """Seal every live memory again under ``new``; queue it. Resumable (see module doc)."""
+def _reseal(memory: Memory, ns: str, old: NamespaceKeys | None, new: NamespaceKeys,
+            state: dict[str, Any] | None = None, *, ids: Collection[str] | None = None) -> int:
+    """Seal every live memory (of ``ids``) again under ``new``; queue it. Resumable (see
+    module doc). A copy is opened with ``old``, or with the older generation its
+    fingerprint names: a memory merged from a blob of a retired generation (a pending
+    entry fetched late) takes part in the rotation like every other."""
     catalog = memory._catalog
     limit = memory._max_plaintext()
     done = 0
     last = 0
+    only = "" if ids is None else " AND id IN (SELECT value FROM json_each(?))"
     while True:
         rows = catalog.query(
             "SELECT key, id, version, text, sealed, blob_id, dedupe_hash FROM memories "
-            "WHERE namespace = ? AND key > ? ORDER BY key LIMIT ?", (ns, last, RESEAL_CHUNK))
+            f"WHERE namespace = ? AND key > ?{only} ORDER BY key LIMIT ?",
+            (ns, last, *([] if ids is None else [json.dumps(sorted(ids))]), RESEAL_CHUNK))
         if not rows:
             return done
         last = int(rows[-1]["key"])
@@ -268,22 +365,31 @@ def _reseal(memory: Memory, ns: str, old: NamespaceKeys, new: NamespaceKeys,
             if sealed is None:
                 raise LocalStoreError(f"memory {row['id']} has no sealed copy to rotate")
             sealed = bytes(sealed)
-            if envelope_fingerprint(sealed) == new.fingerprint_bytes:
+            fpr = envelope_fingerprint(sealed)
+            if fpr == new.fingerprint_bytes:
                 continue  # done before an interruption, or written after the switch
+            opener = old if old is not None and fpr == old.fingerprint_bytes else (
+                older_generation(memory, new, fpr))
             try:
-                record = open_envelope(old, sealed, expected_id=str(row["id"]),
+                if opener is None:
+                    raise WrongNamespace("no earlier key generation has this fingerprint")
+                record = open_envelope(opener, sealed, expected_id=str(row["id"]),
                                        expected_kind="fact")
             except EnvelopeError as exc:
                 raise KeyMaterialError(
                     f"memory {row['id']} of {ns!r} is not sealed under key generation "
-                    f"{old.generation}: {type(exc).__name__}"
+                    f"{new.generation - 1 if old is None else old.generation} or an earlier "
+                    f"one: {type(exc).__name__}"
                 ) from None
             work.append((row, seal(new, record, max_plaintext=limit)))
         if not work:
             continue
         poisoned = _poisoned_members(catalog, ns)
         with memory._lock, catalog.write() as c:
-            rotating = _state(catalog, ns)["rotating"]
+            full = _state(catalog, ns)
+            # the old blob ids go with the rotation (retired with it); a late straggler's,
+            # after it, to the stray ones (both deleted by delete_old: rotation_cleanup.py)
+            rotating = full["rotating"] or {"old_blobs": full.get("stray_blobs", [])}
             for row, sealed in work:
                 if row["blob_id"] is not None:
                     rotating["old_blobs"].append(str(row["blob_id"]))
@@ -295,10 +401,13 @@ def _reseal(memory: Memory, ns: str, old: NamespaceKeys, new: NamespaceKeys,
                      int(row["key"]), int(row["version"])),
                 )
             rotating["old_blobs"] = sorted(set(rotating["old_blobs"]))
-            full = _state(catalog, ns)
-            full["rotating"] = rotating
-            c.execute("UPDATE meta SET value = ? WHERE key = ?",
-                      (json.dumps(full, sort_keys=True), _meta_key(ns)))
+            if full["rotating"] is not None:
+                full["rotating"] = rotating
+            else:
+                full["stray_blobs"] = rotating["old_blobs"]
+            c.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE "
+                      "SET value = excluded.value",
+                      (_meta_key(ns), json.dumps(full, sort_keys=True)))
             fresh = [(str(r["id"]), int(r["version"])) for r, _ in work
                      if str(r["id"]) not in poisoned]
             for start in range(0, len(fresh), 666):
@@ -311,6 +420,13 @@ def _reseal(memory: Memory, ns: str, old: NamespaceKeys, new: NamespaceKeys,
                               (*poisoned[str(row["id"])], batch))
         done += len(work)
         _progress_hook(done)
+
+
+def reseal_fetched(memory: Memory, ns: str, ids: Collection[str]) -> int:
+    """Seal again under the current generation the memories of ``ids`` a merge just
+    took from blobs of an older one (pending entries of a rotated namespace): they take
+    part in the rotation like the rest, and are queued for publishing."""
+    return _reseal(memory, ns, None, memory.keys_for(ns), ids=ids) if ids else 0
 
 
 def _poisoned_members(catalog: Catalog, ns: str) -> dict[str, tuple[int, str]]:
