@@ -12,14 +12,18 @@ from typing import Any
 
 import httpx
 
-from tests.helpers_memory import MASTER_HEX, make_settings
+from tests.helpers_memory import MASTER_HEX, MOCK_ADMIN_TOKEN, make_settings
 from walrus_mem import Memory
 from walrus_mem.testing import HashEmbedder
 
 
 def machine(data_dir: Path, url: str, *, aggregator: str | None = None,
             key: str = MASTER_HEX, embedder: Any = None, **kw: Any) -> Memory:
-    """A Memory ("machine") on a relayer over loopback HTTP, with the fake embedder."""
+    """A Memory ("machine") on a relayer over loopback HTTP, with the fake embedder.
+
+    It sends MOCK_ADMIN_TOKEN, so on a RelayerServer made with that token it uses the
+    mock's admin routes (deletes, epoch); on any other it sees real Walrus."""
+    kw.setdefault("mock_admin_token", MOCK_ADMIN_TOKEN)
     kw.setdefault("read_deadline", 3.0)
     kw.setdefault("publish_deadline", 5.0)
     settings = make_settings(data_dir, publisher_url=url, aggregator_urls=aggregator or url, **kw)
@@ -45,17 +49,34 @@ def dir_snapshot(path: Path) -> dict[str, str]:
 
 class LyingAggregator:
     """An aggregator proxy on 127.0.0.1 in front of a relayer: it forwards every GET,
-    except that ``swap[blob_id]`` makes it serve the bytes of another blob instead."""
+    except that ``swap[blob_id]`` makes it serve the bytes of another blob instead, and
+    ``hide[blob_id] = n`` makes it serve that blob ``n`` more times, then answer 404 (a
+    lagging aggregator, or one that lost it) until the entry is removed."""
 
     def __init__(self, upstream: str) -> None:
         self.upstream = upstream
         self.swap: dict[str, str] = {}
         self.served: list[str] = []
+        self.hide: dict[str, int] = {}
+        self.not_found: list[str] = []  # blob ids answered 404 because of ``hide``
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
                 path = self.path
+                for blob, left in list(proxy.hide.items()):
+                    if path.startswith(f"/v1/blobs/{blob}"):
+                        if left > 0:
+                            proxy.hide[blob] = left - 1
+                            continue
+                        proxy.not_found.append(blob)
+                        body = b'{"error": {"code": 404, "status": "NOT_FOUND"}}'
+                        self.send_response(404)
+                        self.send_header("Content-Type", "application/json")
+                        self.send_header("Content-Length", str(len(body)))
+                        self.end_headers()
+                        self.wfile.write(body)
+                        return
                 for wanted, other in proxy.swap.items():
                     if path.startswith(f"/v1/blobs/{wanted}"):
                         path = path.replace(wanted, other)

@@ -38,7 +38,7 @@ from typing import Final
 from filelock import FileLock
 
 from .errors import InvalidHead, LocalStoreError
-from .heads_mirror import HeadsMirror
+from .heads_mirror import HeadsMirror, add_columns
 from .private_dirs import make_private_dirs
 
 __all__ = ["HeadRef", "HeadsFile", "SeenHead", "SeenHeads", "parse_head"]
@@ -97,18 +97,25 @@ class SeenHead:
     writer: str
     parents: tuple[HeadRef, ...]
     origins: tuple[str, ...]
+    end_epoch: int | None = None
+    """The highest its manifest blob's end epoch can be (the store answer's, for a head
+    this data dir published; the root's ``ends_by`` for another's), None when unknown:
+    a 404 for it proves nothing before that epoch has passed (log_gone.py)."""
 
 
 _SCHEMA: Final = (
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS heads (namespace TEXT NOT NULL, blob_id TEXT NOT NULL, "
     "seq INTEGER NOT NULL, digest TEXT NOT NULL, writer TEXT NOT NULL, parents TEXT NOT NULL, "
-    "origins TEXT NOT NULL, seen_at REAL NOT NULL, PRIMARY KEY (namespace, blob_id))",
+    "origins TEXT NOT NULL, seen_at REAL NOT NULL, end_epoch INTEGER, gone_at REAL, "
+    "PRIMARY KEY (namespace, blob_id))",
     "CREATE TABLE IF NOT EXISTS edges (namespace TEXT NOT NULL, child TEXT NOT NULL, "
     "parent TEXT NOT NULL, PRIMARY KEY (namespace, child, parent))",
     "CREATE INDEX IF NOT EXISTS edges_parent ON edges (namespace, parent)",
     "CREATE INDEX IF NOT EXISTS heads_writer_seq ON heads (namespace, writer, seq)",
 )
+_ADDED_COLUMNS: Final = (("end_epoch", "INTEGER"), ("gone_at", "REAL"))
+"""Columns newer than the first heads stores: added in place when an older one opens."""
 
 
 class SeenHeads:
@@ -142,6 +149,7 @@ class SeenHeads:
                 conn.execute("PRAGMA synchronous = FULL")
                 for statement in _SCHEMA:
                     conn.execute(statement)
+                add_columns(conn, "heads", _ADDED_COLUMNS)
             except sqlite3.Error as exc:
                 raise LocalStoreError(f"heads store {self.path}: {exc}") from exc
             self._conn = conn
@@ -198,12 +206,18 @@ class SeenHeads:
 
     @staticmethod
     def _insert(c: sqlite3.Connection, namespace: str, head: SeenHead) -> None:
+        # A row seen again keeps its first sighting; an end epoch learned later (the
+        # store answer, a root read again) tightens the bound: both are upper bounds.
         c.execute(
-            "INSERT OR IGNORE INTO heads (namespace, blob_id, seq, digest, writer, parents, "
-            "origins, seen_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO heads (namespace, blob_id, seq, digest, writer, parents, origins, "
+            "seen_at, end_epoch) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (namespace, blob_id) DO UPDATE SET end_epoch = CASE "
+            "WHEN heads.end_epoch IS NULL THEN excluded.end_epoch "
+            "WHEN excluded.end_epoch IS NULL THEN heads.end_epoch "
+            "ELSE min(heads.end_epoch, excluded.end_epoch) END",
             (namespace, head.ref.blob_id, head.ref.seq, head.ref.digest, head.writer,
              json.dumps([str(p) for p in head.parents]), json.dumps(list(head.origins)),
-             time.time()),
+             time.time(), head.end_epoch),
         )
         c.executemany(
             "INSERT OR IGNORE INTO edges (namespace, child, parent) VALUES (?, ?, ?)",
@@ -227,7 +241,7 @@ class SeenHeads:
         owner = self._stored_writer() or mirror.owner_of_data_dir()
         if owner is None:
             return {}
-        theirs = {(str(r[0]), str(r[1])): (str(r[0]), self._row(r[1:]))
+        theirs = {(str(r[0]), str(r[1])): (str(r[0]), self._row(r[1:7], r[7]))
                   for r in mirror.rows(owner)}
         ours = {(str(r[0]), str(r[1])): (str(r[0]), self._row(r[1:])) for r in self._query(
             "SELECT namespace, blob_id, seq, digest, writer, parents, origins FROM heads", ())}
@@ -284,19 +298,51 @@ class SeenHeads:
                 raise LocalStoreError(f"heads store {self.path}: {exc}") from exc
 
     @staticmethod
-    def _row(row: tuple[object, ...]) -> SeenHead:
+    def _row(row: tuple[object, ...], end_epoch: object = None) -> SeenHead:
         blob_id, seq, digest, writer, parents, origins = row
         return SeenHead(
             HeadRef(int(str(seq)), str(blob_id), str(digest)), str(writer),
             tuple(HeadRef.parse(p) for p in json.loads(str(parents))),
             tuple(str(o) for o in json.loads(str(origins))),
+            None if end_epoch is None else int(str(end_epoch)),
         )
+
+    def end_bound(self, namespace: str, blob_id: str) -> tuple[int | None, float | None]:
+        """(the highest its manifest's end epoch can be, when it was first seen) of a seen
+        head; (None, None) for one never seen."""
+        rows = self._query("SELECT end_epoch, seen_at FROM heads WHERE namespace = ? AND "
+                           "blob_id = ?", (namespace, blob_id))
+        if not rows:
+            return None, None
+        end, seen_at = rows[0]
+        return (None if end is None else int(str(end)),
+                None if seen_at is None else float(str(seen_at)))
+
+    def mark_gone(self, namespace: str, blob_id: str, gone: bool) -> None:
+        """Record that the head's manifest answered 404 past its end epoch and was taken
+        as merged without its content (``gone``), or that its content is in now."""
+        with self._tx() as c:
+            c.execute("UPDATE heads SET gone_at = ? WHERE namespace = ? AND blob_id = ?",
+                      (time.time() if gone else None, namespace, blob_id))
+
+    def is_gone(self, namespace: str, blob_id: str) -> bool:
+        rows = self._query("SELECT gone_at FROM heads WHERE namespace = ? AND blob_id = ?",
+                           (namespace, blob_id))
+        return bool(rows) and rows[0][0] is not None
+
+    def end_all(self, epoch: int, before: float) -> None:
+        """Every head seen before ``before`` ends by ``epoch``: the network lost them
+        (a wipe, an epoch reset: network_reset.py), so a 404 for one proves it gone."""
+        if self._connect(create=False) is None:
+            return
+        with self._tx() as c:
+            c.execute("UPDATE heads SET end_epoch = ? WHERE seen_at <= ?", (epoch, before))
 
     def get(self, namespace: str, blob_id: str) -> SeenHead | None:
         rows = self._query(
-            "SELECT blob_id, seq, digest, writer, parents, origins FROM heads "
+            "SELECT blob_id, seq, digest, writer, parents, origins, end_epoch FROM heads "
             "WHERE namespace = ? AND blob_id = ?", (namespace, blob_id))
-        return self._row(rows[0]) if rows else None
+        return self._row(rows[0][:6], rows[0][6]) if rows else None
 
     def newest(self, namespace: str) -> list[SeenHead]:
         """The seen heads no other seen head descends from, newest first."""
@@ -310,6 +356,11 @@ class SeenHeads:
     def namespaces(self) -> list[str]:
         return [str(r[0]) for r in self._query(
             "SELECT DISTINCT namespace FROM heads ORDER BY namespace", ())]
+
+    def seen_at(self, namespace: str) -> dict[str, float]:
+        """Blob id -> when it was first seen, of every manifest of ``namespace`` seen."""
+        return {str(b): float(str(t)) for b, t in self._query(
+            "SELECT blob_id, seen_at FROM heads WHERE namespace = ?", (namespace,))}
 
     def max_seq(self, namespace: str) -> int:
         rows = self._query("SELECT max(seq) FROM heads WHERE namespace = ?", (namespace,))

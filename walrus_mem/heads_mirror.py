@@ -27,7 +27,7 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, TypeVar
 
@@ -38,7 +38,7 @@ from .private_dirs import make_private_dirs
 if TYPE_CHECKING:
     from .heads import SeenHead
 
-__all__ = ["MIRROR_FILE", "HeadsMirror", "default_state_dir"]
+__all__ = ["MIRROR_FILE", "HeadsMirror", "add_columns", "default_state_dir"]
 
 log = logging.getLogger(__name__)
 
@@ -48,9 +48,20 @@ T = TypeVar("T")
 _SCHEMA: Final = (
     "CREATE TABLE IF NOT EXISTS heads (owner TEXT NOT NULL, namespace TEXT NOT NULL, "
     "blob_id TEXT NOT NULL, seq INTEGER NOT NULL, digest TEXT NOT NULL, writer TEXT NOT NULL, "
-    "parents TEXT NOT NULL, origins TEXT NOT NULL, PRIMARY KEY (owner, namespace, blob_id))",
+    "parents TEXT NOT NULL, origins TEXT NOT NULL, end_epoch INTEGER, "
+    "PRIMARY KEY (owner, namespace, blob_id))",
     "CREATE TABLE IF NOT EXISTS data_dirs (path TEXT PRIMARY KEY, owner TEXT NOT NULL)",
 )
+
+
+def add_columns(conn: sqlite3.Connection, table: str,
+                columns: Iterable[tuple[str, str]]) -> None:
+    """Add the ``columns`` an older store's ``table`` lacks (the mirror, heads.sqlite3):
+    stores written before those columns existed open as they are."""
+    have = {str(row[1]) for row in conn.execute(f"PRAGMA table_info({table})")}
+    for name, kind in columns:
+        if name not in have:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {kind}")
 
 
 def default_state_dir() -> Path:
@@ -98,6 +109,7 @@ class HeadsMirror:
             conn.execute("PRAGMA journal_mode = WAL")
             for statement in _SCHEMA:
                 conn.execute(statement)
+            add_columns(conn, "heads", (("end_epoch", "INTEGER"),))
         except sqlite3.Error:
             conn.close()
             raise
@@ -150,10 +162,13 @@ class HeadsMirror:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 conn.executemany(
-                    "INSERT OR IGNORE INTO heads (owner, namespace, blob_id, seq, digest, "
-                    "writer, parents, origins) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO heads (owner, namespace, blob_id, seq, digest, writer, "
+                    "parents, origins, end_epoch) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT (owner, namespace, blob_id) DO UPDATE SET end_epoch = "
+                    "coalesce(heads.end_epoch, excluded.end_epoch)",
                     [(owner, ns, h.ref.blob_id, h.ref.seq, h.ref.digest, h.writer,
-                      json.dumps([str(p) for p in h.parents]), json.dumps(list(h.origins)))
+                      json.dumps([str(p) for p in h.parents]), json.dumps(list(h.origins)),
+                      h.end_epoch)
                      for ns, h in rows])
                 conn.execute("INSERT OR REPLACE INTO data_dirs (path, owner) VALUES (?, ?)",
                              (self.data_dir, owner))
@@ -164,9 +179,10 @@ class HeadsMirror:
         self._run(work, None, create=True)
 
     def rows(self, owner: str) -> list[tuple[object, ...]]:
-        """(namespace, blob_id, seq, digest, writer, parents, origins) of ``owner``."""
+        """(namespace, blob_id, seq, digest, writer, parents, origins, end_epoch) of
+        ``owner``."""
         def work(conn: sqlite3.Connection) -> list[tuple[object, ...]]:
             return conn.execute(
-                "SELECT namespace, blob_id, seq, digest, writer, parents, origins "
+                "SELECT namespace, blob_id, seq, digest, writer, parents, origins, end_epoch "
                 "FROM heads WHERE owner = ?", (owner,)).fetchall()
         return self._run(work, [], create=False)

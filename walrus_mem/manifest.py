@@ -205,8 +205,13 @@ def root_record(
     entries: Sequence[Entry] | None,
     pages: Sequence[tuple[str, str | None, str, int]],
     clock: dict[str, Any] | None = None,
+    ends_by: int | None = None,
 ) -> dict[str, Any]:
     """The root record: inline ``entries`` plus ``pages`` of (blob id, patch id, digest, count).
+
+    ``ends_by``: the highest end epoch the root's own blob can get when stored now
+    (the writer's bound; None when its clock cannot bound the epoch). A reader keeps
+    it with the head: a 404 for the manifest proves nothing before that epoch passed.
 
     ``parents`` are the head references this manifest descends from (all
     inside the sealed, signed record), ``seq`` is one more than the highest
@@ -231,6 +236,7 @@ def root_record(
         "pages": [{"b": b, "p": p, "d": d, "n": n} for b, p, d, n in pages],
         # Optional: lets a fresh machine tell expired blobs from missing ones.
         **({"clock": clock} if clock is not None else {}),
+        **({"ends_by": ends_by} if ends_by is not None else {}),
     }
 
 
@@ -245,6 +251,7 @@ class Root:
     entries: list[Entry] | None
     pages: list[tuple[str, str | None, str, int]]
     clock: dict[str, Any] | None = None  # the writer's newest epoch sighting (expiry.py)
+    ends_by: int | None = None  # the highest its blob's end epoch can be (None: unknown)
 
 
 def parse_root(record: dict[str, Any]) -> Root:
@@ -275,6 +282,8 @@ def parse_root(record: dict[str, Any]) -> Root:
             entries=entries,
             pages=pages,
             clock=record["clock"] if isinstance(record.get("clock"), dict) else None,
+            ends_by=None if record.get("ends_by") is None
+            else _int64(record["ends_by"], "ends_by"),
         )
     except (KeyError, TypeError, ValueError, OverflowError) as exc:
         raise TamperedBlob(f"manifest root is malformed: {exc}") from exc

@@ -42,9 +42,8 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from . import deletions
+from . import deletions, restate
 from . import manifest as mf
-from . import restate
 from .access import check_access
 from .blobio import check_patches, read_checked, store_batches
 from .catalog import Catalog, vector_to_blob
@@ -123,7 +122,10 @@ from .rotation import (
     RotationReport,
     adopt_keys,
     current_generation,
+    finish_rotation,
+    reseal_fetched,
     rotate_key,
+    rotation_in_progress,
 )
 from .rows import expired, loads_metadata, record_from_row, view_of_row
 from .storage import Backend, open_backend
@@ -357,6 +359,11 @@ class Memory:
     def _adopt_keys(self, namespace: str, keys: NamespaceKeys) -> bool:
         """Make a verified generation current for a namespace held nothing of (rotation.py)."""
         return adopt_keys(self, namespace, keys)
+
+    def reseal_fetched(self, namespace: str, ids: set[str]) -> int:
+        """Seal again under the current generation what a merge took from blobs of a
+        retired one (log_older.py, rotation.py); queued for the next publish."""
+        return reseal_fetched(self, namespace, ids)
 
     def keys_for(self, namespace: str | None = None) -> NamespaceKeys:
         """The namespace's keys (resolved lazily, cached); registers the namespace.
@@ -789,7 +796,12 @@ class Memory:
             if self.settings.verify_publish != "none":
                 require_read_back(client, f"verify_publish = {self.settings.verify_publish!r}")
             deadline = self.settings.publish_deadline
-            files = {str(r["memory_id"]): bytes(r["sealed"]) for r in payload}
+            # A quilt's patch names are public: a keyed hash, never the memory id
+            # (keys.quilt_identifier), so nothing ties versions or key generations.
+            keys = self.keys_for(ns)
+            names = {keys.quilt_identifier(str(r["memory_id"]), int(r["version"])):
+                     str(r["memory_id"]) for r in payload}
+            files = {name: bytes(r["sealed"]) for name, r in zip(names, payload, strict=True)}
             if len(payload) == 1:
                 stored = client.store_blob(bytes(payload[0]["sealed"]), deadline=deadline)
                 blob = stored
@@ -798,7 +810,7 @@ class Memory:
                 quilt = client.store_quilt(files, deadline=deadline)
                 blob = quilt.blob
                 check_patches(quilt.patches, list(files))
-                locations = {mid: quilt.patches.get(mid) for mid in files}
+                locations = {mid: quilt.patches.get(name) for name, mid in names.items()}
             # a failed read-back keeps the batch queued (walrus_mem/publish_check.py)
             verify_published(client, self.settings.verify_publish,
                              blob if len(payload) == 1 else quilt, files, deadline=deadline)
@@ -1285,7 +1297,20 @@ class Memory:
                     raise RestoreIncomplete(
                         f"restore of {name!r} was interrupted: run `walrus-mem restore "
                         f"--namespace {name}` to finish it; no manifest until then")
+                if rotation_in_progress(self._catalog, name):  # interrupted: finish it first
+                    finished = finish_rotation(self, name)
+                    published += finished.published
+                    errors += [f"key rotation of {name!r}: {e}" for e in finished.errors]
+                    if finished.manifest_blob_id is not None:
+                        manifests[name] = finished.manifest_blob_id
+                    if not finished.complete:
+                        continue
                 report, rotation = pull_following(self, name, None)
+                if not report.up_to_date and any(
+                        not is_poisoned(b) for b in self._catalog.outbox_batches(name)):
+                    more, failures = self._flush(name)  # re-sealed by the pull (log_older.py)
+                    published += more
+                    errors += failures
                 skipped += [f"{name} {line}" for line in report.skipped]
                 if not report.up_to_date:
                     pulled[name] = report
@@ -1431,9 +1456,10 @@ class Memory:
         ``manifest_blob_id`` is a head reference ``<blob id>.<seq>.<digest>``
         (what ``sync`` reports), or a bare blob id of a manifest this data dir
         has seen, or several of them (concurrent heads, merged in one restore:
-        ``repair`` passes every newest head it knows). Default: resume an interrupted restore, else the newest
-        heads this data dir has seen (they survive the catalog's loss in
-        ``heads.sqlite3``) and those in the heads file. The manifest is
+        ``repair`` passes every newest head it knows). Default: resume an
+        interrupted restore, else the newest heads this data dir has seen
+        (they survive the catalog's loss in ``heads.sqlite3``) and those in
+        the heads file. The manifest is
         checked against the reference; every fact blob / quilt patch it lists
         is fetched, verified, re-embedded and merged in (merge.py's rule), so
         memories forgotten here stay forgotten. ``progress(done, total)`` is

@@ -82,8 +82,8 @@ from .log_expiry import name_expired, still_served
 from .log_generation import foreign_head, generation_of, holds_nothing
 from .log_gone import provably_gone, root_end_bound, store_root
 from .log_legacy import merge_legacy, read_legacy_root, split_legacy
-from .log_pages import ManifestPages, read_page
 from .log_older import split_older
+from .log_pages import ManifestPages, read_page
 from .log_pending import carry_pending, parse_pending, yield_pending
 from .merge import MergePlan, plan_merge
 from .models import PullReport
