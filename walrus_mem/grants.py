@@ -15,7 +15,10 @@ holding copies of them, sealed to the recipient's public key:
   recipient knows who shared and that it was meant for it.
 
 Blob bytes: ``b"WMGRANT1"`` followed by the sealed box. Nothing else is in
-clear: not the sender, not the recipient, not the count.
+clear: not the sender, not the recipient, not the count. The signed JSON carries a
+``pad`` of spaces that brings signature + JSON to a size bucket of the envelope
+(256 B, 512 B, ... 1 MiB, then whole MiB), so the blob's length tells only the
+bucket, as a fact blob's does, not the length of the shared text.
 
 The *grant reference* is ``wmgrant1:<blob id>:<BLAKE2b-256 of the blob, hex>``.
 The digest lets the recipient refuse bytes an aggregator swapped. Give the
@@ -47,6 +50,7 @@ from nacl.encoding import RawEncoder
 from pydantic import BaseModel, ConfigDict
 
 from .blobio import read_checked
+from .envelope import bucket_size
 from .errors import GrantError, InvalidInput, MalformedKey
 from .inputs import validate_memory_id
 from .keys import fingerprint_of, short_fingerprint
@@ -63,6 +67,7 @@ GRANT_MAGIC: Final = b"WMGRANT1"
 REFERENCE_PREFIX: Final = "wmgrant1"
 MAX_GRANT_MEMORIES: Final = 1000
 _FORMAT: Final = 1
+_SIGNATURE: Final = 64  # Ed25519, prepended by SigningKey.sign
 
 
 class Grant(BaseModel):
@@ -138,7 +143,7 @@ def share(memory: Memory, memory_ids: list[str] | tuple[str, ...] | str, *,
             for r in records
         ],
     }
-    signed = keys.signing_key.sign(json.dumps(payload, sort_keys=True).encode("utf-8"))
+    signed = keys.signing_key.sign(_padded_json(payload))
     box = nacl.public.SealedBox(recipient.to_curve25519_public_key())
     blob = GRANT_MAGIC + box.encrypt(bytes(signed))
     policy = memory.settings.verify_publish
@@ -157,6 +162,15 @@ def share(memory: Memory, memory_ids: list[str] | tuple[str, ...] | str, *,
         sender_fingerprint=keys.fingerprint,
         end_epoch=stored.end_epoch,
     )
+
+
+def _padded_json(payload: dict[str, Any]) -> bytes:
+    """The payload's JSON with a ``pad`` of spaces, so that signature + JSON fill a size
+    bucket of the envelope (envelope.bucket_size): the blob's length says only the
+    bucket, not the shared text's length. Readers ignore ``pad`` (older ones too)."""
+    unpadded = len(json.dumps({**payload, "pad": ""}, sort_keys=True).encode("utf-8"))
+    spaces = bucket_size(_SIGNATURE + unpadded) - _SIGNATURE - unpadded
+    return json.dumps({**payload, "pad": " " * spaces}, sort_keys=True).encode("utf-8")
 
 
 def open_grant(memory: Memory, reference: str, *, namespace: str | None = None
