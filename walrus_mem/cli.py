@@ -50,6 +50,7 @@ from .cli_share import accept, share
 from .cli_sync import expiring, extend, pull, restore, sync
 from .config import CONFIG_ENV, Settings, default_config_path, named_config_file
 from .errors import KeyExists, KeyringUnavailable, WalrusMemError
+from .hardening import disable_core_dumps
 from .keys import MASTER_KEY_ENV, generate_master_seed, keyring_load, keyring_store, write_key_file
 from .keystore import key_file_in_use
 from .private_dirs import make_private_dirs
@@ -145,6 +146,7 @@ def cli(
     Facts are sealed on this machine with per-namespace keys; only ciphertext
     leaves it. Recall is local and by meaning.
     """
+    disable_core_dumps()  # this process may hold keys and plaintext (hardening.py)
     if verbose:
         logging.basicConfig(
             level=logging.DEBUG if verbose > 1 else logging.INFO,

@@ -38,6 +38,7 @@ from . import __version__
 from .config import Settings
 from .embeddings import TEST_EMBEDDER_PREFIX
 from .errors import UnknownAgent, WalrusMemError
+from .hardening import disable_core_dumps
 from .hooks import namespace_instruction
 from .keys import validate_namespace
 from .mcp_sdk import Server, ServerRequestContext, stdio_server, types
@@ -211,6 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--agent", default=None, help="serve this agent's namespace")
     parser.add_argument("--read-only", action="store_true", help="list and allow reads only")
     args = parser.parse_args(argv)
+    disable_core_dumps()  # it holds the namespace's keys (hardening.py)
     # stdout carries the protocol: logs go to stderr.
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)
     try:
