@@ -218,15 +218,16 @@ def keys_export(state: CliState, agent_name: str | None, yes: bool) -> None:
 def keys_import(state: CliState, store: str, agent_name: str | None) -> None:
     """Read a key backup from stdin (24 BIP39 words or 64 hex) and install it.
 
-    The master key goes to the keyring or a 0600 key file, like `init`. A
-    different key already there is never replaced (KeyExists); the same key
-    again is a no-op. With --agent, the key is printed as NAME_KEY=<hex> on
-    stdout (set that variable in the agent's environment).
+    On a terminal the words are not shown as they are typed or pasted (one line
+    or several); from a pipe or file, stdin is read to its end. The master key
+    goes to the keyring or a 0600 key file, like `init`. A different key already
+    there is never replaced (KeyExists); the same key again is a no-op. With
+    --agent, the key is printed as NAME_KEY=<hex> on stdout (set that variable in
+    the agent's environment).
     """
     from .keystore import agent_env_var, parse_backup
 
-    text = sys.stdin.read(4096)
-    secret = parse_backup(text)
+    secret = parse_backup(_read_backup())
     if agent_name is not None:
         ns = state.settings.agents.get(agent_name)
         ns_keys = NamespaceKeys.from_agent_key(secret, (ns.namespace if ns else None)
@@ -242,6 +243,30 @@ def keys_import(state: CliState, store: str, agent_name: str | None) -> None:
         state.emit_json({"stored_in": where, "fingerprint": seed.fingerprint})
     else:
         state.out.print(f"Master key (fingerprint {seed.fingerprint}) {where}.")
+
+
+def _read_backup() -> str:
+    """The backup: from a pipe or file, stdin to its end; from a terminal, lines read
+    with echo off (getpass) until 24 words, one hex key, or an empty line."""
+    if not sys.stdin.isatty():
+        return sys.stdin.read(4096)
+    import getpass
+
+    lines: list[str] = []
+    prompt = "Key backup (24 words or 64 hex characters; not shown as you type): "
+    while sum(len(line) for line in lines) < 4096:
+        try:
+            line = getpass.getpass(prompt, stream=sys.stderr)
+        except EOFError:
+            break
+        words = " ".join([*lines, line]).split()
+        if not line.strip():
+            break
+        lines.append(line)
+        if len(words) >= 24 or (len(words) == 1 and not words[0].isalpha()):
+            break
+        prompt = f"  {len(words)} of 24 words so far; the rest (empty line to stop): "
+    return " ".join(lines)
 
 
 def _namespace_or_default(name: str) -> str:
