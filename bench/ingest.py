@@ -111,8 +111,9 @@ class InterleavedEmbedder:
         return result
 
 
-def publisher_calls(url: str) -> dict[str, int]:
-    counters = httpx.get(f"{url}/_mock/stats", timeout=10).json()["counters"]
+def publisher_calls(server: RelayerServer | RelayerProcess) -> dict[str, int]:
+    counters = httpx.get(f"{server.url}/_mock/stats", headers=server.admin_headers,
+                         timeout=10).json()["counters"]
     return {route: int(counters.get(f"requests.{route}", 0)) for route in ("put_blob", "put_quilt")}
 
 
@@ -146,12 +147,13 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="walrus-mem-ingest-") as tmp, \
             server_class(Path(tmp) / "walrus") as server:
         settings = Settings(config_file=None, data_dir=Path(tmp) / "data", use_keyring=False,
-                            publisher_url=server.url, aggregator_urls=server.url)
+                            publisher_url=server.url, aggregator_urls=server.url,
+                            mock_admin_token=server.admin_token)
         timed = InterleavedEmbedder(inner)
         mem = Memory(settings, embedder=timed, master_key=MASTER)
         e2e = 0.0
         fact_quilts: set[str | None] = set()
-        calls_before = publisher_calls(server.url)
+        calls_before = publisher_calls(server)
         stored = queued = failed = 0
         for chunk in chunks:
             started = time.perf_counter()
@@ -163,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
             fact_quilts.update(r.blob_id for r in result.records)
         e2e -= timed.raw_seconds  # the twin runs are not part of the engine's work
         raw = timed.raw_seconds
-        calls_after = publisher_calls(server.url)
+        calls_after = publisher_calls(server)
         sync_started = time.perf_counter()
         mem.sync()
         sync_s = time.perf_counter() - sync_started

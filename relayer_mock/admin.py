@@ -1,12 +1,14 @@
 """Mock-only admin and metrics routes under ``/_mock/``. Never fault-injected.
 
 Real Walrus has none of these: blobs are deleted on chain by the owner of the ``Blob`` object
-(there is no HTTP delete route) and epochs advance on chain.
+(there is no HTTP delete route) and epochs advance on chain. Each route needs the admin token
+unless the app was built open (in-process only; see :mod:`relayer_mock.admin_auth`).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
@@ -160,7 +162,22 @@ def admin_routes(relayer: Relayer) -> list[Route]:
             "settings": relayer.settings.public_dict(),
         })
 
-    return [
+    auth = relayer.admin_auth
+
+    def guard(
+        handler: Callable[[Request], Awaitable[Response]],
+    ) -> Callable[[Request], Awaitable[Response]]:
+        if auth is None:
+            return handler
+
+        async def checked(request: Request) -> Response:
+            if not auth.allows(request.headers):
+                return auth.refusal()
+            return await handler(request)
+
+        return checked
+
+    routes = [
         Route("/_mock/stats", stats, methods=["GET"]),
         Route("/_mock/info", info, methods=["GET"]),
         Route("/_mock/blobs", list_blobs, methods=["GET"]),
@@ -176,3 +193,4 @@ def admin_routes(relayer: Relayer) -> list[Route]:
         Route("/_mock/blocklist/{blob_id}", set_blocked, methods=["PUT", "DELETE"]),
         Route("/_mock/reset", reset, methods=["POST"]),
     ]
+    return [Route(r.path, guard(r.endpoint), methods=r.methods) for r in routes]

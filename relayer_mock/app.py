@@ -24,6 +24,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
 from . import cost
+from .admin_auth import AdminAuth, check_token, new_admin_token
 from .aggregator import AggregatorRoutes
 from .auth import PublisherAuth
 from .context import (
@@ -57,11 +58,14 @@ class Relayer(PublisherRoutes, AggregatorRoutes):
     """Route handlers around one :class:`Store` and one :class:`FaultInjector`."""
 
     def __init__(self, store: Store, injector: FaultInjector, settings: RelayerSettings,
-                 auth: PublisherAuth | None = None) -> None:
+                 auth: PublisherAuth | None = None, admin_token: str | None = None) -> None:
         self.store = store
         self.injector = injector
         self.settings = settings
         self.auth = auth
+        # None: admin routes open (in-process only) or not served
+        self.admin_token = admin_token
+        self.admin_auth = AdminAuth(admin_token) if admin_token is not None else None
         seed = injector.config.seed
         self.latency_rng = random.Random(None if seed is None else seed + 1)
         self._inflight = {RouteClass.WRITE: 0, RouteClass.READ: 0}
@@ -164,6 +168,8 @@ def create_app(
     jwt_secret: str | None = None,
     jwt_algorithm: str = "HS256",
     admin: bool = True,
+    admin_token: str | None = None,
+    open_admin: bool = False,
     cors: bool = True,
     strict: bool = True,
     role: Literal["publisher", "aggregator", "both"] = "both",
@@ -190,6 +196,12 @@ def create_app(
         jwt_secret / jwt_algorithm: require ``Authorization: Bearer <JWT>`` on the publisher
             routes, like the daemon's ``--jwt-decode-secret`` (see :mod:`relayer_mock.auth`).
         admin: serve the ``/_mock/...`` routes.
+        admin_token: the token those routes require (``Authorization: Bearer`` or the
+            ``Relayer-Mock-Admin-Token`` header; at least 16 characters). ``None``: a random
+            one, read it from ``app.state.relayer.admin_token``.
+        open_admin: serve them without a token. Only for an app no socket serves (the
+            in-process :class:`~relayer_mock.embedded.EmbeddedRelayer`); refused with
+            ``jwt_secret`` or ``admin_token``.
         strict: behave like the daemon (default): unknown publisher query parameters and
             short ``send_object_to`` addresses are a 400, quilt routes on a plain blob a 500.
             ``strict=False`` keeps the old lenient behaviour for old callers.
@@ -230,13 +242,19 @@ def create_app(
         raise ValueError(f"role must be publisher, aggregator or both, got {role!r}")
     if not_found_after_store < 0:
         raise ValueError("not_found_after_store must be >= 0")
+    if open_admin and (jwt_secret is not None or admin_token is not None):
+        raise ValueError("open_admin cannot be combined with jwt_secret or admin_token: "
+                         "a relayer that checks tokens never leaves its admin routes open")
+    token = None
+    if admin and not open_admin:
+        token = check_token(admin_token if admin_token is not None else new_admin_token())
     store = Store(data_dir, initial_epoch=initial_epoch, fsync=fsync)
     if epoch_duration is not None:
         store.set_epoch_duration(epoch_duration)
     auth = None
     if jwt_secret is not None:
         auth = PublisherAuth(jwt_secret, jwt_algorithm, use_jti=store.use_token)
-    relayer = Relayer(store, FaultInjector(faults), settings, auth)
+    relayer = Relayer(store, FaultInjector(faults), settings, auth, token)
     ep = relayer.endpoint
     write, read, read_json = RouteClass.WRITE, RouteClass.READ, RouteClass.READ_JSON
     routes = [

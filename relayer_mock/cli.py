@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import re
 import sys
@@ -18,6 +17,13 @@ import click
 from pydantic import ValidationError
 
 from . import cost
+from .admin_auth import (
+    ADMIN_TOKEN_ENV,
+    ADMIN_TOKEN_HEADER,
+    check_token,
+    is_loopback,
+    load_or_create_token,
+)
 from .app import DEFAULT_MAX_BLOB_SIZE, DEFAULT_MAX_QUILT_SIZE, create_app
 from .faults import FaultConfig, parse_kinds, parse_range_ms
 from .realism import StoreLatency
@@ -45,15 +51,6 @@ def default_data_dir() -> Path:
     import platformdirs
 
     return Path(platformdirs.user_data_dir("walrus-mem")) / "relayer"
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 class _SizeType(click.ParamType):  # type: ignore[type-arg]
@@ -111,7 +108,11 @@ def build_fault_config(
     name="relayer",
     context_settings={"help_option_names": ["-h", "--help"], "show_default": True},
 )
-@click.option("--host", default="127.0.0.1", help="Address to bind (loopback by default).")
+@click.option("--host", default="127.0.0.1",
+              help="Address to bind; a non-loopback one needs --allow-remote.")
+@click.option("--allow-remote", is_flag=True,
+              help="Allow a non-loopback --host. Anyone who reaches it can store and read "
+                   "blobs (add --jwt-secret); the admin routes still need the admin token.")
 @click.option("--port", default=DEFAULT_PORT, type=click.IntRange(0, 65535),
               help="Port to bind; 0 picks a free one.")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -165,6 +166,11 @@ def build_fault_config(
 @click.option("--no-fsync", is_flag=True, help="Skip fsync of blob files (faster, less durable).")
 @click.option("--no-admin", is_flag=True,
               help="Serve no /_mock/ admin routes, as real Walrus (no epoch route, no delete).")
+@click.option("--admin-token", default=None, envvar=ADMIN_TOKEN_ENV, show_envvar=True,
+              metavar="TOKEN",
+              help="Token the /_mock/ admin routes require (16+ characters; prefer the env "
+                   "var: other local users can read a command line) [default: the one in "
+                   "<data-dir>/admin-token, created 0600 on first start].")
 @click.option("--role", type=click.Choice(["publisher", "aggregator", "both"]), default="both",
               help="Routes to serve: like `walrus publisher`, `walrus aggregator` or "
                    "`walrus daemon`. Run one process per role on separate ports over one "
@@ -186,6 +192,7 @@ def build_fault_config(
               default="info")
 def relayer_command(
     host: str,
+    allow_remote: bool,
     port: int,
     data_dir: Path | None,
     fault_rate: float,
@@ -212,6 +219,7 @@ def relayer_command(
     jwt_algorithm: str,
     no_fsync: bool,
     no_admin: bool,
+    admin_token: str | None,
     role: str,
     lenient: bool,
     store_latency_ms: str,
@@ -237,7 +245,28 @@ def relayer_command(
         latency = StoreLatency.parse(store_latency_ms)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--store-latency-ms") from exc
+    if not allow_remote and not is_loopback(host):
+        raise click.ClickException(
+            f"refusing to bind non-loopback address {host}: anyone who reaches it could store "
+            "and read blobs. Pass --allow-remote to serve it anyway (the admin routes keep "
+            "needing the admin token; --jwt-secret guards the publisher routes)."
+        )
     data_dir = data_dir or default_data_dir()
+    token_note = None
+    if no_admin:
+        admin_token = None
+    elif admin_token is not None:
+        try:
+            check_token(admin_token)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--admin-token") from exc
+        token_note = f"the token given by --admin-token / ${ADMIN_TOKEN_ENV}"
+    else:
+        try:
+            admin_token, token_file = load_or_create_token(data_dir)
+        except (ValueError, OSError) as exc:
+            raise click.ClickException(f"admin token: {exc}") from exc
+        token_note = f"the token in {token_file}"
     app = create_app(
         data_dir,
         faults=faults,
@@ -252,6 +281,7 @@ def relayer_command(
         aggregator_max_concurrent=aggregator_max_concurrent,
         fsync=not no_fsync,
         admin=not no_admin,
+        admin_token=admin_token,
         jwt_secret=jwt_secret,
         jwt_algorithm=jwt_algorithm,
         strict=not lenient,
@@ -272,8 +302,12 @@ def relayer_command(
                f"{served}")
     if faults.enabled:
         click.echo(f"fault injection: {faults.model_dump_json()}")
-    if not _is_loopback(host):
-        click.echo(f"warning: bound to non-loopback address {host}", err=True)
+    if token_note is not None:
+        click.echo(f"admin routes (/_mock/) need {token_note}: send it as 'Authorization: "
+                   f"Bearer <token>' or in the {ADMIN_TOKEN_HEADER} header", err=True)
+    if not is_loopback(host):
+        unguarded = "" if jwt_secret else "; its publisher routes take stores from anyone"
+        click.echo(f"warning: bound to non-loopback address {host}{unguarded}", err=True)
     sys.stdout.flush()
     install_log_filter()
     server = uvicorn.Server(uvicorn_config(app, log_level=log_level, library=False))

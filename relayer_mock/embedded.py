@@ -9,6 +9,10 @@ loop in a daemon thread and hands each request over with ``run_coroutine_threads
 any number of caller threads). ``async_transport`` is an ``httpx.ASGITransport`` for async
 callers, running the app on the caller's own loop. Several embedded relayers (in one or many
 processes) may share a data dir.
+
+Its ``/_mock/`` admin routes are open by default: no socket serves the app, so only this
+process can call them. Given ``admin_token`` or ``jwt_secret``, they need the token
+(``admin_token``; :meth:`EmbeddedRelayer.client` sends it).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from typing import Any
 
 import httpx
 
+from .admin_auth import ADMIN_TOKEN_HEADER
 from .app import create_app
 from .faults import FaultConfig
 
@@ -132,6 +137,8 @@ class EmbeddedRelayer:
     Args:
         data_dir: durable state (shared safely with other relayers on the same dir).
         faults: fault injection; none by default in embedded mode.
+        admin_token: make the admin routes require this token (with ``jwt_secret`` and
+            no token, a random one); read it back from :attr:`admin_token`.
         **app_kwargs: passed to :func:`relayer_mock.app.create_app`.
     """
 
@@ -142,10 +149,15 @@ class EmbeddedRelayer:
         data_dir: str | os.PathLike[str],
         *,
         faults: FaultConfig | None = None,
+        admin_token: str | None = None,
         **app_kwargs: Any,
     ) -> None:
         self.data_dir = data_dir
-        self.app = create_app(data_dir, faults=faults, **app_kwargs)
+        app_kwargs.setdefault(
+            "open_admin", admin_token is None and app_kwargs.get("jwt_secret") is None
+        )
+        self.app = create_app(data_dir, faults=faults, admin_token=admin_token, **app_kwargs)
+        self.admin_token: str | None = self.app.state.relayer.admin_token
         self._loop_thread = _LoopThread("relayer-mock-embedded")
         self.transport: httpx.BaseTransport = SyncASGITransport(self.app, self._loop_thread)
         self.async_transport: httpx.AsyncBaseTransport = _ASGIAsyncTransport(app=self.app)
@@ -156,13 +168,21 @@ class EmbeddedRelayer:
         """The :class:`relayer_mock.app.Relayer` (store, fault injector, settings)."""
         return self.app.state.relayer
 
+    @property
+    def admin_headers(self) -> dict[str, str]:
+        """The header carrying the admin token (none when the routes are open)."""
+        return {ADMIN_TOKEN_HEADER: self.admin_token} if self.admin_token else {}
+
     def client(self, **kwargs: Any) -> httpx.Client:
-        """A sync ``httpx.Client`` bound to this relayer."""
-        return httpx.Client(transport=self.transport, base_url=self.base_url, **kwargs)
+        """A sync ``httpx.Client`` bound to this relayer (sending the admin token, if any)."""
+        headers = {**self.admin_headers, **kwargs.pop("headers", {})}
+        return httpx.Client(transport=self.transport, base_url=self.base_url, headers=headers,
+                            **kwargs)
 
     def async_client(self, **kwargs: Any) -> httpx.AsyncClient:
+        headers = {**self.admin_headers, **kwargs.pop("headers", {})}
         return httpx.AsyncClient(
-            transport=self.async_transport, base_url=self.base_url, **kwargs
+            transport=self.async_transport, base_url=self.base_url, headers=headers, **kwargs
         )
 
     def close(self) -> None:

@@ -1,5 +1,9 @@
 """Run relayer_mock over real loopback HTTP: in a thread (RelayerServer) or as a separate
-process (RelayerProcess, for crash and multi-process tests)."""
+process (RelayerProcess, for crash and multi-process tests).
+
+A socket-served relayer's ``/_mock/`` admin routes always need its admin token: both know
+it (``admin_token``) and hand out clients that send it (``client()``, ``admin_headers``).
+"""
 
 from __future__ import annotations
 
@@ -18,6 +22,13 @@ from typing import IO, Any
 import httpx
 import uvicorn
 
+from .admin_auth import (
+    ADMIN_TOKEN_ENV,
+    ADMIN_TOKEN_FILE,
+    ADMIN_TOKEN_HEADER,
+    check_token,
+    is_loopback,
+)
 from .app import SimulatedDisconnect, create_app
 from .faults import FaultConfig
 
@@ -90,12 +101,18 @@ class RelayerServer:
 
         with RelayerServer(tmp_path / "walrus", faults=FaultConfig.mix(0.3, seed=1)) as server:
             httpx.get(f"{server.url}/status")
+            with server.client() as client:          # sends the admin token
+                client.get("/_mock/stats")
 
     Args:
         data_dir: durable state directory (may be shared with other servers).
         faults: fault-injection settings (default none).
         port: 0 picks a free port.
-        **app_kwargs: passed to :func:`relayer_mock.app.create_app`.
+        admin_token: the token the ``/_mock/`` routes require (default: a random one);
+            :attr:`admin_token` holds it (``None`` with ``admin=False``).
+        allow_remote: allow a non-loopback ``host`` (refused otherwise).
+        **app_kwargs: passed to :func:`relayer_mock.app.create_app` (``open_admin`` is
+            refused: a socket reaches beyond this process).
     """
 
     def __init__(
@@ -107,11 +124,20 @@ class RelayerServer:
         port: int = 0,
         log_level: str = "warning",
         startup_timeout: float = 30.0,
+        admin_token: str | None = None,
+        allow_remote: bool = False,
         **app_kwargs: Any,
     ) -> None:
+        if not allow_remote and not is_loopback(host):
+            raise ValueError(f"refusing to serve on non-loopback address {host!r}: anyone "
+                             "who reaches it can store and read blobs; pass allow_remote=True")
+        if app_kwargs.get("open_admin"):
+            raise ValueError("a served relayer's admin routes always need the admin token")
         self.data_dir = Path(data_dir)
         self.host = host
-        self.app = create_app(self.data_dir, faults=faults, **app_kwargs)
+        self.app = create_app(self.data_dir, faults=faults, admin_token=admin_token,
+                              **app_kwargs)
+        self.admin_token: str | None = self.relayer.admin_token
         self._port = port
         self._log_level = log_level
         self._startup_timeout = startup_timeout
@@ -128,6 +154,23 @@ class RelayerServer:
     @property
     def port(self) -> int:
         return int(self.url.rsplit(":", 1)[1]) if self.url else self._port
+
+    @property
+    def admin_headers(self) -> dict[str, str]:
+        """The header carrying the admin token (empty without admin routes)."""
+        return {ADMIN_TOKEN_HEADER: self.admin_token} if self.admin_token else {}
+
+    def client(self, **kwargs: Any) -> httpx.Client:
+        """An ``httpx.Client`` on :attr:`url` that sends the admin token.
+
+        The token goes in its own header, so an ``Authorization`` JWT for the publisher
+        routes (``headers=``) can ride along."""
+        headers = {**self.admin_headers, **kwargs.pop("headers", {})}
+        return httpx.Client(base_url=self.url, headers=headers, **kwargs)
+
+    def async_client(self, **kwargs: Any) -> httpx.AsyncClient:
+        headers = {**self.admin_headers, **kwargs.pop("headers", {})}
+        return httpx.AsyncClient(base_url=self.url, headers=headers, **kwargs)
 
     def start(self) -> RelayerServer:
         """Bind, start serving, and return once the server accepts requests."""
@@ -195,6 +238,10 @@ class RelayerProcess:
         data_dir: durable state directory (may be shared with other processes).
         faults: fault-injection settings, passed as ``--faults-json``.
         extra_args: more command-line options (e.g. ``["--epoch-duration", "2"]``).
+        admin_token: passed in ``$RELAYER_MOCK_ADMIN_TOKEN`` (never on the command line,
+            which other local users can read); default: the process's own token file
+            ``<data_dir>/admin-token``, read once it started. Either way in
+            :attr:`admin_token`.
     """
 
     def __init__(
@@ -208,8 +255,11 @@ class RelayerProcess:
         startup_timeout: float = 60.0,
         env: dict[str, str] | None = None,
         stderr: int | IO[Any] | None = None,
+        admin_token: str | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
+        self._given_token = None if admin_token is None else check_token(admin_token)
+        self.admin_token: str | None = self._given_token
         self.args = [
             sys.executable, "-m", "relayer_mock",
             "--host", LOOPBACK, "--port", str(port), "--data-dir", str(self.data_dir),
@@ -234,6 +284,9 @@ class RelayerProcess:
             p for p in (package_root, env.get("PYTHONPATH", "")) if p
         )
         env.setdefault("PYTHONUNBUFFERED", "1")
+        env.pop(ADMIN_TOKEN_ENV, None)
+        if self._given_token is not None:
+            env[ADMIN_TOKEN_ENV] = self._given_token
         self.process = subprocess.Popen(
             self.args, stdout=subprocess.PIPE, stderr=self._stderr, stdin=subprocess.DEVNULL,
             text=True, env=env,
@@ -251,6 +304,11 @@ class RelayerProcess:
             self.kill()
             raise RuntimeError(f"relayer_mock process did not report its URL: {first_line!r}")
         self.url = match.group(1)
+        if self._given_token is None:
+            # written before the URL line; absent with --no-admin
+            token_file = self.data_dir / ADMIN_TOKEN_FILE
+            self.admin_token = (token_file.read_text(encoding="ascii").strip()
+                                if token_file.exists() else None)
         while True:
             try:
                 if httpx.get(f"{self.url}/status", timeout=2.0).status_code == 200:
@@ -261,6 +319,15 @@ class RelayerProcess:
                 self.kill()
                 raise RuntimeError("relayer_mock process did not become ready")
             time.sleep(0.02)
+
+    @property
+    def admin_headers(self) -> dict[str, str]:
+        return {ADMIN_TOKEN_HEADER: self.admin_token} if self.admin_token else {}
+
+    def client(self, **kwargs: Any) -> httpx.Client:
+        """An ``httpx.Client`` on :attr:`url` that sends the admin token."""
+        headers = {**self.admin_headers, **kwargs.pop("headers", {})}
+        return httpx.Client(base_url=self.url, headers=headers, **kwargs)
 
     def _read_url(self, out: list[str], got_line: threading.Event) -> None:
         assert self.process is not None and self.process.stdout is not None

@@ -16,6 +16,9 @@ from walrus_mem.testing import HashEmbedder
 
 MASTER_HEX = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
 OTHER_MASTER_HEX = "ff" * 32
+# relayer_mock's admin token for servers whose /_mock/ routes the machines use (forget's
+# deletes, the mock's epoch): RelayerServer(..., admin_token=MOCK_ADMIN_TOKEN)
+MOCK_ADMIN_TOKEN = "test-only-relayer-mock-admin-token"
 
 
 def make_settings(data_dir: Path, **overrides: Any) -> Settings:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from relayer_mock.server import RelayerServer
-from tests.helpers_log import live, machine
+from tests.helpers_log import MOCK_ADMIN_TOKEN, live, machine
 from walrus_mem import Memory
 from walrus_mem.heads import HeadRef, HeadsFile
 
@@ -41,7 +41,7 @@ mem.sync("k")
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayerServer]:
-    with RelayerServer(tmp_path_factory.mktemp("walrus")) as srv:
+    with RelayerServer(tmp_path_factory.mktemp("walrus"), admin_token=MOCK_ADMIN_TOKEN) as srv:
         yield srv
 
 

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from relayer_mock.server import RelayerServer
-from tests.helpers_log import live, machine
+from tests.helpers_log import MOCK_ADMIN_TOKEN, live, machine
 from tests.helpers_proxy import HookProxy
 from walrus_mem import Memory
 from walrus_mem.doctor import check_integrity
@@ -27,7 +27,7 @@ ROOT = str(Path(__file__).resolve().parent.parent)
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayerServer]:
-    with RelayerServer(tmp_path_factory.mktemp("walrus")) as srv:
+    with RelayerServer(tmp_path_factory.mktemp("walrus"), admin_token=MOCK_ADMIN_TOKEN) as srv:
         yield srv
 
 

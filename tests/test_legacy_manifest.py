@@ -14,7 +14,7 @@ from relayer_mock.server import RelayerServer
 from tests.helpers_cli import TEST_MASTER_HEX, invoke
 from tests.helpers_legacy import publish_format1_manifest
 from tests.helpers_log import Interrupt, dir_snapshot, kill_after, live, machine
-from tests.helpers_memory import OTHER_MASTER_HEX
+from tests.helpers_memory import MOCK_ADMIN_TOKEN, OTHER_MASTER_HEX
 from walrus_mem.errors import (
     InvalidHead,
     LegacyManifest,
@@ -27,7 +27,7 @@ from walrus_mem.heads import HeadRef
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayerServer]:
-    with RelayerServer(tmp_path_factory.mktemp("walrus")) as srv:
+    with RelayerServer(tmp_path_factory.mktemp("walrus"), admin_token=MOCK_ADMIN_TOKEN) as srv:
         yield srv
 
 

@@ -22,6 +22,7 @@ def server(tmp_path: Path) -> Iterator[RelayerServer]:
 
 
 def http_memory(data_dir: Path, server: RelayerServer, **kw) -> Memory:
+    kw.setdefault("mock_admin_token", server.admin_token)  # forget deletes over HTTP
     settings = make_settings(data_dir, publisher_url=server.url, aggregator_urls=server.url, **kw)
     return Memory(settings, embedder=kw.pop("embedder", None) or HashEmbedder(64),
                   master_key=MASTER_HEX)
@@ -47,7 +48,7 @@ def test_full_api_over_loopback_http(tmp_path: Path, server: RelayerServer) -> N
         assert gone.status_code == 404
         mem.sync()
         manifest_id = mem.stats().manifest_blob_id
-        stats = httpx.get(f"{server.url}/_mock/stats").json()
+        stats = httpx.get(f"{server.url}/_mock/stats", headers=server.admin_headers).json()
         assert stats["counters"]["requests.put_quilt"] == 1
     with http_memory(tmp_path / "b", server) as fresh:
         result = fresh.restore("default", manifest_id)

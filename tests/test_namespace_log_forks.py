@@ -10,12 +10,12 @@ import pytest
 
 import walrus_mem.lineage as lineage
 from relayer_mock.server import RelayerServer
-from tests.helpers_log import live, machine
+from tests.helpers_log import MOCK_ADMIN_TOKEN, live, machine
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayerServer]:
-    with RelayerServer(tmp_path_factory.mktemp("walrus")) as srv:
+    with RelayerServer(tmp_path_factory.mktemp("walrus"), admin_token=MOCK_ADMIN_TOKEN) as srv:
         yield srv
 
 

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from relayer_mock.server import RelayerServer
-from tests.helpers_log import LyingAggregator, live, machine
+from tests.helpers_log import MOCK_ADMIN_TOKEN, LyingAggregator, live, machine
 from walrus_mem import Memory
 from walrus_mem.errors import RestoreIncomplete
 
@@ -23,7 +23,7 @@ T = "my parking spot is B-12"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayerServer]:
-    with RelayerServer(tmp_path_factory.mktemp("walrus")) as srv:
+    with RelayerServer(tmp_path_factory.mktemp("walrus"), admin_token=MOCK_ADMIN_TOKEN) as srv:
         yield srv
 
 

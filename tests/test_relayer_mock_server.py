@@ -99,7 +99,7 @@ def test_server_round_trip_over_loopback(server: RelayerServer) -> None:
 def test_server_drop_is_a_real_transport_error(tmp_path: Path) -> None:
     faults = FaultConfig.only(FaultKind.DROP, 1.0, seed=1)
     with RelayerServer(tmp_path / "w", faults=faults, fsync=False) as srv:
-        with httpx.Client(base_url=srv.url) as client:
+        with srv.client() as client:
             with pytest.raises(httpx.RemoteProtocolError):
                 client.put("/v1/blobs", content=b"x" * 1000)
             client.put("/_mock/faults", json={})
@@ -113,7 +113,7 @@ def test_server_drop_is_a_real_transport_error(tmp_path: Path) -> None:
 
 
 def test_server_truncate_keeps_content_length_consistent(tmp_path: Path) -> None:
-    with RelayerServer(tmp_path / "w", fsync=False) as srv, httpx.Client(base_url=srv.url) as c:
+    with RelayerServer(tmp_path / "w", fsync=False) as srv, srv.client() as c:
         blob_id = c.put("/v1/blobs", content=b"y" * 5000).json()["newlyCreated"]["blobObject"][
             "blobId"]
         c.put("/_mock/faults", json={"probabilities": {"truncate": 1}})
@@ -263,13 +263,13 @@ def test_process_survives_kill_and_restart(tmp_path: Path) -> None:
     first = RelayerProcess(data_dir).start()
     try:
         assert first.url.startswith("http://127.0.0.1:")
-        with httpx.Client(base_url=first.url) as client:
+        with first.client() as client:
             ids = [client.put("/v1/blobs?epochs=5", content=b"fact %d" % i).json()[
                 "newlyCreated"]["blobObject"]["blobId"] for i in range(20)]
             client.post("/_mock/epoch/advance?by=2")
     finally:
         assert first.kill() == -signal.SIGKILL
-    with RelayerProcess(data_dir) as second, httpx.Client(base_url=second.url) as client:
+    with RelayerProcess(data_dir) as second, second.client() as client:
         assert second.url != "" and second.pid != first.pid
         assert client.get("/_mock/epoch").json()["currentEpoch"] == 3
         for i, blob_id in enumerate(ids):
@@ -300,11 +300,11 @@ def test_two_processes_on_one_data_dir(tmp_path: Path) -> None:
         for thread in threads:
             thread.join()
         assert not errors
-        for url in (a.url, b.url):
-            stats = httpx.get(f"{url}/_mock/stats").json()
+        for proc in (a, b):
+            stats = httpx.get(f"{proc.url}/_mock/stats", headers=proc.admin_headers).json()
             assert stats["blobCount"] == 60
             assert stats["requests"]["put_blob"] == 60
-        listed = httpx.get(f"{a.url}/_mock/blobs").json()["blobs"]
+        listed = httpx.get(f"{a.url}/_mock/blobs", headers=a.admin_headers).json()["blobs"]
         with httpx.Client(base_url=b.url) as client:
             for entry in listed:
                 assert client.get(f"/v1/blobs/{entry['blobId']}").status_code == 200
@@ -314,7 +314,7 @@ def test_process_cli_fault_and_size_options(tmp_path: Path) -> None:
     args = ["--fault", "500=1", "--max-blob-size", "1KiB", "--retry-after", "2",
             "--epoch-duration", "3600"]
     with RelayerProcess(tmp_path / "w", extra_args=args) as proc:
-        with httpx.Client(base_url=proc.url) as client:
+        with proc.client() as client:
             assert client.put("/v1/blobs", content=b"z" * 1025).status_code == 413
             assert client.put("/v1/blobs", content=b"z").status_code == 500
             faults = client.get("/_mock/faults").json()
@@ -327,7 +327,7 @@ def test_process_cli_fault_and_size_options(tmp_path: Path) -> None:
 
 def test_process_without_admin_routes_is_like_real_walrus(tmp_path: Path) -> None:
     with RelayerProcess(tmp_path / "w", extra_args=["--no-admin"]) as proc, \
-            httpx.Client(base_url=proc.url) as client:
+            proc.client() as client:
         assert client.get("/_mock/epoch").status_code == 404
         stored = client.put("/v1/blobs", content=b"z").json()["newlyCreated"]["blobObject"]
         assert stored["registeredEpoch"] == 1  # the epoch is in store answers only
@@ -336,7 +336,7 @@ def test_process_without_admin_routes_is_like_real_walrus(tmp_path: Path) -> Non
 def test_process_faults_config_round_trips(tmp_path: Path) -> None:
     config = FaultConfig.mix(0.3, seed=5, kinds="5xx,429", latency_ms=(0, 1))
     with RelayerProcess(tmp_path / "w", faults=config) as proc:
-        got = httpx.get(f"{proc.url}/_mock/faults").json()
+        got = httpx.get(f"{proc.url}/_mock/faults", headers=proc.admin_headers).json()
     assert FaultConfig.model_validate({k: v for k, v in got.items() if k != "enabled"}) == config
 
 

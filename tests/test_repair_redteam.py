@@ -15,7 +15,7 @@ import pytest
 
 from relayer_mock.server import RelayerServer
 from tests.helpers_log import live, machine
-from tests.helpers_memory import MASTER_HEX, make_settings
+from tests.helpers_memory import MASTER_HEX, MOCK_ADMIN_TOKEN, make_settings
 from tests.helpers_proxy import HookProxy
 from walrus_mem import Memory, Settings
 from walrus_mem.datadir_lock import DataDirLock
@@ -29,14 +29,15 @@ ROOT = str(Path(__file__).resolve().parent.parent)
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayerServer]:
-    with RelayerServer(tmp_path_factory.mktemp("walrus")) as srv:
+    with RelayerServer(tmp_path_factory.mktemp("walrus"), admin_token=MOCK_ADMIN_TOKEN) as srv:
         yield srv
 
 
 def _settings(data_dir: Path, publisher: str, aggregator: str) -> Settings:
     return make_settings(data_dir, publisher_url=publisher, aggregator_urls=aggregator,
                          read_deadline=3.0, publish_deadline=3.0, master_key=MASTER_HEX,
-                         state_dir=data_dir.with_name(data_dir.name + "-state"))
+                         state_dir=data_dir.with_name(data_dir.name + "-state"),
+                         mock_admin_token=MOCK_ADMIN_TOKEN)
 
 
 def _open(settings: Settings) -> Memory:

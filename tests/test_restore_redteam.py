@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from relayer_mock.server import RelayerServer
-from tests.helpers_log import dir_snapshot, machine
+from tests.helpers_log import MOCK_ADMIN_TOKEN, dir_snapshot, machine
 from walrus_mem.doctor import check_integrity
 from walrus_mem.errors import HeadMismatch
 
@@ -22,7 +22,7 @@ ROOT = str(Path(__file__).resolve().parent.parent)
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RelayerServer]:
-    with RelayerServer(tmp_path_factory.mktemp("walrus")) as srv:
+    with RelayerServer(tmp_path_factory.mktemp("walrus"), admin_token=MOCK_ADMIN_TOKEN) as srv:
         yield srv
 
 

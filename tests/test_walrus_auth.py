@@ -12,7 +12,6 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from pydantic import SecretStr
 
@@ -52,8 +51,9 @@ def mint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, Path]:
     return shlex.join([sys.executable, str(script)]), log
 
 
-def _counters(url: str) -> dict[str, int]:
-    counters: dict[str, int] = httpx.get(f"{url}/_mock/stats").json()["counters"]
+def _counters(server: RelayerServer) -> dict[str, int]:
+    with server.client() as admin:
+        counters: dict[str, int] = admin.get("/_mock/stats").json()["counters"]
     return counters
 
 
@@ -84,7 +84,7 @@ def test_every_token_works_once_through_the_whole_lifecycle(
         with Memory(fresh, embedder=fake_embedder, master_key=MASTER_HEX) as restored:
             result = restored.restore("default", head)
             assert result.failed == [] and result.restored == len(ids)
-        counters = _counters(server.url)
+        counters = _counters(server)
     minted = log.read_text().split()
     stores = counters.get("requests.put_blob", 0) + counters.get("requests.put_quilt", 0)
     injected = sum(v for k, v in counters.items() if k.startswith("faults.") and "." not in

@@ -44,7 +44,8 @@ def client(server: RelayerServer) -> Iterator[WalrusClient]:
 
 
 def advance_epoch(server: RelayerServer, by: int = 1) -> int:
-    response = httpx.post(f"{server.url}/_mock/epoch/advance", params={"by": by})
+    response = httpx.post(f"{server.url}/_mock/epoch/advance", params={"by": by},
+                          headers=server.admin_headers)
     response.raise_for_status()
     return int(response.json()["currentEpoch"])
 
@@ -200,7 +201,8 @@ async def test_async_client_over_loopback(server: RelayerServer, anyio_backend: 
 
 
 def _server_faults(server: RelayerServer) -> Counter[str]:
-    log = httpx.get(f"{server.url}/_mock/faults/log").json()["faults"]
+    log = httpx.get(f"{server.url}/_mock/faults/log",
+                    headers=server.admin_headers).json()["faults"]
     return Counter(entry.get("kind") for entry in log)
 
 
@@ -222,7 +224,7 @@ def test_500_stores_through_fault_rate_0_3(data_dir: Path) -> None:
         for blob_id, data in stored:
             assert c.read_blob(blob_id, verify=hash_check(sha(data))) == data
         read_stats = c.stats.snapshot()
-        server_stats = httpx.get(f"{srv.url}/_mock/stats").json()
+        server_stats = httpx.get(f"{srv.url}/_mock/stats", headers=srv.admin_headers).json()
     assert len({b for b, _ in stored}) == 500
     assert store_stats["retries"] > 0 and read_stats["verification_failures"] > 0
     assert read_stats["deadline_exhaustions"] == 0

@@ -35,8 +35,10 @@ def _fake_id(data: bytes) -> str:
 class LyingPublisher(httpx.BaseTransport):
     """Forwards to the real mock; rewrites (or invents) store answers."""
 
-    def __init__(self, mode: str, decoy: str | None = None, *, lie: bool = True) -> None:
+    def __init__(self, mode: str, decoy: str | None = None, *, lie: bool = True,
+                 admin_headers: dict[str, str] | None = None) -> None:
         self.mode = mode
+        self.admin_headers = admin_headers or {}  # the real mock's admin token (its undo)
         self.decoy = decoy
         self.lie = lie  # switchable, so a test can store honestly first
         self.lies = 0
@@ -70,7 +72,7 @@ class LyingPublisher(httpx.BaseTransport):
         text = text.replace(real, target)  # blob id and every patch id prefix
         if self.mode == "nothing":  # quilt: also undo the store on the real mock
             httpx.delete(f"{request.url.scheme}://{request.url.netloc.decode()}"
-                         f"/_mock/blobs/{real}")
+                         f"/_mock/blobs/{real}", headers=self.admin_headers).raise_for_status()
         return httpx.Response(200, content=text.encode(),
                               headers={"content-type": "application/json"})
 
@@ -98,7 +100,7 @@ def test_no_fact_stays_published_after_sync(tmp_path: Path, fake_embedder: HashE
     with RelayerServer(tmp_path / "walrus", fsync=False) as server:
         decoy = httpx.put(f"{server.url}/v1/blobs", content=b"decoy blob").json()
         decoy_id = decoy["newlyCreated"]["blobObject"]["blobId"]
-        liar = LyingPublisher(mode, decoy_id)
+        liar = LyingPublisher(mode, decoy_id, admin_headers=server.admin_headers)
         with _memory(tmp_path, server, liar, fake_embedder) as memory:
             singles = [memory.remember(f"fact {i} that the publisher lies about")
                        for i in range(3)]
@@ -121,7 +123,8 @@ def test_sync_publishes_once_the_publisher_is_honest(tmp_path: Path,
                                                      mode: str) -> None:
     with RelayerServer(tmp_path / "walrus", fsync=False) as server:
         decoy = httpx.put(f"{server.url}/v1/blobs", content=b"decoy").json()
-        liar = LyingPublisher(mode, decoy["newlyCreated"]["blobObject"]["blobId"])
+        liar = LyingPublisher(mode, decoy["newlyCreated"]["blobObject"]["blobId"],
+                              admin_headers=server.admin_headers)
         with _memory(tmp_path, server, liar, fake_embedder) as memory:
             record = memory.remember("published only when it reads back")
             assert memory.get(record.id).status == "queued"
@@ -153,7 +156,7 @@ def test_verify_publish_none_trusts_the_answer(tmp_path: Path,
                                               fake_embedder: HashEmbedder) -> None:
     """The opt-out does what it says (and is why `sample` is the default)."""
     with RelayerServer(tmp_path / "walrus", fsync=False) as server:
-        liar = LyingPublisher("nothing")
+        liar = LyingPublisher("nothing", admin_headers=server.admin_headers)
         with _memory(tmp_path, server, liar, fake_embedder, verify_publish="none") as memory:
             record = memory.remember("trusted blindly")
             assert memory.get(record.id).status == "published"
@@ -191,7 +194,8 @@ def test_manifest_head_never_points_at_a_blob_that_does_not_verify(
 ) -> None:
     with RelayerServer(tmp_path / "walrus", fsync=False) as server:
         decoy = httpx.put(f"{server.url}/v1/blobs", content=b"decoy").json()
-        liar = LyingPublisher(mode, decoy["newlyCreated"]["blobObject"]["blobId"], lie=False)
+        liar = LyingPublisher(mode, decoy["newlyCreated"]["blobObject"]["blobId"], lie=False,
+                              admin_headers=server.admin_headers)
         with _memory(tmp_path, server, liar, fake_embedder) as memory:
             memory.remember("stored honestly")
             first = memory.sync()

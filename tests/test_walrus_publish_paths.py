@@ -28,11 +28,13 @@ def _liar_with_decoy(server: RelayerServer, mode: str) -> LyingPublisher:
     """A publisher in front of ``server`` that, once told to lie, rewrites store answers to
     a real decoy blob (``rewrite``) or stores nothing (``nothing``)."""
     decoy = httpx.put(f"{server.url}/v1/blobs", content=b"decoy").json()
-    return LyingPublisher(mode, decoy["newlyCreated"]["blobObject"]["blobId"], lie=False)
+    return LyingPublisher(mode, decoy["newlyCreated"]["blobObject"]["blobId"], lie=False,
+                          admin_headers=server.admin_headers)
 
 
-def _stores(url: str) -> int:
-    counters: dict[str, int] = httpx.get(f"{url}/_mock/stats").json()["counters"]
+def _stores(server: RelayerServer) -> int:
+    with server.client() as admin:
+        counters: dict[str, int] = admin.get("/_mock/stats").json()["counters"]
     return sum(v for k, v in counters.items() if k.startswith("requests.put"))
 
 
@@ -48,7 +50,7 @@ def test_publisher_only_config_pays_for_no_store_it_cannot_verify(
             second = memory.sync()
             with pytest.raises(AggregatorUnavailable, match="aggregator_urls"):
                 memory.probe_epoch()
-        assert _stores(publisher.url) == 0  # nothing stored, nothing paid, twice over
+        assert _stores(publisher) == 0  # nothing stored, nothing paid, twice over
         assert first.still_queued == second.still_queued == 1
         assert any("no aggregator is configured" in e for e in first.errors), first.errors
 

@@ -32,8 +32,9 @@ def _closed_port_url() -> str:
     return f"http://127.0.0.1:{port}"
 
 
-def _counters(url: str) -> dict[str, int]:
-    counters: dict[str, int] = httpx.get(f"{url}/_mock/stats").json()["counters"]
+def _counters(server: RelayerServer) -> dict[str, int]:
+    with server.client() as admin:
+        counters: dict[str, int] = admin.get("/_mock/stats").json()["counters"]
     return counters
 
 
@@ -109,7 +110,7 @@ def test_reads_never_go_to_a_publisher_only_url(tmp_path: Path,
             assert memory.get(record.id).status == "published"
             with pytest.raises(AggregatorUnavailable, match="publisher_serves_reads"):
                 memory.get(record.id, verify=True)
-        reads = sum(v for k, v in _counters(publisher.url).items()
+        reads = sum(v for k, v in _counters(publisher).items()
                     if k.startswith("requests.get"))
         assert reads == 0
 
@@ -200,7 +201,8 @@ def test_cli_role_and_lenient_options(tmp_path: Path) -> None:
         assert httpx.get(f"{aggregator.url}/v1/blobs/{blob_id}").content == b"ok"
         plain = httpx.get(f"{aggregator.url}/v1/quilts/{blob_id}/patches")
         assert plain.status_code == 500  # the aggregator process is strict
-        settings = httpx.get(f"{aggregator.url}/_mock/info").json()["settings"]
+        settings = httpx.get(f"{aggregator.url}/_mock/info",
+                             headers=aggregator.admin_headers).json()["settings"]
         assert settings["role"] == "aggregator" and settings["strict"] is True
 
 
@@ -211,9 +213,11 @@ def test_mid_expiry_503_then_404(tmp_path: Path, mid_expiry: bool) -> None:
         stored = httpx.put(f"{server.url}/v1/blobs?epochs=1", content=b"short-lived").json()
         blob_id = stored["newlyCreated"]["blobObject"]["blobId"]
         assert httpx.get(f"{server.url}/v1/blobs/{blob_id}").status_code == 200
-        httpx.post(f"{server.url}/_mock/epoch/advance?by=1")
+        httpx.post(f"{server.url}/_mock/epoch/advance?by=1",
+                   headers=server.admin_headers).raise_for_status()
         first = httpx.get(f"{server.url}/v1/blobs/{blob_id}")
-        httpx.post(f"{server.url}/_mock/epoch/advance?by=1")
+        httpx.post(f"{server.url}/_mock/epoch/advance?by=1",
+                   headers=server.admin_headers).raise_for_status()
         later = httpx.get(f"{server.url}/v1/blobs/{blob_id}")
     reason = first.json()["error"]["details"][0]["reason"]
     if mid_expiry:

@@ -333,7 +333,7 @@ class Settings(BaseSettings):
     **Usage**::
 
         Settings()                                   # env + config file + defaults
-        Settings(data_dir="/tmp/mem")                # explicit values win
+        Settings(data_dir="~/agent-mem")             # explicit values win
         Settings(config_file="walrus-mem.toml")      # or WALRUS_MEM_CONFIG
         Settings(config_file=None)                   # no config file at all
         Settings.load(...)                           # same, errors as ConfigError

@@ -8,7 +8,8 @@ Besides the client, the backend says what the storage allows beyond the
 Walrus HTTP API. Real Walrus has no HTTP delete (a deletable blob is deleted
 on-chain by the owner of its Blob object) and no "current epoch" route; the
 mock has both under ``/_mock/`` (mock only), which forget and expiry use when
-they are there.
+they are there. A relayer_mock served over HTTP answers them only with its admin
+token (``Settings.mock_admin_token``); without it the backend is like real Walrus.
 """
 
 from __future__ import annotations
@@ -42,10 +43,12 @@ class Backend:
         embedded: Any = None,
         admin: httpx.Client | None = None,
         owns_client: bool = True,
+        admin_token: str | None = None,
     ) -> None:
         self.client = client
         self.embedded = embedded
         self._admin = admin
+        self._admin_token = admin_token
         self._owns_client = owns_client
         self._admin_ok: bool | None = True if embedded is not None else None
         self._admin_unreachable = False
@@ -63,7 +66,9 @@ class Backend:
             if base is None:
                 self._admin_ok = False
                 return None
-            self._admin = httpx.Client(base_url=base, timeout=_ADMIN_TIMEOUT,
+            headers = ({"Authorization": f"Bearer {self._admin_token}"}
+                       if self._admin_token else {})
+            self._admin = httpx.Client(base_url=base, timeout=_ADMIN_TIMEOUT, headers=headers,
                                        transport=DeadlineTransport())
         if self._admin_ok is None:
             try:
@@ -71,6 +76,15 @@ class Backend:
                 self._admin_ok = response.status_code == 200
             except (httpx.HTTPError, Bounded):
                 self._admin_ok, self._admin_unreachable = False, True
+            else:
+                if response.status_code == 401:
+                    # relayer_mock without (or with a wrong) mock_admin_token: no delete, no
+                    # epoch route, exactly as on real Walrus
+                    log.log(logging.WARNING if self._admin_token else logging.INFO,
+                            "relayer_mock's admin routes refused %s: forget keeps blobs on "
+                            "storage and the expiry clock learns from store answers",
+                            "mock_admin_token" if self._admin_token
+                            else "a request without mock_admin_token")
         return self._admin if self._admin_ok else None
 
     @staticmethod
@@ -167,4 +181,5 @@ def open_backend(settings: Settings, walrus: WalrusClient | None = None) -> Back
         aggregators += [u for u in publishers if u not in aggregators]
     client = WalrusClient(publishers, aggregators, token=token,
                           token_command=command or None, **common)
-    return Backend(client)
+    admin_token = settings.mock_admin_token
+    return Backend(client, admin_token=admin_token.get_secret_value() if admin_token else None)
