@@ -64,8 +64,12 @@ def test_text_is_normalised_and_deduplicated(mem: Memory) -> None:
     assert first.text == "I like green tea"
     stores = store_count(admin)
     again = mem.remember("I like green tea")
-    assert again.deduplicated and again.id == first.id
-    assert store_count(admin) == stores  # nothing published for a duplicate
+    # A re-statement is a write (walrus_mem/restate.py): the same memory, sealed under a
+    # new id and published; the old id is forgotten, so a forget of it made elsewhere
+    # cannot take the re-stated fact away.
+    assert again.deduplicated and again.id != first.id and again.text == first.text
+    assert store_count(admin) == stores + 1
+    assert [r.id for r in mem.list()] == [again.id]
     assert mem.remember("I like green tea", namespace="other").deduplicated is False
     assert mem.remember("I like GREEN tea").id != first.id  # case is meaningful
 
@@ -347,10 +351,11 @@ def test_remember_many_counts_everything(mem: Memory) -> None:
     assert [i for i, _ in result.failed] == [1, 4, 5, 7]
     assert "empty" in dict(result.failed)[1] and "bogus" in dict(result.failed)[7]
     assert [r.text for r in result] == ["new one", "new two", "already here", "new one"]
-    assert result.records[2].id == existing.id and result.records[2].deduplicated
+    assert result.records[2].text == existing.text and result.records[2].deduplicated
+    assert result.records[2].id != existing.id  # re-stated under a new id (restate.py)
     assert result.records[3].id == result.records[0].id and result.records[3].deduplicated
     assert len(result) == 4 and result[1].importance == 0.75
-    assert store_count(admin) == stores + 1  # one quilt for the two new facts
+    assert store_count(admin) == stores + 1  # one quilt: the two new facts, the re-stated one
     assert result.records[0].quilt_patch_id
     assert result.records[0].blob_id == result.records[1].blob_id
 

@@ -27,7 +27,8 @@ from .cli_common import (
 
 def _describe_write(rec: Any) -> str:
     if rec.deduplicated:
-        return f"Already remembered as {rec.id} (deduplicated; nothing published)"
+        return (f"Already remembered: re-stated as {rec.id} (deduplicated; the earlier id is "
+                "retired, so a forget of it made elsewhere cannot take this fact away)")
     if rec.status == "queued":
         return (f"Remembered {rec.id}: queued locally, not on Walrus yet; "
                 "`walrus-mem sync` publishes it later and says why it failed")

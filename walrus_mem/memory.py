@@ -481,10 +481,14 @@ class Memory:
     ) -> MemoryRecord:
         """Remember one fact; return its record (``status`` queued or published).
 
-        A text equal (after normalisation) to a live memory of the namespace
-        returns that memory with ``deduplicated=True`` and publishes nothing.
-        With an ``idempotency_key`` already used in this namespace, the memory
-        stored by that earlier call is returned (``deduplicated=True``).
+        A text equal (after normalisation) to a live memory of the namespace is
+        a re-statement: that memory moves to a new id (same content, published
+        like a new memory; the old id is forgotten) and comes back with
+        ``deduplicated=True``, so a forget of the old id made on another machine
+        cannot take the fact just stated again away (:mod:`walrus_mem.restate`).
+        A retry of one call should pass an ``idempotency_key``: with a key
+        already used in this namespace, the memory stored by that earlier call
+        is returned (``deduplicated=True``) and nothing is written.
         ``importance`` defaults by category (identity .95 ... ; else 0.5).
         """
         self._check_open()
@@ -525,7 +529,8 @@ class Memory:
         their index and never abort the others. An item whose text equals (after
         normalisation) a live memory's or an earlier item's is counted in
         ``deduplicated`` and gets that memory's record: its own metadata is not
-        kept (merge it into the first item to keep both). With an
+        kept (merge it into the first item to keep both); a live memory's is
+        re-stated under a new id, as in :meth:`remember`. With an
         ``idempotency_key`` already used in this namespace, the earlier result is
         returned (``replayed=True``) and nothing is stored.
         """

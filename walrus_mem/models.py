@@ -45,7 +45,8 @@ class MemoryRecord(BaseModel):
     ``blob_id`` (and ``quilt_patch_id`` for facts stored in a quilt) and
     ``end_epoch`` (exclusive: the blob is readable through epoch
     ``end_epoch - 1``) are set. ``deduplicated`` is true when ``remember``
-    returned an existing record instead of storing the same text again.
+    found the text already remembered: the memory re-stated under a new id
+    (walrus_mem.restate), or an earlier item of the same call.
     """
 
     model_config = ConfigDict(frozen=True)
