@@ -29,6 +29,19 @@ https://mystenlabs.github.io/walrus/usage/networks.html, network parameters tabl
   ended after ``last(j)``, so ``j - i + 1`` epochs last longer than
   ``last(j) - first(i)``; the largest such bound. One sighting bounds nothing.
 
+Sightings are wall times, so a wall clock that jumps corrupts them. Epochs only
+go forward, so a sighting contradicts a later one when it names a lower (or the
+same) epoch at a later time: a wall clock that ran ahead while it was noted. A new
+sighting drops those (and any noted more than :data:`FUTURE_SLACK` after the
+present), and the clock reads only sightings that form one forward chain below
+the newest (:func:`consistent`): before, a clock 10 days ahead during the first
+stores made the learned bound negative and the epoch length 0.09 s on a 2 s
+network. A store answer naming an epoch more than :data:`JUMP_SLACK` *below* the
+newest one seen is no sighting of this clock's network: the network was wiped or
+its epochs reset (or a publisher lies). It is held apart (meta
+``epoch_clock_backwards``) until ``sync`` confirms the network lost our blobs and
+lets the clock follow (network_reset.py).
+
 The clock is **known** when ``current`` and ``latest`` are at most one epoch
 apart (always, with a known length, once a store answer was seen). Otherwise
 ``expiring`` raises :class:`~walrus_mem.errors.EpochUnknown` instead of
@@ -80,6 +93,11 @@ MIN_EPOCH_SECONDS: Final = 1.0
 """The shortest epoch believed on a network of unknown length (Walrus's last a day or
 more; the mock's tests run 1 s ones): how far one sighting may move the clock."""
 JUMP_SLACK: Final = 2  # epochs of skew between publishers and wall clocks tolerated
+FUTURE_SLACK: Final = 300.0
+"""Seconds a sighting may lie after the present (clock skew between processes and
+machines); beyond, it was noted by a wall clock running ahead."""
+BACKWARDS_KEY: Final = "epoch_clock_backwards"
+"""Store answers naming epochs below the clock's (a wiped or reset network), held apart."""
 _KEEP_EPOCHS: Final = 64  # sightings kept (oldest dropped): enough to learn the length
 
 # Walrus docs, "Available networks" (network parameters): epoch duration 2 weeks on
@@ -184,10 +202,62 @@ def _dump(seen: dict[int, list[float]]) -> str:
     return json.dumps({"seen": [[e, f, last] for e, (f, last) in kept]})
 
 
+def _without_future(seen: dict[int, list[float]], cutoff: float) -> dict[int, list[float]]:
+    """The sightings less what a wall clock running ahead noted: first seen after
+    ``cutoff``, dropped; last seen after it, cut back to the first sighting."""
+    return {e: [first, last if last <= cutoff else first]
+            for e, (first, last) in seen.items() if first <= cutoff}
+
+
+def consistent(seen: dict[int, list[float]], now: float) -> dict[int, list[float]]:
+    """The sightings the clock reads: none from the future (beyond :data:`FUTURE_SLACK`),
+    and below the newest only those seen before every higher epoch kept was first
+    seen (epochs only go forward; the others were noted by a wall clock running
+    ahead, or out of order by moments)."""
+    seen = _without_future(seen, now + FUTURE_SLACK)
+    kept: dict[int, list[float]] = {}
+    earliest = math.inf
+    for epoch in sorted(seen, reverse=True):
+        first, last = seen[epoch]
+        if last <= earliest:
+            kept[epoch] = [first, last]
+            earliest = first
+    return kept
+
+
+def _held(conn: sqlite3.Connection) -> dict[str, Any]:
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (BACKWARDS_KEY,)).fetchone()
+    try:
+        held = json.loads(str(row[0])) if row is not None else {}
+        return held if isinstance(held, dict) else {}
+    except ValueError:
+        return {}
+
+
 def record_seen(conn: sqlite3.Connection, epoch: int, at: float) -> None:
-    """Record that a store answer named ``epoch`` as current at ``at`` (inside a write)."""
+    """Record that a store answer named ``epoch`` as current at ``at`` (inside a write).
+
+    Sightings a wall clock running ahead noted are dropped; an epoch more than
+    :data:`JUMP_SLACK` below the newest is held apart (see the module doc)."""
     row = conn.execute("SELECT value FROM meta WHERE key = ?", (META_KEY,)).fetchone()
-    seen = _load(None if row is None else str(row[0]))
+    seen = _without_future(_load(None if row is None else str(row[0])),
+                           max(at, time.time()) + FUTURE_SLACK)
+    if seen and epoch < max(seen) - JUMP_SLACK:
+        held = _held(conn)
+        marks = _load(json.dumps({"seen": held.get("seen", [])}))
+        first_last = marks.get(epoch)
+        marks[epoch] = [at, at] if first_last is None else [min(first_last[0], at),
+                                                            max(first_last[1], at)]
+        conn.execute(
+            "INSERT INTO meta (key, value) VALUES (?, ?) "
+            "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            (BACKWARDS_KEY, json.dumps({"newest": max(seen),
+                                        "seen": json.loads(_dump(marks))["seen"]})))
+        log.warning("a store answer named epoch %d, below epoch %d this data dir has seen: "
+                    "the network was wiped or its epochs reset (or the publisher lies); "
+                    "held apart until sync confirms it (docs/reliability.md#expiry)",
+                    epoch, max(seen))
+        return
     first_last = seen.get(epoch)
     if first_last is None:
         seen[epoch] = [at, at]
@@ -211,7 +281,8 @@ def learn_epoch_seconds(seen: dict[int, list[float]]) -> float | None:
     if not bounds:
         return None
     longest = max(last - first for first, last in seen.values())
-    bound = max(min(bounds), longest)
+    positive = [b for b in bounds if b > 0]  # a span out of order bounds nothing
+    bound = max(min(positive), longest) if positive else longest
     return bound if bound > 0 else None
 
 
@@ -317,8 +388,10 @@ class EpochClock:
                 f"last at least {length:g} s, so the current epoch is at most {limit}: "
                 "a publisher (or a manifest's clock) of another network, or lying")
 
-    def sightings(self) -> dict[int, list[float]]:
-        return _load(self._catalog.get_meta(META_KEY))
+    def sightings(self, now: float | None = None) -> dict[int, list[float]]:
+        """epoch -> [first, last] wall time seen, as the clock reads them (:func:`consistent`)."""
+        return consistent(_load(self._catalog.get_meta(META_KEY)),
+                          self._now() if now is None else now)
 
     def _claim(self) -> tuple[int, float] | None:
         """A manifest's sighting held while this clock has none of its own."""
@@ -329,7 +402,7 @@ class EpochClock:
             return None
 
     def reading(self, now: float | None = None) -> ClockReading:
-        seen = self.sightings()
+        seen = self.sightings(now)
         claim = None if seen else self._claim()
         if claim is not None:
             seen = {claim[0]: [claim[1], claim[1]]}

@@ -26,16 +26,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .blobio import check_patches, store_batches
-from .errors import StorageError
+from .errors import BlobNotFound, StorageError, WalrusMemError
 from .integrity import split_sound
 from .models import ExtendReport
 from .outbox_poison import refused_for_good
 from .publish_check import require_read_back, verify_published
 from .retry import call_deadline
-from .walrus import QuiltStoreResult, StoreResult
+from .walrus import QuiltStoreResult, StoreResult, WalrusClient
 
 if TYPE_CHECKING:
     from .memory import Memory
@@ -60,11 +60,17 @@ def renew_due(mem: Memory, namespace: str, errors: list[str], current: int | Non
     # what has already expired is stored again (each sync would re-store all else).
     reach = limit if mem.settings.epochs > margin else current
     catalog = mem._catalog
-    due = [str(r["id"]) for r in catalog.expiring(namespace, reach) if r["status"] == "published"]
+    rows = [r for r in catalog.expiring(namespace, reach) if r["status"] == "published"]
+    due = [str(r["id"]) for r in rows]
     renewed = 0
     if due:
         report = republish(mem, namespace, due, None)
-        renewed = sum(1 for end in report.extended.values() if end is not None and end > reach)
+        # What was stored again: its location or end epoch moved (the same bytes in the
+        # same quilt keep their blob id). Counting ends past `reach` said 0 whenever the
+        # clock ran ahead of the network, though every memory was stored again.
+        before = {str(r["id"]): _where(r) for r in rows}
+        renewed = sum(1 for mid, r in catalog.memories_by_ids(namespace, due).items()
+                      if _where(r) != before.get(mid))
         errors.extend(f"renewal of {mid} ({namespace!r}): {why}" for mid, why in report.failed)
         log.info("renewed %d of %d memories of %r ending by epoch %d", renewed, len(due),
                  namespace, limit)
@@ -74,6 +80,10 @@ def renew_due(mem: Memory, namespace: str, errors: list[str], current: int | Non
     if head is not None and head[0] is not None and int(head[0]) <= reach:
         catalog.bump_writes(namespace, 1)  # the head itself is about to go: publish a new one
     return renewed
+
+
+def _where(row: Any) -> tuple[object, object, object]:
+    return row["blob_id"], row["quilt_patch_id"], row["end_epoch"]
 
 
 def republish(mem: Memory, ns: str, ids: Sequence[str], epochs: int | None) -> ExtendReport:
@@ -98,7 +108,9 @@ def republish(mem: Memory, ns: str, ids: Sequence[str], epochs: int | None) -> E
             failed.extend((m, f"not tried: the publish path is failing ({failing})")
                           for m, _ in part)
             continue
-        files = {m: s for m, (s, _) in part}
+        keys = mem.keys_for(ns)  # public patch names: keyed hashes (keys.quilt_identifier)
+        names = {m: keys.quilt_identifier(m, version) for m, (_, version) in part}
+        files = {names[m]: s for m, (s, _) in part}
         try:
             stored: StoreResult | QuiltStoreResult
             with call_deadline(deadline):  # store + read-back
@@ -108,9 +120,9 @@ def republish(mem: Memory, ns: str, ids: Sequence[str], epochs: int | None) -> E
                     locations: dict[str, str | None] = {part[0][0]: None}
                 else:
                     stored = client.store_quilt(files, epochs=epochs, deadline=deadline)
-                    check_patches(stored.patches, [m for m, _ in part])
+                    check_patches(stored.patches, list(files))
                     blob = stored.blob
-                    locations = {m: stored.patches.get(m) for m, _ in part}
+                    locations = {m: stored.patches.get(names[m]) for m, _ in part}
                 # a location that does not read back is never recorded (the old one stays)
                 verify_published(client, policy, stored, files, deadline=deadline)
         except StorageError as exc:
@@ -118,8 +130,37 @@ def republish(mem: Memory, ns: str, ids: Sequence[str], epochs: int | None) -> E
             if not refused_for_good(exc):
                 failing = type(exc).__name__
             continue
+        # A current location that lasts longer is kept, unless the network no longer
+        # has it (a wipe, an epoch reset: its recorded end is no promise then).
+        longer = {mid: rows[mid]["end_epoch"] for mid, _ in part}
+        for mid in _lost(client, [rows[m] for m, end in longer.items()
+                                  if end is not None and end >= blob.end_epoch]):
+            longer[mid] = None
         with mem._lock:
             extended.update(mem._catalog.record_location(
                 ns, {mid: version for mid, (_, version) in part}, locations, blob,
-                only_if_longer={mid: rows[mid]["end_epoch"] for mid, _ in part}))
+                only_if_longer=longer))
     return ExtendReport(extended=extended, failed=failed)
+
+
+def _lost(client: WalrusClient, rows: Sequence[Any]) -> set[str]:
+    """Ids of ``rows`` whose recorded blob no aggregator has (404): one 1-byte read per
+    blob. Any other answer keeps the location (it may well be there)."""
+    out: set[str] = set()
+    verdict: dict[str, bool] = {}
+    for row in rows:
+        blob = str(row["blob_id"])
+        if blob not in verdict:
+            try:
+                client.read_byte_range(blob, 0, 1)
+                verdict[blob] = False
+            except BlobNotFound:
+                verdict[blob] = True
+                log.warning("blob %s answers 404 before its recorded end epoch %s: the "
+                            "network lost it; its memories take the new location", blob,
+                            row["end_epoch"])
+            except (WalrusMemError, ValueError):
+                verdict[blob] = False
+        if verdict[blob]:
+            out.add(str(row["id"]))
+    return out
