@@ -105,7 +105,10 @@ def test_agent_name_cannot_claim_a_configured_namespace():
     assert directory.resolve("agent:researcher:1").namespace == "research"
     with pytest.raises(InvalidSessionKey, match="researcher"):
         directory.resolve("agent:research:1")
-    assert directory.resolve("agent:home:1").namespace == "home"  # the main namespace itself
+    with pytest.raises(InvalidSessionKey, match="main sessions"):  # main's namespace
+        directory.resolve("agent:home:1")
+    with pytest.raises(InvalidSessionKey, match="main sessions"):  # the default namespace
+        AgentDirectory(default_namespace="team").resolve("agent:team:1")
     with pytest.raises(ConfigError, match="both map"):
         AgentDirectory({"a": AgentConfig(namespace="x"), "b": AgentConfig(namespace="x")})
     with pytest.raises(ConfigError, match="explicit namespace"):

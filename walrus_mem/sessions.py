@@ -23,9 +23,13 @@ agent names never share a namespace. An agent's namespace is
 ``[agents.<name>].namespace`` (matched by exact name), else the name itself
 when it already is a valid namespace (lowercase ``[a-z0-9_-]``, at most 64
 characters). Anything else -- ``agent:Researcher``, ``agent:Résearcher``,
-``agent:re$earch``, a name that claims another agent's namespace -- raises
+``agent:re$earch``, a name that claims another agent's namespace or the main
+sessions' (``[agents.main]``'s namespace, and the default namespace) -- raises
 :class:`~walrus_mem.errors.InvalidSessionKey` instead of being folded onto
-some other agent's memories (and keys).
+some other agent's memories (and keys). A configured agent whose namespace is
+the one ``[agents.main]`` names is a :class:`~walrus_mem.errors.ConfigError`; a
+configured agent may own the default namespace (a process per agent whose
+``default_namespace`` is that agent's), and then main sessions are that agent's.
 
 A session is read-only when any segment of its key fully matches one of the
 read-only patterns (case-insensitive regexes; ``Settings.read_only_session_patterns``
@@ -80,6 +84,7 @@ DEFAULT_READ_ONLY_PATTERNS: Final[tuple[str, ...]] = (
 READ_ONLY_SEGMENTS: Final = frozenset({"sub", "subagent", "sub-agent", "sub_agent",
                                        "memory-capture"})
 _MAIN_NAMES: Final = frozenset({"main", "default"})
+_MAIN_OWNER: Final = "\x00main"  # owner of the main sessions' namespaces (no agent's name)
 _INVALID_RUN: Final = re.compile(r"[^a-z0-9_-]+")
 
 
@@ -210,11 +215,14 @@ class AgentDirectory:
         self.defaults = defaults or default_agent_config()
         self.agents: dict[str, AgentConfig] = dict(agents or {})
         self.read_only = compile_read_only(read_only_patterns)
-        # namespace -> the one agent name that owns it (main names share the default)
-        self._owner: dict[str, str] = {}
         for name, cfg in self.agents.items():
             if not isinstance(cfg, AgentConfig):
                 raise ConfigError(f"agents.{name} must be an AgentConfig")
+        main_named = {cfg.namespace for name, cfg in self.agents.items()
+                      if name in _MAIN_NAMES and cfg.namespace}
+        # namespace -> the one agent name that owns it
+        self._owner: dict[str, str] = {}
+        for name, cfg in self.agents.items():
             if name in _MAIN_NAMES:
                 continue
             namespace = cfg.namespace or _valid_or_none(name)
@@ -223,12 +231,23 @@ class AgentDirectory:
                     f"agent {name[:80]!r} needs an explicit namespace: its name is not a valid "
                     "namespace and will not be folded into one"
                 )
+            if namespace in main_named:
+                raise ConfigError(
+                    f"agent {name[:80]!r} maps to namespace {namespace!r}, which [agents.main] "
+                    "names for the main sessions; give each its own namespace "
+                    "(docs/integrations.md)"
+                )
             other = self._owner.setdefault(namespace, name)
             if other != name:
                 raise ConfigError(
                     f"agents {other[:80]!r} and {name[:80]!r} both map to namespace "
                     f"{namespace!r}; give each its own namespace"
                 )
+        # Main sessions own their namespace and the default one (what calls with no
+        # namespace use), unless a configured agent was given it: an agent *name* equal to
+        # either would get main's memories and key (issue 23, item 15).
+        for namespace in (self.main_options()[0], self.default_namespace):
+            self._owner.setdefault(namespace, _MAIN_OWNER)
 
     @classmethod
     def from_config(cls, config: Any = None, *, memory: Any = None) -> AgentDirectory:
@@ -291,6 +310,11 @@ class AgentDirectory:
                 "than folded into another agent's namespace"
             )
         owner = self._owner.get(namespace)
+        if owner == _MAIN_OWNER:
+            raise InvalidSessionKey(
+                f"agent name {_shown(agent_name)} would share namespace {namespace!r} with "
+                "the main sessions (their memories and key); use agent:main or main"
+            )
         if owner is not None and owner != agent_name:
             raise InvalidSessionKey(
                 f"agent name {_shown(agent_name)} would share namespace {namespace!r} with "
