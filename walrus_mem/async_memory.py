@@ -209,7 +209,7 @@ class AsyncMemory:
     async def restore(
         self,
         namespace: str | None = None,
-        manifest_blob_id: str | None = None,
+        manifest_blob_id: str | Sequence[str] | None = None,
         progress: ProgressCallback | None = None,
         *,
         allow_stale: bool = False,
