@@ -544,6 +544,7 @@ def _namespace_integrity(mem: Any, ns: str) -> list[Check]:
             fix if damaged else ""))
     checks.append(_expiry_check(mem, ns))
     checks.append(_restore_check(mem, ns))
+    checks.append(_rotation_check(mem, ns))
     checks.append(_head_check(mem, ns))
     return checks
 
@@ -562,6 +563,28 @@ def _restore_check(mem: Any, ns: str) -> Check:
                  f"a restore of {len(marker.get('heads', []))} head(s) was interrupted: this "
                  "data dir lacks part of it and publishes no manifest until it is finished",
                  f"walrus-mem -n {ns} restore (resumes where it stopped)")
+
+
+def _rotation_check(mem: Any, ns: str) -> Check:
+    """A key rotation that began and was not finished (killed, publisher down)."""
+    from .rotation import _state
+
+    rotating = _state(mem._catalog, ns).get("rotating")
+    name = f"key rotation {ns}"
+    if rotating is None:
+        return Check(name, "ok", "no unfinished rotation")
+    first = (f"walrus-mem -n {ns} restore, then " if mem._log.unfinished(ns) is not None
+             else "")
+    moved = f"from key generation {rotating['from']} to {rotating['to']}"
+    if not rotating.get("resealed"):
+        return Check(name, "fail",
+                     f"a rotation {moved} was interrupted before every memory was sealed "
+                     "again: no manifest is published until it is finished",
+                     f"{first}walrus-mem -n {ns} keys rotate (or sync, which finishes it)")
+    return Check(name, "warn",
+                 f"a rotation {moved} re-sealed every memory but did not finish (publish, "
+                 "manifest, retire)",
+                 f"{first}walrus-mem -n {ns} keys rotate (or sync, which finishes it)")
 
 
 def _when(ts: float | None) -> str:

@@ -99,6 +99,7 @@ PERSON_IDEDUP: Final = b"walrusmem.idedup"
 PERSON_ISIGN: Final = b"walrusmem.isign"
 PERSON_FPR: Final = b"walrusmem.fpr"
 PERSON_DHASH: Final = b"walrusmem.dhash"
+PERSON_QIDENT: Final = b"walrusmem.qident"
 
 NAMESPACE_RULE: Final = "1-64 characters of [a-z0-9_-], starting with a letter or digit"
 _NAMESPACE_RE: Final = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
@@ -281,6 +282,17 @@ class NamespaceKeys:
         return _blake2b(
             normalised_text.encode("utf-8"), key=self.dedupe_key, person=PERSON_DHASH
         ).hex()
+
+    def quilt_identifier(self, memory_id: str, version: int) -> str:
+        """The public name of a memory version's patch in a quilt (quilt indexes are
+        readable by anyone): a keyed hash, so it names no memory id and ties neither
+        two versions nor two key generations of one memory together.
+
+        BLAKE2b-16(data=UTF-8 ``memory_id:version``, key=dedupe key,
+        person=b"walrusmem.qident"), hex.
+        """
+        return _blake2b(f"{memory_id}:{version}".encode(), key=self.dedupe_key,
+                        person=PERSON_QIDENT, size=16).hex()
 
     def __repr__(self) -> str:
         mode = "independent" if self.independent else "derived"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from . import manifest as mf
@@ -30,14 +31,18 @@ log = logging.getLogger(__name__)
 
 
 def read_page(client: WalrusClient, keys: NamespaceKeys, blob_id: str,
-              patch_id: str | None, digest: str) -> list[mf.Entry]:
-    """A manifest page's entries, read (with failover) until its bytes check out."""
+              patch_id: str | None, digest: str, *,
+              opener: Callable[[bytes], NamespaceKeys] | None = None) -> list[mf.Entry]:
+    """A manifest page's entries, read (with failover) until its bytes check out.
+    ``opener``: the keys to open given bytes with (a retired generation's page)."""
     def check(data: bytes) -> None:
-        mf.parse_page(open_envelope(keys, data, expected_id=f"page-{digest}",
+        mf.parse_page(open_envelope(opener(data) if opener else keys, data,
+                                    expected_id=f"page-{digest}",
                                     expected_kind="manifest-page"), digest)
 
     raw = read_checked(client, check, blob_id=blob_id, patch_id=patch_id)
-    return mf.parse_page(open_envelope(keys, raw, expected_id=f"page-{digest}",
+    return mf.parse_page(open_envelope(opener(raw) if opener else keys, raw,
+                                       expected_id=f"page-{digest}",
                                        expected_kind="manifest-page"), digest)
 
 

@@ -62,7 +62,7 @@ def verify_published(
 ) -> int:
     """Read back what ``stored`` says was stored; return how many facts were checked.
 
-    ``sealed`` maps the quilt identifier (memory id) to the bytes sent; for a single
+    ``sealed`` maps the quilt identifier (keys.quilt_identifier) to the bytes sent; for a single
     blob it holds one entry.
     """
     if policy not in ("none", "sample", "all"):

@@ -83,6 +83,8 @@ class RepairReport(BaseModel):
     # its text comes from the unauthenticated column, so check these)
     resealed: list[str] = Field(default_factory=list)
     rebuilt: list[str] = Field(default_factory=list)  # row rewritten from its sealed copy
+    # an interrupted restore or key rotation finished first (what each did)
+    finished: list[str] = Field(default_factory=list)
     index_rebuilt: bool = False
     index_detail: str = ""
     unrepaired: list[tuple[str, str]] = Field(default_factory=list)
@@ -90,10 +92,11 @@ class RepairReport(BaseModel):
     @property
     def changed(self) -> bool:
         return bool(self.requeued or self.refetched or self.resealed or self.rebuilt
-                    or self.index_rebuilt)
+                    or self.index_rebuilt or self.finished)
 
     def summary(self) -> str:
         parts = [
+            *self.finished,
             f"{len(self.requeued)} re-enqueued",
             f"{len(self.refetched) + len(self.resealed)} sealed copies replaced",
             f"{len(self.rebuilt)} rows rebuilt from their sealed copies",
@@ -259,6 +262,7 @@ def repair_namespace(mem: Memory, namespace: str | None = None) -> RepairReport:
     plus reads from Walrus for damaged sealed copies of published memories."""
     ns = mem._ns(namespace)
     report = RepairReport(namespace=ns, catalog_problems=catalog_problems(mem._catalog))
+    _finish_interrupted(mem, ns, report)
     try:
         _replace_sealed(mem, ns, report)
     except WalrusMemError as exc:  # e.g. no key for this namespace here
@@ -274,6 +278,41 @@ def repair_namespace(mem: Memory, namespace: str | None = None) -> RepairReport:
                 mem._indexes.rebuild(ns, model_id, dim)
             report.index_rebuilt = True
     return report
+
+
+def _finish_interrupted(mem: Memory, ns: str, report: RepairReport) -> None:
+    """Resume an interrupted restore, then finish an interrupted key rotation: until both
+    are done the namespace publishes no manifest (a data dir an earlier version left with
+    a rotation begun during an unfinished pull: issue 23, item 3)."""
+    from .rotation import finish_rotation, rotation_in_progress
+
+    if mem._log.unfinished(ns) == "interrupted":
+        try:
+            restored = mem.restore(ns)
+        except WalrusMemError as exc:
+            report.unrepaired.append(("*", f"the interrupted restore was not finished: "
+                                           f"{type(exc).__name__}: {exc}; run repair again"))
+            return
+        report.finished.append(f"interrupted restore resumed ({restored.restored} restored)")
+        if not restored.complete:
+            report.unrepaired.append(("*", "the resumed restore is still incomplete: "
+                                           f"{len(restored.failed)} not fetched; run repair "
+                                           "again"))
+            return
+    if rotation_in_progress(mem._catalog, ns):
+        try:
+            rotation = finish_rotation(mem, ns)
+        except WalrusMemError as exc:
+            report.unrepaired.append(("*", f"the interrupted key rotation was not finished: "
+                                           f"{type(exc).__name__}: {exc}"))
+            return
+        report.finished.append(
+            f"interrupted key rotation to generation {rotation.generation} "
+            + ("finished" if rotation.complete else "continued"))
+        if not rotation.complete:
+            report.unrepaired.append(("*", "the key rotation is not finished: "
+                                           + ("; ".join(rotation.errors) or "interrupted")
+                                           + f" (walrus-mem -n {ns} keys rotate)"))
 
 
 def aside_path(data_dir: Path) -> Path:
