@@ -84,3 +84,69 @@ def test_renewed_counts_the_memories_stored_again(tmp_path: Path) -> None:
             after = _locations(a)
             changed = sum(1 for mid in before if after[mid] != before[mid])
             assert changed == 4 and report.renewed == changed
+
+
+def _wiped(tmp_path: Path, port: int) -> RelayerServer:
+    """The relayer at the same address restarted on an empty dir: blobs gone, epochs
+    counting from 1 again (a testnet wipe looks the same)."""
+    return RelayerServer(tmp_path / "walrus-after-wipe", admin=False, fsync=False, port=port)
+
+
+def test_a_wiped_network_is_followed_and_every_memory_stored_again(tmp_path: Path) -> None:
+    """The issue's run: relayer_mock restarted on an empty dir: sync kept succeeding and
+    a fresh restore of the newest head got 1 of 9. Now the first sync after the wipe
+    confirms it (the blobs answer 404, the epochs went from 40 back to 1), the clock
+    follows, every memory whose blob the network lost is stored again once and a fresh
+    restore gets 9 of 9."""
+    with RelayerServer(tmp_path / "walrus", admin=False, fsync=False,
+                       initial_epoch=40) as srv:
+        port, url = srv.port, srv.url
+        with machine(tmp_path / "a", url, state_dir=tmp_path / "sa") as a:
+            a.remember_many([f"fact before the wipe {i}" for i in range(8)])
+            a.sync()
+    with _wiped(tmp_path, port) as srv:
+        with machine(tmp_path / "a", url, state_dir=tmp_path / "sa") as a:
+            a.remember("fact after the wipe")
+            report = a.sync()
+            assert report.errors == [] and report.renewed == 8  # the lost ones, once
+            head = report.manifests["default"]
+            network = srv.relayer.store.current_epoch()
+            assert a.epoch_clock.current() == network
+            assert all(r.end_epoch is not None and network < r.end_epoch <= network + 5
+                       for r in a.list(limit=100))
+            again = a.sync()  # once: nothing is stored again at the next sync
+            assert again.errors == [] and again.renewed == 0 and not again.manifests
+        with machine(tmp_path / "fresh", url, state_dir=tmp_path / "sf") as f:
+            restored = f.restore("default", head)
+            assert restored.complete and restored.restored == 9
+
+
+def test_extend_replaces_a_location_the_network_lost(tmp_path: Path) -> None:
+    """The issue's run: after the wipe `extend` stored the bytes again but kept the dead
+    location, since the new end epoch (6) was below the recorded one (45); a fresh
+    restore still got 1 of 9. Now a location that answers 404 is replaced whatever its
+    recorded end, and the manifest extend publishes lists the new ones."""
+    with RelayerServer(tmp_path / "walrus", admin=False, fsync=False,
+                       initial_epoch=40) as srv:
+        port, url = srv.port, srv.url
+        with machine(tmp_path / "a", url, state_dir=tmp_path / "sa", epoch_seconds=3600.0,
+                     manifest_every=10_000) as a:
+            a.remember_many([f"fact before the wipe {i}" for i in range(8)])
+            a.sync()
+    with _wiped(tmp_path, port) as srv:
+        with machine(tmp_path / "a", url, state_dir=tmp_path / "sa", epoch_seconds=3600.0,
+                     manifest_every=10_000) as a:
+            a.remember("fact after the wipe")
+            old = _locations(a)
+            report = a.extend()
+            assert not report.failed and len(report.extended) == 9
+            new = _locations(a)
+            assert all(new[mid][2] is not None and new[mid][2] <= 6 for mid in new)
+            assert all(httpx.get(f"{url}/v1/blobs/{new[mid][0]}").status_code == 200
+                       for mid in old)
+            report = a.sync()  # confirms the reset: nothing left to store again
+            assert report.errors == [] and report.renewed == 0
+            head = report.manifests.get("default") or a.stats().manifest_blob_id
+        with machine(tmp_path / "fresh", url, state_dir=tmp_path / "sf") as f:
+            restored = f.restore("default", head)
+            assert restored.complete and restored.restored == 9

@@ -106,6 +106,7 @@ from .models import (
     from_timestamp,
 )
 from .namespace_log import NamespaceLog, ProgressCallback
+from .network_reset import follow as follow_network_reset
 from .outbox_poison import REFUSED, is_poisoned, refused_for_good
 from .outbox_poison import describe as describe_poisoned
 from .publish_check import require_read_back, verify_published
@@ -1370,9 +1371,14 @@ class Memory:
 
     def _sync_epoch(self, started: float, errors: builtins.list[str]) -> tuple[int | None, bool]:
         """The epoch sync renews against: trusted as in :meth:`epoch_estimate`, a store
-        answer of this sync counting as fresh, else probed."""
+        answer of this sync counting as fresh, else probed. A wiped or reset network
+        (epochs gone backwards, our blobs lost) is followed first (network_reset.py)."""
         try:
-            return self.epoch_estimate(probe=True, fresh_since=started)
+            follow_network_reset(self, errors)
+            epoch = self.epoch_estimate(probe=True, fresh_since=started)
+            if follow_network_reset(self, errors):  # the probe's answer told it
+                epoch = self.epoch_estimate(probe=True, fresh_since=started)
+            return epoch
         except WalrusMemError as exc:
             errors.append(f"epoch probe: {type(exc).__name__}: {exc}")
             return self.epoch_clock.current(), False
