@@ -340,3 +340,22 @@ def test_keys_import_does_not_echo_words_typed_in_a_terminal(tmp_path):
     assert "abandon" not in text, text
     assert os.waitstatus_to_exitcode(status) == 0, text
     assert (tmp_path / "k" / "master.key").is_file()
+
+
+def test_the_heads_file_never_writes_through_a_planted_temp_name(tmp_path):
+    """The heads file sits in a shared folder: someone who can write there must not get
+    a sync to write through a symlink planted at a predictable temp name."""
+    from walrus_mem.heads import HeadRef, HeadsFile
+
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o700)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("untouched\n")
+    for pid in range(max(2, os.getpid() - 5), os.getpid() + 5):  # the old name's pattern
+        (shared / f"heads.txt.{pid}.tmp").symlink_to(victim)
+    heads = HeadsFile(shared / "heads.txt")
+    heads.replace("ns", HeadRef(1, "A" * 43, "0" * 64), [])
+    assert victim.read_text() == "untouched\n"
+    assert [ns for ns, _ in heads.read()] == ["ns"]
+    assert stat.S_IMODE((shared / "heads.txt").stat().st_mode) == 0o600
+    assert not [p for p in shared.iterdir() if p.name.startswith(".heads.txt.")]

@@ -27,6 +27,7 @@ import os
 import re
 import secrets
 import sqlite3
+import tempfile
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -435,12 +436,19 @@ class HeadsFile:
             kept = [(ns, ref) for ns, ref in self.read()
                     if not (ns == namespace and ref.blob_id in drop)]
             kept.append((namespace, new))
-            tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # owner only
-            with open(fd, "w", encoding="utf-8") as fh:
-                fh.write(self.HEADER)
-                for ns, ref in sorted(kept, key=lambda p: (p[0], -p[1].seq, p[1].blob_id)):
-                    fh.write(f"{ns} {ref}\n")
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path)
+            # The file sits in a folder others may write (a synced share): a fresh
+            # name no one could plant a symlink at beforehand, 0600, never followed.
+            fd, tmp_name = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp",
+                                            dir=self.path.parent)
+            tmp = Path(tmp_name)
+            try:
+                with open(fd, "w", encoding="utf-8") as fh:
+                    fh.write(self.HEADER)
+                    for ns, ref in sorted(kept, key=lambda p: (p[0], -p[1].seq, p[1].blob_id)):
+                        fh.write(f"{ns} {ref}\n")
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.replace(tmp, self.path)
+            except BaseException:
+                tmp.unlink(missing_ok=True)
+                raise
