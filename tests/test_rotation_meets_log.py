@@ -310,10 +310,14 @@ def test_no_manifest_path_publishes_during_an_unfinished_reseal(
     from walrus_mem.index import index_file_stem
 
     ids = _killed_rotation(tmp_path, server.url, monkeypatch)
-    with _machine(tmp_path, "a", server.url) as a:
+    with _machine(tmp_path, "a", server.url, manifest_every=1) as a:
         before = a.stats(NS).manifest_blob_id
         with pytest.raises(RotationIncomplete, match="keys rotate"):
             a._publish_manifest(NS)
+        a._flush(NS)  # the re-sealed chunk is published: a write now would be periodic
+        late = a.remember("written while the rotation is unfinished", namespace=NS)
+        assert late.status == "published"  # the write stands; only its manifest waits
+        ids.add(late.id)
         forgotten = sorted(ids)[0]
         assert a.forget(forgotten, namespace=NS).manifest_blob_id is None
         assert a.stats(NS).manifest_blob_id == before

@@ -64,6 +64,7 @@ from .errors import (
     PublisherUnavailable,
     RateLimited,
     RestoreIncomplete,
+    RotationIncomplete,
     StorageError,
     WalrusMemError,
 )
@@ -1428,9 +1429,10 @@ class Memory:
             with self._log.turn(ns, wait=False) as ours:
                 if ours:  # else another thread or process is publishing one right now
                     self._log.publish_now(ns)
-        except (StorageError, RestoreIncomplete) as exc:
-            # The write is stored: an interrupted restore (or an outage) defers only the
-            # manifest, which the next sync reports; raising here failed a good remember.
+        except (StorageError, RestoreIncomplete, RotationIncomplete) as exc:
+            # The write is stored: an interrupted restore or key rotation (or an outage)
+            # defers only the manifest, which the next sync reports (and the rotation
+            # finishes); raising here failed a good remember.
             log.info("periodic manifest for %r deferred: %s", ns, exc)
 
     def _epoch_ok_for_manifest(self, ns: str, since: float) -> bool:
@@ -1704,7 +1706,7 @@ class Memory:
         if report.extended and self._epoch_ok_for_manifest(ns, started):
             try:
                 self._publish_manifest(ns)
-            except StorageError as exc:
+            except (StorageError, RestoreIncomplete, RotationIncomplete) as exc:
                 log.info("manifest after extend deferred: %s", exc)
         return report
 
