@@ -17,7 +17,7 @@ import walrus_mem.namespace_log as nslog
 from relayer_mock.server import RelayerServer
 from tests.helpers_log import Interrupt, LyingAggregator, kill_after, live, machine
 from walrus_mem.errors import InvalidHead
-from walrus_mem.heads import HeadRef, SeenHeads
+from walrus_mem.heads import HeadRef, SeenHead, SeenHeads
 
 
 @pytest.fixture
@@ -170,6 +170,30 @@ def test_a_head_past_its_end_epoch_is_still_recorded_gone(tmp_path: Path) -> Non
             assert b._log.seen.is_gone("default", _blob(ha))
 
 
+def test_a_head_taken_as_gone_is_merged_by_a_pull_once_it_is_served(
+        tmp_path: Path, net: tuple[RelayerServer, LyingAggregator]) -> None:
+    """Should the proof have been wrong (a bound too low: someone extended the blob, a
+    publisher lied about the epoch), the head is not lost for good: a pull of it merges
+    its content, though the state already names it as a parent."""
+    srv, agg = net
+    heads = tmp_path / "shared" / "heads.txt"
+    with machine(tmp_path / "a", srv.url, heads_file=heads, state_dir=tmp_path / "sa") as a:
+        a.remember_many([f"machine A fact {i}" for i in range(3)])
+        ha = a.sync().manifests["default"]
+    with machine(tmp_path / "b", srv.url, aggregator=agg.url, heads_file=heads,
+                 state_dir=tmp_path / "sb") as b:
+        b.remember("machine B fact")
+        ref = HeadRef.parse(ha)
+        b._log.seen.add("default", SeenHead(ref, "", (), (ref.blob_id,), end_epoch=0))
+        agg.hide[ref.blob_id] = 0
+        report = b.sync()
+        assert any(ha in s and "recorded as a parent" in s for s in report.skipped_heads)
+        assert b._log.seen.is_gone("default", ref.blob_id) and len(live(b)) == 1
+        del agg.hide[ref.blob_id]
+        pulled = b.pull(ha)
+        assert pulled.added == 3 and not b._log.seen.is_gone("default", ref.blob_id)
+
+
 def test_a_mistyped_digest_blames_the_reference_not_the_aggregator(
         tmp_path: Path, net: tuple[RelayerServer, LyingAggregator]) -> None:
     """Issue 23's side note: every aggregator serves the manifest at that blob id, signed
@@ -212,7 +236,6 @@ def test_an_old_heads_store_opens_and_learns_end_epochs(tmp_path: Path) -> None:
     try:
         assert store.get("ns", "old") is not None
         assert store.end_bound("ns", "old") == (None, 5.0)
-        from walrus_mem.heads import SeenHead
         ref = HeadRef(1, "new", "cd" * 32)
         store.add("ns", SeenHead(ref, "w", (), ("new",), end_epoch=9))
         store.add("ns", SeenHead(ref, "w", (), ("new",), end_epoch=12))  # a looser bound
