@@ -312,8 +312,9 @@ def _store_master(settings: Settings, seed: MasterSeed, store: str) -> str:
 
 @keys.command("rotate")
 @click.option("--delete-old", is_flag=True,
-              help="After a complete rotation, delete the old generation's blobs where the "
-                   "backend allows it.")
+              help="After a complete rotation, delete every blob of the older generations "
+                   "this data dir knows (versions, manifests, pages, accepted grants) where the "
+                   "backend allows it; what is not deleted is listed.")
 @pass_state
 def keys_rotate(state: CliState, delete_old: bool) -> None:
     """Move the namespace (-n / --agent) to a new key generation.
@@ -333,10 +334,16 @@ def keys_rotate(state: CliState, delete_old: bool) -> None:
             f"{report.generation} (fingerprint {report.fingerprint}), {status}. "
             f"{report.resealed} re-sealed, {report.published} published, manifest "
             f"{report.manifest_blob_id or '-'}; {len(report.old_blobs)} old blob(s)"
-            + (f", {len(report.deleted_blobs)} deleted" if delete_old else "")
+            + (f", {len(report.deleted_blobs)} deleted, {len(report.kept_blobs)} not deleted"
+               if delete_old else "")
         )
         for error in report.errors:
             state.note(f"[yellow]warning:[/yellow] {escape(error)}")
+        reasons: dict[str, int] = {}
+        for why in report.kept_blobs.values():
+            reasons[why] = reasons.get(why, 0) + 1
+        for why, count in sorted(reasons.items(), key=lambda kv: -kv[1]):
+            state.note(f"not deleted ({count} blob(s)): {escape(why)}")
     if not report.complete:
         sys.exit(1)
 

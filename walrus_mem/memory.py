@@ -1272,7 +1272,8 @@ class Memory:
         (``Settings.heads_file``) that this data dir has not merged are pulled
         first, so the manifest published descends from them; the new head is
         written back there and reported in ``manifests``. A namespace with an
-        interrupted restore publishes no manifest (reported in ``errors``).
+        interrupted restore publishes no manifest (reported in ``errors``); an
+        interrupted key rotation is finished first (rotation.finish_rotation).
         Never raises for storage errors: they are reported and the records
         stay queued.
         """
@@ -1568,8 +1569,11 @@ class Memory:
                    ) -> RotationReport:
         """Move a namespace to a new key generation: re-seal and re-publish every live
         memory, publish a new manifest, record the old generation (see
-        :mod:`walrus_mem.rotation`). Running it again finishes an interrupted rotation.
-        ``delete_old`` deletes the old generation's blobs where the backend allows."""
+        :mod:`walrus_mem.rotation`). Running it again finishes an interrupted rotation;
+        it refuses (RestoreIncomplete) while a pull or restore of the namespace is
+        unfinished. ``delete_old`` deletes every blob of the older generations this
+        data dir knows (versions, manifests, pages, accepted grants) where the backend
+        allows, and reports the rest (``kept_blobs``; docs/keys.md)."""
         self._check_open()
         return rotate_key(self, self._ns(namespace), delete_old=delete_old)
 

@@ -3,7 +3,8 @@
 A namespace's keys come in generations (:meth:`NamespaceKeys.derive` /
 ``from_agent_key`` with ``generation=g``; generation 0 is the original
 derivation). :func:`rotate_key` moves a namespace from generation ``g`` to
-``g + 1``:
+``g + 1``. It never begins, nor goes on, while a pull or restore of the namespace
+is unfinished (RestoreIncomplete: finish the restore first):
 
 1. **begin**: the new generation becomes current at once (every later write is
    sealed under it) and the namespace's recorded fingerprint changes to the new
@@ -13,16 +14,26 @@ derivation). :func:`rotate_key` moves a namespace from generation ``g`` to
    sealed again, unchanged, under the new one (new dedupe hashes too), and
    queued for publishing, in transactions of 256. A memory whose sealed copy
    already carries the new fingerprint is skipped, which is what makes a killed
-   rotation resumable: running it again continues where it stopped.
+   rotation resumable: running it again continues where it stopped. Until every
+   memory is re-sealed no manifest of the namespace is published by anything
+   (RotationIncomplete: it would list the old generation's blobs); ``sync`` and
+   ``repair`` finish an interrupted rotation first (:func:`finish_rotation`).
 3. **publish**: the outbox is flushed (quilts of up to 666 facts). If the
-   publisher fails, the rotation stays *in progress*; run it again (or ``sync``
-   then rotate again) to finish. A poisoned batch (:mod:`walrus_mem.outbox_poison`)
+   publisher fails, the rotation stays *in progress*; run it again (or ``sync``,
+   which finishes it) to finish. A poisoned batch (:mod:`walrus_mem.outbox_poison`)
    does not hold it back: re-queued alone, still poisoned, under the new key.
 4. **manifest**: a new manifest is published under the new key.
 5. **retire**: the old generation is recorded with the blob ids it sealed and
    its last manifest, so its blobs can be read during the transition (with the
    old generation's key, which stays derivable) and deleted afterwards
-   (``delete_old=True`` deletes the deletable ones the backend lets us delete).
+   (``delete_old=True``: every blob of the older generations this data dir knows,
+   :mod:`walrus_mem.rotation_cleanup`).
+
+A version sealed under a retired generation that a merge meets later (an entry
+that was pending when the rotation ran, log_pending.py) is opened with that
+generation's key where a manifest's digest binds it, never replaces a copy of
+the same version held here, and once merged is re-sealed under the current
+generation (:func:`reseal_fetched`, log_older.py).
 
 Other machines follow a rotation by themselves (log_generation.py): a manifest
 root's envelope carries the key fingerprint, which is matched against
