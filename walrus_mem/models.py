@@ -286,9 +286,11 @@ class SyncReport(BaseModel):
     pulled: dict[str, PullReport] = Field(default_factory=dict)
     """namespace -> what merging heads learned from the heads file / heads store changed."""
     skipped_heads: list[str] = Field(default_factory=list)
-    """``"<namespace> <head>: <reason>"`` of heads-file lines that cannot be merged
-    (blob gone, forged, another key's namespace): skipped with a warning, the manifest
-    is published without them (a manifest that omits memories deletes none)."""
+    """``"<namespace> <head>: <reason>"`` of heads that were not merged: heads-file lines
+    that cannot be (blob gone, forged, another key's namespace) and seen heads whose
+    manifest answers 404 before its end epoch passed (read again by the next sync),
+    skipped with a warning, the manifest published without them (a manifest that omits
+    memories deletes none); and heads past their end epoch recorded as parents."""
 
 
 class RestoreReport(BaseModel):
