@@ -54,7 +54,8 @@ def delete_retired(memory: Memory, ns: str,
     kept = {b: "a live memory or a pending entry is stored in it" for b in known & in_use}
     known -= in_use
     grants -= in_use
-    unchecked = {b: p for b, p in to_check.items() if b not in known | in_use | grants}
+    settled = known | in_use | grants
+    unchecked = {b: p for b, p in to_check.items() if b not in settled}
     backend = memory._get_backend()
     if not backend.can_delete:  # real Walrus over HTTP: say so, read nothing
         reason = backend.delete_blob("")[1]  # the backend's reason; nothing is sent
