@@ -79,6 +79,8 @@ def restore(state: CliState, head: str | None, manifest_blob_id: str | None,
             state.out.print(f"  {mid}: {escape(msg)}")
         for line in report.equivocations:
             state.out.print(f"  equivocation: {escape(line)}", soft_wrap=True)
+        for line in report.skipped_heads:
+            state.out.print(f"  skipped head: {escape(line)}", soft_wrap=True)
         if not report.complete:
             state.out.print("Incomplete: run `walrus-mem restore` again to resume.")
     if report.failed:
@@ -126,7 +128,7 @@ def pull(state: CliState, heads: tuple[str, ...], allow_stale: bool,
         for mid, msg in [*report.unreadable[:20], *report.failed[:20]]:
             state.out.print(f"  {mid}: {escape(msg)}")
         for line in report.skipped:
-            state.out.print(f"  skipped heads-file head: {escape(line)}", soft_wrap=True)
+            state.out.print(f"  skipped head: {escape(line)}", soft_wrap=True)
         for line in report.equivocations:
             state.out.print(f"  equivocation: {escape(line)}", soft_wrap=True)
     if report.failed:
@@ -166,7 +168,7 @@ def sync(state: CliState) -> None:
         for ns, head in report.manifests.items():
             state.out.print(f"Head for {ns}: {head}", soft_wrap=True)
         for line in report.skipped_heads:
-            state.out.print(f"  skipped heads-file line: {escape(line)}", soft_wrap=True)
+            state.out.print(f"  skipped head: {escape(line)}", soft_wrap=True)
         for err in report.errors:
             state.out.print(f"  error: {escape(err)}")
     if report.errors:
