@@ -1,8 +1,9 @@
 """Three machines on one namespace, random operations: they converge on a simple model.
 
 One relayer_mock over loopback HTTP for the whole test; each example gets fresh
-data dirs and a fresh namespace. Rules: remember, update, forget, sync, pull
-another machine's head, back a whole data dir up / restore it from the backup
+data dirs and a fresh namespace. Rules: remember, re-state a fact held (a new id,
+the old one forgotten), update, forget, sync, pull another machine's head, back
+a whole data dir up / restore it from the backup
 (its unsynced changes are lost, as they would be; what it had published or
 merged comes back from the per-user seen-heads mirror at its next sync, never
 a second manifest with a seq it already used), and a restore killed halfway
@@ -192,6 +193,24 @@ class ThreeMachines(RuleBasedStateMachine):
         if report.manifest_blob_id is not None:  # published at once: a head like sync's
             self._catch_up(i)
             self._published(i, report.manifest_blob_id)
+
+    @rule(i=st.integers(0, MACHINES - 1), pick=st.integers(0, 10_000))
+    def restate(self, i: int, pick: int) -> None:
+        """The user states again a fact this machine holds (maybe forgotten elsewhere):
+        the memory moves to a new id and its old id is forgotten (walrus_mem/restate.py),
+        so the fact stays live everywhere whatever forget of the old id it meets."""
+        held = live(self.mems[i], self.ns)
+        if not held:
+            return
+        texts = sorted(set(held.values()))
+        text = texts[pick % len(texts)]
+        rec = self.mems[i].remember(text, namespace=self.ns)
+        gone = set(held) - set(live(self.mems[i], self.ns))
+        assert rec.deduplicated and rec.id not in held and len(gone) == 1
+        assert {held[mid] for mid in gone} == {text}
+        alive, dead = self.model[i]
+        alive = {mid: v for mid, v in alive.items() if mid not in gone}
+        self.model[i] = ({**alive, rec.id: (1, frozenset({text}))}, dead | gone)
 
     @rule(i=st.integers(0, MACHINES - 1))
     def sync(self, i: int) -> None:
