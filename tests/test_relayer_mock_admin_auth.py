@@ -251,7 +251,8 @@ def test_non_loopback_bind_with_the_flag_still_needs_the_token(tmp_path: Path) -
 
 def test_cli_process_writes_a_private_token_file_and_reuses_it(tmp_path: Path) -> None:
     data_dir = tmp_path / "w"
-    with RelayerProcess(data_dir, extra_args=["--no-fsync"]) as proc:
+    with open(tmp_path / "stderr.txt", "w") as stderr, \
+            RelayerProcess(data_dir, extra_args=["--no-fsync"], stderr=stderr) as proc:
         token_file = data_dir / ADMIN_TOKEN_FILE
         mode = stat.S_IMODE(token_file.stat().st_mode)
         assert mode == 0o600
@@ -260,6 +261,8 @@ def test_cli_process_writes_a_private_token_file_and_reuses_it(tmp_path: Path) -
         assert httpx.get(f"{proc.url}/_mock/stats").status_code == 401
         assert httpx.get(f"{proc.url}/_mock/stats",
                          headers={"Authorization": f"Bearer {token}"}).status_code == 200
+    told = (tmp_path / "stderr.txt").read_text()
+    assert str(token_file) in told and token not in told  # where it is, never the token
     # a second process over the same data dir (a split deployment, a restart) shares it
     with RelayerProcess(data_dir, extra_args=["--no-fsync"]) as again:
         assert again.admin_token == token
