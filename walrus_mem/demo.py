@@ -290,7 +290,10 @@ def _step_restore(n: _Narrator, s: _State) -> None:
     s.manifest = report.manifests.get(AGENT_A, "") or (s.mem_a.stats().manifest_blob_id or "")
     n.say(f"A publishes a sealed manifest; its head reference: [dim]{s.manifest}[/dim]")
     n.say("A brand-new data dir, the same master seed, only that head reference:")
-    s.mem_c = _memory(s, _settings(s, "fresh-machine", AGENT_A), s.master)
+    # A's agent is configured there, so its sessions (agent:researcher:...) may use the
+    # default namespace; an unconfigured agent name may not (walrus_mem/sessions.py).
+    agents = {AGENT_A: AgentConfig.model_validate({})}
+    s.mem_c = _memory(s, _settings(s, "fresh-machine", AGENT_A, agents=agents), s.master)
     seen: list[tuple[int, int]] = []
     restored = s.mem_c.restore(AGENT_A, s.manifest, progress=lambda d, t: seen.append((d, t)))
     n.say(f"restored {restored.restored} of {restored.total} memories "
