@@ -266,3 +266,82 @@ def test_two_rotations_are_followed_in_one_step(tmp_path: Path, server: RelayerS
     with _machine(tmp_path, "c", server, heads_file=shared) as c:
         report = c.restore(NS)
         assert report.restored == 4 and report.key_generation == 2
+
+
+def test_a_machine_gone_for_good_is_brought_over_by_a_fresh_data_dir(
+        tmp_path: Path, server: RelayerServer) -> None:
+    """What docs/keys.md advises for the last head of a machine that never follows:
+    restore it into a fresh data dir, then sync there with the heads file."""
+    shared = tmp_path / "shared" / "heads.txt"
+    a, _ = _rotated(tmp_path, server, 2, heads_file=shared)
+    with _machine(tmp_path, "b", server) as b:  # generation 0, then gone
+        b.remember("only b knew this: the key is under the third stone", namespace=NS)
+        old_head = b.sync(NS).manifests[NS]
+    with shared.open("a") as fh:
+        fh.write(f"{NS} {old_head}\n")
+    with a, _machine(tmp_path, "x", server, heads_file=shared) as x:
+        report = x.restore(NS, old_head)
+        assert report.restored == 1 and current_generation(x._catalog, NS) == 0
+        sync = x.sync(NS)
+        assert not sync.errors and sync.pulled[NS].key_generation == 1
+        assert old_head not in shared.read_text()  # superseded by x's new head
+        a.sync(NS)
+        assert live(a, NS) == live(x, NS) and len(live(a, NS)) == 4
+        assert _fingerprints(x) == {a.keys_for(NS).fingerprint_bytes}
+
+
+def test_the_cli_says_which_generation_it_took(tmp_path: Path, server: RelayerServer,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.helpers_cli import invoke
+    from tests.helpers_memory import MASTER_HEX
+
+    shared = tmp_path / "shared" / "heads.txt"
+    a, _ = _rotated(tmp_path, server, 2, heads_file=shared)
+    a.close()
+    for name, value in {"MASTER_KEY": MASTER_HEX, "EMBEDDING_MODEL": "test-hash",
+                        "PUBLISHER_URL": server.url, "AGGREGATOR_URLS": server.url,
+                        "HEADS_FILE": str(shared), "DATA_DIR": str(tmp_path / "cli-data"),
+                        "STATE_DIR": str(tmp_path / "cli-state")}.items():
+        monkeypatch.setenv(f"WALRUS_MEM_{name}", value)
+    out = invoke(["-n", NS, "restore"]).stdout
+    assert "3 restored" in out and "now uses key generation 1" in out
+
+
+def test_an_older_generation_head_given_explicitly_is_refused_with_the_reason(
+        tmp_path: Path, server: RelayerServer) -> None:
+    with _machine(tmp_path, "b", server) as b:
+        b.remember("b's fact, generation 0", namespace=NS)
+        old_head = b.sync(NS).manifests[NS]
+    a, _ = _rotated(tmp_path, server, 1)
+    with a:
+        before = dir_snapshot(tmp_path / "a")
+        with pytest.raises(WalrusMemError, match="rotated away from"):
+            a.pull(old_head, namespace=NS)
+        assert dir_snapshot(tmp_path / "a") == before
+        assert current_generation(a._catalog, NS) == 1
+
+
+def test_a_backup_from_before_the_rotation_follows_it_on_the_same_home(
+        tmp_path: Path, server: RelayerServer) -> None:
+    """The per-user mirror hands the restored backup its own newer heads, sealed under
+    the generation it rotated to after the backup: its next sync follows, loses nothing."""
+    import shutil
+
+    with _machine(tmp_path, "a", server) as a:
+        a.remember_many([f"before the backup {i}" for i in range(3)], namespace=NS)
+        a.sync(NS)
+    shutil.copytree(tmp_path / "a", tmp_path / "backup")
+    with _machine(tmp_path, "a", server) as a:
+        assert a.rotate_key(NS).complete
+        a.remember("after the rotation, lost with the catalog", namespace=NS)
+        a.sync(NS)
+        expected = live(a, NS)
+    shutil.rmtree(tmp_path / "a")
+    shutil.copytree(tmp_path / "backup", tmp_path / "a")
+    with _machine(tmp_path, "a", server) as a:  # same state dir: the mirror knows gen 1
+        assert current_generation(a._catalog, NS) == 0
+        report = a.sync(NS)
+        assert not report.errors, report.errors
+        assert current_generation(a._catalog, NS) == 1
+        assert live(a, NS) == expected
+        assert _fingerprints(a) == {a.keys_for(NS).fingerprint_bytes}

@@ -837,36 +837,46 @@ class NamespaceLog:
                                  allow_unrelated=allow_unrelated, resumed=bool(resumed),
                                  gone_ok=heads is None, hold=hold)
         except WrongNamespace:  # raised reading the roots, before anything changed here
-            rotated = self._newer_generation(ns, keys, todo) if heads is not None else None
-            if rotated is None:
-                raise
+            found = self._generations(ns, todo)
+            newer = [k for k in found.values() if k.generation > keys.generation]
+            if not newer:
+                older = [(r, k) for r, k in found.items() if k.generation < keys.generation]
+                if not older:
+                    raise
+                ref, old = older[0]
+                raise WrongNamespace(
+                    f"head {ref} of {ns!r} is sealed under key generation {old.generation}, "
+                    f"which this data dir has rotated away from (it uses {keys.generation}): a "
+                    "retired generation's head is not merged, as its key may be the leaked "
+                    "one; its writer follows the rotation at its next sync (docs/keys.md)"
+                ) from None
+            rotated = max(newer, key=lambda k: k.generation)
             if not holds_nothing(self, ns):
                 self.ahead[ns] = rotated
                 raise WrongNamespace(
-                    f"a head given for {ns!r} is sealed under key generation "
-                    f"{rotated.generation}, newer than this data dir's ({keys.generation}): "
-                    "another machine rotated the key; Memory.pull / restore follow such a "
-                    "rotation first (docs/keys.md)") from None
+                    f"a head of {ns!r} is sealed under key generation {rotated.generation}, "
+                    f"newer than this data dir's ({keys.generation}): another machine "
+                    "rotated the key; Memory.sync / pull / restore follow such a rotation "
+                    "first (docs/keys.md)") from None
             report = self._merge(ns, rotated, todo, progress=progress,
                                  allow_unrelated=allow_unrelated, resumed=bool(resumed),
-                                 hold=hold)
+                                 gone_ok=heads is None, hold=hold)
         if skipped:
             report = report.model_copy(update={"skipped": [*skipped, *report.skipped]})
         return report
 
-    def _newer_generation(self, ns: str, keys: NamespaceKeys,
-                          refs: list[HeadRef]) -> NamespaceKeys | None:
-        """The newest key generation, newer than ``keys``', that one of ``refs`` verifies
-        under (log_generation.py); None if none does."""
-        best: NamespaceKeys | None = None
+    def _generations(self, ns: str, refs: list[HeadRef]) -> dict[HeadRef, NamespaceKeys]:
+        """The key generation each of ``refs`` verifies under (log_generation.py), for
+        those that verify under one of this namespace's."""
+        out: dict[HeadRef, NamespaceKeys] = {}
         for ref in refs:
             try:
                 found = generation_of(self, ns, ref)
             except (WalrusMemError, ValueError):
                 continue  # forged, unreadable: the merge's own error stands
-            if found is not None and found.generation > (best or keys).generation:
-                best = found
-        return best
+            if found is not None:
+                out[ref] = found
+        return out
 
     def _merge(
         self,
