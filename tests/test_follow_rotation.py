@@ -30,7 +30,7 @@ from walrus_mem import manifest as mf
 from walrus_mem.envelope import HEADER_SIZE, MAGIC, envelope_fingerprint
 from walrus_mem.errors import WalrusMemError
 from walrus_mem.heads import HeadRef, HeadsFile
-from walrus_mem.rotation import current_generation
+from walrus_mem.rotation import current_generation, rotation_in_progress
 
 NS = "notes"
 
@@ -345,3 +345,41 @@ def test_a_backup_from_before_the_rotation_follows_it_on_the_same_home(
         assert current_generation(a._catalog, NS) == 1
         assert live(a, NS) == expected
         assert _fingerprints(a) == {a.keys_for(NS).fingerprint_bytes}
+
+
+def test_a_follow_with_the_publisher_down_merges_and_the_next_sync_finishes_it(
+        tmp_path: Path, server: RelayerServer) -> None:
+    from tests.helpers_proxy import HookProxy
+
+    down = {"on": False}
+    proxy = HookProxy(server.url, lambda m, p, b: (503, b"down")
+                      if m == "PUT" and down["on"] else None)
+    shared = tmp_path / "shared" / "heads.txt"
+    with proxy, _machine(tmp_path, "a", server, heads_file=shared) as a, \
+            machine(tmp_path / "b", proxy.url, aggregator=server.url,
+                    state_dir=tmp_path / "b-state", heads_file=shared,
+                    publish_deadline=1.0) as b:
+        a.remember_many([f"a's fact {i} about newts" for i in range(3)], namespace=NS)
+        a.sync(NS)
+        b.sync(NS)
+        b.remember("b's fact about toads", namespace=NS)
+        b.sync(NS)
+        assert a.rotate_key(NS).complete
+        a.remember("a's fact after rotating", namespace=NS)
+        a.sync(NS)
+        down["on"] = True
+        report = b.pull(namespace=NS)  # follows; its publishing fails
+        assert report.key_generation == 1
+        assert current_generation(b._catalog, NS) == 1
+        assert len(live(b, NS)) == 5  # the newer head merged all the same
+        assert rotation_in_progress(b._catalog, NS)
+        down["on"] = False
+        sync = b.sync(NS)
+        assert not sync.errors, sync.errors
+        assert not rotation_in_progress(b._catalog, NS)
+        assert not b._catalog.query("SELECT 1 FROM memories WHERE status = 'queued'")
+        assert _fingerprints(b) == {a.keys_for(NS).fingerprint_bytes}
+        a.sync(NS)
+        assert live(a, NS) == live(b, NS)
+    with _machine(tmp_path, "d", server, heads_file=shared) as d:
+        assert d.restore(NS).restored == 5

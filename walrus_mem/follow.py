@@ -50,16 +50,16 @@ def pull_following(memory: Memory, ns: str, heads: Sequence[str | HeadRef] | Non
         ahead = None
     if ahead is None:
         if report is None:
-            raise WrongNamespace(f"a head given for {ns!r} is sealed under a newer key "
-                                 "generation, not followed while a pull or restore of it is "
-                                 "unfinished: `walrus-mem restore` finishes that first")
+            raise WrongNamespace(f"a head of {ns!r} is sealed under a newer key generation, "
+                                 "not followed while a pull or restore of it is unfinished: "
+                                 f"`walrus-mem restore -n {ns}` finishes that first")
         return report, None
     nslog.merged_on_publish.pop(ns, None)
     rotation = follow_rotation(memory, ns, ahead.generation)
     merged = nslog.merged_on_publish.pop(ns, None)  # what the rotation's manifest merged
     if not rotation.complete:
         log.warning("following the rotation of %r to key generation %d is not complete (%s); "
-                    "the heads are merged, `walrus-mem keys rotate -n %s` finishes it", ns,
+                    "the next sync (or `walrus-mem keys rotate -n %s`) finishes it", ns,
                     ahead.generation, "; ".join(rotation.errors) or "interrupted", ns)
     # Again, under the new generation: an explicit head merges now (quiet: the
     # rotation's manifest may contain it already), the heads file's are up to date.
