@@ -838,19 +838,20 @@ class NamespaceLog:
                                  gone_ok=heads is None, hold=hold)
         except WrongNamespace:  # raised reading the roots, before anything changed here
             found = self._generations(ns, todo)
-            newer = [k for k in found.values() if k.generation > keys.generation]
-            if not newer:
+            later = [k for k in found.values() if k.generation > keys.generation]
+            if not later:
                 older = [(r, k) for r, k in found.items() if k.generation < keys.generation]
                 if not older:
                     raise
-                ref, old = older[0]
+                old_ref, old_keys = older[0]
                 raise WrongNamespace(
-                    f"head {ref} of {ns!r} is sealed under key generation {old.generation}, "
+                    f"head {old_ref} of {ns!r} is sealed under key generation "
+                    f"{old_keys.generation}, "
                     f"which this data dir has rotated away from (it uses {keys.generation}): a "
                     "retired generation's head is not merged, as its key may be the leaked "
                     "one; its writer follows the rotation at its next sync (docs/keys.md)"
                 ) from None
-            rotated = max(newer, key=lambda k: k.generation)
+            rotated = max(later, key=lambda k: k.generation)
             if not holds_nothing(self, ns):
                 self.ahead[ns] = rotated
                 raise WrongNamespace(
