@@ -1491,6 +1491,13 @@ class Memory:
         nothing can detect a rollback to an older format-1 manifest. Its
         memories are merged as a root of no history: the next ``sync``
         publishes a format-2 manifest with no parents (docs/sync.md).
+
+        A head sealed under a newer key generation of the namespace (a rotation
+        made on another machine) is taken only once its manifest verifies under
+        that generation: a data dir holding nothing of the namespace adopts the
+        generation, one holding it under an older generation follows the rotation
+        (re-seals and re-publishes its memories) and then merges; ``key_generation``
+        in the report says so (docs/keys.md, "Following a rotation").
         """
         self._check_open()
         ns = self._ns(namespace)
@@ -1549,6 +1556,7 @@ class Memory:
         The next ``sync`` publishes a manifest descending from every head
         pulled. Raises StaleManifest / ForkedHead like :meth:`restore`; a
         format-1 manifest's blob id needs ``allow_legacy`` (see :meth:`restore`).
+        A head of a newer key generation is followed as :meth:`restore` says.
         """
         self._check_open()
         ns = self._ns(namespace)
