@@ -1273,7 +1273,10 @@ class Memory:
         first, so the manifest published descends from them; the new head is
         written back there and reported in ``manifests``. A namespace with an
         interrupted restore publishes no manifest (reported in ``errors``); an
-        interrupted key rotation is finished first (rotation.finish_rotation).
+        interrupted key rotation is finished first (rotation.finish_rotation), and
+        a head of a newer key generation (a rotation made on another machine) is
+        followed: this data dir rotates to it, the rotation's manifest is the one
+        reported (``pulled[ns].key_generation``, docs/keys.md).
         Never raises for storage errors: they are reported and the records
         stay queued.
         """
