@@ -238,11 +238,14 @@ def record_seen(conn: sqlite3.Connection, epoch: int, at: float) -> None:
     """Record that a store answer named ``epoch`` as current at ``at`` (inside a write).
 
     Sightings a wall clock running ahead noted are dropped; an epoch more than
-    :data:`JUMP_SLACK` below the newest is held apart (see the module doc)."""
+    :data:`JUMP_SLACK` below one first seen before ``at`` is held apart (see the module
+    doc). One below only epochs seen later is history (an old manifest's clock), not
+    a network gone backwards."""
     row = conn.execute("SELECT value FROM meta WHERE key = ?", (META_KEY,)).fetchone()
     seen = _without_future(_load(None if row is None else str(row[0])),
                            max(at, time.time()) + FUTURE_SLACK)
-    if seen and epoch < max(seen) - JUMP_SLACK:
+    earlier = [e for e, (first, _) in seen.items() if first <= at]
+    if earlier and epoch < max(earlier) - JUMP_SLACK:
         held = _held(conn)
         marks = _load(json.dumps({"seen": held.get("seen", [])}))
         first_last = marks.get(epoch)
@@ -251,12 +254,12 @@ def record_seen(conn: sqlite3.Connection, epoch: int, at: float) -> None:
         conn.execute(
             "INSERT INTO meta (key, value) VALUES (?, ?) "
             "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            (BACKWARDS_KEY, json.dumps({"newest": max(seen),
+            (BACKWARDS_KEY, json.dumps({"newest": max(earlier),
                                         "seen": json.loads(_dump(marks))["seen"]})))
         log.warning("a store answer named epoch %d, below epoch %d this data dir has seen: "
                     "the network was wiped or its epochs reset (or the publisher lies); "
                     "held apart until sync confirms it (docs/reliability.md#expiry)",
-                    epoch, max(seen))
+                    epoch, max(earlier))
         return
     first_last = seen.get(epoch)
     if first_last is None:

@@ -102,6 +102,11 @@ class SeenHead:
     """The highest its manifest blob's end epoch can be (the store answer's, for a head
     this data dir published; the root's ``ends_by`` for another's), None when unknown:
     a 404 for it proves nothing before that epoch has passed (log_gone.py)."""
+    stored_epoch: int | None = None
+    """An epoch the network had reached when the manifest was stored (a lower bound: the
+    store answer's for a head this data dir published, the writer's clock in the root
+    for another's), None when unknown: a network whose epoch is now below it was wiped
+    or reset, and the head is gone with it (network_reset.py)."""
 
 
 _SCHEMA: Final = (
@@ -109,13 +114,14 @@ _SCHEMA: Final = (
     "CREATE TABLE IF NOT EXISTS heads (namespace TEXT NOT NULL, blob_id TEXT NOT NULL, "
     "seq INTEGER NOT NULL, digest TEXT NOT NULL, writer TEXT NOT NULL, parents TEXT NOT NULL, "
     "origins TEXT NOT NULL, seen_at REAL NOT NULL, end_epoch INTEGER, gone_at REAL, "
-    "PRIMARY KEY (namespace, blob_id))",
+    "stored_epoch INTEGER, PRIMARY KEY (namespace, blob_id))",
     "CREATE TABLE IF NOT EXISTS edges (namespace TEXT NOT NULL, child TEXT NOT NULL, "
     "parent TEXT NOT NULL, PRIMARY KEY (namespace, child, parent))",
     "CREATE INDEX IF NOT EXISTS edges_parent ON edges (namespace, parent)",
     "CREATE INDEX IF NOT EXISTS heads_writer_seq ON heads (namespace, writer, seq)",
 )
-_ADDED_COLUMNS: Final = (("end_epoch", "INTEGER"), ("gone_at", "REAL"))
+_ADDED_COLUMNS: Final = (("end_epoch", "INTEGER"), ("gone_at", "REAL"),
+                         ("stored_epoch", "INTEGER"))
 """Columns newer than the first heads stores: added in place when an older one opens."""
 
 
@@ -209,16 +215,19 @@ class SeenHeads:
     def _insert(c: sqlite3.Connection, namespace: str, head: SeenHead) -> None:
         # A row seen again keeps its first sighting; an end epoch learned later (the
         # store answer, a root read again) tightens the bound: both are upper bounds.
+        # Stored epochs are lower bounds: the higher one holds.
         c.execute(
             "INSERT INTO heads (namespace, blob_id, seq, digest, writer, parents, origins, "
-            "seen_at, end_epoch) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+            "seen_at, end_epoch, stored_epoch) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
             "ON CONFLICT (namespace, blob_id) DO UPDATE SET end_epoch = CASE "
             "WHEN heads.end_epoch IS NULL THEN excluded.end_epoch "
             "WHEN excluded.end_epoch IS NULL THEN heads.end_epoch "
-            "ELSE min(heads.end_epoch, excluded.end_epoch) END",
+            "ELSE min(heads.end_epoch, excluded.end_epoch) END, "
+            "stored_epoch = coalesce(max(heads.stored_epoch, excluded.stored_epoch), "
+            "heads.stored_epoch, excluded.stored_epoch)",
             (namespace, head.ref.blob_id, head.ref.seq, head.ref.digest, head.writer,
              json.dumps([str(p) for p in head.parents]), json.dumps(list(head.origins)),
-             time.time(), head.end_epoch),
+             time.time(), head.end_epoch, head.stored_epoch),
         )
         c.executemany(
             "INSERT OR IGNORE INTO edges (namespace, child, parent) VALUES (?, ?, ?)",
@@ -242,7 +251,7 @@ class SeenHeads:
         owner = self._stored_writer() or mirror.owner_of_data_dir()
         if owner is None:
             return {}
-        theirs = {(str(r[0]), str(r[1])): (str(r[0]), self._row(r[1:7], r[7]))
+        theirs = {(str(r[0]), str(r[1])): (str(r[0]), self._row(r[1:7], r[7], r[8]))
                   for r in mirror.rows(owner)}
         ours = {(str(r[0]), str(r[1])): (str(r[0]), self._row(r[1:])) for r in self._query(
             "SELECT namespace, blob_id, seq, digest, writer, parents, origins FROM heads", ())}
@@ -299,13 +308,15 @@ class SeenHeads:
                 raise LocalStoreError(f"heads store {self.path}: {exc}") from exc
 
     @staticmethod
-    def _row(row: tuple[object, ...], end_epoch: object = None) -> SeenHead:
+    def _row(row: tuple[object, ...], end_epoch: object = None,
+             stored_epoch: object = None) -> SeenHead:
         blob_id, seq, digest, writer, parents, origins = row
         return SeenHead(
             HeadRef(int(str(seq)), str(blob_id), str(digest)), str(writer),
             tuple(HeadRef.parse(p) for p in json.loads(str(parents))),
             tuple(str(o) for o in json.loads(str(origins))),
             None if end_epoch is None else int(str(end_epoch)),
+            None if stored_epoch is None else int(str(stored_epoch)),
         )
 
     def end_bound(self, namespace: str, blob_id: str) -> tuple[int | None, float | None]:
@@ -331,19 +342,24 @@ class SeenHeads:
                            (namespace, blob_id))
         return bool(rows) and rows[0][0] is not None
 
-    def end_all(self, epoch: int, before: float) -> None:
-        """Every head seen before ``before`` ends by ``epoch``: the network lost them
-        (a wipe, an epoch reset: network_reset.py), so a 404 for one proves it gone."""
+    def end_all(self, epoch: int, *, stored_above: int, seen_before: float) -> None:
+        """Every head stored before a reset ends by ``epoch``: the network lost them (a
+        wipe, an epoch reset: network_reset.py), so a 404 for one proves it gone. Such a
+        head was seen before ``seen_before`` (when the new network's epochs were first
+        seen) and, where known, stored at an epoch above ``stored_above`` (impossible on
+        the new network so far): one seen meanwhile may be a new one."""
         if self._connect(create=False) is None:
             return
         with self._tx() as c:
-            c.execute("UPDATE heads SET end_epoch = ? WHERE seen_at <= ?", (epoch, before))
+            c.execute("UPDATE heads SET end_epoch = ? WHERE seen_at <= ? AND "
+                      "(stored_epoch IS NULL OR stored_epoch > ?)",
+                      (epoch, seen_before, stored_above))
 
     def get(self, namespace: str, blob_id: str) -> SeenHead | None:
         rows = self._query(
-            "SELECT blob_id, seq, digest, writer, parents, origins, end_epoch FROM heads "
-            "WHERE namespace = ? AND blob_id = ?", (namespace, blob_id))
-        return self._row(rows[0][:6], rows[0][6]) if rows else None
+            "SELECT blob_id, seq, digest, writer, parents, origins, end_epoch, stored_epoch "
+            "FROM heads WHERE namespace = ? AND blob_id = ?", (namespace, blob_id))
+        return self._row(rows[0][:6], rows[0][6], rows[0][7]) if rows else None
 
     def newest(self, namespace: str) -> list[SeenHead]:
         """The seen heads no other seen head descends from, newest first."""

@@ -48,7 +48,7 @@ T = TypeVar("T")
 _SCHEMA: Final = (
     "CREATE TABLE IF NOT EXISTS heads (owner TEXT NOT NULL, namespace TEXT NOT NULL, "
     "blob_id TEXT NOT NULL, seq INTEGER NOT NULL, digest TEXT NOT NULL, writer TEXT NOT NULL, "
-    "parents TEXT NOT NULL, origins TEXT NOT NULL, end_epoch INTEGER, "
+    "parents TEXT NOT NULL, origins TEXT NOT NULL, end_epoch INTEGER, stored_epoch INTEGER, "
     "PRIMARY KEY (owner, namespace, blob_id))",
     "CREATE TABLE IF NOT EXISTS data_dirs (path TEXT PRIMARY KEY, owner TEXT NOT NULL)",
 )
@@ -109,7 +109,7 @@ class HeadsMirror:
             conn.execute("PRAGMA journal_mode = WAL")
             for statement in _SCHEMA:
                 conn.execute(statement)
-            add_columns(conn, "heads", (("end_epoch", "INTEGER"),))
+            add_columns(conn, "heads", (("end_epoch", "INTEGER"), ("stored_epoch", "INTEGER")))
         except sqlite3.Error:
             conn.close()
             raise
@@ -163,12 +163,13 @@ class HeadsMirror:
             try:
                 conn.executemany(
                     "INSERT INTO heads (owner, namespace, blob_id, seq, digest, writer, "
-                    "parents, origins, end_epoch) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                    "ON CONFLICT (owner, namespace, blob_id) DO UPDATE SET end_epoch = "
-                    "coalesce(heads.end_epoch, excluded.end_epoch)",
+                    "parents, origins, end_epoch, stored_epoch) VALUES (?, ?, ?, ?, ?, ?, ?, "
+                    "?, ?, ?) ON CONFLICT (owner, namespace, blob_id) DO UPDATE SET end_epoch = "
+                    "coalesce(heads.end_epoch, excluded.end_epoch), stored_epoch = "
+                    "coalesce(heads.stored_epoch, excluded.stored_epoch)",
                     [(owner, ns, h.ref.blob_id, h.ref.seq, h.ref.digest, h.writer,
                       json.dumps([str(p) for p in h.parents]), json.dumps(list(h.origins)),
-                      h.end_epoch)
+                      h.end_epoch, h.stored_epoch)
                      for ns, h in rows])
                 conn.execute("INSERT OR REPLACE INTO data_dirs (path, owner) VALUES (?, ?)",
                              (self.data_dir, owner))
@@ -179,10 +180,10 @@ class HeadsMirror:
         self._run(work, None, create=True)
 
     def rows(self, owner: str) -> list[tuple[object, ...]]:
-        """(namespace, blob_id, seq, digest, writer, parents, origins, end_epoch) of
-        ``owner``."""
+        """(namespace, blob_id, seq, digest, writer, parents, origins, end_epoch,
+        stored_epoch) of ``owner``."""
         def work(conn: sqlite3.Connection) -> list[tuple[object, ...]]:
             return conn.execute(
-                "SELECT namespace, blob_id, seq, digest, writer, parents, origins, end_epoch "
-                "FROM heads WHERE owner = ?", (owner,)).fetchall()
+                "SELECT namespace, blob_id, seq, digest, writer, parents, origins, end_epoch, "
+                "stored_epoch FROM heads WHERE owner = ?", (owner,)).fetchall()
         return self._run(work, [], create=False)

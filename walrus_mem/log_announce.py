@@ -31,13 +31,17 @@ log = logging.getLogger(__name__)
 def announce_record(seen: SeenHead) -> dict[str, Any]:
     """A head to announce, as kept in the catalog until it is (LogTables.unannounced)."""
     return {"head": str(seen.ref), "writer": seen.writer,
-            "parents": [str(p) for p in seen.parents], "origins": list(seen.origins)}
+            "parents": [str(p) for p in seen.parents], "origins": list(seen.origins),
+            "end_epoch": seen.end_epoch, "stored_epoch": seen.stored_epoch}
 
 
 def _announce_seen(record: Mapping[str, Any]) -> SeenHead:
+    end, stored = record.get("end_epoch"), record.get("stored_epoch")  # absent before
     return SeenHead(HeadRef.parse(record["head"]), str(record["writer"]),
                     tuple(HeadRef.parse(p) for p in record["parents"]),
-                    tuple(str(o) for o in record["origins"]))
+                    tuple(str(o) for o in record["origins"]),
+                    end if isinstance(end, int) else None,
+                    stored if isinstance(stored, int) else None)
 
 
 def announce_pending(nslog: NamespaceLog, ns: str) -> str | None:

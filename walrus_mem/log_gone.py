@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from .envelope import seal
 from .errors import WalrusMemError
+from .expiry import JUMP_SLACK
 from .heads import HeadRef
 from .keys import NamespaceKeys
 from .walrus import StoreResult, WalrusClient
@@ -38,12 +39,28 @@ if TYPE_CHECKING:
     from .expiry import EpochClock
     from .namespace_log import NamespaceLog
 
-__all__ = ["MAX_EPOCHS_AHEAD", "end_bound", "provably_gone", "root_end_bound", "store_root"]
+__all__ = ["MAX_EPOCHS_AHEAD", "clock_epoch", "end_bound", "provably_gone", "root_end_bound",
+           "store_root", "stored_bound"]
 
 log = logging.getLogger(__name__)
 
 MAX_EPOCHS_AHEAD: Final = 53
 """Walrus stores a blob at most this many epochs ahead (mainnet and testnet)."""
+
+
+def clock_epoch(clock: object) -> int | None:
+    """The epoch a root's ``clock`` names (its writer's newest sighting), None if none."""
+    epoch = clock.get("epoch") if isinstance(clock, dict) else None
+    return epoch if isinstance(epoch, int) and not isinstance(epoch, bool) and epoch >= 0 \
+        else None
+
+
+def stored_bound(clock: object) -> int | None:
+    """A lower bound of the epoch a root with this ``clock`` was stored in
+    (``SeenHead.stored_epoch``): its writer stores again without the clock a root whose
+    clock names an epoch more than :data:`JUMP_SLACK` above it (:func:`store_root`)."""
+    epoch = clock_epoch(clock)
+    return None if epoch is None else max(0, epoch - JUMP_SLACK)
 
 
 def root_end_bound(clock: EpochClock, epochs: int) -> int | None:
@@ -59,14 +76,28 @@ def store_root(client: WalrusClient, keys: NamespaceKeys, root: dict[str, Any],
 
     A root whose ``ends_by`` the store answer exceeds (the clock's bound was wrong, or
     the publisher stored it longer) is stored again without one: a bound below the
-    real end would let a reader bury a live head at its first 404."""
+    real end would let a reader bury a live head at its first 404. So is one whose
+    ``clock`` names an epoch above the one it was stored in (a clock still on a network
+    since wiped or reset): readers take it as a lower bound of that epoch
+    (``SeenHead.stored_epoch``), and a bound above it would let a reader take a
+    lagging head for one lost in a reset (network_reset.py)."""
     sealed = seal(keys, root, max_plaintext=max_plaintext)
     stored = client.store_blob(sealed, deadline=deadline)
+    drop = []
     claimed = root.get("ends_by")
     if claimed is not None and stored.end_epoch > claimed:
         log.warning("manifest stored until epoch %d, beyond the %d its root claims: stored "
                     "again without the claim", stored.end_epoch, claimed)
-        root = {k: v for k, v in root.items() if k != "ends_by"}
+        drop.append("ends_by")
+    seen = clock_epoch(root.get("clock"))
+    if seen is not None and stored.registered_epoch is not None \
+            and seen > stored.registered_epoch + JUMP_SLACK:
+        log.warning("manifest stored in epoch %d, below the epoch %d its root's clock names "
+                    "(a wiped or reset network): stored again without the clock",
+                    stored.registered_epoch, seen)
+        drop.append("clock")
+    if drop:
+        root = {k: v for k, v in root.items() if k not in drop}
         sealed = seal(keys, root, max_plaintext=max_plaintext)
         stored = client.store_blob(sealed, deadline=deadline)
     return sealed, stored

@@ -107,7 +107,9 @@ from .models import (
     from_timestamp,
 )
 from .namespace_log import NamespaceLog, ProgressCallback
+from .network_reset import check_served
 from .network_reset import follow as follow_network_reset
+from .network_reset import suspect as suspect_network_reset
 from .outbox_poison import REFUSED, is_poisoned, refused_for_good
 from .outbox_poison import describe as describe_poisoned
 from .publish_check import require_read_back, verify_published
@@ -136,6 +138,7 @@ from .walrus import WalrusClient
 if TYPE_CHECKING:
     from .consolidate import ConsolidationReport
     from .grants import Grant
+    from .heads import HeadRef
 
 __all__ = ["CATEGORY_IMPORTANCE", "DEFAULT_IMPORTANCE", "Memory", "ProgressCallback"]
 
@@ -1294,6 +1297,8 @@ class Memory:
         names = [ns] if ns is not None else self._known_namespaces()
         for name in names:
             try:
+                # an idle machine sees no store answer showing a wipe: its head answers 404
+                check_served(self, name, errors)
                 problem = self._log.announce_pending(name)  # a sync killed before announcing
                 if problem is not None:
                     errors.append(f"announce for {name!r}: {problem}")
@@ -1387,6 +1392,15 @@ class Memory:
         except WalrusMemError as exc:
             errors.append(f"epoch probe: {type(exc).__name__}: {exc}")
             return self.epoch_clock.current(), False
+
+    def reset_followed(self, namespace: str, ref: HeadRef) -> bool:
+        """A seen head of ``namespace`` answered 404 before its end epoch: whether the
+        network was wiped or its epochs reset, which is then followed (network_reset.py)."""
+        errors: builtins.list[str] = []
+        followed = suspect_network_reset(self, namespace, ref, errors)
+        for error in errors:
+            log.warning("%s", error)
+        return followed
 
     def _lineage_after(self, keys: NamespaceKeys, ns: str,
                        mid: str) -> dict[str, builtins.list[str]]:

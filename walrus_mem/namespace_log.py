@@ -80,7 +80,7 @@ from .log_announce import announce, announce_pending, announce_record
 from .log_apply import Tally, apply_fetched, concurrent_check, local_state, record_rivals
 from .log_expiry import name_expired, still_served
 from .log_generation import foreign_head, generation_of, holds_nothing
-from .log_gone import provably_gone, root_end_bound, store_root
+from .log_gone import provably_gone, root_end_bound, store_root, stored_bound
 from .log_legacy import merge_legacy, read_legacy_root, split_legacy
 from .log_older import split_older
 from .log_pages import ManifestPages, read_page
@@ -154,6 +154,8 @@ class LogHost(Protocol):
     ) -> tuple[int | None, bool]: ...
 
     def probe_epoch(self) -> int | None: ...
+
+    def reset_followed(self, namespace: str, ref: HeadRef) -> bool: ...
 
     def _delete_blobs(
         self, blobs: Mapping[str, bool | None]
@@ -382,7 +384,8 @@ class NamespaceLog:
 
     def _remember(self, ns: str, ref: HeadRef, root: mf.Root) -> SeenHead:
         seen = SeenHead(ref, root.writer, tuple(HeadRef.parse(p) for p in root.parents),
-                        tuple(root.origins) or (ref.blob_id,), root.ends_by)
+                        tuple(root.origins) or (ref.blob_id,), root.ends_by,
+                        stored_bound(root.clock))
         self.seen.add(ns, seen)
         return seen
 
@@ -685,7 +688,7 @@ class NamespaceLog:
         ref = HeadRef(seq, stored.blob_id, mf.sealed_digest(sealed))
         self._read_back(ref, sealed)  # the head only once an aggregator serves it intact
         seen = SeenHead(ref, writer, tuple(parents), tuple(origins) or (ref.blob_id,),
-                        stored.end_epoch)
+                        stored.end_epoch, stored.registered_epoch)
         with self.lock:
             self.tables.record_manifest(
                 ns, seq=seq, blob_id=stored.blob_id, head=str(ref),
@@ -900,13 +903,25 @@ class NamespaceLog:
         reads: list[_Read] = []
         gone: list[HeadRef] = []
         unread: dict[HeadRef, str] = {}
+        asked = False  # whether the network was reset: asked once per merge
         for ref in refs:
             try:
                 reads.append(_Read(ref, self._read_root(ns, keys, ref)))
-            except BlobNotFound:
-                if not gone_ok or self.seen.get(ns, ref.blob_id) is None:
+            except BlobNotFound as exc:
+                if self.seen.get(ns, ref.blob_id) is None:
                     raise
                 expired, bound = provably_gone(self, ns, ref)
+                if not expired and not asked:
+                    asked = True  # a wipe or an epoch reset makes it gone (network_reset.py)
+                    if self.host.reset_followed(ns, ref):
+                        expired, bound = provably_gone(self, ns, ref)
+                if not gone_ok:
+                    if expired:
+                        raise BlobNotFound(
+                            f"manifest of head {ref} of {ns!r} is gone from Walrus (past its "
+                            f"end epoch {bound}, or lost in a wipe / epoch reset of the "
+                            "network): nothing can be restored from it") from exc
+                    raise
                 if not expired:
                     unread[ref] = (
                         f"{ref}: BlobNotFound: no aggregator serves its manifest now, and its "
@@ -917,8 +932,8 @@ class NamespaceLog:
                                 "epoch passed: not merged now, retried", ref, ns)
                     continue
                 log.warning("manifest of seen head %s of %r is gone from Walrus (past its "
-                            "end epoch %s): recorded as a parent; what only it listed is "
-                            "lost", ref, ns, bound)
+                            "end epoch %s, or lost in a wipe / epoch reset): recorded as a "
+                            "parent; what only it listed is lost", ref, ns, bound)
                 gone.append(ref)
         held = [ref for ref in unread if ref in hold]
         if not reads and not gone and not held:
@@ -945,7 +960,8 @@ class NamespaceLog:
         if gone or unread:
             report = report.model_copy(update={"skipped": [
                 *(f"{ref}: BlobNotFound: its manifest is gone from Walrus (past its end "
-                  "epoch); recorded as a parent, what only it listed cannot be merged"
+                  "epoch, or lost in a wipe / epoch reset of the network); recorded as a "
+                  "parent, what only it listed cannot be merged"
                   for ref in gone), *unread.values()]})
         return report
 

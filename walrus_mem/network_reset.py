@@ -5,22 +5,38 @@ A testnet wipe (or relayer_mock restarted on an empty dir) loses every blob and
 starts the epochs again from 0. Nothing in a store answer says so, but its epoch
 is suddenly far below the newest one this data dir has seen: the epoch clock
 (expiry.py ``record_seen``) holds such a sighting apart instead of mixing it in.
+A data dir that stores nothing meanwhile (an idle machine, or one whose catalog
+was rebuilt and holds no sighting of the old network) sees no such answer: it
+notices when a head it needs answers 404 before its end epoch (:func:`check_served`,
+each sync: its newest merged head still served?; and any merge reading a seen
+head, namespace_log.py). :func:`suspect` then asks the network's epoch (one probe
+store): below the epoch that head was stored in (``SeenHead.stored_epoch``,
+impossible on the same network), or below what the clock saw, it is a reset; not
+below, the 404 stays "not yet" (log_gone.py: a lagging aggregator).
 Before, the clock stayed on the old epochs, the catalog's end epochs (45) stayed
 far above the new network's (6), so no renewal ever came, ``extend`` kept the dead
 locations (their recorded end was "longer") and a fresh restore of the newest
 head got 1 of 9.
 
 :func:`follow` (``sync``, before it renews) settles a held sighting: a few blobs
-that must still be live by the old clock (the newest ones, the newest manifest)
-are read, one byte each. All answer 404: the network lost them, it is a reset.
-Any is served: it is not (a lying or misconfigured publisher); the sighting is
-dropped. No answer: decided at a later sync. On a reset the clock restarts from
-the new network's sightings; each blob our memories live in is read (one byte,
-once per blob: a quilt holds up to 666 memories) and the memories of every lost
-one get the new epoch as their end, so this very sync stores them again
-(``renew_due``: the same sealed bytes, verified) and publishes a manifest
-listing the new locations (manifests and pages get it too: the old ones are
-gone); heads seen before the reset count as gone (their manifests are).
+that must still be live by the old clock (the newest ones, the newest manifest,
+the newest merged heads) are read, one byte each. Any answers 404: the network
+lost it, it is a reset (two witnesses agree: the publisher's epoch went back,
+an aggregator lost what must still be live). All are served: it is not (a lying
+or misconfigured publisher); the sighting is dropped. Served proves nothing
+more: a blob id is the hash of its content, so a machine that followed the
+reset first stored the same bytes under the same id again. No answer: decided
+at a later sync. On a reset the clock restarts from the new network's
+sightings; each blob our memories live in is read (one byte, once per blob: a
+quilt holds up to 666 memories) and the memories of every lost one, and of
+every one whose recorded end only the old network could give (another machine
+may have stored the same bytes again, for an end unknown here), get the new
+epoch as their end, so this very sync stores them again (``renew_due``: the
+same sealed bytes, verified) and publishes a manifest listing the new locations
+(manifests and pages get it too: the old ones are gone); heads stored before
+the reset count as gone (their manifests are), so a manifest names them as
+parents and this writer's seq still only grows (no StaleDataDir for a head
+that no longer exists).
 Nothing is deleted locally: the catalog holds every memory, so nothing is lost
 that this data dir held.
 """
@@ -30,15 +46,18 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any, Final
 
 from .errors import BlobNotFound, WalrusMemError
-from .expiry import BACKWARDS_KEY, CLAIM_KEY, META_KEY
+from .expiry import BACKWARDS_KEY, CLAIM_KEY, JUMP_SLACK, META_KEY
+from .heads import HeadRef
+from .log_gone import provably_gone
 
 if TYPE_CHECKING:
     from .memory import Memory
 
-__all__ = ["RESET_KEY", "follow"]
+__all__ = ["RESET_KEY", "check_served", "follow", "suspect"]
 
 log = logging.getLogger(__name__)
 
@@ -56,46 +75,125 @@ def _held(mem: Memory) -> dict[str, Any] | None:
     return held if isinstance(held, dict) and held.get("seen") else None
 
 
-def follow(mem: Memory, errors: list[str]) -> bool:
+def follow(mem: Memory, errors: list[str], witnesses: Collection[str] = ()) -> bool:
     """Settle a sighting the clock held apart (see the module doc); True when a reset was
-    followed (the caller asks the clock again)."""
+    followed (the caller asks the clock again). ``witnesses``: blobs that must still be
+    live by the old clock and were just answered 404 (no need to read a sample)."""
     held = _held(mem)
     if held is None:
         return False
     catalog = mem._catalog
-    old_now = mem.epoch_clock.current()  # still on the old network's sightings
-    sample = [str(r[0]) for r in catalog.query(
-        "SELECT blob_id FROM memories WHERE status = 'published' AND blob_id IS NOT NULL "
-        "AND end_epoch > ? GROUP BY blob_id ORDER BY max(end_epoch) DESC LIMIT ?",
-        (old_now or 0, SAMPLE))]
-    sample += [str(r[0]) for r in catalog.query(
-        "SELECT blob_id FROM manifests WHERE end_epoch > ? ORDER BY seq DESC LIMIT 1",
-        (old_now or 0,))]
-    verdict: dict[str, bool] = {}  # blob id -> the network still serves it
-    for blob in dict.fromkeys(sample):
-        try:
-            verdict[blob] = _served(mem, blob)
-        except (WalrusMemError, ValueError) as exc:
-            errors.append(f"network reset check: {type(exc).__name__}: {exc}")
-            return False  # decided at a later sync
+    verdict: dict[str, bool] = dict.fromkeys(witnesses, False)  # blob id -> still served
+    if not verdict:
+        old_now = mem.epoch_clock.current()  # still on the old network's sightings
+        for blob in dict.fromkeys(_sample(mem, old_now or 0)):
+            try:
+                verdict[blob] = _served(mem, blob)
+            except (WalrusMemError, ValueError) as exc:
+                errors.append(f"network reset check: {type(exc).__name__}: {exc}")
+                return False  # decided at a later sync
     seen = [(int(e), float(f), float(last)) for e, f, last in held["seen"]]
-    if any(verdict.values()):
+    if verdict and all(verdict.values()):
         log.warning("store answers named epoch(s) %s, below epoch %s seen before, but the "
                     "network still serves this data dir's blobs: not a reset (a publisher "
                     "of another network, or lying); ignored", [e for e, _, _ in seen],
                     held.get("newest"))
         catalog.set_meta(BACKWARDS_KEY, "")
         return False
-    # Which blobs did the network lose? Those stored since the reset are there.
+    # Which blobs did the network lose? Those stored since the reset are there. One whose
+    # recorded end only the old network could give may be served because another
+    # machine stored the same bytes again, for an end unknown here: stored again too.
+    new = max(e for e, _, _ in seen)
+    due = {str(b) for (b,) in catalog.query(
+        "SELECT DISTINCT blob_id FROM memories WHERE status = 'published' AND blob_id IS NOT "
+        "NULL AND end_epoch > ?", (new + mem.settings.epochs + JUMP_SLACK,))}
     for (blob,) in catalog.query("SELECT DISTINCT blob_id FROM memories WHERE status = "
                                  "'published' AND blob_id IS NOT NULL", ()):
-        if str(blob) not in verdict:
+        if str(blob) not in verdict and str(blob) not in due:
             try:
                 verdict[str(blob)] = _served(mem, str(blob))
             except (WalrusMemError, ValueError):
                 verdict[str(blob)] = False  # unconfirmed: storing it again loses nothing
-    _apply(mem, seen, held.get("newest"), [b for b, ok in verdict.items() if not ok])
+    lost = [b for b, ok in verdict.items() if not ok and b not in witnesses]  # heads aside
+    _apply(mem, seen, held.get("newest"), [*due, *lost])
     return True
+
+
+def _sample(mem: Memory, old_now: int) -> list[str]:
+    """Blobs that must still be live by the old clock: the newest ones our memories live
+    in, our newest manifest, the newest head of each namespace's local state."""
+    catalog = mem._catalog
+    sample = [str(r[0]) for r in catalog.query(
+        "SELECT blob_id FROM memories WHERE status = 'published' AND blob_id IS NOT NULL "
+        "AND end_epoch > ? GROUP BY blob_id ORDER BY max(end_epoch) DESC LIMIT ?",
+        (old_now, SAMPLE))]
+    sample += [str(r[0]) for r in catalog.query(
+        "SELECT blob_id FROM manifests WHERE end_epoch > ? ORDER BY seq DESC LIMIT 1",
+        (old_now,))]
+    for ns in catalog.namespaces():
+        merged = mem._log.merged(ns)
+        if merged:
+            bound, _ = mem._log.seen.end_bound(ns, merged[0].blob_id)
+            if bound is not None and bound > old_now:
+                sample.append(merged[0].blob_id)
+    return sample
+
+
+def check_served(mem: Memory, ns: str, errors: list[str]) -> bool:
+    """Each sync: is the newest head the local state of ``ns`` contains still served? A
+    machine that stores nothing sees no store answer that would show it a wipe; this
+    one GET (one byte) does. A 404 before its end epoch asks the network (:func:`suspect`);
+    True when a reset was followed."""
+    merged = mem._log.merged(ns)
+    if not merged or mem._log.seen.is_gone(ns, merged[0].blob_id):
+        return False
+    try:
+        if _served(mem, merged[0].blob_id):
+            return False
+        expired, _ = provably_gone(mem._log, ns, merged[0])
+    except (WalrusMemError, ValueError):
+        return False  # an outage: the pull and the manifest of this sync say so
+    return not expired and suspect(mem, ns, merged[0], errors)
+
+
+def suspect(mem: Memory, ns: str, ref: HeadRef, errors: list[str]) -> bool:
+    """A head of ``ns`` this data dir needs answered 404 before its end epoch passed: was
+    the network wiped or reset? True when it was, and the reset was followed.
+
+    The network's epoch is asked (one probe store) unless a store answer below the
+    clock's is held already. Below the clock's newest sighting (record_seen holds it)
+    or below the epoch the head was stored in (minus :data:`JUMP_SLACK`), it is a
+    reset: impossible on the same network, and the 404 confirms the loss. Otherwise
+    the 404 is "not yet" (a lagging aggregator): nothing changes."""
+    if _held(mem) is None:
+        try:
+            epoch = mem.probe_epoch()
+        except (WalrusMemError, ValueError) as exc:
+            errors.append(f"network reset check: {type(exc).__name__}: {exc}")
+            return False
+        head = mem._log.seen.get(ns, ref.blob_id)
+        stored = None if head is None else head.stored_epoch
+        if _held(mem) is None:
+            if epoch is None or stored is None or epoch >= stored - JUMP_SLACK:
+                return False  # the network is where it was: "not yet"
+            _hold(mem, epoch, stored)
+    return follow(mem, errors, witnesses=[ref.blob_id])
+
+
+def _hold(mem: Memory, epoch: int, stored: int) -> None:
+    """Hold the network's epoch apart as record_seen does for one below the clock's: here
+    it is below the epoch a head was stored in (the clock saw nothing of the old network:
+    it stored nothing since, or its catalog was rebuilt). What it saw below is the new
+    network's."""
+    now = time.time()
+    seen = {e: [f, last] for e, (f, last) in mem.epoch_clock.sightings(now).items()
+            if e < stored - JUMP_SLACK}
+    first, last = seen.get(epoch, [now, now])
+    seen[epoch] = [min(first, now), max(last, now)]
+    mem._catalog.set_meta(BACKWARDS_KEY, json.dumps({
+        "newest": stored, "seen": [[e, f, last] for e, (f, last) in sorted(seen.items())]}))
+    log.warning("a head stored at epoch %d or later answers 404 and the network names epoch "
+                "%d: the network was wiped or its epochs reset; checking", stored, epoch)
 
 
 def _served(mem: Memory, blob: str) -> bool:
@@ -111,6 +209,7 @@ def _apply(mem: Memory, seen: list[tuple[int, float, float]], old: object,
            lost: list[str]) -> None:
     new = max(e for e, _, _ in seen)
     now = time.time()
+    first_new = min(f for _, f, _ in seen)  # the new network's epochs first seen
     with mem._lock, mem._catalog.write() as c:
         c.execute("UPDATE meta SET value = ? WHERE key = ?",
                   (json.dumps({"seen": [list(s) for s in seen]}), META_KEY))
@@ -125,7 +224,7 @@ def _apply(mem: Memory, seen: list[tuple[int, float, float]], old: object,
         c.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE "
                   "SET value = excluded.value",
                   (RESET_KEY, json.dumps({"at": now, "from": old, "to": new})))
-    mem._log.seen.end_all(new, before=now)
+    mem._log.seen.end_all(new, stored_above=new + JUMP_SLACK, seen_before=first_new)
     log.warning("the network lost this data dir's blobs and its epochs went back from %s "
                 "to %d: a wipe or an epoch reset. The epoch clock follows the new network; "
                 "the memories of the %d lost blob(s) are stored again by this sync and a new "
