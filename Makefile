@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench install clean
+.PHONY: demo test check lint bench install clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,12 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# The quick tier for a change-and-test loop: everything not marked slow
+# (tests/conftest.py says what is), about 4 minutes here.
+check: $(STAMP)
+	$(BIN)/ruff check walrus_mem relayer_mock tests bench
+	$(BIN)/python -m pytest -m "not slow" -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check walrus_mem relayer_mock tests bench

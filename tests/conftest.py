@@ -8,6 +8,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Final
 
 import keyring
 import pytest
@@ -48,6 +49,77 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 _MODEL_CACHE = [""]
+
+# The quick tier (`make check` = `pytest -m "not slow"`) leaves these out; `make test`
+# runs everything. One table, so what is slow is decided in one place: whole files
+# (stateful, stress, fuzz, real HTTP servers and processes, benchmarks run as tests),
+# single tests measured at 1.5 s or more on these 2 cores, and every test of the real
+# model (`model`).
+SLOW_FILES: Final = frozenset({
+    "test_namespace_log_stateful.py", "test_log_features_stateful.py",
+    "test_bad_input.py", "test_isolation.py", "test_secrets_leak.py",
+    "test_walrus_client_fuzz.py", "test_index_fuzz.py",
+    "test_relayer_mock_server.py", "test_walrus_integration.py", "test_memory_processes.py",
+    "test_bench_locomo.py", "test_extract_locomo.py",
+})
+SLOW_TESTS: Final = frozenset({
+    "test_errors_raised_when_a_placeholder_setting_is_used_name_the_placeholder",
+    "test_fuzz_errors_never_show_a_placeholder_value",
+    "test_walrus_mem_mcp_serves_the_tools_over_stdio", "test_round_trip",
+    "test_sync_probes_an_unknown_epoch_and_never_lists_an_expired_blob",
+    "test_a_forget_on_an_unknown_epoch_leaves_the_manifest_to_sync",
+    "test_expiring_says_the_epoch_is_unknown_instead_of_answering_0",
+    "test_sync_renews_expired_blobs_so_no_manifest_lists_them",
+    "test_expiring_counts_without_the_mock_admin_routes",
+    "test_forget_while_sync_is_storing_the_memory_deletes_what_got_published",
+    "test_forget_keeps_a_quilt_that_a_known_manifest_lists_a_live_memory_in",
+    "test_a_forgotten_head_whose_manifest_is_gone_does_not_block_sync",
+    "test_every_build_of_a_batch_is_the_same_graph_and_reaches_every_memory",
+    "test_whole_text_is_scanned_without_a_window",
+    "test_a_head_past_its_end_epoch_is_still_recorded_gone",
+    "test_a_resumed_restore_through_a_404ing_aggregator_stays_incomplete",
+    "test_a_mistyped_digest_blames_the_reference_not_the_aggregator",
+    "test_stdio_server_with_sdk_client",
+    "test_the_server_imports_only_the_low_level_sdk_and_the_rest_stays_reachable",
+    "test_read_only_server", "test_manifest_pages_are_reused_when_unchanged",
+    "test_batch_manifest_is_one_store_call", "test_restore_rebuilds_everything_from_walrus_alone",
+    "test_aggregator_serving_an_older_manifest_is_a_typed_error",
+    "test_interrupted_restore_is_marked_refuses_to_publish_and_resumes",
+    "test_corrupt_page_cache_is_checked_before_reuse", "test_restore_killed_with_sigkill_resumes",
+    "test_stale_backup_merges_the_newer_head_before_publishing",
+    "test_another_writers_unreadable_entry_never_stops_this_machine_publishing",
+    "test_a_batch_refused_for_good_is_split_then_poisoned_and_manifests_go_on",
+    "test_a_transient_aggregator_error_does_not_blacklist_a_head",
+    "test_twin_merges_do_not_depend_on_pull_order",
+    "test_a_memory_whose_blob_answered_404_is_carried_forward_and_retried",
+    "test_a_heads_file_line_that_cannot_be_merged_does_not_block_sync",
+    "test_a_wall_clock_ahead_during_the_first_stores_does_not_break_the_epoch_length",
+    "test_renewed_counts_the_memories_stored_again",
+    "test_extend_replaces_a_location_the_network_lost",
+    "test_fuse_arrays_gives_the_plain_formulas_floats_and_fused_order_its_order",
+    "test_doctor_and_repair_end_to_end_through_the_cli",
+    "test_a_repair_killed_mid_restore_salvages_the_moved_aside_file_next_time",
+    "test_repair_rebuilds_rotted_text_from_the_sealed_copy_and_never_publishes_it",
+    "test_repair_keeps_a_forget_that_only_the_damaged_catalog_knew",
+    "test_a_memory_cannot_open_the_data_dir_while_a_repair_holds_it",
+    "test_a_failed_restore_of_a_rotated_namespace_registers_nothing",
+    "test_doctor_calls_a_running_pull_running_not_an_interrupted_restore",
+    "test_a_pull_that_ends_while_sync_looks_at_its_mark_is_not_an_interrupted_restore",
+    "test_pending_entries_follow_a_rotation_on_both_machines",
+    "test_locomo_dialogue_is_not_flagged", "test_huge_input_is_scanned_everywhere",
+    "test_stored_text_cannot_close_or_forge_the_block", "test_mock_admin_probe_is_bounded_too",
+    "test_peak_rss_stays_bounded_against_huge_answers", "test_memory_calls_against_drips",
+    "test_huge_bodies_are_cut_off_typed", "test_no_fact_stays_published_after_sync",
+})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    slow = pytest.mark.slow
+    for item in items:
+        name = getattr(item, "originalname", None) or item.name.split("[")[0]
+        if (item.path.name in SLOW_FILES or name in SLOW_TESTS
+                or item.get_closest_marker("model") is not None):
+            item.add_marker(slow)
 
 
 @pytest.fixture(autouse=True)
