@@ -20,9 +20,12 @@ from relayer_mock.server import RelayerServer
 from tests.helpers_log import LyingAggregator, live, machine
 from tests.helpers_memory import MASTER_HEX, MOCK_ADMIN_TOKEN, make_settings
 from walrus_mem import Memory
+from walrus_mem import manifest as mf
 from walrus_mem.config import Settings
+from walrus_mem.envelope import open_envelope
 from walrus_mem.expiry import BACKWARDS_KEY, learn_epoch_seconds
 from walrus_mem.heads import HeadRef
+from walrus_mem.log_gone import store_root
 from walrus_mem.network_reset import RESET_KEY
 from walrus_mem.repair import repair_data_dir
 from walrus_mem.testing import HashEmbedder
@@ -401,10 +404,12 @@ def test_an_old_manifests_clock_is_history_not_a_reset(tmp_path: Path) -> None:
 
 def test_a_root_never_names_an_epoch_above_the_one_it_was_stored_in(tmp_path: Path) -> None:
     """A key rotation right after a wipe publishes a manifest before any sync noticed it:
-    the root's clock still names epoch 40, the store answer epoch 1. Readers take a root's
+    the root's clock still named epoch 40, the store answer epoch 1. Readers take a root's
     clock as a lower bound of the epoch it was stored in (SeenHead.stored_epoch): with 40
-    a reader would later take this live head, lagging, for one lost in a reset. So the
-    root is stored again without its clock, and a reader records no such bound."""
+    a reader would later take this live head, lagging, for one lost in a reset. Now the
+    log follows the reset before it records a manifest (the root then names the new
+    epochs), and a root whose clock is still above its store answer's epoch is stored
+    again without it: a reader records no bound above the real epoch."""
     with RelayerServer(tmp_path / "walrus", admin=False, fsync=False,
                        initial_epoch=40) as srv:
         port, url = srv.port, srv.url
@@ -418,4 +423,80 @@ def test_a_root_never_names_an_epoch_above_the_one_it_was_stored_in(tmp_path: Pa
         with machine(tmp_path / "b", url, state_dir=tmp_path / "sb") as b:
             assert b.restore("default", head).complete
             seen = b._log.seen.get("default", HeadRef.parse(head).blob_id)
-            assert seen is not None and seen.stored_epoch is None
+            assert seen is not None
+            assert seen.stored_epoch is None or seen.stored_epoch <= 1
+
+
+def test_a_manifest_published_outside_sync_after_a_wipe_lists_no_lost_location(
+        tmp_path: Path) -> None:
+    """A forget right after a wipe publishes a manifest at once (the clock is known), before
+    any sync noticed the reset: it listed the remaining memories at their lost locations,
+    and a fresh restore of it got none of them. Now the root's store answer (epoch 1, the
+    clock at 40) makes the log check the network first: the reset is followed, the lost
+    memories are stored again, and only then is a manifest recorded."""
+    with RelayerServer(tmp_path / "walrus", admin=False, fsync=False,
+                       initial_epoch=40) as srv:
+        port, url = srv.port, srv.url
+        with machine(tmp_path / "a", url, state_dir=tmp_path / "sa",
+                     epoch_seconds=3600.0) as a:
+            ids = [r.id for r in a.remember_many([f"fact {i}" for i in range(4)]).records]
+            a.sync()
+    with _wiped(tmp_path, port):
+        with machine(tmp_path / "a", url, state_dir=tmp_path / "sa",
+                     epoch_seconds=3600.0) as a:
+            head = a.forget(ids[0]).manifest_blob_id
+            assert head is not None
+            assert a._catalog.get_meta(RESET_KEY) is not None
+        assert sorted(_fresh(tmp_path, url, head).values()) == ["fact 1", "fact 2", "fact 3"]
+
+
+def test_a_machine_that_saw_no_old_epoch_notices_its_lost_blobs(tmp_path: Path) -> None:
+    """B only restored A's head (no sighting of the old network of its own). After the wipe
+    A stored its memories again, in a new quilt (new blob ids), and published; B pulled
+    that head first: the same versions, so B kept its own (lost) locations, its newest
+    head is served, and its clock only ever saw epoch 1. B's next manifest listed the
+    lost locations. Now the heads B has seen say the network had reached epoch 40 (a
+    head stored then), so a current epoch of 1 is a reset: B checks its blobs and stores
+    the lost ones again before it publishes."""
+    with RelayerServer(tmp_path / "walrus", admin=False, fsync=False,
+                       initial_epoch=40) as srv:
+        port, url = srv.port, srv.url
+        with machine(tmp_path / "a", url, state_dir=tmp_path / "sa") as a:
+            a.remember_many([f"quilted fact {i}" for i in range(3)])
+            a.remember("single fact")
+            first = a.sync().manifests["default"]
+        with machine(tmp_path / "b", url, state_dir=tmp_path / "sb") as b:
+            b.restore("default", first)
+            before = _locations(b)
+    with _wiped(tmp_path, port):
+        with machine(tmp_path / "a", url, state_dir=tmp_path / "sa") as a:
+            report = a.sync()
+            assert report.renewed == 4
+            head_a = report.manifests["default"]
+            assert {loc[0] for loc in _locations(a).values()}.isdisjoint(
+                {loc[0] for loc in before.values()})  # one new quilt: new blob ids
+        with machine(tmp_path / "b", url, state_dir=tmp_path / "sb") as b:
+            b.pull(head_a)
+            b.remember("B's fact after the wipe")
+            report = b.sync()
+            assert report.errors == [], report.errors
+            head_b = report.manifests["default"]
+        assert len(_fresh(tmp_path, url, head_b)) == 5
+
+
+def test_store_root_drops_a_clock_above_the_epoch_it_was_stored_in(tmp_path: Path) -> None:
+    """The writer's side of SeenHead.stored_epoch: a root whose clock names epoch 40,
+    stored by a network at epoch 1, is stored again without the clock (a root naming an
+    epoch within the skew of its store answer's keeps it)."""
+    with RelayerServer(tmp_path / "walrus", admin=False, fsync=False) as srv, \
+            machine(tmp_path / "a", srv.url) as a:
+        keys = a.keys_for("default")
+        for claimed, kept in ((40, False), (3, True)):
+            root = mf.root_record(manifest_id="manifest-x", seq=1, writer="w", parents=[],
+                                  origins=[], created_at=time.time(), model_id=None,
+                                  dim=None, count=0, entries=[], pages=[],
+                                  clock={"epoch": claimed, "seen_at": time.time()})
+            sealed, stored = store_root(a.walrus, keys, root, 1 << 20, None)
+            assert stored.registered_epoch == 1
+            opened = mf.parse_root(open_envelope(keys, sealed, expected_kind="manifest"))
+            assert (opened.clock is not None) == kept

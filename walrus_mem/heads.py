@@ -345,15 +345,24 @@ class SeenHeads:
     def end_all(self, epoch: int, *, stored_above: int, seen_before: float) -> None:
         """Every head stored before a reset ends by ``epoch``: the network lost them (a
         wipe, an epoch reset: network_reset.py), so a 404 for one proves it gone. Such a
-        head was seen before ``seen_before`` (when the new network's epochs were first
-        seen) and, where known, stored at an epoch above ``stored_above`` (impossible on
-        the new network so far): one seen meanwhile may be a new one."""
+        head was stored at an epoch above ``stored_above`` (impossible on the new
+        network so far: a writer never names an epoch above the one its root was
+        stored in, log_gone.store_root) or, where that epoch is unknown, seen before
+        ``seen_before`` (when the new network's epochs were first seen)."""
         if self._connect(create=False) is None:
             return
         with self._tx() as c:
-            c.execute("UPDATE heads SET end_epoch = ? WHERE seen_at <= ? AND "
-                      "(stored_epoch IS NULL OR stored_epoch > ?)",
-                      (epoch, seen_before, stored_above))
+            c.execute("UPDATE heads SET end_epoch = ? WHERE stored_epoch > ? OR "
+                      "(stored_epoch IS NULL AND seen_at <= ?)",
+                      (epoch, stored_above, seen_before))
+
+    def stored_floor(self) -> int | None:
+        """The highest epoch a seen head was stored in (an epoch the network has reached),
+        heads a followed reset ended aside (their end now lies below it): it outlives
+        the catalog, so even a rebuilt one knows the network went back below it."""
+        rows = self._query("SELECT max(stored_epoch) FROM heads WHERE end_epoch IS NULL OR "
+                           "end_epoch > stored_epoch", ())
+        return int(str(rows[0][0])) if rows and rows[0][0] is not None else None
 
     def get(self, namespace: str, blob_id: str) -> SeenHead | None:
         rows = self._query(

@@ -109,6 +109,7 @@ from .models import (
 from .namespace_log import NamespaceLog, ProgressCallback
 from .network_reset import check_served
 from .network_reset import follow as follow_network_reset
+from .network_reset import settle as settle_network_reset
 from .network_reset import suspect as suspect_network_reset
 from .outbox_poison import REFUSED, is_poisoned, refused_for_good
 from .outbox_poison import describe as describe_poisoned
@@ -1401,6 +1402,12 @@ class Memory:
         for error in errors:
             log.warning("%s", error)
         return followed
+
+    def settle_reset(self, namespace: str,
+                     backwards: tuple[int, int] | None = None) -> None:
+        """Before a manifest of ``namespace``: a suspected wipe / epoch reset is settled and
+        what the network lost stored again first (network_reset.py)."""
+        settle_network_reset(self, namespace, backwards)
 
     def _lineage_after(self, keys: NamespaceKeys, ns: str,
                        mid: str) -> dict[str, builtins.list[str]]:

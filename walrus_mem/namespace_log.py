@@ -69,7 +69,7 @@ from .errors import (
     WalrusMemError,
     WrongNamespace,
 )
-from .expiry import EpochClock
+from .expiry import BACKWARDS_KEY, JUMP_SLACK, EpochClock
 from .heads import HeadRef, HeadsFile, SeenHead, SeenHeads, parse_head
 from .heads_mirror import HeadsMirror, default_state_dir
 from .index import IndexStore, index_file_stem
@@ -80,7 +80,7 @@ from .log_announce import announce, announce_pending, announce_record
 from .log_apply import Tally, apply_fetched, concurrent_check, local_state, record_rivals
 from .log_expiry import name_expired, still_served
 from .log_generation import foreign_head, generation_of, holds_nothing
-from .log_gone import provably_gone, root_end_bound, store_root, stored_bound
+from .log_gone import clock_epoch, provably_gone, root_end_bound, store_root, stored_bound
 from .log_legacy import merge_legacy, read_legacy_root, split_legacy
 from .log_older import split_older
 from .log_pages import ManifestPages, read_page
@@ -156,6 +156,9 @@ class LogHost(Protocol):
     def probe_epoch(self) -> int | None: ...
 
     def reset_followed(self, namespace: str, ref: HeadRef) -> bool: ...
+
+    def settle_reset(self, namespace: str,
+                     backwards: tuple[int, int] | None = None) -> None: ...
 
     def _delete_blobs(
         self, blobs: Mapping[str, bool | None]
@@ -583,8 +586,10 @@ class NamespaceLog:
             f"it and publishes no manifest until `walrus-mem restore --namespace {ns}` "
             "(Memory.restore) resumes and finishes it")
 
-    def publish_now(self, ns: str) -> str:
-        """:meth:`publish` for a caller already holding :meth:`turn`."""
+    def publish_now(self, ns: str, *, again: bool = False) -> str:
+        """:meth:`publish` for a caller already holding :meth:`turn`. ``again``: the root
+        stored first named an epoch below the clock's (a wipe or reset not yet followed,
+        so it may list lost locations): it was not recorded, this one is."""
         if self.tables.restoring(ns) is not None:
             self._refuse_unfinished(ns)
         if reseal_unfinished(self.catalog, ns):  # it would list the old generation's blobs
@@ -605,6 +610,7 @@ class NamespaceLog:
                     f"{len(report.failed)} memories unfetched; retry sync")
         client = self.host.walrus
         require_read_back(client, "a manifest")  # else each sync pays for pages and root
+        self.host.settle_reset(ns)  # never list what a wiped network lost (network_reset.py)
         with self.lock:
             self._fill_digests(ns)
             snap = self.tables.snapshot(ns)
@@ -685,6 +691,15 @@ class NamespaceLog:
             ends_by=root_end_bound(clock, self.host.settings.epochs),
         )
         sealed, stored = store_root(client, keys, root, MANIFEST_MAX_PLAINTEXT, deadline)
+        self.catalog.note_epoch(stored.registered_epoch)
+        believed, now_epoch = clock_epoch(root.get("clock")), stored.registered_epoch
+        backwards = None if believed is None or now_epoch is None \
+            or now_epoch >= believed - JUMP_SLACK else (now_epoch, believed)
+        if not again and (backwards or self.catalog.get_meta(BACKWARDS_KEY)):
+            log.warning("manifest of %r stored while the network's epoch went back (a wipe or "
+                        "an epoch reset?): not recorded; checked, then published again", ns)
+            self.host.settle_reset(ns, backwards)
+            return self.publish_now(ns, again=True)
         ref = HeadRef(seq, stored.blob_id, mf.sealed_digest(sealed))
         self._read_back(ref, sealed)  # the head only once an aggregator serves it intact
         seen = SeenHead(ref, writer, tuple(parents), tuple(origins) or (ref.blob_id,),

@@ -53,17 +53,19 @@ from .errors import BlobNotFound, WalrusMemError
 from .expiry import BACKWARDS_KEY, CLAIM_KEY, JUMP_SLACK, META_KEY
 from .heads import HeadRef
 from .log_gone import provably_gone
+from .renewal import renew_due
 
 if TYPE_CHECKING:
     from .memory import Memory
 
-__all__ = ["RESET_KEY", "check_served", "follow", "suspect"]
+__all__ = ["RESET_KEY", "check_served", "follow", "settle", "suspect"]
 
 log = logging.getLogger(__name__)
 
 RESET_KEY: Final = "network_reset"
 """Catalog meta: the last reset followed ({"at", "from", "to"}), for doctor and tests."""
 SAMPLE: Final = 3  # blobs read to confirm a reset
+RECENT: Final = 300.0  # seconds a sighting counts as the current epoch
 
 
 def _held(mem: Memory) -> dict[str, Any] | None:
@@ -79,7 +81,7 @@ def follow(mem: Memory, errors: list[str], witnesses: Collection[str] = ()) -> b
     """Settle a sighting the clock held apart (see the module doc); True when a reset was
     followed (the caller asks the clock again). ``witnesses``: blobs that must still be
     live by the old clock and were just answered 404 (no need to read a sample)."""
-    held = _held(mem)
+    held = _held(mem) or _below_heads(mem)
     if held is None:
         return False
     catalog = mem._catalog
@@ -117,6 +119,29 @@ def follow(mem: Memory, errors: list[str], witnesses: Collection[str] = ()) -> b
     lost = [b for b, ok in verdict.items() if not ok and b not in witnesses]  # heads aside
     _apply(mem, seen, held.get("newest"), [*due, *lost])
     return True
+
+
+def settle(mem: Memory, ns: str, backwards: tuple[int, int] | None = None) -> None:
+    """Before a manifest of ``ns`` (any path: sync, a rotation, a forget's, a periodic
+    one): settle a sighting held apart, and once a reset was followed, store the lost
+    memories of ``ns`` again first, so the manifest never lists a location the network
+    lost (``renew_due``, as sync would; once: their end epochs move past the margin).
+    ``backwards``: (the epoch a store answer named, the higher one the clock said): held
+    apart first when the clock held nothing (it had no sighting of its own above it)."""
+    errors: list[str] = []
+    if backwards is not None and _held(mem) is None:
+        _hold(mem, *backwards)
+    follow(mem, errors)
+    row = mem._catalog.get_meta(RESET_KEY)
+    try:
+        at = float(json.loads(row)["at"]) if row else None
+    except (ValueError, KeyError, TypeError):
+        at = None
+    last = mem._catalog.query_one("SELECT max(at) FROM manifests WHERE namespace = ?", (ns,))
+    if at is not None and (last is None or last[0] is None or float(last[0]) < at):
+        renew_due(mem, ns, errors, mem.epoch_clock.current())
+    for error in errors:
+        log.warning("before the manifest of %r: %s", ns, error)
 
 
 def _sample(mem: Memory, old_now: int) -> list[str]:
@@ -180,11 +205,31 @@ def suspect(mem: Memory, ns: str, ref: HeadRef, errors: list[str]) -> bool:
     return follow(mem, errors, witnesses=[ref.blob_id])
 
 
+def _below_heads(mem: Memory) -> dict[str, Any] | None:
+    """The clock's newest sighting held apart when the current epoch lies below an epoch a
+    seen head was stored in (``SeenHeads.stored_floor``): a clock with no sighting of the
+    old network (its catalog rebuilt, its wall clock ahead when it saw it, only
+    restores) would otherwise never notice that its memories' blobs are gone. The
+    current epoch is at most the newest sighting when that is recent (a store answer
+    of this sync), else the clock's upper bound; an old sighting bounds nothing."""
+    now = time.time()
+    seen = mem.epoch_clock.sightings(now)
+    if not seen:
+        return None
+    newest = max(seen)
+    upper = newest if seen[newest][1] >= now - RECENT else mem.epoch_clock.reading(now).latest
+    floor = mem._log.seen.stored_floor()
+    if upper is None or floor is None or upper >= floor - JUMP_SLACK:
+        return None
+    _hold(mem, newest, floor)
+    return _held(mem)
+
+
 def _hold(mem: Memory, epoch: int, stored: int) -> None:
     """Hold the network's epoch apart as record_seen does for one below the clock's: here
-    it is below the epoch a head was stored in (the clock saw nothing of the old network:
-    it stored nothing since, or its catalog was rebuilt). What it saw below is the new
-    network's."""
+    it is below the epoch a head was stored in, or one the clock believed without a
+    sighting of its own (it stored nothing since, its catalog was rebuilt, its wall clock
+    ran ahead when it saw the old network). What it saw below is the new network's."""
     now = time.time()
     seen = {e: [f, last] for e, (f, last) in mem.epoch_clock.sightings(now).items()
             if e < stored - JUMP_SLACK}
@@ -192,8 +237,8 @@ def _hold(mem: Memory, epoch: int, stored: int) -> None:
     seen[epoch] = [min(first, now), max(last, now)]
     mem._catalog.set_meta(BACKWARDS_KEY, json.dumps({
         "newest": stored, "seen": [[e, f, last] for e, (f, last) in sorted(seen.items())]}))
-    log.warning("a head stored at epoch %d or later answers 404 and the network names epoch "
-                "%d: the network was wiped or its epochs reset; checking", stored, epoch)
+    log.warning("the network names epoch %d, below epoch %d it had reached (a head stored "
+                "then, or the clock's): wiped or its epochs reset? checking", epoch, stored)
 
 
 def _served(mem: Memory, blob: str) -> bool:
