@@ -110,6 +110,7 @@ SLOW_TESTS: Final = frozenset({
     "test_stored_text_cannot_close_or_forge_the_block", "test_mock_admin_probe_is_bounded_too",
     "test_peak_rss_stays_bounded_against_huge_answers", "test_memory_calls_against_drips",
     "test_huge_bodies_are_cut_off_typed", "test_no_fact_stays_published_after_sync",
+    "test_unknown_model_fails_offline_with_embedding_error",
 })
 
 
