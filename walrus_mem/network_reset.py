@@ -66,6 +66,7 @@ RESET_KEY: Final = "network_reset"
 """Catalog meta: the last reset followed ({"at", "from", "to"}), for doctor and tests."""
 SAMPLE: Final = 3  # blobs read to confirm a reset
 RECENT: Final = 300.0  # seconds a sighting counts as the current epoch
+SERVED_DEADLINE: Final = 5.0  # seconds the per-sync "is our newest head served?" read may take
 
 
 def _held(mem: Memory) -> dict[str, Any] | None:
@@ -173,12 +174,15 @@ def check_served(mem: Memory, ns: str, errors: list[str]) -> bool:
     if not merged or mem._log.seen.is_gone(ns, merged[0].blob_id):
         return False
     try:
-        if _served(mem, merged[0].blob_id):
-            return False
+        # A head past its end epoch is not read: its 404 says nothing, and the client
+        # waits out a 404 for a blob it stored itself (a read-after-store lag) until
+        # the read deadline, which every sync after an expiry paid (30 s).
         expired, _ = provably_gone(mem._log, ns, merged[0])
+        if expired or _served(mem, merged[0].blob_id):
+            return False
     except (WalrusMemError, ValueError):
         return False  # an outage: the pull and the manifest of this sync say so
-    return not expired and suspect(mem, ns, merged[0], errors)
+    return suspect(mem, ns, merged[0], errors)
 
 
 def suspect(mem: Memory, ns: str, ref: HeadRef, errors: list[str]) -> bool:
@@ -243,8 +247,9 @@ def _hold(mem: Memory, epoch: int, stored: int) -> None:
 
 def _served(mem: Memory, blob: str) -> bool:
     """Whether an aggregator serves ``blob`` (one byte read); other failures raise."""
-    try:
-        mem.walrus.read_byte_range(blob, 0, 1)
+    try:  # one question, not a wait: a 404 only leads to asking the network's epoch
+        mem.walrus.read_byte_range(blob, 0, 1,
+                                   deadline=min(SERVED_DEADLINE, mem.settings.read_deadline))
         return True
     except BlobNotFound:
         return False
