@@ -228,3 +228,41 @@ def test_a_configured_agent_on_the_main_namespace_is_a_config_error(tmp_path: Pa
         if owner != default:
             with pytest.raises(InvalidSessionKey, match=owner):
                 directory.resolve(f"agent:{default}:1")
+
+
+def _damage_an_index_page(catalog: Path) -> None:
+    """Garbage over one page of an index of the memories table: the integrity check
+    fails (repair moves the file aside), the rows stay readable (they are salvaged)."""
+    import contextlib
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(catalog)) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        row = conn.execute("SELECT rootpage FROM sqlite_master WHERE type = 'index' AND "
+                           "tbl_name = 'memories' AND sql IS NOT NULL ORDER BY name").fetchone()
+        size = int(conn.execute("PRAGMA page_size").fetchone()[0])
+    assert row is not None
+    with open(catalog, "r+b") as f:
+        f.seek((int(row[0]) - 1) * size + 8)
+        f.write(b"\xa5" * (size - 8))
+
+
+def test_repair_keeps_a_fact_re_stated_since_the_last_sync(tmp_path: Path,
+                                                           server: RelayerServer) -> None:
+    """Items 7 and 9 meet (found by tests/test_log_features_stateful.py): a re-statement
+    moved X's fact to a new id Y and forgot X, unsynced; the catalog is damaged. Repair
+    restores the head (X live again) and salvages Y and X's forget: Y must not be mapped
+    onto X (same text) before X's forget removes it, or the fact is gone."""
+    ns = "restated"
+    with _machine(tmp_path, "a", server.url, master_key=MASTER_HEX) as a:
+        x = a.remember("the boiler is serviced every March", namespace=ns)
+        a.sync(ns)
+        y = a.remember("the boiler is serviced every March", namespace=ns)
+        assert y.deduplicated and y.id != x.id
+        settings = a.settings
+    _damage_an_index_page(settings.data_dir / "catalog.sqlite3")
+    rebuild, _ = repair_data_dir(settings, embedder=HashEmbedder(64), namespace=ns)
+    assert rebuild is not None and rebuild.moved_to is not None
+    with Memory(settings, embedder=HashEmbedder(64), master_key=MASTER_HEX) as a:
+        assert list(live(a, ns).values()) == ["the boiler is serviced every March"]
+        assert x.id not in live(a, ns)

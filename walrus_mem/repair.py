@@ -717,8 +717,14 @@ def _repair_locked(
             sources = [*unfinished, *([rebuild.moved_to] if rebuild.moved_to else [])]
             for source in sources:  # salvage skips what the catalog already holds
                 rebuild.salvaged_from.append(source)
+                # Forgets first: a re-statement moved a fact to a new id and forgot the
+                # old one; salvaged after a restore that brought the old id back, the new
+                # id would be mapped onto the old (same text), which the forget then
+                # removed, and the fact was gone. Then forgets again, for the namespaces
+                # the salvage created (a no-op for those already carried).
+                salvage_forgets(mem, source, rebuild)
                 salvage_queued(mem, source, rebuild)
-                salvage_forgets(mem, source, rebuild)  # after: namespaces it created exist
+                salvage_forgets(mem, source, rebuild)
             if sources and not rebuild.failed and all(
                     r.complete for r in rebuild.restored.values()):
                 (data_dir / _SALVAGE_MARKER).unlink(missing_ok=True)
