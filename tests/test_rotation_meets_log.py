@@ -455,3 +455,22 @@ def test_quilt_identifier_is_a_keyed_hash_of_id_and_version() -> None:
     assert NamespaceKeys.derive(MasterSeed.from_hex(MASTER_HEX), NS, 2).quilt_identifier(
         "m-1", 3) != want
 
+
+
+def test_a_fact_stated_again_during_an_unfinished_rotation_does_not_stop_it(
+        tmp_path: Path, server: RelayerServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rotation killed after its first chunk; the user states again a fact not re-sealed
+    yet (remember looks it up under the new key only, so it is stored as a new memory).
+    Finishing the rotation re-sealed the old row into the same dedupe slot: a UNIQUE
+    clash, and every later sync and rotation failed (found by the features stateful
+    test). Now the old row becomes its twin and the rotation completes."""
+    _killed_rotation(tmp_path, server.url, monkeypatch)
+    with _machine(tmp_path, "a", server.url) as a:
+        unsealed = [t for t in live(a, NS).values()
+                    if t not in {"fact 0 of A", "fact 1 of A", "fact 2 of A"}]
+        assert unsealed
+        a.remember(unsealed[-1], namespace=NS)
+        report = a.sync(NS)
+        assert not report.errors, report.errors
+        assert rot._state(a._catalog, NS)["rotating"] is None
+        assert sorted(set(live(a, NS).values())) == sorted(f"fact {i} of A" for i in range(10))

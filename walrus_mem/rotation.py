@@ -408,7 +408,7 @@ def _reseal(memory: Memory, ns: str, old: NamespaceKeys | None, new: NamespaceKe
                     "UPDATE memories SET sealed = ?, digest = ?, dedupe_hash = ?, "
                     "status = 'queued', blob_id = NULL, quilt_patch_id = NULL, object_id = NULL, "
                     "end_epoch = NULL, deletable = NULL WHERE key = ? AND version = ?",
-                    (sealed, mf.sealed_digest(sealed), _rotated_slot(new, row),
+                    (sealed, mf.sealed_digest(sealed), _rotated_slot(catalog, ns, new, row),
                      int(row["key"]), int(row["version"])),
                 )
             rotating["old_blobs"] = sorted(set(rotating["old_blobs"]))
@@ -450,10 +450,16 @@ def _poisoned_members(catalog: Catalog, ns: str) -> dict[str, tuple[int, str]]:
     return out
 
 
-def _rotated_slot(new: NamespaceKeys, row: Any) -> str:
-    """The row's dedupe hash under the new key; a twin (catalog.dedupe_slot) stays one."""
+def _rotated_slot(catalog: Catalog, ns: str, new: NamespaceKeys, row: Any) -> str:
+    """The row's dedupe hash under the new key; a twin (catalog.dedupe_slot) stays one.
+    A memory written under the new key while the rotation was unfinished may hold that
+    text already (remember() looks up the new generation's hash only, so it did not see
+    this row): this one then becomes its twin, as a merge keeps both (a clash of the
+    slot's unique index made every later rotation, sync and repair fail)."""
     plain = new.dedupe_hash(str(row["text"]))
-    return twin_slot(plain, str(row["id"])) if ":" in str(row["dedupe_hash"]) else plain
+    if ":" in str(row["dedupe_hash"]):
+        return twin_slot(plain, str(row["id"]))
+    return catalog.dedupe_slot(ns, plain, str(row["id"]))
 
 
 def _progress_hook(done: int) -> None:
