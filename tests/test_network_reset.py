@@ -500,3 +500,30 @@ def test_store_root_drops_a_clock_above_the_epoch_it_was_stored_in(tmp_path: Pat
             assert stored.registered_epoch == 1
             opened = mf.parse_root(open_envelope(keys, sealed, expected_kind="manifest"))
             assert (opened.clock is not None) == kept
+
+
+def test_no_manifest_while_what_a_reset_lost_is_not_stored_again(tmp_path: Path) -> None:
+    """Stateful finding (sync through a 404 window right after a wipe): the reset was
+    followed but storing the lost memories again failed (the read-back answered 404), and
+    the manifest published anyway left them out as expired: a fresh restore of it got 0
+    of 4. Now no manifest is published while they are not stored again
+    (NetworkResetPending in the sync's errors); the next sync stores them and publishes."""
+    with RelayerServer(tmp_path / "walrus", admin=False, fsync=False,
+                       initial_epoch=40) as srv:
+        port, url = srv.port, srv.url
+        with machine(tmp_path / "a", url, state_dir=tmp_path / "sa") as a:
+            a.remember_many([f"fact {i}" for i in range(4)])
+            a.sync()
+            blobs = {loc[0] for loc in _locations(a).values()}
+    with _wiped(tmp_path, port), LyingAggregator(url) as agg:
+        with machine(tmp_path / "a", url, aggregator=agg.url, state_dir=tmp_path / "sa") as a:
+            # the same bytes get the same blob id; a quilt reads back by patch
+            agg.hide.update(dict.fromkeys([*blobs, "by-quilt-patch-id"], 0))
+            report = a.sync()
+            assert not report.manifests
+            assert any("NetworkResetPending" in e for e in report.errors), report.errors
+            agg.hide.clear()
+            report = a.sync()
+            assert report.errors == [] and report.renewed == 4, report
+            head = report.manifests["default"]
+        assert len(_fresh(tmp_path, url, head)) == 4

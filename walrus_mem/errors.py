@@ -44,7 +44,8 @@ these with ``raise ... from exc``. Messages never contain key material.
     │   ├── BodyTooLarge (also PayloadTooLarge)  413 / over the 10 MiB publisher limit
     │   ├── InvalidResponse            a body that does not parse / lies
     │   ├── BadRequest                 400 the server will never accept
-    │   └── VerificationFailed         no aggregator served bytes that verify
+    │   ├── VerificationFailed         no aggregator served bytes that verify
+    │   └── NetworkResetPending        a wiped network's lost memories not stored again yet
     ├── LocalStoreError
     │   ├── ModelMismatch              index built with another embedding model
     │   ├── IndexCorrupt               unreadable vector index file
@@ -109,6 +110,7 @@ __all__ = [
     "MemoryNotFound",
     "ModelMismatch",
     "NamespaceDenied",
+    "NetworkResetPending",
     "PayloadTooLarge",
     "PlaceholderError",
     "PublisherError",
@@ -357,6 +359,13 @@ class VerificationFailed(StorageError):
 
 
 # -- local store -------------------------------------------------------------
+
+
+class NetworkResetPending(StorageError):
+    """The network was wiped or its epochs reset (network_reset.py) and memories of this
+    namespace it lost could not be stored again yet (the publisher or the read-back
+    failed): no manifest is published before they are, since it would list them at
+    lost locations or leave them out; the next ``sync`` retries (docs/sync.md)."""
 
 
 class LocalStoreError(WalrusMemError):

@@ -356,13 +356,20 @@ class SeenHeads:
                       "(stored_epoch IS NULL AND seen_at <= ?)",
                       (epoch, stored_above, seen_before))
 
-    def stored_floor(self) -> int | None:
-        """The highest epoch a seen head was stored in (an epoch the network has reached),
-        heads a followed reset ended aside (their end now lies below it): it outlives
-        the catalog, so even a rebuilt one knows the network went back below it."""
-        rows = self._query("SELECT max(stored_epoch) FROM heads WHERE end_epoch IS NULL OR "
-                           "end_epoch > stored_epoch", ())
-        return int(str(rows[0][0])) if rows and rows[0][0] is not None else None
+    def stored_floor(self) -> tuple[int, str, HeadRef] | None:
+        """(the highest epoch a seen head was stored in, that head's namespace and
+        reference): an epoch the network has reached. Heads a followed reset ended are
+        left aside (their end now lies below it). It outlives the catalog, so even a
+        rebuilt one knows the network went back below it."""
+        rows = self._query(
+            "SELECT stored_epoch, namespace, seq, blob_id, digest FROM heads WHERE "
+            "stored_epoch IS NOT NULL AND (end_epoch IS NULL OR end_epoch > stored_epoch) "
+            "ORDER BY stored_epoch DESC, seen_at DESC LIMIT 1", ())
+        if not rows:
+            return None
+        epoch, ns, seq, blob_id, digest = rows[0]
+        return (int(str(epoch)), str(ns),
+                HeadRef(int(str(seq)), str(blob_id), str(digest)))
 
     def get(self, namespace: str, blob_id: str) -> SeenHead | None:
         rows = self._query(

@@ -49,9 +49,10 @@ import time
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any, Final
 
-from .errors import BlobNotFound, WalrusMemError
+from .errors import BlobNotFound, NetworkResetPending, WalrusMemError
 from .expiry import BACKWARDS_KEY, CLAIM_KEY, JUMP_SLACK, META_KEY
 from .heads import HeadRef
+from .integrity import split_sound
 from .log_gone import provably_gone
 from .renewal import renew_due
 
@@ -82,9 +83,13 @@ def follow(mem: Memory, errors: list[str], witnesses: Collection[str] = ()) -> b
     """Settle a sighting the clock held apart (see the module doc); True when a reset was
     followed (the caller asks the clock again). ``witnesses``: blobs that must still be
     live by the old clock and were just answered 404 (no need to read a sample)."""
-    held = _held(mem) or _below_heads(mem)
+    held = _held(mem)
     if held is None:
-        return False
+        witness = _below_heads(mem)
+        if witness is None:
+            return False
+        held, witnesses = _held(mem), [*witnesses, witness]
+        assert held is not None
     catalog = mem._catalog
     verdict: dict[str, bool] = dict.fromkeys(witnesses, False)  # blob id -> still served
     if not verdict:
@@ -140,9 +145,32 @@ def settle(mem: Memory, ns: str, backwards: tuple[int, int] | None = None) -> No
         at = None
     last = mem._catalog.query_one("SELECT max(at) FROM manifests WHERE namespace = ?", (ns,))
     if at is not None and (last is None or last[0] is None or float(last[0]) < at):
-        renew_due(mem, ns, errors, mem.epoch_clock.current())
+        current = mem.epoch_clock.current()
+        renew_due(mem, ns, errors, current)
+        _require_renewed(mem, ns, current, errors)
     for error in errors:
         log.warning("before the manifest of %r: %s", ns, error)
+
+
+def _require_renewed(mem: Memory, ns: str, current: int | None, errors: list[str]) -> None:
+    """Raise NetworkResetPending while memories of ``ns`` the reset lost are not stored
+    again (their renewal failed: publisher or read-back): a manifest would list them at
+    lost locations, or leave them out. One whose local sealed copy is damaged is never
+    stored again (renewal.py: never push damage) and does not hold the manifest back."""
+    if current is None:
+        return
+    catalog = mem._catalog
+    left = [str(r["id"]) for r in catalog.expiring(ns, current) if r["status"] == "published"]
+    if not left:
+        return
+    rows = catalog.memories_by_ids(ns, left)
+    payload = [(m, s) for m in left if m in rows and (s := catalog.sealed_of(ns, m)) is not None]
+    sound, _ = split_sound(mem.keys_for(ns), payload, rows)
+    if sound:
+        raise NetworkResetPending(
+            f"{len(sound)} memories of {ns!r} the network lost in a wipe or an epoch reset are "
+            f"not stored again yet ({errors[-1] if errors else 'renewal failed'}): no "
+            "manifest until they are; the next sync retries")
 
 
 def _sample(mem: Memory, old_now: int) -> list[str]:
@@ -209,24 +237,33 @@ def suspect(mem: Memory, ns: str, ref: HeadRef, errors: list[str]) -> bool:
     return follow(mem, errors, witnesses=[ref.blob_id])
 
 
-def _below_heads(mem: Memory) -> dict[str, Any] | None:
-    """The clock's newest sighting held apart when the current epoch lies below an epoch a
-    seen head was stored in (``SeenHeads.stored_floor``): a clock with no sighting of the
-    old network (its catalog rebuilt, its wall clock ahead when it saw it, only
-    restores) would otherwise never notice that its memories' blobs are gone. The
-    current epoch is at most the newest sighting when that is recent (a store answer
-    of this sync), else the clock's upper bound; an old sighting bounds nothing."""
+def _below_heads(mem: Memory) -> str | None:
+    """A clock with no sighting of the old network (its catalog rebuilt, its wall clock
+    ahead when it saw it, only restores) would never notice that its memories' blobs
+    are gone: here the current epoch is compared with the highest epoch a seen head was
+    stored in (``SeenHeads.stored_floor``). The current epoch is at most the newest
+    sighting when that is recent (a store answer of this sync), else the clock's upper
+    bound; an old sighting bounds nothing. Below it by more than :data:`JUMP_SLACK`,
+    and that head answering 404 (one byte), the sighting is held apart and the head's
+    blob id returned: the witness of the loss. A head still served says the network
+    was not reset (a lying publisher): nothing is held."""
     now = time.time()
     seen = mem.epoch_clock.sightings(now)
     if not seen:
         return None
     newest = max(seen)
     upper = newest if seen[newest][1] >= now - RECENT else mem.epoch_clock.reading(now).latest
-    floor = mem._log.seen.stored_floor()
-    if upper is None or floor is None or upper >= floor - JUMP_SLACK:
+    found = mem._log.seen.stored_floor()
+    if upper is None or found is None or upper >= found[0] - JUMP_SLACK:
         return None
+    floor, _, ref = found
+    try:
+        if _served(mem, ref.blob_id):
+            return None
+    except (WalrusMemError, ValueError):
+        return None  # no answer: decided at a later check
     _hold(mem, newest, floor)
-    return _held(mem)
+    return ref.blob_id
 
 
 def _hold(mem: Memory, epoch: int, stored: int) -> None:
