@@ -638,13 +638,19 @@ class FeatureMachines(RuleBasedStateMachine):
         elif self.faulty:
             self.uncertain[i] = True  # its manifest may have merged seen heads, then failed
 
-    def _stated(self, i: int, before: dict[str, str], stated: list[tuple[str, str]]) -> None:
-        """``stated``: (id, text) a remember returned. A text a live memory held here is a
-        re-statement: a new id, and the memory that held it forgotten (docs/forget.md)."""
+    def _stated(self, i: int, before: dict[str, str],
+                stated: list[tuple[str, str, bool]]) -> None:
+        """``stated``: (id, text, deduplicated) a remember returned. A text a live memory
+        held here is a re-statement: a new id, and the memory that held it forgotten
+        (docs/forget.md). During an unfinished rotation a memory not re-sealed yet is not
+        found under the new key: the text is stored again as its twin, both stay."""
         after = live(self.mems[i], self.ns)
-        for mid, text in stated:
+        for mid, text, deduplicated in stated:
             held = {m for m, t in before.items() if t == text}
-            if held:
+            if held and not deduplicated:
+                assert self.rotating[i], f"{text!r} is live, yet stored again as a twin"
+                assert mid not in before and held <= after.keys()
+            elif held:
                 assert mid not in before, f"re-stated {text!r} kept its id {mid} (item 7)"
                 assert not held & after.keys(), f"re-stated {text!r}: {held} still live"
                 alive, dead = self.model[i]
@@ -659,8 +665,8 @@ class FeatureMachines(RuleBasedStateMachine):
         text = texts[pick % len(texts)]
         before = live(self.mems[i], self.ns)
         rec = self.mems[i].remember(text, namespace=self.ns)
-        assert rec.deduplicated == (text in before.values())
-        self._stated(i, before, [(rec.id, text)])
+        assert rec.deduplicated == (text in before.values()) or self.rotating[i]
+        self._stated(i, before, [(rec.id, text, rec.deduplicated)])
 
     # -- sync, pull, restore ---------------------------------------------------------------
 
@@ -906,7 +912,7 @@ class FeatureMachines(RuleBasedStateMachine):
             return  # accepted here before: nothing stored
         assert not result.failed and len(result.records) == len(grant.texts)
         assert [r.text for r in result.records] == grant.texts
-        self._stated(j, before, [(r.id, r.text) for r in result.records])
+        self._stated(j, before, [(r.id, r.text, r.deduplicated) for r in result.records])
 
     # -- the network -----------------------------------------------------------------------
 
