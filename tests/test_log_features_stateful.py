@@ -414,8 +414,7 @@ class GrantInfo:
 @dataclass
 class Flags:
     wiped: bool = False
-    jumped: bool = False
-    hours: int = 0
+    hours: int = 0  # network time passed in this example
     new_home: set[int] = field(default_factory=set)
 
 
@@ -451,8 +450,6 @@ class FeatureMachines(RuleBasedStateMachine):
         self.world.reset()
         self.mems = self.world.mems
         CLOCK.jump = clock
-        if clock:
-            self.flags.jumped = True
         texts = [self._text() for _ in range(4)]
         records = self.mems[0].remember_many(texts, namespace=self.ns).records
         for rec, text in zip(records, texts, strict=True):
@@ -967,8 +964,6 @@ class FeatureMachines(RuleBasedStateMachine):
     def clock_jump(self, offset: float) -> None:
         """Every machine's wall clock jumps (the network's time does not)."""
         CLOCK.jump = offset
-        if offset:
-            self.flags.jumped = True
 
     @rule(i=st.integers(0, MACHINES - 1), offset=st.sampled_from([10 * DAY, -10 * DAY]))
     def clock_wrong_while_storing(self, i: int, offset: float) -> None:
