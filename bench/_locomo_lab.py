@@ -1,7 +1,7 @@
 """Fusion tuning lab for LoCoMo: grids over FusionParams, in-sample and leave-one-out.
 
 Not a benchmark (bench/locomo.py is). Signals (exact cosine, FTS5 bm25 through
-walrus_mem.ranking.fts_query on one shared FTS5 table, like the catalog) are
+walrus_mem._recall.ranking.fts_query on one shared FTS5 table, like the catalog) are
 computed once; every grid point then runs the engine's recall
 (bench.locomo.hybrid_rank -> ranking.fuse + context_keys) on them.
 
@@ -30,7 +30,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench import locomo
-from walrus_mem import ranking
+from walrus_mem._recall import ranking
 
 # The parameters that move LoCoMo rankings (the gates cost nothing there: --grid
 # lexical_gate=... / context_gate=... shows it; they keep unrelated facts low).

@@ -61,8 +61,8 @@ if str(ROOT) not in sys.path:
 
 from bench.recall import DIM, MASTER, bulk_load, make_corpus  # noqa: E402
 from walrus_mem import Memory, Settings  # noqa: E402
-from walrus_mem.embeddings import DEFAULT_MODEL_ID  # noqa: E402
-from walrus_mem.minilm import MiniLM  # noqa: E402
+from walrus_mem._recall.embeddings import DEFAULT_MODEL_ID  # noqa: E402
+from walrus_mem._recall.minilm import MiniLM  # noqa: E402
 
 RESULTS = ROOT / ".bench-results"
 NAMESPACE = "default"

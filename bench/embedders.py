@@ -16,7 +16,7 @@ machine's drifting load hits all alike, and reports:
 * ``cosine``: min over a fixed set of texts against torch's vectors.
 
 onnxruntime runs walrus-mem's own ``embedding_backend = "onnx"`` path
-(:mod:`walrus_mem.minilm_onnx`: the graph written once from the packaged
+(:mod:`walrus_mem._recall.minilm_onnx`: the graph written once from the packaged
 weights into the model cache, before the rounds, so ``cold`` is a process
 that finds it there); it is skipped without the ``onnx`` extra.
 Prints a table; writes ``.bench-results/embedders.json``.
@@ -57,17 +57,17 @@ def _rss_mb() -> float:
 def _encoder(runtime: str) -> Any:
     """Import and load ``runtime``; return ``encode(texts) -> (n, 384) unit vectors``."""
     if runtime == "numpy":
-        from walrus_mem.embeddings import SentenceTransformerEmbedder
+        from walrus_mem._recall.embeddings import SentenceTransformerEmbedder
 
         numpy_model = SentenceTransformerEmbedder(backend="numpy", threads=1)
         return numpy_model.embed
     if runtime.startswith("torch"):
-        from walrus_mem.embeddings import SentenceTransformerEmbedder
+        from walrus_mem._recall.embeddings import SentenceTransformerEmbedder
 
         threads = 0 if "default" in runtime else 1
         torch_model = SentenceTransformerEmbedder(backend="torch", threads=threads)
         return torch_model.embed
-    from walrus_mem.embeddings import SentenceTransformerEmbedder
+    from walrus_mem._recall.embeddings import SentenceTransformerEmbedder
 
     return SentenceTransformerEmbedder(backend="onnx", threads=1).embed
 
@@ -113,7 +113,8 @@ def _env() -> dict[str, str]:
 def export_onnx() -> bool:
     """Write the ONNX graph into the model cache once (offline, no torch)."""
     out = subprocess.run([sys.executable, "-c",
-                          "from walrus_mem.minilm_onnx import cached_model; cached_model()"],
+                          "from walrus_mem._recall.minilm_onnx import cached_model; "
+                          "cached_model()"],
                          capture_output=True, text=True, check=False, env=_env())
     if out.returncode != 0:
         print(f"ONNX export failed, onnxruntime skipped: {out.stderr[-800:]}", file=sys.stderr)

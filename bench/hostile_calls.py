@@ -32,7 +32,7 @@ from relayer_mock.server import RelayerServer
 from tests.helpers_hostile import HostileServer
 from tests.helpers_memory import MASTER_HEX, make_settings
 from tests.helpers_walrus import BLOB_ID, PATCH_A, QUILT_ID
-from walrus_mem.async_memory import AsyncMemory
+from walrus_mem._memory.async_memory import AsyncMemory
 from walrus_mem.errors import WalrusMemError
 from walrus_mem.memory import Memory
 from walrus_mem.testing import HashEmbedder

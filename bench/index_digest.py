@@ -7,7 +7,7 @@ Usage::
 
 Builds a USearch index like walrus_mem's (cos, float16) from random vectors,
 saves it, then times, from the page cache: BLAKE2b-256 of the whole file
-(``walrus_mem.index.file_digest``, what an open pays when the file's stamp is
+(``walrus_mem._recall.index.file_digest``, what an open pays when the file's stamp is
 not the one last verified, and what every save pays once), ``os.stat`` (what
 an open pays when the stamp matches), and ``Index.load`` (what every open
 already pays). The file's bytes per vector give the 100k and 1M file sizes;
@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 from usearch.index import Index
 
-from walrus_mem.index import file_digest, file_stamp
+from walrus_mem._recall.index import file_digest, file_stamp
 
 
 def _best(fn, runs: int) -> tuple[float, float]:  # type: ignore[no-untyped-def]

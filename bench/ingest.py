@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
 
         inner: Any = HashEmbedder(384)
     else:
-        from walrus_mem.embeddings import SentenceTransformerEmbedder
+        from walrus_mem._recall.embeddings import SentenceTransformerEmbedder
 
         inner = SentenceTransformerEmbedder(backend=args.backend, threads=args.threads)
     texts = make_texts(args.facts)

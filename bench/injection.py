@@ -7,7 +7,7 @@ Corpora: tests/data/attack_corpus.json and tests/data/benign_facts.json, each
 item with a ``split`` fixed before tuning. Every tuning decision (patterns,
 the semantic threshold) was made on ``tuning``; ``holdout`` is reported as is.
 The semantic layer uses the default embedding model (all-MiniLM-L6-v2, the
-one Memory uses) and the prototype bank of walrus_mem.injection; its threshold
+one Memory uses) and the prototype bank of walrus_mem._safety.injection; its threshold
 is chosen here on the tuning split only (highest detection with no tuning
 false positive) and compared with the shipped one.
 """
@@ -26,11 +26,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from walrus_mem import injection, injection_concepts, injection_intents, safety  # noqa: E402
+from walrus_mem import safety  # noqa: E402
+from walrus_mem._recall.embeddings import embed_checked, make_embedder  # noqa: E402
+from walrus_mem._safety import injection, injection_concepts, injection_intents  # noqa: E402
+from walrus_mem._safety.prompt_screen import SEMANTIC_THRESHOLDS  # noqa: E402
+from walrus_mem._safety.secret_checks import normalised_view  # noqa: E402
 from walrus_mem.config import DEFAULT_EMBEDDING_MODEL  # noqa: E402
-from walrus_mem.embeddings import embed_checked, make_embedder  # noqa: E402
-from walrus_mem.prompt_screen import SEMANTIC_THRESHOLDS  # noqa: E402
-from walrus_mem.secret_checks import normalised_view  # noqa: E402
 
 DATA = ROOT / "tests" / "data"
 

@@ -8,8 +8,8 @@ Usage::
 Issue 12 allows any well-kept lexical engine and asks to choose by measurement.
 This bench measures four on the same corpus and queries, in the same run:
 
-* ``postings``: :func:`walrus_mem.lexical.postings_top` (packed per-term blocks in
-  SQLite, FTS5's exact bm25 in numpy), after :func:`walrus_mem.lexical.informative`;
+* ``postings``: :func:`walrus_mem._recall.lexical.postings_top` (packed per-term blocks in
+  SQLite, FTS5's exact bm25 in numpy), after :func:`walrus_mem._recall.lexical.informative`;
 * ``fts5``: ``Catalog.fts_search`` (``ORDER BY bm25 LIMIT 50``) of the same words;
 * ``tantivy`` (tantivy-py): an on-disk index, ``en_stem`` analyzer, positions kept
   (as FTS5 keeps them, for phrases), one writer thread; a disjunction of term queries
@@ -71,10 +71,10 @@ from bench.recall import (  # noqa: E402
     query_texts,
 )
 from walrus_mem import Memory, Settings  # noqa: E402
-from walrus_mem.catalog import Catalog, fts_table  # noqa: E402
-from walrus_mem.lexical import informative, postings_top  # noqa: E402
-from walrus_mem.postings import STATS_TABLE, counts_table, postings_table  # noqa: E402
-from walrus_mem.ranking import FTS_TOKENIZE  # noqa: E402
+from walrus_mem._catalog.catalog import Catalog, fts_table  # noqa: E402
+from walrus_mem._catalog.postings import STATS_TABLE, counts_table, postings_table  # noqa: E402
+from walrus_mem._recall.lexical import informative, postings_top  # noqa: E402
+from walrus_mem._recall.ranking import FTS_TOKENIZE  # noqa: E402
 
 RESULTS = ROOT / ".bench-results"
 TOP = 50  # the engine's candidate count (max(4k, MIN_CANDIDATES))

@@ -31,8 +31,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.recall import zipf_ranks  # noqa: E402
-from walrus_mem import lexical  # noqa: E402
-from walrus_mem.catalog import Catalog, fts_table  # noqa: E402
+from walrus_mem._catalog.catalog import Catalog, fts_table  # noqa: E402
+from walrus_mem._recall import lexical  # noqa: E402
 
 MIDS = {"alpha": 0.10, "bravo": 0.25, "charlie": 0.45}
 NS = "mid"

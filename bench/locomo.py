@@ -15,8 +15,8 @@ official recall — the fraction of a question's evidence dia_ids among the top 
 for categories 1-4 together; category 5 (adversarial) reported apart.
 
 The ``standalone`` backend rebuilds the engine's retrieval from the same
-primitives (SQLite FTS5 with :data:`walrus_mem.ranking.FTS_TOKENIZE` and
-:func:`~walrus_mem.ranking.fts_query`, exact MiniLM cosine, :func:`fuse`) and
+primitives (SQLite FTS5 with :data:`walrus_mem._recall.ranking.FTS_TOKENIZE` and
+:func:`~walrus_mem._recall.ranking.fts_query`, exact MiniLM cosine, :func:`fuse`) and
 also reports the BM25-only and dense-only baselines measured in the same run.
 Embeddings are cached in ``.bench-results/`` (never committed), written after
 every batch the model embeds, so an interrupted run keeps what it computed.
@@ -62,15 +62,15 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from walrus_mem import ranking  # noqa: E402
-from walrus_mem.inputs import normalise_text  # noqa: E402
-from walrus_mem.query_features import (  # noqa: E402
+from walrus_mem._memory.inputs import normalise_text  # noqa: E402
+from walrus_mem._recall import ranking  # noqa: E402
+from walrus_mem._recall.query_features import (  # noqa: E402
     QueryFeatures,
     analyse,
     candidate_prior,
     wanted,
 )
-from walrus_mem.temporal import memory_time  # noqa: E402
+from walrus_mem._recall.temporal import memory_time  # noqa: E402
 
 RESULTS_DIR = ROOT / ".bench-results"
 KS = (1, 5, 10, 20)
@@ -159,7 +159,7 @@ class Conversation:
         """One document per distinct stored text (the repeated-turn rule, module docstring).
 
         Texts are compared the way the library deduplicates them
-        (:func:`walrus_mem.inputs.normalise_text`); documents are in the order
+        (:func:`walrus_mem._memory.inputs.normalise_text`); documents are in the order
         of their first turn.
         """
         groups: dict[str, list[Turn]] = {}
@@ -495,7 +495,7 @@ class StandaloneStore:
 
         With the engine's query builder, the terms in more than half the
         namespace's rows are left out as the engine leaves them out
-        (:func:`walrus_mem.recall.informative_terms`: their bm25 weight is
+        (:func:`walrus_mem._recall.recall.informative_terms`: their bm25 weight is
         clamped to nothing).
         """
         match = query(question)
@@ -504,10 +504,10 @@ class StandaloneStore:
         return self.dense(namespace, qvec), self.lexical(namespace, match)
 
     def informative(self, namespace: str, match: str | None) -> str | None:
-        """:func:`walrus_mem.recall.lexical_match` on this store: the informative terms."""
+        """:func:`walrus_mem._recall.recall.lexical_match` on this store: the informative terms."""
         if match is None:
             return None
-        from walrus_mem.recall import informative_terms
+        from walrus_mem._recall.recall import informative_terms
 
         table = self.tables[namespace]
         counts = {}
@@ -544,7 +544,7 @@ class StandaloneStore:
 def engine_pool(k: int) -> int:
     """How many candidates each list (dense, FTS) gives ``Memory.recall`` for top ``k``."""
     try:
-        from walrus_mem.recall import MIN_CANDIDATES
+        from walrus_mem._recall.recall import MIN_CANDIDATES
     except ImportError:  # before the engine moved recall out of memory.py
         from walrus_mem.memory import MIN_CANDIDATES  # type: ignore[attr-defined,no-redef]
     return max(4 * k, int(MIN_CANDIDATES))

@@ -26,7 +26,7 @@ Reported (p50 / p95 over all queries, after warm-up):
   into the CPU caches); ``usearch_n_repeat``: the n search again, right after
   (a repeated search costs a third);
 * ``lexical_raw_topk``: the lexical engine's own top n for the query text: its
-  words parsed, tokenized and counted (:func:`walrus_mem.lexical.informative`),
+  words parsed, tokenized and counted (:func:`walrus_mem._recall.lexical.informative`),
   then the postings' top n (every word scoring all its rows); ``_bare`` the top
   n alone, words given; ``lexical_raw_topk_fts5`` FTS5's ``ORDER BY bm25 LIMIT
   n`` of the same words (FTS5 parses the expression itself);
@@ -67,10 +67,10 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from walrus_mem import Memory, Settings  # noqa: E402
-from walrus_mem.catalog import fts_table, vector_to_blob  # noqa: E402
-from walrus_mem.lexical import informative, lexical_pass, postings_top, rescore  # noqa: E402
-from walrus_mem.ranking import fts_query  # noqa: E402
-from walrus_mem.recall import MIN_CANDIDATES  # noqa: E402
+from walrus_mem._catalog.catalog import fts_table, vector_to_blob  # noqa: E402
+from walrus_mem._recall.lexical import informative, lexical_pass, postings_top, rescore  # noqa: E402
+from walrus_mem._recall.ranking import fts_query  # noqa: E402
+from walrus_mem._recall.recall import MIN_CANDIDATES  # noqa: E402
 
 RESULTS = ROOT / ".bench-results"
 DIM = 384
@@ -480,7 +480,7 @@ def main(argv: list[str] | None = None) -> int:
         return reopen_child(*args.reopen_child)
     model = None
     if not args.no_model:
-        from walrus_mem.embeddings import SentenceTransformerEmbedder
+        from walrus_mem._recall.embeddings import SentenceTransformerEmbedder
 
         model = SentenceTransformerEmbedder(backend=args.backend, threads=args.threads)
         model.embed(["warm up"])

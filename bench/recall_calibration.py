@@ -14,7 +14,7 @@ real model (all-MiniLM-L6-v2), defaults otherwise, with the query gate on and
 off. A question counts as answered when its fact is among the injected
 memories; an unrelated prompt counts against us when anything is injected.
 
-``--fit`` refits the logistic weights of walrus_mem.relevance_gate on the
+``--fit`` refits the logistic weights of walrus_mem._recall.relevance_gate on the
 tuning half only (Newton's method, L2 1.0) and picks the threshold with the
 most tuning questions answered among those that let no tuning unrelated prompt
 through.
@@ -36,16 +36,16 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from walrus_mem.config import AgentConfig, Settings  # noqa: E402
-from walrus_mem.embeddings import embed_checked, make_embedder  # noqa: E402
-from walrus_mem.hooks import MemoryHooks, clear_winner  # noqa: E402
-from walrus_mem.memory import Memory  # noqa: E402
-from walrus_mem.relevance_gate import (  # noqa: E402
+from walrus_mem._recall.embeddings import embed_checked, make_embedder  # noqa: E402
+from walrus_mem._recall.relevance_gate import (  # noqa: E402
     GATES,
     IntentBank,
     content_overlap,
     personal_cue,
 )
+from walrus_mem.config import AgentConfig, Settings  # noqa: E402
+from walrus_mem.hooks import MemoryHooks, clear_winner  # noqa: E402
+from walrus_mem.memory import Memory  # noqa: E402
 
 DATA = ROOT / "tests" / "data"
 README_FACTS = ["I'm allergic to peanuts and cashews", "My sister Ana lives in Lisbon",

@@ -26,11 +26,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from walrus_mem._recall.embeddings import make_embedder  # noqa: E402
+from walrus_mem._recall.ranking import DEFAULT_MIN_SCORE  # noqa: E402
 from walrus_mem.config import Settings  # noqa: E402
-from walrus_mem.embeddings import make_embedder  # noqa: E402
 from walrus_mem.hooks import clear_winner  # noqa: E402
 from walrus_mem.memory import Memory  # noqa: E402
-from walrus_mem.ranking import DEFAULT_MIN_SCORE  # noqa: E402
 
 DATA = json.loads((ROOT / "tests" / "data" / "relevance_pairs.json").read_text(encoding="utf-8"))
 TOP_K = 5

@@ -36,7 +36,7 @@ if str(ROOT) not in sys.path:
 
 from bench.recall import DIM, MASTER, NAMESPACE, LookupEmbedder  # noqa: E402
 from walrus_mem import Memory, Settings  # noqa: E402
-from walrus_mem.embeddings import SentenceTransformerEmbedder  # noqa: E402
+from walrus_mem._recall.embeddings import SentenceTransformerEmbedder  # noqa: E402
 
 RESULTS = ROOT / ".bench-results"
 

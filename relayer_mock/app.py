@@ -3,7 +3,7 @@
 ``create_app(data_dir, ...)`` returns a Starlette app; serve it with uvicorn
 (``python -m relayer_mock``, :class:`relayer_mock.server.RelayerServer`) or mount it in-process
 (``httpx.ASGITransport``, :class:`relayer_mock.embedded.EmbeddedRelayer`). All durable state is
-in ``data_dir`` (see :mod:`relayer_mock.store`); fault settings belong to the app instance.
+in ``data_dir`` (see :mod:`relayer_mock._store`); fault settings belong to the app instance.
 """
 
 from __future__ import annotations
@@ -23,23 +23,23 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
-from . import cost
-from .admin_auth import AdminAuth, check_token, new_admin_token
-from .aggregator import AggregatorRoutes
-from .auth import PublisherAuth
-from .context import (
+from . import _cost as cost
+from ._admin_auth import AdminAuth, check_token, new_admin_token
+from ._aggregator import AggregatorRoutes
+from ._context import (
     DEFAULT_MAX_BLOB_SIZE,
     DEFAULT_MAX_QUILT_SIZE,
     MAX_EPOCHS_AHEAD,
     Ctx,
     RelayerSettings,
 )
+from ._injection import SimulatedDisconnect
+from ._publisher import PublisherRoutes
+from ._realism import StoreLatency
+from ._responses import MSG_AGGREGATOR_OVERLOADED, MSG_PUBLISHER_OVERLOADED, plain
+from ._store import Store
+from .auth import PublisherAuth
 from .faults import FaultConfig, FaultDecision, FaultInjector, RouteClass
-from .injection import SimulatedDisconnect
-from .publisher import PublisherRoutes
-from .realism import StoreLatency
-from .responses import MSG_AGGREGATOR_OVERLOADED, MSG_PUBLISHER_OVERLOADED, plain
-from .store import Store
 
 __all__ = [
     "DEFAULT_MAX_BLOB_SIZE",
@@ -209,7 +209,7 @@ def create_app(
             are an empty 404), ``aggregator`` only the read routes, ``both`` (``walrus
             daemon``) all. Several apps over one data dir on separate ports make the
             split deployment.
-        store_latency: how long a store takes (:class:`relayer_mock.realism.StoreLatency`:
+        store_latency: how long a store takes (:class:`relayer_mock._realism.StoreLatency`:
             ``"200"``, ``"50-400"``, ``"lognormal:300:0.6"``, ``"exp:250"`` ms); reads of a
             blob being stored answer 503 BLOB_UNAVAILABLE meanwhile.
         not_found_after_store: seconds a freshly stored blob still answers 404 (CDN lag).
@@ -286,7 +286,7 @@ def create_app(
     if role in ("aggregator", "both"):
         routes += reads
     if admin:
-        from .admin import admin_routes
+        from ._admin import admin_routes
 
         routes.extend(admin_routes(relayer))
     middleware = []

@@ -20,8 +20,8 @@ from typing import Any
 
 from starlette.responses import Response
 
-from .ids import normalize_sui_address
-from .responses import api_error, plain
+from ._ids import normalize_sui_address
+from ._responses import api_error, plain
 
 AUTH_DOMAIN = "auth.publisher.walrus.space"
 _ALGORITHMS = {"HS256": hashlib.sha256, "HS384": hashlib.sha384, "HS512": hashlib.sha512}

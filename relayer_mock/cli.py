@@ -16,17 +16,17 @@ from typing import Any
 import click
 from pydantic import ValidationError
 
-from . import cost
-from .admin_auth import (
+from . import _cost as cost
+from ._admin_auth import (
     ADMIN_TOKEN_ENV,
     ADMIN_TOKEN_HEADER,
     check_token,
     is_loopback,
     load_or_create_token,
 )
+from ._realism import StoreLatency
 from .app import DEFAULT_MAX_BLOB_SIZE, DEFAULT_MAX_QUILT_SIZE, create_app
 from .faults import FaultConfig, parse_kinds, parse_range_ms
-from .realism import StoreLatency
 
 DEFAULT_PORT = 31415
 _SIZE_RE = re.compile(r"^\s*(\d+)\s*([kmgt]?i?b?)?\s*$", re.IGNORECASE)

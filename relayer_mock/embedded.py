@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from .admin_auth import ADMIN_TOKEN_HEADER
+from ._admin_auth import ADMIN_TOKEN_HEADER
 from .app import create_app
 from .faults import FaultConfig
 

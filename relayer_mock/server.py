@@ -22,7 +22,7 @@ from typing import IO, Any
 import httpx
 import uvicorn
 
-from .admin_auth import (
+from ._admin_auth import (
     ADMIN_TOKEN_ENV,
     ADMIN_TOKEN_FILE,
     ADMIN_TOKEN_HEADER,

@@ -38,7 +38,7 @@ class MemoryKeyring(KeyringBackend):
 
 def pytest_configure(config: pytest.Config) -> None:
     """Keep session- and module-scoped fixtures off the real per-user state dir
-    (walrus_mem.heads_mirror) too: each test then gets its own (clean_environ)."""
+    (walrus_mem._log.heads_mirror) too: each test then gets its own (clean_environ)."""
     state = Path(tempfile.mkdtemp(prefix="walrus-mem-test-state-"))
     config.add_cleanup(lambda: shutil.rmtree(state, ignore_errors=True))
     os.environ["WALRUS_MEM_STATE_DIR"] = str(state / "walrus-mem")
@@ -168,7 +168,7 @@ def master_hex() -> str:
 @pytest.fixture(scope="session")
 def real_embedder():
     """The real all-MiniLM-L6-v2 embedder, loaded once per session (mark users `model`)."""
-    from walrus_mem.embeddings import SentenceTransformerEmbedder
+    from walrus_mem._recall.embeddings import SentenceTransformerEmbedder
 
     embedder = SentenceTransformerEmbedder()
     embedder.embed(["warm up"])
@@ -192,7 +192,8 @@ def isolated_config_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
         return config_home / "walrus-mem" / "config.toml"
 
     # cli imports the name, so both bindings are patched.
-    for target in ("walrus_mem.config.default_config_path", "walrus_mem.cli.default_config_path"):
+    for target in ("walrus_mem.config.default_config_path",
+                   "walrus_mem._cli.main.default_config_path"):
         monkeypatch.setattr(target, temp_default_config_path)
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from walrus_mem._memory.inputs import normalise_text
 from walrus_mem.config import AgentConfig, Settings
 from walrus_mem.hooks import MemoryHooks
-from walrus_mem.inputs import normalise_text
 from walrus_mem.memory import Memory
 from walrus_mem.testing import HashEmbedder
 from walrus_mem.tools import call_tool

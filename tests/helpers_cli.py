@@ -9,7 +9,7 @@ from typing import Any
 
 from click.testing import CliRunner, Result
 
-from walrus_mem.cli import cli
+from walrus_mem._cli.main import cli
 
 TEST_MASTER_HEX = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
 

@@ -1,6 +1,6 @@
 """Synthetic national identity numbers with valid check digits (never real people's).
 
-Written independently of walrus_mem.secret_ids so the two implementations check
+Written independently of walrus_mem._safety.secret_ids so the two implementations check
 each other: every generator computes its check digit from the published rule,
 ``corrupt`` changes the check part so the shape stays and the checksum fails.
 """

@@ -1,6 +1,6 @@
 """Format-1 manifests as `sync` published them before format 2 (at 2d2800e), for tests.
 
-Only tests write format 1; the product reads it (walrus_mem/legacy_manifest.py).
+Only tests write format 1; the product reads it (walrus_mem/_log/legacy_manifest.py).
 The layout is the old manifest.py's: a root ``{"format": 1, "seq", "prev",
 "created_at", "count", "entries" | None, "pages": [{b, p, d, n}]}`` whose
 entries are ``{i, v, b, p, e}``, and pages ``{"id": "page-<digest>", "kind":
@@ -17,8 +17,8 @@ import time
 from typing import Any
 
 from walrus_mem import Memory
+from walrus_mem._memory.inputs import new_memory_id
 from walrus_mem.envelope import seal
-from walrus_mem.inputs import new_memory_id
 
 MAX_PLAINTEXT = 8 * 1024 * 1024
 

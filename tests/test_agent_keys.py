@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from tests.helpers_cli import invoke, invoke_json
 from tests.helpers_memory import MASTER_HEX, OTHER_MASTER_HEX, make_settings
 from walrus_mem import Memory
+from walrus_mem._keys.keystore import agent_env_var, key_file_in_use, parse_backup, to_mnemonic
 from walrus_mem.config import AgentConfig, Settings, default_key_file
 from walrus_mem.errors import (
     AccessDenied,
@@ -28,7 +29,6 @@ from walrus_mem.errors import (
 )
 from walrus_mem.hooks import MemoryHooks
 from walrus_mem.keys import MasterSeed, load_key_file, write_key_file
-from walrus_mem.keystore import agent_env_var, key_file_in_use, parse_backup, to_mnemonic
 from walrus_mem.testing import HashEmbedder
 from walrus_mem.tools import call_tool
 
@@ -313,7 +313,7 @@ def test_fuzz_lazy_secrets_never_show_their_value(value):
 def test_errors_raised_when_a_placeholder_setting_is_used_name_the_placeholder(
         tmp_path, monkeypatch):
     """Not only validation: a model that cannot load, a token command that cannot run."""
-    from walrus_mem.credentials import command_provider
+    from walrus_mem._walrus.credentials import command_provider
 
     secret = "sk-live-0123456789abcdef"
     cfg = tmp_path / "c.toml"

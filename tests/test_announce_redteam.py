@@ -16,7 +16,7 @@ import pytest
 from relayer_mock.server import RelayerServer
 from tests.helpers_log import MOCK_ADMIN_TOKEN, live, machine
 from walrus_mem import Memory
-from walrus_mem.heads import HeadRef, HeadsFile
+from walrus_mem._log.heads import HeadRef, HeadsFile
 
 ROOT = str(Path(__file__).resolve().parent.parent)
 
@@ -67,9 +67,9 @@ def _lines(tmp_path: Path) -> list[HeadRef]:
 
 
 @pytest.mark.parametrize(("target", "when"), [
-    ("walrus_mem.catalog_log:LogTables.record_manifest", "after"),  # nothing announced
-    ("walrus_mem.heads:HeadsFile.replace", "before"),  # heads.sqlite3 has it, the file not
-    ("walrus_mem.catalog_log:LogTables.announced", "before"),  # all written, not cleared
+    ("walrus_mem._catalog.log_tables:LogTables.record_manifest", "after"),  # nothing announced
+    ("walrus_mem._log.heads:HeadsFile.replace", "before"),  # heads.sqlite3 has it, the file not
+    ("walrus_mem._catalog.log_tables:LogTables.announced", "before"),  # all written, not cleared
 ])
 def test_a_sync_killed_before_announcing_its_head_announces_it_next_time(
         tmp_path: Path, server: RelayerServer, target: str, when: str) -> None:
@@ -103,7 +103,7 @@ def test_a_head_superseded_before_it_was_announced_again_is_not_written_back(
         a.sync("k")
         b.sync("k")
         b.remember("B's fact", namespace="k")
-    _kill_sync(tmp_path, server.url, "b", "walrus_mem.catalog_log:LogTables.announced",
+    _kill_sync(tmp_path, server.url, "b", "walrus_mem._catalog.log_tables:LogTables.announced",
                "before")
     with _at(tmp_path, "a", server.url) as a:
         a.remember("A's fact after merging B", namespace="k")

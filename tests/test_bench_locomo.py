@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from bench import locomo
-from walrus_mem import ranking
+from walrus_mem._recall import ranking
 from walrus_mem.testing import HashEmbedder
 
 

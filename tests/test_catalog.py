@@ -8,15 +8,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from walrus_mem.catalog import (
+from walrus_mem._catalog.catalog import (
     SCHEMA_VERSION,
     Catalog,
     fts_table,
     vector_from_blob,
     vector_to_blob,
 )
+from walrus_mem._recall.ranking import FTS_TOKENIZE
 from walrus_mem.errors import CatalogCorrupt, LocalStoreError
-from walrus_mem.ranking import FTS_TOKENIZE
 
 
 def test_new_catalog_has_schema_wal_and_private_mode(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""walrus-mem doctor and the walrus_mem.doctor checks."""
+"""walrus-mem doctor and the walrus_mem._cli.doctor checks."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from walrus_mem._cli.doctor import check_embedding_model, check_storage, run_checks
 from walrus_mem.config import Settings, default_key_file
-from walrus_mem.doctor import check_embedding_model, check_storage, run_checks
 from walrus_mem.testing import HashEmbedder
 
 from .helpers_cli import TEST_MASTER_HEX, assert_no_secret, invoke, invoke_json

@@ -53,7 +53,7 @@ def test_relayer_help_comes_from_relayer_mock():
 
 
 def test_missing_optional_dependency_is_one_clear_error(monkeypatch):
-    import walrus_mem.cli as cli_module
+    import walrus_mem._cli.main as cli_module
 
     monkeypatch.setitem(cli_module.LAZY_COMMANDS, "mcp", ("walrus_mem._no_such_module", "x"))
     res = invoke(["mcp"], expect=1)

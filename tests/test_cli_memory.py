@@ -48,7 +48,7 @@ def test_remember_recall_get_list_round_trip():
     assert rec["metadata"] == {"source": "chat", "turn": 3}
     assert rec["status"] == "published" and rec["blob_id"]
     again = j(["remember", "I'm allergic to   peanuts"])
-    # a re-statement is a write: the same memory under a new id (walrus_mem/restate.py)
+    # a re-statement is a write: the same memory under a new id (walrus_mem/_memory/restate.py)
     assert again["deduplicated"] is True and again["id"] != rec["id"]
     assert again["metadata"] == rec["metadata"] and again["category"] == "identity"
     invoke(["get", rec["id"]], expect=1)
@@ -291,7 +291,7 @@ def test_analyze_and_compact():
     assert any("dark mode" in t for t in texts) and any("Postgres" in t for t in texts)
     again = invoke(["analyze", "-"], input="I prefer dark mode in every editor.\n")
     assert "= " in again.stdout and "1 deduplicated" in again.stdout
-    result = j(["list"])  # the re-stated fact has a new id now (walrus_mem/restate.py)
+    result = j(["list"])  # the re-stated fact has a new id now (walrus_mem/_memory/restate.py)
     result = {"records": [r for r in result if "Postgres" in r["text"]]}
     leaked = j(["analyze", "My API key is sk-abcdefghijklmnopqrstuvwxyz0123456789ABCD and "
                 "I work at Acme."])

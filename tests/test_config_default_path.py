@@ -10,11 +10,11 @@ import platformdirs
 import pytest
 from pydantic import ValidationError
 
-import walrus_mem.cli
+import walrus_mem._cli.main
 import walrus_mem.config
 from walrus_mem import Memory
+from walrus_mem._cli.doctor import check_config
 from walrus_mem.config import Settings, default_config_path, resolve_config_file
-from walrus_mem.doctor import check_config
 from walrus_mem.errors import ConfigError, PlaceholderError
 
 from .helpers_cli import invoke, invoke_json
@@ -43,7 +43,7 @@ def test_default_path_is_isolated_for_library_and_cli(tmp_path):
     # conftest: no test may see the developer's real config, in-process or not.
     expected = tmp_path / "xdg-config" / "walrus-mem" / "config.toml"
     assert walrus_mem.config.default_config_path() == expected
-    assert walrus_mem.cli.default_config_path() == expected
+    assert walrus_mem._cli.main.default_config_path() == expected
     assert resolve_config_file() is None
 
 
@@ -55,8 +55,8 @@ def test_platformdirs_location_follows_xdg_config_home(tmp_path):
 
 
 def test_cli_uses_the_config_module_definition():
-    assert "default_config_path" not in vars(walrus_mem.cli) or (
-        walrus_mem.cli.default_config_path is walrus_mem.config.default_config_path
+    assert "default_config_path" not in vars(walrus_mem._cli.main) or (
+        walrus_mem._cli.main.default_config_path is walrus_mem.config.default_config_path
     )
 
 

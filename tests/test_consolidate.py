@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from walrus_mem.consolidate import change_of, consolidate, slot_of, undo
+from walrus_mem._agents.consolidate import change_of, consolidate, slot_of, undo
 from walrus_mem.errors import InvalidInput
 from walrus_mem.hooks import MemoryHooks
 from walrus_mem.tools import call_tool
@@ -159,7 +159,7 @@ def test_cli_consolidate(tmp_path, monkeypatch):
 def test_consolidation_after_capture(memory, monkeypatch):
     """A captured "moved to Berlin" retires an older "lives in Lisbon" at once."""
     old = memory.remember("User lives in Lisbon.", category="identity")
-    import walrus_mem.consolidate as module
+    import walrus_mem._agents.consolidate as module
 
     real = module.consolidate
     monkeypatch.setattr("walrus_mem.hooks.consolidate",

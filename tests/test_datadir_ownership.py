@@ -21,8 +21,8 @@ from tests.helpers_cli import invoke
 from tests.helpers_log import machine
 from tests.helpers_memory import MASTER_HEX, make_settings
 from walrus_mem import InsecureDataDir, Memory
-from walrus_mem.doctor import run_checks
-from walrus_mem.repair import repair_data_dir
+from walrus_mem._cli.doctor import run_checks
+from walrus_mem._memory.repair import repair_data_dir
 from walrus_mem.testing import HashEmbedder
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX owners and modes")

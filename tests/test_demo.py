@@ -7,7 +7,7 @@ import io
 import pytest
 from rich.console import Console
 
-from walrus_mem.demo import FACTS_A, MEANING_QUERIES, run_demo
+from walrus_mem._cli.demo import FACTS_A, MEANING_QUERIES, run_demo
 
 from .helpers_cli import invoke
 
@@ -15,9 +15,10 @@ from .helpers_cli import invoke
 @pytest.mark.model
 def test_demo_passes_through_the_cli(clean_environ, real_embedder, monkeypatch):
     """The one run with the real model (the session's copy, shared with other model tests)."""
-    import walrus_mem.embeddings
+    import walrus_mem._recall.embeddings
 
-    monkeypatch.setattr(walrus_mem.embeddings, "make_embedder", lambda *a, **k: real_embedder)
+    monkeypatch.setattr(walrus_mem._recall.embeddings, "make_embedder",
+                        lambda *a, **k: real_embedder)
     result = invoke(["demo"])
     out = result.stdout
     assert "All " in out and "claims held" in out
@@ -31,7 +32,7 @@ def test_demo_passes_through_the_cli(clean_environ, real_embedder, monkeypatch):
 
 
 def test_demo_queries_share_no_word_with_their_facts():
-    from walrus_mem.demo import _words
+    from walrus_mem._cli.demo import _words
 
     for query, fact in MEANING_QUERIES:
         assert fact in FACTS_A
@@ -39,7 +40,7 @@ def test_demo_queries_share_no_word_with_their_facts():
 
 
 def test_demo_reports_a_failed_claim(monkeypatch, tmp_path):
-    import walrus_mem.demo as demo
+    import walrus_mem._cli.demo as demo
 
     def broken_step(n, s):
         n.check(False, "a claim that does not hold")
@@ -51,7 +52,7 @@ def test_demo_reports_a_failed_claim(monkeypatch, tmp_path):
 
 
 def test_demo_failure_exits_1(monkeypatch):
-    import walrus_mem.demo as demo
+    import walrus_mem._cli.demo as demo
 
     def broken_step(n, s):
         n.check(False, "nope")

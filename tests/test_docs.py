@@ -279,7 +279,7 @@ def test_every_setting_is_documented() -> None:
 def test_every_cli_command_is_documented() -> None:
     import click
 
-    from walrus_mem.cli import cli
+    from walrus_mem._cli.main import cli
 
     text = (ROOT / "docs" / "cli.md").read_text(encoding="utf-8")
     ctx = click.Context(cli)

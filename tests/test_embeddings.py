@@ -9,7 +9,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from walrus_mem.embeddings import (
+from walrus_mem._recall.embeddings import (
     DEFAULT_MODEL_ID,
     Embedder,
     SentenceTransformerEmbedder,
@@ -145,7 +145,7 @@ def test_real_model_embeds_normalised_384_vectors(
 
 
 def test_test_hash_switch_selects_the_fake_embedder_without_loading_a_model() -> None:
-    from walrus_mem.embeddings import SentenceTransformerEmbedder, make_embedder
+    from walrus_mem._recall.embeddings import SentenceTransformerEmbedder, make_embedder
     from walrus_mem.testing import HashEmbedder
 
     fake = make_embedder("test-hash-32")

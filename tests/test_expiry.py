@@ -11,8 +11,8 @@ import pytest
 from relayer_mock.server import RelayerServer
 from tests.helpers_memory import MASTER_HEX, make_settings
 from walrus_mem import EpochUnknown, Memory
-from walrus_mem.catalog import Catalog
-from walrus_mem.expiry import (
+from walrus_mem._catalog.catalog import Catalog
+from walrus_mem._walrus.expiry import (
     META_KEY,
     NETWORK_EPOCH_SECONDS,
     EpochClock,
@@ -349,7 +349,7 @@ def _short_and_keeper(srv: RelayerServer, data: Path, *, sync: bool = False
 def test_expiring_says_the_epoch_is_unknown_instead_of_answering_0(tmp_path: Path) -> None:
     """The red team's run: default settings, a publisher without admin routes, 40 of 41
     blobs expired; `expiring(0)` returned 0 (the client's epoch only moved with stores)."""
-    from walrus_mem.doctor import _expiry_check
+    from walrus_mem._cli.doctor import _expiry_check
 
     with RelayerServer(tmp_path / "walrus", admin=False, epoch_duration=1.0) as srv:
         short, keeper, _ = _short_and_keeper(srv, tmp_path / "a")

@@ -19,9 +19,9 @@ import pytest
 from tests.helpers_cli import invoke
 from tests.helpers_memory import MASTER_HEX, make_settings
 from walrus_mem import Memory
-from walrus_mem.embeddings import DEFAULT_MODEL_ID, constant_vectors
+from walrus_mem._memory.repair import _write_marker, repair_data_dir
+from walrus_mem._recall.embeddings import DEFAULT_MODEL_ID, constant_vectors
 from walrus_mem.hooks import MemoryHooks
-from walrus_mem.repair import _write_marker, repair_data_dir
 from walrus_mem.testing import HashEmbedder
 
 AGENTS = {"alpha": {"namespace": "alpha"}, "beta": {"namespace": "beta"}}
@@ -95,7 +95,7 @@ def test_a_realistic_session_writes_only_owner_only_files(tmp_path, monkeypatch,
     try:
         import onnx  # noqa: F401
 
-        from walrus_mem import minilm_onnx
+        from walrus_mem._recall import minilm_onnx
     except ImportError:
         pass
     else:
@@ -118,8 +118,8 @@ def test_a_realistic_session_writes_only_owner_only_files(tmp_path, monkeypatch,
 
 
 def test_every_path_setting_expands_tilde_and_variables(tmp_path, monkeypatch):
+    from walrus_mem._recall.embeddings import SentenceTransformerEmbedder, model_cache_dir
     from walrus_mem.config import Settings
-    from walrus_mem.embeddings import SentenceTransformerEmbedder, model_cache_dir
 
     home = tmp_path / "home"
     home.mkdir()

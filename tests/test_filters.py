@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from walrus_mem._recall.filters import compile_filters
 from walrus_mem.errors import InvalidInput
-from walrus_mem.filters import compile_filters
 
 JAN = datetime(2026, 1, 1, tzinfo=UTC).timestamp()
 FEB = datetime(2026, 2, 1, tzinfo=UTC).timestamp()

@@ -26,11 +26,11 @@ from relayer_mock.server import RelayerServer
 from tests.helpers_log import dir_snapshot, live, machine
 from tests.helpers_memory import OTHER_MASTER_HEX
 from walrus_mem import Memory
-from walrus_mem import manifest as mf
+from walrus_mem._log import manifest as mf
+from walrus_mem._log.heads import HeadRef, HeadsFile
+from walrus_mem._memory.rotation import current_generation, rotation_in_progress
 from walrus_mem.envelope import HEADER_SIZE, MAGIC, envelope_fingerprint
 from walrus_mem.errors import WalrusMemError
-from walrus_mem.heads import HeadRef, HeadsFile
-from walrus_mem.rotation import current_generation, rotation_in_progress
 
 NS = "notes"
 

@@ -20,7 +20,7 @@ from relayer_mock.server import RelayerServer
 from tests.helpers_log import MOCK_ADMIN_TOKEN, live, machine
 from tests.helpers_proxy import HookProxy
 from walrus_mem import Memory
-from walrus_mem.doctor import check_integrity
+from walrus_mem._cli.doctor import check_integrity
 
 ROOT = str(Path(__file__).resolve().parent.parent)
 

@@ -10,8 +10,8 @@ from relayer_mock.server import RelayerServer
 from tests.helpers_cli import invoke, invoke_json
 from tests.helpers_memory import MASTER_HEX, OTHER_MASTER_HEX, make_settings
 from walrus_mem import GrantError, Memory
+from walrus_mem._memory.grants import GRANT_MAGIC, parse_reference
 from walrus_mem.errors import AccessDenied, MalformedKey, VerificationFailed
-from walrus_mem.grants import GRANT_MAGIC, parse_reference
 from walrus_mem.testing import HashEmbedder
 
 B_AGENT_KEY = "b2" * 32

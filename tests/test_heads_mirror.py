@@ -1,4 +1,4 @@
-"""The per-user seen-heads mirror (walrus_mem.heads_mirror): a whole data dir restored
+"""The per-user seen-heads mirror (walrus_mem._log.heads_mirror): a whole data dir restored
 from a backup (heads.sqlite3 rolled back with it) must not publish a manifest that
 forks its own history and drops what it had published (docs/sync.md)."""
 
@@ -17,11 +17,11 @@ import pytest
 from relayer_mock.server import RelayerServer
 from tests.helpers_log import MOCK_ADMIN_TOKEN, live, machine
 from walrus_mem import Memory, Settings
-from walrus_mem.doctor import _check_seen_heads_mirror
+from walrus_mem._cli.doctor import _check_seen_heads_mirror
+from walrus_mem._log.heads import HeadRef
+from walrus_mem._log.heads_mirror import MIRROR_FILE, default_state_dir
+from walrus_mem._log.namespace_log import NamespaceLog
 from walrus_mem.errors import StaleDataDir
-from walrus_mem.heads import HeadRef
-from walrus_mem.heads_mirror import MIRROR_FILE, default_state_dir
-from walrus_mem.namespace_log import NamespaceLog
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +100,7 @@ def test_unwritable_state_dir_warns_and_continues(tmp_path: Path, server,
                                                   caplog: pytest.LogCaptureFixture) -> None:
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("x")
-    with caplog.at_level(logging.WARNING, logger="walrus_mem.heads_mirror"), \
+    with caplog.at_level(logging.WARNING, logger="walrus_mem._log.heads_mirror"), \
             machine(tmp_path / "a", server.url, state_dir=blocker / "state") as a:
         a.remember("still works", namespace="nw")
         report = a.sync()

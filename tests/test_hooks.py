@@ -400,7 +400,7 @@ def test_config_none_uses_the_memorys_agents_and_their_independent_keys(tmp_path
 
 
 def test_default_min_relevance_is_recalls_calibrated_cutoff(memory):
-    from walrus_mem.ranking import DEFAULT_MIN_SCORE
+    from walrus_mem._recall.ranking import DEFAULT_MIN_SCORE
 
     assert AgentConfig().min_relevance == DEFAULT_MIN_SCORE  # one source of truth
     memory.remember("User likes hiking in the Alps every summer.", namespace="default")

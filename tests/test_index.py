@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from walrus_mem.catalog import Catalog, vector_to_blob
+from walrus_mem._catalog.catalog import Catalog, vector_to_blob
+from walrus_mem._recall.index import IndexStore, index_file_stem
 from walrus_mem.errors import ModelMismatch
-from walrus_mem.index import IndexStore, index_file_stem
 
 DIM = 16
 
@@ -122,7 +122,7 @@ def test_corrupt_index_file_is_rebuilt_with_a_warning(
         path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
     else:
         path.with_name(path.name.replace(".usearch", ".meta.json")).write_text("{not json")
-    caplog.set_level(logging.WARNING, logger="walrus_mem.index")
+    caplog.set_level(logging.WARNING, logger="walrus_mem._recall.index")
     store = IndexStore(tmp_path / "index", cat)
     idx = store.get("ns", "m", DIM)
     assert len(idx) == 30
@@ -353,7 +353,7 @@ def test_find_agrees_with_the_key_dict_through_adds_drops_and_reloads(
 ) -> None:
     """recall's key -> slot table (dense keys) or dict (sparse ones) after any write order:
     keys below the table's base, beyond its room, dropped and written again."""
-    from walrus_mem.index import NamespaceIndex
+    from walrus_mem._recall.index import NamespaceIndex
 
     idx = NamespaceIndex("ns", tmp_path, "m", 4)
     vectors = np.ones((1, 4), dtype=np.float32)
@@ -370,7 +370,7 @@ def test_find_agrees_with_the_key_dict_through_adds_drops_and_reloads(
 
 
 def test_find_uses_the_dict_for_sparse_keys_and_the_table_for_dense_ones(tmp_path: Path) -> None:
-    from walrus_mem.index import NamespaceIndex
+    from walrus_mem._recall.index import NamespaceIndex
 
     idx = NamespaceIndex("ns", tmp_path, "m", 4)
     one = np.ones((1, 4), dtype=np.float32)
@@ -392,7 +392,7 @@ def test_find_uses_the_dict_for_sparse_keys_and_the_table_for_dense_ones(tmp_pat
 def test_exact_cosines_equal_usearch_search_similarities(tmp_path: Path) -> None:
     """A candidate scores the same whether USearch's search or the keyword side brought it
     in: the exact cosine of the float16 copies is the one the search reports."""
-    from walrus_mem.index import NamespaceIndex
+    from walrus_mem._recall.index import NamespaceIndex
 
     rng = np.random.default_rng(3)
     idx = NamespaceIndex("ns", tmp_path, "m", 64)

@@ -22,7 +22,7 @@ import pytest
 
 from tests.helpers_memory import MASTER_HEX, make_settings
 from walrus_mem import Memory
-from walrus_mem.integrity import check_index_file
+from walrus_mem._memory.integrity import check_index_file
 from walrus_mem.testing import HashEmbedder
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -132,7 +132,7 @@ def test_doctor_finds_a_damaged_link_without_searching_for_it(
     """One damaged link is enough to crash some search, and doctor's sampled searches (in a
     child) need not follow it: the red team's crashing files passed doctor. The checksum
     names the file as damaged before any search runs."""
-    import walrus_mem.integrity as integrity
+    import walrus_mem._memory.integrity as integrity
 
     monkeypatch.setattr(integrity, "search_probe",
                         lambda *a: pytest.fail("the damaged graph was searched"))

@@ -1,4 +1,4 @@
-"""The concept layer of the injection screen (walrus_mem.injection_concepts) and new views.
+"""The concept layer of the injection screen (walrus_mem._safety.injection_concepts) and new views.
 
 Examples here are written for these tests: none is taken from the frozen held-out set
 tests/data/injection_heldout_s4.json, whose figure is recomputed at the end.
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from walrus_mem import injection
-from walrus_mem.injection_concepts import concept_hits, concepts
+from walrus_mem._safety import injection
+from walrus_mem._safety.injection_concepts import concept_hits, concepts
 from walrus_mem.safety import detect_injection
 
 DATA = Path(__file__).parent / "data"

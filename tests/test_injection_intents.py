@@ -1,4 +1,4 @@
-"""Intent rules (walrus_mem.injection_intents) and the session-5 view fixes.
+"""Intent rules (walrus_mem._safety.injection_intents) and the session-5 view fixes.
 
 The blind evaluation after session 4 named the categories that still got
 through; the phrasings below are new (not in tests/data), and each parametrised
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from walrus_mem.injection import views
-from walrus_mem.prompt_screen import screen_text
+from walrus_mem._safety.injection import views
+from walrus_mem._safety.prompt_screen import screen_text
 from walrus_mem.safety import detect_injection
 from walrus_mem.tools import call_tool
 

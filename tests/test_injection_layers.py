@@ -1,4 +1,4 @@
-"""Layered injection detection (walrus_mem.injection) and the one prompt screen.
+"""Layered injection detection (walrus_mem._safety.injection) and the one prompt screen.
 
 Corpora: tests/data/attack_corpus.json and tests/data/benign_facts.json, split
 into tuning / held-out halves by a hash of each text before any tuning.
@@ -13,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from walrus_mem import prompt_screen
-from walrus_mem.hooks import MemoryHooks
-from walrus_mem.injection import (
+from walrus_mem._safety import prompt_screen
+from walrus_mem._safety.injection import (
     PrototypeBank,
     decoded_views,
     lexicon_hits,
@@ -23,6 +22,7 @@ from walrus_mem.injection import (
     views,
     windows,
 )
+from walrus_mem.hooks import MemoryHooks
 from walrus_mem.safety import detect_injection, parse_memory_blocks
 from walrus_mem.tools import MAX_FACT_CHARS, call_tool
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from walrus_mem.injection_spaced import segmented
+from walrus_mem._safety.injection_spaced import segmented
 from walrus_mem.safety import detect_injection
 
 from .helpers_agents import agents_config, assert_remembered_payload_is_withheld, fold

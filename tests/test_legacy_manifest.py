@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-import walrus_mem.namespace_log as nslog
+import walrus_mem._log.namespace_log as nslog
 from relayer_mock.server import RelayerServer
 from tests.helpers_cli import TEST_MASTER_HEX, invoke
 from tests.helpers_legacy import publish_format1_manifest
 from tests.helpers_log import Interrupt, dir_snapshot, kill_after, live, machine
 from tests.helpers_memory import MOCK_ADMIN_TOKEN, OTHER_MASTER_HEX
+from walrus_mem._log.heads import HeadRef
 from walrus_mem.errors import (
     InvalidHead,
     LegacyManifest,
@@ -22,7 +23,6 @@ from walrus_mem.errors import (
     VerificationFailed,
     WrongNamespace,
 )
-from walrus_mem.heads import HeadRef
 
 
 @pytest.fixture(scope="module")

@@ -94,15 +94,16 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-import walrus_mem.namespace_log as nslog
-from relayer_mock.responses import MSG_BLOB_NOT_FOUND, dumps, error_envelope
+import walrus_mem._log.namespace_log as nslog
+from relayer_mock._responses import MSG_BLOB_NOT_FOUND, dumps, error_envelope
 from relayer_mock.server import RelayerServer
 from tests.helpers_log import Interrupt, live
 from tests.helpers_memory import MASTER_HEX, make_settings
 from tests.helpers_proxy import HookProxy
 from walrus_mem import Memory
-from walrus_mem import expiry as expiry_mod
-from walrus_mem import rotation as rot
+from walrus_mem._memory import rotation as rot
+from walrus_mem._memory.repair import repair_data_dir
+from walrus_mem._walrus import expiry as expiry_mod
 from walrus_mem.config import Settings
 from walrus_mem.errors import (
     EnvelopeError,
@@ -114,7 +115,6 @@ from walrus_mem.errors import (
     StorageError,
 )
 from walrus_mem.models import SyncReport
-from walrus_mem.repair import repair_data_dir
 from walrus_mem.testing import HashEmbedder
 
 MACHINES = 3
@@ -132,7 +132,7 @@ _COUNTER = itertools.count()
 
 
 def merge(a: Model, b: Model) -> Model:
-    """walrus_mem.merge's rule on the model: a tombstone wins, then the higher version;
+    """walrus_mem._log.merge's rule on the model: a tombstone wins, then the higher version;
     equal versions leave either text acceptable."""
     live_a, dead_a = a
     live_b, dead_b = b

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-import walrus_mem.namespace_log as nslog
+import walrus_mem._log.namespace_log as nslog
 from relayer_mock.server import RelayerServer
 from tests.helpers_log import Interrupt, LyingAggregator, kill_after, live, machine
+from walrus_mem._log.heads import HeadRef, SeenHead, SeenHeads
 from walrus_mem.errors import InvalidHead
-from walrus_mem.heads import HeadRef, SeenHead, SeenHeads
 
 
 @pytest.fixture

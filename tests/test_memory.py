@@ -64,7 +64,7 @@ def test_text_is_normalised_and_deduplicated(mem: Memory) -> None:
     assert first.text == "I like green tea"
     stores = store_count(admin)
     again = mem.remember("I like green tea")
-    # A re-statement is a write (walrus_mem/restate.py): the same memory, sealed under a
+    # A re-statement is a write (walrus_mem/_memory/restate.py): the same memory, sealed under a
     # new id and published; the old id is forgotten, so a forget of it made elsewhere
     # cannot take the re-stated fact away.
     assert again.deduplicated and again.id != first.id and again.text == first.text
@@ -472,7 +472,7 @@ def test_conversational_context_brings_in_the_following_memory(mem: Memory, monk
     """The engine's part of context: the successors of the top hits (ranking.successor_keys'
     rule) are fetched, given their own signals and fused again (how much they score is
     ranking's business)."""
-    import walrus_mem.recall as recall_module
+    import walrus_mem._recall.recall as recall_module
 
     asked: list[int] = []
     fused: list[tuple[list[int], list[float], list[float]]] = []

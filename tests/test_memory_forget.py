@@ -15,6 +15,8 @@ from tests.helpers_memory import (
     mock_admin,
     store_count,
 )
+from walrus_mem._log.heads import HeadRef
+from walrus_mem._log.manifest import parse_page, parse_root
 from walrus_mem.envelope import open_envelope
 from walrus_mem.errors import (
     BlobNotFound,
@@ -23,9 +25,7 @@ from walrus_mem.errors import (
     TamperedBlob,
     WrongNamespace,
 )
-from walrus_mem.heads import HeadRef
 from walrus_mem.keys import MasterSeed, NamespaceKeys
-from walrus_mem.manifest import parse_page, parse_root
 from walrus_mem.memory import Memory
 from walrus_mem.testing import HashEmbedder
 
@@ -192,7 +192,7 @@ def test_forgotten_ciphertext_is_unreadable_without_the_key(mem: Memory) -> None
 
 
 def test_forget_on_real_walrus_keeps_blob_and_says_why(mem_dir, fake_embedder) -> None:
-    from walrus_mem.storage import Backend
+    from walrus_mem._walrus.storage import Backend
 
     with Memory(make_settings(mem_dir), embedder=fake_embedder, master_key=MASTER_HEX) as m:
         rec = m.remember("no http delete on real walrus")
@@ -290,7 +290,7 @@ def test_forget_survives_an_unreachable_publisher(mem_dir, fake_embedder) -> Non
 
 
 def test_update_of_importance_and_expiry_reaches_recall(mem: Memory, monkeypatch) -> None:
-    import walrus_mem.recall as recall_module
+    import walrus_mem._recall.recall as recall_module
 
     # RecallHit.importance is the importance ranking was given (the index's copy),
     # not the record's: both must follow an update.

@@ -19,12 +19,12 @@ from tests.helpers_memory import (
     mock_admin,
     store_count,
 )
+from walrus_mem._log.heads import HeadRef
+from walrus_mem._log.manifest import parse_root
+from walrus_mem._walrus.retry import RetryPolicy
 from walrus_mem.envelope import open_envelope
 from walrus_mem.errors import InvalidInput, WrongNamespace
-from walrus_mem.heads import HeadRef
-from walrus_mem.manifest import parse_root
 from walrus_mem.memory import Memory
-from walrus_mem.retry import RetryPolicy
 from walrus_mem.testing import HashEmbedder
 from walrus_mem.walrus import WalrusClient
 
@@ -172,7 +172,7 @@ def test_manifest_every_n_writes(mem_dir: Path, fake_embedder) -> None:
 def test_restore_rebuilds_everything_from_walrus_alone(
     tmp_path: Path, shared_walrus, monkeypatch
 ) -> None:
-    import walrus_mem.manifest as mf
+    import walrus_mem._log.manifest as mf
 
     # Every changed page is stored as a page (none rides inline), so the root is
     # pages alone whatever the random ids' chunk boundaries; the mixed layout
@@ -257,7 +257,7 @@ def test_restore_needs_the_same_key(tmp_path: Path, shared_walrus) -> None:
 def test_manifest_pages_are_reused_when_unchanged(
     tmp_path: Path, shared_walrus, monkeypatch
 ) -> None:
-    import walrus_mem.manifest as mf
+    import walrus_mem._log.manifest as mf
 
     monkeypatch.setattr(mf, "PAGE_TARGET", 50)  # many small pages from a modest namespace
     monkeypatch.setattr(mf, "CHANGED_INLINE_MAX", mf.INLINE_MAX)

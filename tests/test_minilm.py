@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from tests.helpers_memory import MASTER_HEX, make_settings
+from walrus_mem._recall.embeddings import SentenceTransformerEmbedder, make_embedder
+from walrus_mem._recall.minilm import MAX_SEQ_LENGTH, MiniLM
 from walrus_mem.config import Settings
-from walrus_mem.embeddings import SentenceTransformerEmbedder, make_embedder
 from walrus_mem.errors import EmbeddingError, InvalidInput
 from walrus_mem.memory import Memory
-from walrus_mem.minilm import MAX_SEQ_LENGTH, MiniLM
 
 # Short and long, cased, accented, CJK, emoji, punctuation only, empty, over the
 # 256-token truncation limit, and lengths that differ inside one padded batch.
@@ -224,7 +224,7 @@ def test_prototype_vectors_are_embedded_once_per_machine(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Fixed texts (prompt screen, query gate) are read back by the next process."""
-    from walrus_mem.embeddings import constant_vectors, embed_checked
+    from walrus_mem._recall.embeddings import constant_vectors, embed_checked
     from walrus_mem.testing import HashEmbedder
 
     monkeypatch.setenv("WALRUS_MEM_MODEL_CACHE", str(tmp_path))

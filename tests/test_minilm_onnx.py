@@ -13,8 +13,8 @@ import pytest
 
 from tests.helpers_memory import MASTER_HEX, make_settings
 from tests.test_minilm import FACTS, QUERIES, TEXTS
-from walrus_mem import minilm_onnx
-from walrus_mem.embeddings import SentenceTransformerEmbedder
+from walrus_mem._recall import minilm_onnx
+from walrus_mem._recall.embeddings import SentenceTransformerEmbedder
 from walrus_mem.errors import EmbeddingError, InvalidInput
 from walrus_mem.memory import Memory
 
@@ -156,7 +156,7 @@ def test_a_long_lived_process_recalls_on_onnxruntime_without_torch(
 
 def test_onnxruntime_imports_after_usearch() -> None:
     """usearch's wheel carries its own libstdc++; onnxruntime's init crashed after it."""
-    code = "import walrus_mem.index, usearch.index, onnxruntime; print('ok')"
+    code = "import walrus_mem._recall.index, usearch.index, onnxruntime; print('ok')"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=300)
     assert (out.returncode, out.stdout.strip()) == (0, "ok"), out.stderr[-2000:]

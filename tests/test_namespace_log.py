@@ -10,8 +10,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-import walrus_mem.manifest as mf
-import walrus_mem.namespace_log as nslog
+import walrus_mem._log.manifest as mf
+import walrus_mem._log.namespace_log as nslog
 from relayer_mock.server import RelayerServer
 from tests.helpers_log import (
     Interrupt,
@@ -22,6 +22,7 @@ from tests.helpers_log import (
     machine,
 )
 from tests.helpers_memory import MOCK_ADMIN_TOKEN, OTHER_MASTER_HEX, make_settings
+from walrus_mem._log.heads import HeadRef, HeadsFile
 from walrus_mem.errors import (
     BlobNotFound,
     ForkedHead,
@@ -30,7 +31,6 @@ from walrus_mem.errors import (
     StaleManifest,
     WrongNamespace,
 )
-from walrus_mem.heads import HeadRef, HeadsFile
 from walrus_mem.testing import HashEmbedder
 
 
@@ -228,7 +228,7 @@ def test_interrupted_restore_is_marked_refuses_to_publish_and_resumes(tmp_path: 
             b.restore("ir", head, progress=kill_after(80))
         partial = b.stats("ir").memories
         assert 0 < partial < 200
-    from walrus_mem.doctor import check_local_store
+    from walrus_mem._cli.doctor import check_local_store
 
     checks = {c.name: c for c in check_local_store(
         make_settings(tmp_path / "b", publisher_url=server.url, aggregator_urls=server.url),
@@ -437,7 +437,7 @@ def test_two_first_manifests_shared_through_the_heads_file_converge(tmp_path: Pa
 _KILLER = """
 import os, signal, sys
 sys.path.insert(0, {root!r})
-import walrus_mem.namespace_log as nslog
+import walrus_mem._log.namespace_log as nslog
 nslog.RESTORE_CHUNK = 20
 from tests.helpers_log import machine
 mem = machine(__import__("pathlib").Path({data!r}), {url!r})

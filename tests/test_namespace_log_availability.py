@@ -12,7 +12,7 @@ import pytest
 from relayer_mock.server import RelayerServer
 from tests.helpers_log import MOCK_ADMIN_TOKEN, live, machine
 from tests.helpers_proxy import HookProxy
-from walrus_mem.expiry import record_seen
+from walrus_mem._walrus.expiry import record_seen
 
 
 @pytest.fixture(scope="module")
@@ -74,8 +74,8 @@ def test_a_damaged_heads_file_is_reported_never_raised(tmp_path: Path, server) -
 
 
 def test_a_sighting_beyond_what_time_allows_is_implausible(tmp_path: Path) -> None:
-    from walrus_mem.catalog import Catalog
-    from walrus_mem.expiry import EpochClock
+    from walrus_mem._catalog.catalog import Catalog
+    from walrus_mem._walrus.expiry import EpochClock
 
     catalog = Catalog(tmp_path / "c.sqlite3")
     try:
@@ -98,8 +98,8 @@ def test_another_writers_far_future_sighting_gives_way_to_the_first_own_one(
         tmp_path: Path) -> None:
     """A fresh machine has nothing to check a manifest's clock against: it may read from
     it, but a far-future claim must not outlive its own first store answer."""
-    from walrus_mem.catalog import Catalog
-    from walrus_mem.expiry import EpochClock
+    from walrus_mem._catalog.catalog import Catalog
+    from walrus_mem._walrus.expiry import EpochClock
 
     catalog = Catalog(tmp_path / "c.sqlite3")
     try:
@@ -247,7 +247,7 @@ def test_a_batch_refused_for_good_is_split_then_poisoned_and_manifests_go_on(
     """One fact over the publisher's size cap (413) stayed in the outbox forever, and sync
     published no manifest while the outbox was non-empty: every later fact of the
     namespace was published as a blob but never listed."""
-    from walrus_mem.doctor import _namespace_integrity
+    from walrus_mem._cli.doctor import _namespace_integrity
 
     heads = tmp_path / "shared" / "heads.txt"
     capped = HookProxy(server.url, lambda m, p, b: (413, b"payload too large")
@@ -285,7 +285,7 @@ def test_a_machine_away_for_longer_than_the_ancestry_window_merges(
         tmp_path: Path, server, monkeypatch: pytest.MonkeyPatch) -> None:
     """descends() raised LogError past MAX_WALK manifests: a laptop away while a busy
     namespace published 10,000 manifests could never sync again (scaled down to 5)."""
-    import walrus_mem.namespace_log as nslog
+    import walrus_mem._log.namespace_log as nslog
 
     monkeypatch.setattr(nslog, "MAX_WALK", 5)
     monkeypatch.setattr(nslog, "MAX_FETCH", 5, raising=False)

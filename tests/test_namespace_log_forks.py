@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-import walrus_mem.lineage as lineage
+import walrus_mem._log.lineage as lineage
 from relayer_mock.server import RelayerServer
 from tests.helpers_log import MOCK_ADMIN_TOKEN, live, machine
 

@@ -16,7 +16,7 @@ The model: per machine, memory id -> (version, texts that may hold that
 version) and a set of forgotten ids; a published head carries a copy of its
 machine's model; ``seen`` per machine is the merge of every head it published
 or merged (the mirror outlives a data dir restored from a backup, so a sync
-merges it back). Merging is the rule of walrus_mem.merge: a tombstone wins,
+merges it back). Merging is the rule of walrus_mem._log.merge: a tombstone wins,
 then the higher version; equal versions with different texts leave either
 text acceptable (the real rule picks one, deterministically, on every machine).
 """
@@ -37,7 +37,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-import walrus_mem.namespace_log as nslog
+import walrus_mem._log.namespace_log as nslog
 from relayer_mock.server import RelayerServer
 from tests.helpers_log import Interrupt, live, machine
 from walrus_mem import Memory
@@ -197,7 +197,7 @@ class ThreeMachines(RuleBasedStateMachine):
     @rule(i=st.integers(0, MACHINES - 1), pick=st.integers(0, 10_000))
     def restate(self, i: int, pick: int) -> None:
         """The user states again a fact this machine holds (maybe forgotten elsewhere):
-        the memory moves to a new id and its old id is forgotten (walrus_mem/restate.py),
+        the memory moves to a new id and its old id is forgotten (walrus_mem/_memory/restate.py),
         so the fact stays live everywhere whatever forget of the old id it meets."""
         held = live(self.mems[i], self.ns)
         if not held:

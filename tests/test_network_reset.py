@@ -20,14 +20,14 @@ from relayer_mock.server import RelayerServer
 from tests.helpers_log import LyingAggregator, live, machine
 from tests.helpers_memory import MASTER_HEX, MOCK_ADMIN_TOKEN, make_settings
 from walrus_mem import Memory
-from walrus_mem import manifest as mf
+from walrus_mem._log import manifest as mf
+from walrus_mem._log.gone import store_root
+from walrus_mem._log.heads import HeadRef
+from walrus_mem._memory.network_reset import RESET_KEY
+from walrus_mem._memory.repair import repair_data_dir
+from walrus_mem._walrus.expiry import BACKWARDS_KEY, learn_epoch_seconds
 from walrus_mem.config import Settings
 from walrus_mem.envelope import open_envelope
-from walrus_mem.expiry import BACKWARDS_KEY, learn_epoch_seconds
-from walrus_mem.heads import HeadRef
-from walrus_mem.log_gone import store_root
-from walrus_mem.network_reset import RESET_KEY
-from walrus_mem.repair import repair_data_dir
 from walrus_mem.testing import HashEmbedder
 
 DAY = 86_400.0

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from walrus_mem._local.placeholders import resolve_placeholders, resolve_string
 from walrus_mem.errors import ConfigError, PlaceholderError
-from walrus_mem.placeholders import resolve_placeholders, resolve_string
 
 SECRET = "sk-live-9f8e7d6c5b4a39281706f5e4d3c2b1a0"  # a secret-looking value, never to be shown
 

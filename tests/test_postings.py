@@ -1,4 +1,5 @@
-"""The postings (walrus_mem.postings): FTS5's terms, FTS5's bm25, kept in step with FTS5."""
+"""The postings (walrus_mem._catalog.postings): FTS5's terms, FTS5's bm25, kept in step
+with FTS5."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import walrus_mem.lexical as lexical_mod
-import walrus_mem.postings as postings
+import walrus_mem._catalog.postings as postings
+import walrus_mem._recall.lexical as lexical_mod
 from walrus_mem import Memory, Settings
-from walrus_mem.catalog import Catalog, fts_table
-from walrus_mem.lexical import informative, lexical_pass, rescore
-from walrus_mem.ranking import fts_query
+from walrus_mem._catalog.catalog import Catalog, fts_table
+from walrus_mem._recall.lexical import informative, lexical_pass, rescore
+from walrus_mem._recall.ranking import fts_query
 
 MASTER = "5a" * 32
 NS = "notes"

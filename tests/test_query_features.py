@@ -12,10 +12,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from walrus_mem import temporal
-from walrus_mem.config import Settings
-from walrus_mem.memory import Memory
-from walrus_mem.query_features import (
+from walrus_mem._recall import temporal
+from walrus_mem._recall.query_features import (
     analyse,
     candidate_prior,
     mentions_time,
@@ -23,8 +21,10 @@ from walrus_mem.query_features import (
     starts_with,
     wanted,
 )
-from walrus_mem.ranking import DEFAULT_PARAMS
-from walrus_mem.temporal import Span, memory_time, parse_time, query_spans
+from walrus_mem._recall.ranking import DEFAULT_PARAMS
+from walrus_mem._recall.temporal import Span, memory_time, parse_time, query_spans
+from walrus_mem.config import Settings
+from walrus_mem.memory import Memory
 from walrus_mem.testing import HashEmbedder
 
 DAY = 86400.0

@@ -1,4 +1,4 @@
-"""walrus_mem.ranking: FTS5 query safety and score fusion properties (no model)."""
+"""walrus_mem._recall.ranking: FTS5 query safety and score fusion properties (no model)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from walrus_mem.errors import ConfigError
-from walrus_mem.ranking import (
+from walrus_mem._recall.ranking import (
     DEFAULT_MIN_SCORE,
     DEFAULT_PARAMS,
     FTS_TOKENIZE,
@@ -29,6 +28,7 @@ from walrus_mem.ranking import (
     fused_order,
     readable,
 )
+from walrus_mem.errors import ConfigError
 
 NOW = 1_700_000_000.0
 DAY = 86400.0

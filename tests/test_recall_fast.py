@@ -11,12 +11,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import walrus_mem.lexical as lexical_mod
-import walrus_mem.recall as recall_mod
+import walrus_mem._recall.lexical as lexical_mod
+import walrus_mem._recall.recall as recall_mod
 from walrus_mem import Memory, Settings
-from walrus_mem.catalog import fts_table
-from walrus_mem.index import NamespaceIndex
-from walrus_mem.ranking import (
+from walrus_mem._catalog.catalog import fts_table
+from walrus_mem._recall.index import NamespaceIndex
+from walrus_mem._recall.ranking import (
     DEFAULT_PARAMS,
     Candidate,
     FusionParams,

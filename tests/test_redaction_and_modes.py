@@ -32,10 +32,10 @@ from tests.helpers_cli import invoke
 from tests.helpers_log import machine
 from tests.helpers_memory import MASTER_HEX, OTHER_MASTER_HEX
 from walrus_mem import Memory, Settings
-from walrus_mem.doctor import run_checks
+from walrus_mem._cli.doctor import run_checks
+from walrus_mem._memory.grants import GRANT_MAGIC
 from walrus_mem.envelope import bucket_size
 from walrus_mem.errors import PublisherUnavailable
-from walrus_mem.grants import GRANT_MAGIC
 from walrus_mem.testing import HashEmbedder
 from walrus_mem.walrus import WalrusClient
 
@@ -245,7 +245,7 @@ def test_an_unset_placeholder_in_a_path_is_still_an_error(tmp_path, monkeypatch)
 
 _PROBE = """
 import ctypes, resource, sys
-from walrus_mem.cli import cli
+from walrus_mem._cli.main import cli
 before = resource.getrlimit(resource.RLIMIT_CORE)[0], ctypes.CDLL(None).prctl(3, 0, 0, 0, 0)
 cli.main(sys.argv[1:], prog_name="walrus-mem", standalone_mode=False)
 after = resource.getrlimit(resource.RLIMIT_CORE)[0], ctypes.CDLL(None).prctl(3, 0, 0, 0, 0)
@@ -345,7 +345,7 @@ def test_keys_import_does_not_echo_words_typed_in_a_terminal(tmp_path):
 def test_the_heads_file_never_writes_through_a_planted_temp_name(tmp_path):
     """The heads file sits in a shared folder: someone who can write there must not get
     a sync to write through a symlink planted at a predictable temp name."""
-    from walrus_mem.heads import HeadRef, HeadsFile
+    from walrus_mem._log.heads import HeadRef, HeadsFile
 
     shared = tmp_path / "shared"
     shared.mkdir(mode=0o700)

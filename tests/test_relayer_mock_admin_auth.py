@@ -13,7 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from relayer_mock.admin_auth import ADMIN_TOKEN_FILE, ADMIN_TOKEN_HEADER, load_or_create_token
+from relayer_mock._admin_auth import ADMIN_TOKEN_FILE, ADMIN_TOKEN_HEADER, load_or_create_token
 from relayer_mock.app import create_app
 from relayer_mock.auth import encode_token
 from relayer_mock.cli import main

@@ -16,9 +16,9 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from relayer_mock import cost
+from relayer_mock import _cost as cost
+from relayer_mock._ids import blob_id_for
 from relayer_mock.embedded import EmbeddedRelayer
-from relayer_mock.ids import blob_id_for
 
 SMALL_BLOB_LIMIT = 4096
 SMALL_QUILT_LIMIT = 256 * 1024

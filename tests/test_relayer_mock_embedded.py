@@ -10,8 +10,8 @@ import httpx
 import pytest
 
 from relayer_mock import EmbeddedRelayer, FaultConfig
+from relayer_mock._ids import blob_id_for
 from relayer_mock.embedded import EMBEDDED_BASE_URL
-from relayer_mock.ids import blob_id_for
 
 
 def test_sync_client_with_plain_httpx(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from relayer_mock._ids import b64url_encode, blob_id_for
 from relayer_mock.embedded import EmbeddedRelayer
 from relayer_mock.faults import (
     ALL_KINDS,
@@ -18,7 +19,6 @@ from relayer_mock.faults import (
     RouteClass,
     parse_kinds,
 )
-from relayer_mock.ids import b64url_encode, blob_id_for
 
 FAST = {"fault_latency_ms": (0, 1)}
 RETRYABLE = {429, 500, 503, 504}

@@ -15,9 +15,9 @@ from typing import Any
 import httpx
 import pytest
 
+from relayer_mock._ids import parse_quilt_patch_id
 from relayer_mock.cli import build_fault_config, default_data_dir, main, parse_size
 from relayer_mock.faults import FaultConfig, FaultKind
-from relayer_mock.ids import parse_quilt_patch_id
 from relayer_mock.server import RelayerProcess, RelayerServer
 
 MiB = 1024 * 1024

@@ -13,10 +13,10 @@ from typing import Any
 import httpx
 import pytest
 
+from relayer_mock._ids import blob_id_for
+from relayer_mock._store import Store
 from relayer_mock.app import create_app
 from relayer_mock.embedded import EmbeddedRelayer
-from relayer_mock.ids import blob_id_for
-from relayer_mock.store import Store
 
 
 class FakeClock:

@@ -9,8 +9,8 @@ import struct
 
 import pytest
 
-from relayer_mock import cost
-from relayer_mock.ids import (
+from relayer_mock import _cost as cost
+from relayer_mock._ids import (
     b64url_decode,
     base58_encode,
     blob_file_name,
@@ -22,7 +22,7 @@ from relayer_mock.ids import (
     parse_quilt_patch_id,
     quilt_patch_id,
 )
-from relayer_mock.params import (
+from relayer_mock._params import (
     QueryError,
     RangeHeaderError,
     parse_byte_range_query,
@@ -30,7 +30,7 @@ from relayer_mock.params import (
     parse_range_header,
     parse_read_options,
 )
-from relayer_mock.quilt import (
+from relayer_mock._quilt import (
     MAX_PATCHES,
     PatchInput,
     QuiltError,

@@ -15,7 +15,7 @@ These are exact figures: the same facts and prompts give the same hits on every
 build and every embedder runtime. A fresh-clone run (main 0f71cc8) measured 0.88 in the top
 5: USearch's multithreaded insert had left a stored fact unreachable by search (30
 of 300 builds of this store gave 0.90, 5 gave 0.88); the index now inserts on one
-thread (walrus_mem/index.py ``_add``) and
+thread (walrus_mem/_recall/index.py ``_add``) and
 :func:`test_every_build_of_the_store_gives_the_same_hits` holds it. Mixing runtimes
 (facts on numpy, prompts on onnxruntime or torch, as ``auto`` can once it switches)
 changes no hit here: their vectors differ by at most 2e-7, far under the index's
@@ -34,10 +34,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from walrus_mem._recall.ranking import DEFAULT_MIN_SCORE
 from walrus_mem.config import AgentConfig, Settings
 from walrus_mem.hooks import MemoryHooks
 from walrus_mem.memory import Memory
-from walrus_mem.ranking import DEFAULT_MIN_SCORE
 
 pytestmark = pytest.mark.model
 

@@ -1,4 +1,4 @@
-"""The query-level relevance gate of auto-recall (walrus_mem.relevance_gate).
+"""The query-level relevance gate of auto-recall (walrus_mem._recall.relevance_gate).
 
 The gate's weights are calibrated for the real model (tests/test_relevance_calibration.py,
 bench/recall_calibration.py); here its parts and its wiring, with the fake embedder and
@@ -10,11 +10,9 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers_agents import make_memory
-from walrus_mem import prompt_screen, relevance_gate
-from walrus_mem.config import AgentConfig
-from walrus_mem.embeddings import SentenceTransformerEmbedder
-from walrus_mem.hooks import MemoryHooks
-from walrus_mem.relevance_gate import (
+from walrus_mem._recall import relevance_gate
+from walrus_mem._recall.embeddings import SentenceTransformerEmbedder
+from walrus_mem._recall.relevance_gate import (
     GATES,
     GateParams,
     content_overlap,
@@ -22,6 +20,9 @@ from walrus_mem.relevance_gate import (
     personal_cue,
     query_verdict,
 )
+from walrus_mem._safety import prompt_screen
+from walrus_mem.config import AgentConfig
+from walrus_mem.hooks import MemoryHooks
 
 
 @pytest.fixture

@@ -15,10 +15,10 @@ from usearch.index import Index
 from tests.helpers_cli import TEST_MASTER_HEX, invoke, invoke_json
 from tests.helpers_memory import MASTER_HEX, make_settings, mock_admin, store_count
 from walrus_mem import Memory
+from walrus_mem._memory.integrity import check_index_file, damaged_sealed, queued_without_outbox
+from walrus_mem._memory.repair import repair_namespace
+from walrus_mem._recall.index import file_digest
 from walrus_mem.errors import CatalogCorrupt
-from walrus_mem.index import file_digest
-from walrus_mem.integrity import check_index_file, damaged_sealed, queued_without_outbox
-from walrus_mem.repair import repair_namespace
 from walrus_mem.testing import HashEmbedder
 
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()
@@ -218,7 +218,7 @@ def test_doctor_and_repair_end_to_end_through_the_cli(tmp_path: Path, monkeypatc
 
 
 def test_doctor_shows_what_expires_when_and_sync_clears_it(mem_dir: Path) -> None:
-    from walrus_mem.doctor import check_integrity
+    from walrus_mem._cli.doctor import check_integrity
 
     settings = make_settings(mem_dir, epochs=2, epoch_seconds=86400)
     with Memory(settings, embedder=HashEmbedder(), master_key=MASTER_HEX) as mem:
@@ -242,8 +242,8 @@ def test_doctor_shows_what_expires_when_and_sync_clears_it(mem_dir: Path) -> Non
 
 def test_doctor_warns_about_a_seen_head_not_merged(tmp_path: Path) -> None:
     from relayer_mock.server import RelayerServer
-    from walrus_mem.doctor import check_integrity
-    from walrus_mem.heads import HeadRef
+    from walrus_mem._cli.doctor import check_integrity
+    from walrus_mem._log.heads import HeadRef
 
     with RelayerServer(tmp_path / "walrus") as srv:
         def open_mem(name: str) -> Memory:
@@ -271,7 +271,7 @@ def test_doctor_warns_about_a_seen_head_not_merged(tmp_path: Path) -> None:
 def test_a_repair_whose_restore_failed_is_finished_by_the_next_one(tmp_path: Path) -> None:
     from relayer_mock.faults import FaultConfig
     from relayer_mock.server import RelayerServer
-    from walrus_mem.repair import repair_data_dir
+    from walrus_mem._memory.repair import repair_data_dir
 
     with RelayerServer(tmp_path / "walrus") as srv:
         settings = make_settings(tmp_path / "d", publisher_url=srv.url, aggregator_urls=srv.url,
@@ -302,7 +302,7 @@ def test_repair_salvages_queued_memories_from_a_damaged_catalog(mem_settings) ->
     """A catalog SQLite still opens but whose integrity check fails (a broken index page):
     it is moved aside, restored from the head, and the never-published memories it still
     holds are written again instead of being lost with it."""
-    from walrus_mem.repair import repair_data_dir
+    from walrus_mem._memory.repair import repair_data_dir
 
     settings = make_settings(mem_settings.data_dir, master_key=MASTER_HEX)
     with Memory(settings, embedder=HashEmbedder(), master_key=MASTER_HEX) as mem:
@@ -364,7 +364,7 @@ def test_index_check_survives_a_damaged_graph_body(mem_settings) -> None:
 
 
 def test_search_probe_reports_a_crashing_search_without_dying(tmp_path: Path) -> None:
-    from walrus_mem.integrity import search_probe
+    from walrus_mem._memory.integrity import search_probe
 
     missing = tmp_path / "no-such.usearch"
     problem = search_probe(missing, 64, np.ones((2, 64), dtype=np.float32), {1, 2})
@@ -399,7 +399,7 @@ def test_index_check_passes_a_healthy_index_full_of_duplicate_embeddings(mem_set
 def test_repair_salvages_memories_published_after_the_last_manifest(mem_settings) -> None:
     """Acknowledged and published, but in no manifest yet: a repair that restores the head
     must not lose them (it salvaged only queued rows: 50/55)."""
-    from walrus_mem.repair import repair_data_dir
+    from walrus_mem._memory.repair import repair_data_dir
 
     settings = make_settings(mem_settings.data_dir, master_key=MASTER_HEX)
     with Memory(settings, embedder=HashEmbedder(), master_key=MASTER_HEX) as mem:
@@ -442,8 +442,8 @@ def _damage_catalog_index_page(path: Path) -> None:
 def test_repair_moves_a_corrupt_heads_store_aside_and_rebuilds_it(mem_settings) -> None:
     """A garbled heads.sqlite3 made every sync fail (LocalStoreError) and repair itself
     exit 1; repair now moves it aside and reads the catalog's heads back into a new one."""
-    from walrus_mem.doctor import check_local_store
-    from walrus_mem.repair import repair_data_dir
+    from walrus_mem._cli.doctor import check_local_store
+    from walrus_mem._memory.repair import repair_data_dir
 
     settings = make_settings(mem_settings.data_dir, master_key=MASTER_HEX)
     with Memory(settings, embedder=HashEmbedder(), master_key=MASTER_HEX) as mem:
@@ -475,7 +475,7 @@ def test_repair_moves_a_corrupt_heads_store_aside_and_rebuilds_it(mem_settings) 
 def test_doctor_gives_no_sync_advice_while_a_restore_is_unfinished(mem_settings) -> None:
     """sync refuses (RestoreIncomplete) while the restore marker is set: doctor advised both
     the restore and a sync ('no manifest published yet')."""
-    from walrus_mem.doctor import check_local_store
+    from walrus_mem._cli.doctor import check_local_store
 
     settings = make_settings(mem_settings.data_dir, master_key=MASTER_HEX)
     with Memory(settings, embedder=HashEmbedder(), master_key=MASTER_HEX) as mem:

@@ -18,10 +18,10 @@ from tests.helpers_log import live, machine
 from tests.helpers_memory import MASTER_HEX, MOCK_ADMIN_TOKEN, make_settings
 from tests.helpers_proxy import HookProxy
 from walrus_mem import Memory, Settings
-from walrus_mem.datadir_lock import DataDirLock
-from walrus_mem.doctor import check_integrity
+from walrus_mem._cli.doctor import check_integrity
+from walrus_mem._local.datadir_lock import DataDirLock
+from walrus_mem._memory.repair import repair_data_dir, repair_namespace
 from walrus_mem.errors import DataDirBusy
-from walrus_mem.repair import repair_data_dir, repair_namespace
 from walrus_mem.testing import HashEmbedder
 
 ROOT = str(Path(__file__).resolve().parent.parent)
@@ -92,11 +92,11 @@ _KILLED_REPAIR = """
 import os, signal, sys
 sys.path.insert(0, {root!r})
 from pathlib import Path
-import walrus_mem.namespace_log as nslog
+import walrus_mem._log.namespace_log as nslog
 nslog.RESTORE_CHUNK = 10
 from tests.helpers_memory import make_settings, MASTER_HEX
 from walrus_mem.testing import HashEmbedder
-from walrus_mem.repair import repair_data_dir
+from walrus_mem._memory.repair import repair_data_dir
 s = make_settings(Path({data!r}), publisher_url={url!r}, aggregator_urls={url!r},
                   read_deadline=3.0, publish_deadline=3.0, master_key=MASTER_HEX,
                   state_dir=Path({state!r}))

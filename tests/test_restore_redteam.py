@@ -14,7 +14,7 @@ import pytest
 
 from relayer_mock.server import RelayerServer
 from tests.helpers_log import MOCK_ADMIN_TOKEN, dir_snapshot, machine
-from walrus_mem.doctor import check_integrity
+from walrus_mem._cli.doctor import check_integrity
 from walrus_mem.errors import HeadMismatch
 
 ROOT = str(Path(__file__).resolve().parent.parent)

@@ -10,7 +10,7 @@ from relayer_mock.server import RelayerServer
 from tests.helpers_cli import invoke, invoke_json
 from tests.helpers_memory import MASTER_HEX, MOCK_ADMIN_TOKEN, make_settings
 from walrus_mem import Memory
-from walrus_mem import rotation as rot
+from walrus_mem._memory import rotation as rot
 from walrus_mem.envelope import envelope_fingerprint, open_envelope
 from walrus_mem.errors import PublisherUnavailable, WrongNamespace
 from walrus_mem.keys import MasterSeed, NamespaceKeys
@@ -164,7 +164,8 @@ def test_cli_rotate_and_delete_old(tmp_path, monkeypatch):
 KILL_SCRIPT = """
 import os, signal, sys
 from pathlib import Path
-from walrus_mem import Memory, rotation
+from walrus_mem import Memory
+from walrus_mem._memory import rotation
 from walrus_mem.testing import HashEmbedder
 from tests.helpers_memory import MASTER_HEX, make_settings
 

@@ -30,15 +30,15 @@ from tests.helpers_log import Interrupt, kill_after, live, machine
 from tests.helpers_memory import MASTER_HEX
 from tests.helpers_proxy import HookProxy
 from walrus_mem import Memory
-from walrus_mem import namespace_log as nslog
-from walrus_mem import rotation as rot
+from walrus_mem._log import namespace_log as nslog
+from walrus_mem._memory import rotation as rot
+from walrus_mem._memory.grants import GRANT_MAGIC
 from walrus_mem.envelope import envelope_fingerprint, open_envelope
 from walrus_mem.errors import (
     EnvelopeError,
     RestoreIncomplete,
     RotationIncomplete,
 )
-from walrus_mem.grants import GRANT_MAGIC
 from walrus_mem.keys import NamespaceKeys
 from walrus_mem.testing import HashEmbedder
 
@@ -203,7 +203,7 @@ def test_a_data_dir_stuck_by_an_earlier_rotation_recovers(
     """What an earlier version left: a rotation begun during an unfinished pull (its
     manifest refused: RestoreIncomplete). `restore` raised WrongNamespace, every sync
     refused, `repair` said there was nothing to fix: the namespace never published again."""
-    from walrus_mem.repair import repair_data_dir
+    from walrus_mem._memory.repair import repair_data_dir
 
     head, ids = _half_pulled(tmp_path, server.url, monkeypatch)
     with _machine(tmp_path, "b", server.url) as b:
@@ -309,8 +309,8 @@ def test_no_manifest_path_publishes_during_an_unfinished_reseal(
     process holds the rotation."""
     from filelock import FileLock
 
-    from walrus_mem.doctor import _namespace_integrity
-    from walrus_mem.index import index_file_stem
+    from walrus_mem._cli.doctor import _namespace_integrity
+    from walrus_mem._recall.index import index_file_stem
 
     ids = _killed_rotation(tmp_path, server.url, monkeypatch)
     with _machine(tmp_path, "a", server.url, manifest_every=1) as a:
@@ -372,7 +372,7 @@ def test_delete_old_leaves_nothing_the_old_key_opens(tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """It reported "complete, 2 deleted", yet the old key still opened the earlier version
     of an updated fact and the old manifests (memory ids, blob ids, timestamps)."""
-    from walrus_mem import manifest as mf
+    from walrus_mem._log import manifest as mf
 
     monkeypatch.setattr(mf, "INLINE_MAX", 4)  # so manifests have pages
     monkeypatch.setattr(mf, "CHANGED_INLINE_MAX", 2)

@@ -11,9 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from walrus_mem.hooks import MemoryHooks
-from walrus_mem.safety import redact_secrets, screen_fact
-from walrus_mem.secret_checks import (
+from walrus_mem._safety.secret_checks import (
     bip39_words,
     iban_valid,
     luhn_valid,
@@ -21,6 +19,8 @@ from walrus_mem.secret_checks import (
     shannon_entropy,
     ssn_valid,
 )
+from walrus_mem.hooks import MemoryHooks
+from walrus_mem.safety import redact_secrets, screen_fact
 
 from .helpers_agents import agents_config, make_memory
 

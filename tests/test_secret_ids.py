@@ -1,4 +1,4 @@
-"""National ids, passport numbers, recovery codes, Wi-Fi keys (walrus_mem.secret_ids).
+"""National ids, passport numbers, recovery codes, Wi-Fi keys (walrus_mem._safety.secret_ids).
 
 Valid numbers come from tests/helpers_ids.py, which computes each check digit
 independently of the detector; ``corrupt`` keeps the shape and breaks the check.
@@ -13,9 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from walrus_mem.hooks import MemoryHooks
-from walrus_mem.safety import redact_secrets, screen_fact
-from walrus_mem.secret_ids import (
+from walrus_mem._safety.secret_ids import (
     au_tfn_valid,
     be_national_valid,
     cnpj_valid,
@@ -32,6 +30,8 @@ from walrus_mem.secret_ids import (
     verhoeff_valid,
     za_id_valid,
 )
+from walrus_mem.hooks import MemoryHooks
+from walrus_mem.safety import redact_secrets, screen_fact
 from walrus_mem.tools import call_tool
 
 from .helpers_agents import agents_config, make_memory

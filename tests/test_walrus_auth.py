@@ -18,7 +18,7 @@ from pydantic import SecretStr
 from relayer_mock.faults import FaultConfig
 from relayer_mock.server import RelayerServer
 from tests.helpers_memory import MASTER_HEX, make_settings
-from walrus_mem.credentials import command_provider, token_provider
+from walrus_mem._walrus.credentials import command_provider, token_provider
 from walrus_mem.errors import AuthenticationFailed, InvalidInput
 from walrus_mem.memory import Memory
 from walrus_mem.testing import HashEmbedder

@@ -43,6 +43,7 @@ from tests.helpers_walrus import (
     envelope,
     newly_created,
 )
+from walrus_mem._walrus.retry import RetryPolicy
 from walrus_mem.errors import (
     AggregatorUnavailable,
     AuthenticationFailed,
@@ -61,7 +62,6 @@ from walrus_mem.errors import (
     VerificationFailed,
     WalrusMemError,
 )
-from walrus_mem.retry import RetryPolicy
 from walrus_mem.walrus import MAX_BLOB_BODY, WalrusClient
 
 PUT_BLOBS = f"{PUBLISHER}/v1/blobs"

@@ -26,9 +26,7 @@ from tests.helpers_walrus import (
     FakeClock,
     envelope,
 )
-from walrus_mem.errors import WalrusMemError
-from walrus_mem.walrus import WalrusClient
-from walrus_mem.walrus_responses import (
+from walrus_mem._walrus.responses import (
     ErrorBody,
     Failure,
     QuiltStoreResult,
@@ -42,6 +40,8 @@ from walrus_mem.walrus_responses import (
     read_outcome,
     store_outcome,
 )
+from walrus_mem.errors import WalrusMemError
+from walrus_mem.walrus import WalrusClient
 
 FUZZ = settings(max_examples=300, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -22,9 +22,9 @@ from relayer_mock.server import RelayerServer
 from tests.helpers_hostile import HostileServer
 from tests.helpers_memory import MASTER_HEX, make_settings
 from tests.helpers_walrus import BLOB_ID, PATCH_A, QUILT_ID
+from walrus_mem._walrus.retry import call_deadline
 from walrus_mem.errors import StorageError
 from walrus_mem.memory import Memory
-from walrus_mem.retry import call_deadline
 from walrus_mem.testing import HashEmbedder
 from walrus_mem.walrus import AsyncWalrusClient, WalrusClient
 
@@ -238,9 +238,9 @@ def test_expiry_check_stops_asking_once_no_aggregator_answers() -> None:
     aggregators that do not answer, one read deadline, not one per blob."""
     from types import SimpleNamespace
 
+    from walrus_mem._log.expired import still_served
+    from walrus_mem._walrus.expiry import ExpiredEntry
     from walrus_mem.errors import AggregatorUnavailable
-    from walrus_mem.expiry import ExpiredEntry
-    from walrus_mem.log_expiry import still_served
 
     asked: list[str] = []
 
@@ -266,9 +266,9 @@ def test_cached_page_check_does_not_republish_when_no_aggregator_answers() -> No
     import threading
     from types import SimpleNamespace
 
+    from walrus_mem._log.pages import ManifestPages
     from walrus_mem.errors import AggregatorUnavailable
     from walrus_mem.keys import MasterSeed, NamespaceKeys
-    from walrus_mem.log_pages import ManifestPages
 
     def read_blob(blob: str) -> bytes:
         raise AggregatorUnavailable("no complete answer within the call's deadline",

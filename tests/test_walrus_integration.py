@@ -21,8 +21,8 @@ from relayer_mock.embedded import EmbeddedRelayer
 from relayer_mock.faults import FaultConfig
 from relayer_mock.server import RelayerServer
 from tests.helpers_walrus import FakeClock
+from walrus_mem._walrus.retry import RetryPolicy
 from walrus_mem.errors import BlobNotFound, BodyTooLarge, InvalidInput
-from walrus_mem.retry import RetryPolicy
 from walrus_mem.walrus import MAX_BLOB_BODY, AsyncWalrusClient, WalrusClient
 
 

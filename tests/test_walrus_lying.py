@@ -167,7 +167,7 @@ def test_verify_publish_none_trusts_the_answer(tmp_path: Path,
 
 @pytest.mark.parametrize("policy, expected", [("none", 0), ("sample", 1), ("all", 3)])
 def test_verify_published_policies(tmp_path: Path, policy: str, expected: int) -> None:
-    from walrus_mem.publish_check import verify_published
+    from walrus_mem._walrus.publish_check import verify_published
 
     with RelayerServer(tmp_path / "walrus", fsync=False) as server, \
             WalrusClient(server.url, [server.url], read_deadline=DEADLINE) as client:

@@ -17,7 +17,7 @@ import pytest
 from relayer_mock.server import RelayerServer
 from tests.helpers_memory import MASTER_HEX, make_settings
 from tests.test_walrus_lying import LyingPublisher, _memory
-from walrus_mem.blobio import QUILT_MAX_BYTES, store_batches
+from walrus_mem._walrus.blobio import QUILT_MAX_BYTES, store_batches
 from walrus_mem.errors import AggregatorUnavailable, BodyTooLarge, StorageError
 from walrus_mem.memory import Memory
 from walrus_mem.testing import HashEmbedder

@@ -14,8 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from relayer_mock.ids import blob_id_for
-from relayer_mock.realism import StoreLatency
+from relayer_mock._ids import blob_id_for
+from relayer_mock._realism import StoreLatency
 from relayer_mock.server import RelayerServer
 from tests.helpers_memory import MASTER_HEX, make_settings
 from walrus_mem.errors import AggregatorUnavailable, ForbiddenBlob
@@ -166,7 +166,7 @@ def test_store_latency_distributions() -> None:
 
 
 def test_endpoint_health_benches_and_recovers() -> None:
-    from walrus_mem.endpoints import EndpointHealth
+    from walrus_mem._walrus.endpoints import EndpointHealth
 
     now = [100.0]
     health = EndpointHealth(lambda: now[0], base_cooldown=5.0, max_cooldown=20.0)

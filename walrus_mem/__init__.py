@@ -7,9 +7,10 @@ recall them in milliseconds.
 
 from __future__ import annotations
 
-from .async_memory import AsyncMemory
+from ._log.heads import HeadRef
+from ._memory.async_memory import AsyncMemory
+from ._recall.embeddings import Embedder, SentenceTransformerEmbedder
 from .config import AgentConfig, Settings
-from .embeddings import Embedder, SentenceTransformerEmbedder
 from .errors import (
     AccessDenied,
     AggregatorError,
@@ -71,7 +72,6 @@ from .errors import (
     WalrusMemError,
     WrongNamespace,
 )
-from .heads import HeadRef
 from .keys import MasterSeed, NamespaceKeys
 from .memory import Memory
 from .models import (

@@ -2,7 +2,7 @@
 
 Precedence for ordinary settings (first wins): arguments to ``Settings(...)``
 > environment variables > the TOML config file > defaults. Every string in the
-TOML file may hold ``${VAR}`` placeholders (see :mod:`walrus_mem.placeholders`).
+TOML file may hold ``${VAR}`` placeholders (see :mod:`walrus_mem._local.placeholders`).
 
 Which config file is read (:func:`resolve_config_file`, the same rule for the
 library and the CLI): the ``config_file`` argument (``None`` given explicitly
@@ -47,18 +47,18 @@ from pydantic_settings import (
     SettingsError,
 )
 
-from .errors import ConfigError, InvalidNamespace, PlaceholderError, UnknownAgent
-from .keys import NAMESPACE_RULE, parse_ed25519_key, validate_namespace
-from .placeholders import (
+from ._local.placeholders import (
     check_placeholders,
     placeholder_names,
     resolve_path_variables,
     resolve_placeholders,
     resolve_string,
 )
-from .private_dirs import expand_path
-from .ranking import DEFAULT_MIN_SCORE
-from .url_secrets import redact_userinfo
+from ._local.private_dirs import expand_path
+from ._recall.ranking import DEFAULT_MIN_SCORE
+from ._walrus.url_secrets import redact_userinfo
+from .errors import ConfigError, InvalidNamespace, PlaceholderError, UnknownAgent
+from .keys import NAMESPACE_RULE, parse_ed25519_key, validate_namespace
 
 __all__ = [
     "DEFAULT_EMBEDDING_MODEL",
@@ -168,10 +168,10 @@ class AgentConfig(BaseModel):
     auto_capture: bool = True
     max_recall_results: int = Field(default=5, ge=1, le=100)
     # recall hits scoring below this are not injected; the same calibrated default
-    # as recall's own cutoff (walrus_mem.ranking.DEFAULT_MIN_SCORE, docs/benchmarks.md)
+    # as recall's own cutoff (walrus_mem._recall.ranking.DEFAULT_MIN_SCORE, docs/benchmarks.md)
     min_relevance: float = Field(default=DEFAULT_MIN_SCORE, ge=0.0, le=1.0)
     # first ask whether the prompt is one memory can answer at all (calibrated per
-    # embedding model, walrus_mem.relevance_gate); off = the per-hit cutoff only
+    # embedding model, walrus_mem._recall.relevance_gate); off = the per-hit cutoff only
     query_gate: bool = True
     min_prompt_length: int = Field(default=10, ge=0)
     capture_max_messages: int = Field(default=10, ge=1, le=200)
@@ -374,7 +374,7 @@ class Settings(BaseSettings):
     send_object_to: str | None = None
     embedding_model: str = DEFAULT_EMBEDDING_MODEL
     embedding_batch_size: int = Field(default=64, ge=1)
-    # Runtime and thread policy of the embedder (see walrus_mem.embeddings).
+    # Runtime and thread policy of the embedder (see walrus_mem._recall.embeddings).
     embedding_backend: Literal["auto", "numpy", "onnx", "torch"] = "auto"
     embedding_threads: int = Field(default=1, ge=0, le=256)
     max_fact_bytes: int = Field(default=64 * 1024, ge=256)
@@ -547,7 +547,7 @@ class Settings(BaseSettings):
     @property
     def resolved_key_file(self) -> Path:
         """The configured key file, else :func:`default_key_file` (see
-        :func:`walrus_mem.keystore.key_file_in_use` for the legacy location)."""
+        :func:`walrus_mem._keys.keystore.key_file_in_use` for the legacy location)."""
         return self.key_file or default_key_file()
 
     @property

@@ -13,7 +13,7 @@
 **Auto-recall** skips short prompts, slash commands and session-start
 boilerplate, and memory-triggered runs; recalls in the session's namespace;
 injects nothing when the prompt is not one memory answers (the calibrated
-query gate of :mod:`walrus_mem.relevance_gate`, for models with weights);
+query gate of :mod:`walrus_mem._recall.relevance_gate`, for models with weights);
 drops hits under ``min_relevance`` and hits the injection detector flags;
 packs the rest into one nonce-framed, escaped ``<walrus-memories>`` block
 within the token budget; and reports every candidate in ``trace``.
@@ -53,8 +53,10 @@ from typing import Any, Final, Literal
 import nacl.hash
 from nacl.encoding import HexEncoder
 
-from .consolidate import NOT_RETIRED, consolidate
-from .embeddings import constant_vectors
+from ._agents.consolidate import NOT_RETIRED, consolidate
+from ._recall.embeddings import constant_vectors
+from ._recall.relevance_gate import GATES, IntentBank, QueryVerdict, query_verdict
+from ._safety.prompt_screen import safe_category, screen_records
 from .errors import InvalidSessionKey, KeyMaterialError
 from .extract import (
     ChatMessage,
@@ -62,8 +64,6 @@ from .extract import (
     HeuristicExtractor,
     normalize_messages,
 )
-from .prompt_screen import safe_category, screen_records
-from .relevance_gate import GATES, IntentBank, QueryVerdict, query_verdict
 from .safety import (
     MemoryItem,
     SecretPolicy,
@@ -166,7 +166,7 @@ class TraceEntry:
     """Why one recall candidate was included or excluded (never its text).
 
     ``reason`` is ``included``, ``below_query_relevance`` (the prompt is not one
-    memory answers, :mod:`walrus_mem.relevance_gate`), ``below_min_relevance``,
+    memory answers, :mod:`walrus_mem._recall.relevance_gate`), ``below_min_relevance``,
     ``injection:<labels>``, ``over_max_results`` or ``over_token_budget``.
     """
 
@@ -310,7 +310,7 @@ class MemoryHooks:
             credentials (see :func:`~walrus_mem.safety.screen_fact`).
         consolidate_after_capture: after each stored capture, retire older
             memories that a captured fact duplicates or supersedes
-            (:mod:`walrus_mem.consolidate`, only changes involving the new
+            (:mod:`walrus_mem._agents.consolidate`, only changes involving the new
             facts; default off).
         on_error: ``"log"`` (default: never raise into the host, log and
             count; key and session errors at ERROR level) or ``"raise"``

@@ -51,6 +51,7 @@ import nacl.signing
 import nacl.utils
 from nacl.encoding import RawEncoder
 
+from ._local.private_dirs import make_private_dirs
 from .errors import (
     InsecureKeyFile,
     InvalidNamespace,
@@ -60,7 +61,6 @@ from .errors import (
     KeyringUnavailable,
     MalformedKey,
 )
-from .private_dirs import make_private_dirs
 
 __all__ = [
     "FINGERPRINT_SIZE",

@@ -35,13 +35,13 @@ import anyio.to_thread
 import click
 
 from . import __version__
+from ._agents.mcp_sdk import Server, ServerRequestContext, stdio_server, types
+from ._keys.hardening import disable_core_dumps
+from ._recall.embeddings import TEST_EMBEDDER_PREFIX
 from .config import Settings
-from .embeddings import TEST_EMBEDDER_PREFIX
 from .errors import UnknownAgent, WalrusMemError
-from .hardening import disable_core_dumps
 from .hooks import namespace_instruction
 from .keys import validate_namespace
-from .mcp_sdk import Server, ServerRequestContext, stdio_server, types
 from .sessions import AgentDirectory
 from .tools import READ_TOOLS, WRITE_TOOLS, call_tool, tool_specs
 

@@ -42,17 +42,64 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from . import deletions, restate
-from . import manifest as mf
-from .access import check_access
-from .blobio import check_patches, read_checked, store_batches
-from .catalog import Catalog, vector_to_blob
+from ._catalog.catalog import Catalog, vector_to_blob
+from ._catalog.outbox_poison import REFUSED, is_poisoned, refused_for_good
+from ._catalog.outbox_poison import describe as describe_poisoned
+from ._catalog.rows import expired, loads_metadata, record_from_row, view_of_row
+from ._keys.access import check_access
+from ._keys.keystore import key_file_in_use
+from ._local.datadir_lock import DataDirLock
+from ._local.dir_trust import check_private_dir
+from ._log import manifest as mf
+from ._log.heads_mirror import default_state_dir
+from ._log.lineage import next_lineage
+from ._log.namespace_log import NamespaceLog, ProgressCallback
+from ._memory import deletions, restate
+from ._memory.follow import pull_following
+from ._memory.inputs import (
+    MAX_METADATA_BYTES,
+    new_memory_id,
+    normalise_text,
+    to_timestamp,
+    validate_category,
+    validate_idempotency_key,
+    validate_importance,
+    validate_memory_id,
+    validate_metadata,
+)
+from ._memory.integrity import split_damaged
+from ._memory.network_reset import check_served
+from ._memory.network_reset import follow as follow_network_reset
+from ._memory.network_reset import settle as settle_network_reset
+from ._memory.network_reset import suspect as suspect_network_reset
+from ._memory.renewal import renew_due, republish
+from ._memory.repair import requeue_lost
+from ._memory.rotation import (
+    RotationReport,
+    adopt_keys,
+    current_generation,
+    finish_rotation,
+    reseal_fetched,
+    rotate_key,
+    rotation_in_progress,
+)
+from ._recall.embeddings import Embedder, embed_checked, make_embedder
+from ._recall.filters import compile_filters
+from ._recall.index import IndexStore, NamespaceIndex
+from ._recall.ranking import (
+    DEFAULT_MIN_SCORE,
+    DEFAULT_PARAMS,
+    FusionParams,
+)
+from ._recall.recall import hybrid_recall
+from ._walrus.blobio import check_patches, read_checked, store_batches
+from ._walrus.epoch_guard import clock_guard
+from ._walrus.expiry import NETWORK_EPOCH_SECONDS, EpochClock, network_of
+from ._walrus.publish_check import require_read_back, verify_published
+from ._walrus.retry import call_deadline
+from ._walrus.storage import Backend, open_backend
 from .config import Settings
-from .datadir_lock import DataDirLock
-from .dir_trust import check_private_dir
-from .embeddings import Embedder, embed_checked, make_embedder
 from .envelope import open_envelope, seal
-from .epoch_guard import clock_guard
 from .errors import (
     ConfigError,
     EpochUnknown,
@@ -68,31 +115,12 @@ from .errors import (
     StorageError,
     WalrusMemError,
 )
-from .expiry import NETWORK_EPOCH_SECONDS, EpochClock, network_of
-from .filters import compile_filters
-from .follow import pull_following
-from .heads_mirror import default_state_dir
-from .index import IndexStore, NamespaceIndex
-from .inputs import (
-    MAX_METADATA_BYTES,
-    new_memory_id,
-    normalise_text,
-    to_timestamp,
-    validate_category,
-    validate_idempotency_key,
-    validate_importance,
-    validate_memory_id,
-    validate_metadata,
-)
-from .integrity import split_damaged
 from .keys import (
     MasterSeed,
     NamespaceKeys,
     resolve_master_seed,
     validate_namespace,
 )
-from .keystore import key_file_in_use
-from .lineage import next_lineage
 from .models import (
     ExtendReport,
     ForgetReport,
@@ -106,40 +134,12 @@ from .models import (
     SyncReport,
     from_timestamp,
 )
-from .namespace_log import NamespaceLog, ProgressCallback
-from .network_reset import check_served
-from .network_reset import follow as follow_network_reset
-from .network_reset import settle as settle_network_reset
-from .network_reset import suspect as suspect_network_reset
-from .outbox_poison import REFUSED, is_poisoned, refused_for_good
-from .outbox_poison import describe as describe_poisoned
-from .publish_check import require_read_back, verify_published
-from .ranking import (
-    DEFAULT_MIN_SCORE,
-    DEFAULT_PARAMS,
-    FusionParams,
-)
-from .recall import hybrid_recall
-from .renewal import renew_due, republish
-from .repair import requeue_lost
-from .retry import call_deadline
-from .rotation import (
-    RotationReport,
-    adopt_keys,
-    current_generation,
-    finish_rotation,
-    reseal_fetched,
-    rotate_key,
-    rotation_in_progress,
-)
-from .rows import expired, loads_metadata, record_from_row, view_of_row
-from .storage import Backend, open_backend
 from .walrus import WalrusClient
 
 if TYPE_CHECKING:
-    from .consolidate import ConsolidationReport
-    from .grants import Grant
-    from .heads import HeadRef
+    from ._agents.consolidate import ConsolidationReport
+    from ._log.heads import HeadRef
+    from ._memory.grants import Grant
 
 __all__ = ["CATEGORY_IMPORTANCE", "DEFAULT_IMPORTANCE", "Memory", "ProgressCallback"]
 
@@ -353,7 +353,7 @@ class Memory:
 
     def _derive(self, namespace: str, generation: int | None = None) -> NamespaceKeys:
         # Only this namespace's agent ${VAR} is resolved: other agents' are never read.
-        if generation is None:  # the current one: 0 unless rotated (walrus_mem.rotation)
+        if generation is None:  # the current one: 0 unless rotated (walrus_mem._memory.rotation)
             generation = current_generation(self._catalog, namespace)
         found = self.settings.agent_for_namespace(namespace)
         if found is not None and found[1].key is not None:
@@ -491,7 +491,7 @@ class Memory:
         a re-statement: that memory moves to a new id (same content, published
         like a new memory; the old id is forgotten) and comes back with
         ``deduplicated=True``, so a forget of the old id made on another machine
-        cannot take the fact just stated again away (:mod:`walrus_mem.restate`).
+        cannot take the fact just stated again away (:mod:`walrus_mem._memory.restate`).
         A retry of one call should pass an ``idempotency_key``: with a key
         already used in this namespace, the memory stored by that earlier call
         is returned (``deduplicated=True``) and nothing is written.
@@ -572,9 +572,9 @@ class Memory:
     ) -> Grant:
         """Seal copies of these memories for one recipient (its Ed25519 public key) and
         publish them as one blob; give the returned ``Grant.reference`` to the recipient.
-        See :mod:`walrus_mem.grants`."""
+        See :mod:`walrus_mem._memory.grants`."""
         self._check_open()
-        from .grants import share
+        from ._memory.grants import share
 
         return share(self, list(memory_ids) if not isinstance(memory_ids, str) else memory_ids,
                      to=to, namespace=namespace)
@@ -583,7 +583,7 @@ class Memory:
         """Open a grant sealed to ``namespace``'s key and remember its memories there
         (idempotent). :class:`GrantError` if it is not for this key."""
         self._check_open()
-        from .grants import accept
+        from ._memory.grants import accept
 
         return accept(self, grant, namespace=namespace)
 
@@ -822,7 +822,7 @@ class Memory:
                 blob = quilt.blob
                 check_patches(quilt.patches, list(files))
                 locations = {mid: quilt.patches.get(name) for name, mid in names.items()}
-            # a failed read-back keeps the batch queued (walrus_mem/publish_check.py)
+            # a failed read-back keeps the batch queued (walrus_mem/_walrus/publish_check.py)
             verify_published(client, self.settings.verify_publish,
                              blob if len(payload) == 1 else quilt, files, deadline=deadline)
         except StorageError as exc:
@@ -912,7 +912,7 @@ class Memory:
         """Hybrid recall: ANN + bm25 candidates, fused, filtered, cut at ``min_score``.
 
         Local only (no network). ``min_score=None`` uses the default cutoff
-        (``walrus_mem.ranking.DEFAULT_MIN_SCORE``, or ``Settings.min_score``
+        (``walrus_mem._recall.ranking.DEFAULT_MIN_SCORE``, or ``Settings.min_score``
         if that is set above 0); pass ``0`` to disable it. The result is a list
         of :class:`RecallHit`, best first, with ``filtered_out`` and
         ``below_min_score`` counts.
@@ -1061,8 +1061,11 @@ class Memory:
         min_age: timedelta = timedelta(hours=1),
         dry_run: bool = False,
     ) -> ConsolidationReport:
-        """Merge near-duplicates, retire superseded facts (see :mod:`walrus_mem.consolidate`)."""
-        from .consolidate import consolidate
+        """Merge near-duplicates, retire superseded facts.
+
+        See :mod:`walrus_mem._agents.consolidate`.
+        """
+        from ._agents.consolidate import consolidate
 
         return consolidate(self, namespace, similarity=similarity, min_age=min_age,
                            dry_run=dry_run)
@@ -1601,7 +1604,7 @@ class Memory:
                    ) -> RotationReport:
         """Move a namespace to a new key generation: re-seal and re-publish every live
         memory, publish a new manifest, record the old generation (see
-        :mod:`walrus_mem.rotation`). Running it again finishes an interrupted rotation;
+        :mod:`walrus_mem._memory.rotation`). Running it again finishes an interrupted rotation;
         it refuses (RestoreIncomplete) while a pull or restore of the namespace is
         unfinished. ``delete_old`` deletes every blob of the older generations this
         data dir knows (versions, manifests, pages, accepted grants) where the backend
@@ -1613,7 +1616,7 @@ class Memory:
 
     @property
     def epoch_clock(self) -> EpochClock:
-        """The epoch clock learned from store responses (see :mod:`walrus_mem.expiry`);
+        """The epoch clock learned from store responses (see :mod:`walrus_mem._walrus.expiry`);
         its epoch length is ``epoch_seconds``, else the network's the endpoints name."""
         s = self.settings
         network = network_of([s.publisher_url, *s.publisher_urls, *s.aggregator_urls])

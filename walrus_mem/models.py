@@ -46,7 +46,7 @@ class MemoryRecord(BaseModel):
     ``end_epoch`` (exclusive: the blob is readable through epoch
     ``end_epoch - 1``) are set. ``deduplicated`` is true when ``remember``
     found the text already remembered: the memory re-stated under a new id
-    (walrus_mem.restate), or an earlier item of the same call.
+    (walrus_mem._memory.restate), or an earlier item of the same call.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -75,7 +75,7 @@ class RecallHit(BaseModel):
     (bm25) score in [0, 1] (``None`` when the text does not match the query's
     terms), ``context`` the relevance inherited from the memory written just
     before it (an answer after a question), ``recency`` and ``importance`` the
-    factors' inputs (see walrus_mem.ranking for the formula).
+    factors' inputs (see walrus_mem._recall.ranking for the formula).
     """
 
     model_config = ConfigDict(frozen=True)

@@ -8,13 +8,13 @@ Four public functions, used by the hooks, the tools and the middleware:
   *advisory*: regexes can always be evaded, so structural safety never depends
   on it.
 * :func:`redact_secrets` -- replaces credentials with ``[REDACTED:<kind>]``
-  (:mod:`walrus_mem.secret_redaction`).
+  (:mod:`walrus_mem._safety.secret_redaction`).
 * :func:`should_capture` -- decides whether a chat message is worth capturing.
 * :func:`escape_for_prompt` -- HTML-escapes text so it cannot open or close a
   tag.
 
 Structural safety comes from :func:`render_memory_block`
-(:mod:`walrus_mem.memory_blocks`, re-exported here): every memory text is
+(:mod:`walrus_mem._safety.memory_blocks`, re-exported here): every memory text is
 escaped (so it contains no ``<``), and the block is delimited by tags carrying
 a random per-call nonce. Stored text therefore cannot close the block, forge
 another item, or forge a block of its own; :func:`parse_memory_blocks` is the
@@ -29,9 +29,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from . import injection, injection_concepts, injection_intents
-from .injection_patterns import _INJECTION_PATTERNS, _SQUASHED_PATTERNS, _squash
-from .memory_blocks import (
+from ._safety import injection, injection_concepts, injection_intents
+from ._safety.injection_patterns import _INJECTION_PATTERNS, _SQUASHED_PATTERNS, _squash
+from ._safety.memory_blocks import (
     BLOCK_TAG,
     ITEM_TAG,
     MemoryBlock,
@@ -44,7 +44,7 @@ from .memory_blocks import (
     render_memory_item,
     strip_memory_blocks,
 )
-from .secret_redaction import SecretFinding, redact_secrets
+from ._safety.secret_redaction import SecretFinding, redact_secrets
 
 __all__ = [
     "BLOCK_TAG",
@@ -69,7 +69,7 @@ __all__ = [
 ]
 
 # ---------------------------------------------------------------------------
-# injection detection (pattern tables: walrus_mem.injection_patterns)
+# injection detection (pattern tables: walrus_mem._safety.injection_patterns)
 # ---------------------------------------------------------------------------
 
 
@@ -122,12 +122,12 @@ def _labelled_hits(view: str) -> Iterable[tuple[str, str]]:
 def detect_injection(text: str) -> InjectionResult:
     """Return whether ``text`` looks like a prompt-injection attempt, and why.
 
-    Runs the layers of :mod:`walrus_mem.injection` on every normalised view
+    Runs the layers of :mod:`walrus_mem._safety.injection` on every normalised view
     (NFKC, invisibles and bidi removed, homoglyphs, spaced and leet forms,
     decoded base64 / hex / percent / rot13) of every window of the text; the
     whole text is scanned, however long. Advisory only: see the module
     docstring. The semantic layer needs embeddings and runs where they exist
-    (:func:`walrus_mem.prompt_screen.screen_records`).
+    (:func:`walrus_mem._safety.prompt_screen.screen_records`).
     """
     if not text or not text.strip():
         return InjectionResult(False)

@@ -37,7 +37,8 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from .consolidate import NOT_RETIRED
+from ._agents.consolidate import NOT_RETIRED
+from ._safety.prompt_screen import safe_category, screen_records, screen_text
 from .errors import (
     InvalidInput,
     NamespaceDenied,
@@ -47,7 +48,6 @@ from .errors import (
 )
 from .extract import CATEGORIES, Category
 from .keys import validate_namespace
-from .prompt_screen import safe_category, screen_records, screen_text
 from .safety import (
     MemoryItem,
     escape_for_prompt,

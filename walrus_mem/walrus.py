@@ -1,10 +1,10 @@
 """Walrus publisher/aggregator client: sync :class:`WalrusClient` and :class:`AsyncWalrusClient`.
 
-Both clients run the *same* request logic (:mod:`walrus_mem.walrus_core`). Each
+Both clients run the *same* request logic (:mod:`walrus_mem._walrus.core`). Each
 operation is a generator (a small sans-I/O state machine) that yields "send this
 request" or "sleep this long" and receives the response or transport error; the
 sync client drives it with ``httpx.Client`` and ``time.sleep``, the async one with
-``httpx.AsyncClient`` and ``anyio.sleep``, both through :mod:`walrus_mem.bounded_io`
+``httpx.AsyncClient`` and ``anyio.sleep``, both through :mod:`walrus_mem._walrus.bounded_io`
 (a wall-clock budget and a size cap per exchange). Retry, failover, verification and
 deadline decisions therefore cannot drift apart between the two.
 
@@ -33,9 +33,8 @@ import anyio
 import httpx
 from pydantic import SecretStr
 
-from .bounded_io import Bounded, DeadlineTransport, send_async, send_sync
-from .retry import RetryPolicy
-from .walrus_core import (
+from ._walrus.bounded_io import Bounded, DeadlineTransport, send_async, send_sync
+from ._walrus.core import (
     _USER_AGENT,
     MAX_BLOB_BODY,
     MAX_EPOCHS,
@@ -55,7 +54,8 @@ from .walrus_core import (
     _Send,
     _Sleep,
 )
-from .walrus_responses import QuiltPatch, QuiltStoreResult, StoreResult, validate_patch_id
+from ._walrus.responses import QuiltPatch, QuiltStoreResult, StoreResult, validate_patch_id
+from ._walrus.retry import RetryPolicy
 
 __all__ = [
     "MAX_BLOB_BODY",

@@ -185,7 +185,7 @@ class Consistency:
 
 def _fts_table(namespace: str) -> str:
     try:  # one FTS5 table per namespace
-        from walrus_mem.catalog import fts_table  # type: ignore[attr-defined]
+        from walrus_mem._catalog.catalog import fts_table  # type: ignore[attr-defined]
     except ImportError:  # one shared table (older catalog layout)
         return "fts"
     return str(fts_table(namespace))
@@ -214,7 +214,7 @@ def check_consistency(mem: Memory, namespace: str) -> Consistency:
             report.problems.append(f"FTS text differs for {r['id']}")
             break
     try:  # the postings recall scores from (a catalog that has them)
-        from walrus_mem.postings import differences
+        from walrus_mem._catalog.postings import differences
     except ImportError:
         pass
     else:
@@ -285,7 +285,7 @@ def split_blob(data: bytes) -> list[tuple[str | None, bytes]]:
 
 def relayer_blobs(relayer_dir: Path) -> dict[str, bytes]:
     """Every available blob (id -> bytes) in a relayer_mock data dir, read from its store."""
-    from relayer_mock.store import Store
+    from relayer_mock._store import Store
 
     store = Store(relayer_dir)
     try:

@@ -61,9 +61,9 @@ class CrashHooks:
             os.kill(os.getpid(), signal.SIGKILL)
 
     def install(self) -> None:
-        import walrus_mem.index as index_mod
+        import walrus_mem._recall.index as index_mod
         import walrus_mem.memory as memory_mod
-        from walrus_mem.catalog import Catalog
+        from walrus_mem._catalog.catalog import Catalog
         from walrus_mem.testing import HashEmbedder
         from walrus_mem.walrus import WalrusClient
 
@@ -113,7 +113,7 @@ class CrashHooks:
         real_replace = os.replace
 
         class _Os:
-            """walrus_mem.index's view of ``os``: replace() with the index-save hooks."""
+            """walrus_mem._recall.index's view of ``os``: replace() with the index-save hooks."""
 
             def __getattr__(self, name: str) -> Any:
                 return getattr(os, name)

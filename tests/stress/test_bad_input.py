@@ -51,8 +51,8 @@ from tests.stress.helpers import (
     write_figures,
 )
 from walrus_mem import errors as E
+from walrus_mem._recall.index import VERIFIED_KEY, index_file_stem
 from walrus_mem.config import Settings
-from walrus_mem.index import VERIFIED_KEY, index_file_stem
 from walrus_mem.keys import MasterSeed, write_key_file
 from walrus_mem.memory import Memory
 from walrus_mem.testing import HashEmbedder
@@ -281,10 +281,10 @@ def _index_rel() -> str:
 
 
 def _recall_after_rebuild(ctx: Ctx) -> None:
-    with ctx.caplog.at_level(logging.WARNING, logger="walrus_mem.index"):
+    with ctx.caplog.at_level(logging.WARNING, logger="walrus_mem._recall.index"):
         hits = _with(ctx, lambda m: m.recall(make_facts(12, seed=99)[0], namespace="alpha"))
     assert hits and hits[0].id == ctx.base.alpha[0]
-    warnings = [r.getMessage() for r in ctx.caplog.records if r.name == "walrus_mem.index"]
+    warnings = [r.getMessage() for r in ctx.caplog.records if r.name == "walrus_mem._recall.index"]
     assert any("rebuild" in w for w in warnings), warnings
     raise _Reported("; ".join(warnings))
 

@@ -40,7 +40,7 @@ from tests.stress.helpers import (
     relayer_blobs,
     write_figures,
 )
-from walrus_mem.index import index_file_stem
+from walrus_mem._recall.index import index_file_stem
 
 pytestmark = pytest.mark.slow
 
@@ -107,7 +107,7 @@ def _check_store(data_dir: Path, ns: str, mode: str, relayer: RelayerServer,
                  caplog: pytest.LogCaptureFixture) -> bool:
     """Reopen, check every acknowledged memory, sync, check the relayer. Index rebuilt?"""
     caplog.clear()
-    with caplog.at_level(logging.WARNING, logger="walrus_mem.index"):
+    with caplog.at_level(logging.WARNING, logger="walrus_mem._recall.index"):
         mem = open_memory(data_dir, **_overrides(mode, relayer.url))
         try:
             rows = {r.id: r for r in mem.list(ns, limit=10_000)}
@@ -190,7 +190,7 @@ def test_sigkill_at_point(
     try:
         texts = [r.text for r in mem.list(ns, limit=10_000)]
         assert sorted(texts) == sorted(facts)  # each fact exactly once
-        # the re-ingest re-stated each acknowledged fact (walrus_mem/restate.py): a new
+        # the re-ingest re-stated each acknowledged fact (walrus_mem/_memory/restate.py): a new
         # id, the acknowledged one forgotten
         for index, mid in acked.items():
             assert again[index] != mid and mem._catalog.is_tombstoned(ns, mid), index
@@ -258,13 +258,13 @@ def test_torn_index_is_rebuilt_from_the_catalog(
         meta_path.write_text("{not json")
     catalog_before = (data_dir / "catalog.sqlite3").stat().st_size
     facts = json.loads(facts_file.read_text())
-    with caplog.at_level(logging.WARNING, logger="walrus_mem.index"):
+    with caplog.at_level(logging.WARNING, logger="walrus_mem._recall.index"):
         mem = open_memory(data_dir)
         try:
             hits = mem.recall(facts[7], namespace=ns, k=3)
             assert facts[7] in [h.text for h in hits]
             warnings = [r.getMessage() for r in caplog.records
-                        if r.levelno >= logging.WARNING and r.name == "walrus_mem.index"]
+                        if r.levelno >= logging.WARNING and r.name == "walrus_mem._recall.index"]
             assert any("rebuild" in w for w in warnings), warnings
             report = check_consistency(mem, ns)
             assert report.ok and report.memories == N_FACTS, report.problems

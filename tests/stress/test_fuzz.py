@@ -42,17 +42,10 @@ from hypothesis import strategies as st
 
 from tests.stress.helpers import MASTER_HEX, open_memory, write_figures
 from tests.test_walrus_client_fuzz import bodies, headers, json_values, statuses
-from walrus_mem import manifest as mf
-from walrus_mem.config import Settings
-from walrus_mem.envelope import MAGIC, SUITE_ID, VERSION, bucket_size, open_envelope, seal
-from walrus_mem.errors import EnvelopeError, InvalidInput, WalrusMemError
-from walrus_mem.filters import compile_filters
-from walrus_mem.keys import MasterSeed, NamespaceKeys
-from walrus_mem.memory import Memory
-from walrus_mem.placeholders import resolve_placeholders
-from walrus_mem.retry import parse_retry_after
-from walrus_mem.tools import TOOL_NAMES, call_tool
-from walrus_mem.walrus_responses import (
+from walrus_mem._local.placeholders import resolve_placeholders
+from walrus_mem._log import manifest as mf
+from walrus_mem._recall.filters import compile_filters
+from walrus_mem._walrus.responses import (
     Failure,
     parse_error_body,
     parse_patch_list,
@@ -64,6 +57,13 @@ from walrus_mem.walrus_responses import (
     validate_blob_id,
     validate_patch_id,
 )
+from walrus_mem._walrus.retry import parse_retry_after
+from walrus_mem.config import Settings
+from walrus_mem.envelope import MAGIC, SUITE_ID, VERSION, bucket_size, open_envelope, seal
+from walrus_mem.errors import EnvelopeError, InvalidInput, WalrusMemError
+from walrus_mem.keys import MasterSeed, NamespaceKeys
+from walrus_mem.memory import Memory
+from walrus_mem.tools import TOOL_NAMES, call_tool
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 

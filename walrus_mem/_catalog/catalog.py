@@ -1,0 +1,895 @@
+"""The local catalog: one SQLite file (WAL) that is the source of truth on this machine.
+
+Tables (schema version :data:`SCHEMA_VERSION`, migrations in :data:`MIGRATIONS`):
+
+``namespaces``    per namespace: embedding model id + dim, key fingerprint,
+                  latest head reference, the heads the local state
+                  contains, an unfinished restore's mark, writes since
+                  the last manifest.
+``memories``      live memories. ``key`` (INTEGER PRIMARY KEY AUTOINCREMENT,
+                  never reused) is the USearch key; ``vector`` holds the
+                  normalised embedding as float16 bytes so the index can be
+                  rebuilt without re-embedding; ``sealed`` the envelope bytes
+                  of the current version (republished as-is by sync/extend).
+``fts_<hash>``    one FTS5 table per namespace over ``memories.text`` (rowid =
+                  ``memories.key``; the name is a hash, not the namespace), so
+                  bm25 statistics are per namespace and lexical search needs
+                  no join.
+``lex_<hash>``    the same rows' postings (:mod:`walrus_mem._catalog.postings`, which
+``lexdf_<hash>``  recall scores from), per-term row counts and, in
+``lexicon_stats`` ``lexicon_stats``, rows and tokens; written with the FTS5 row.
+``versions``      history: every version's blob id; forget blanks the text and
+                  adds a ``DELETE`` tombstone.
+``outbox``        publish batches not yet on Walrus (``blob`` or ``quilt``),
+``outbox_items``  their members (memory id + version; bytes come from memories).
+``changes``       append-only log of touched index keys, so every process can
+                  bring its in-memory index up to date incrementally.
+``manifests``, ``manifest_pages``  published manifests and reusable pages.
+``idempotency``   results of calls made with an ``idempotency_key``.
+``meta``          small key/value facts (current epoch, FTS tokenizer, ...).
+
+Every write goes through :meth:`Catalog.write` (``BEGIN IMMEDIATE``), so
+several processes can share the file; ``busy_timeout`` makes them wait for
+each other instead of failing. A file that is not a database or is malformed
+raises :class:`~walrus_mem.errors.CatalogCorrupt`; the file is never
+overwritten or recreated.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+
+from .._local.private_dirs import make_private_dirs
+from .._recall.ranking import FTS_TOKENIZE
+from .._walrus.epoch_guard import EpochGuard, plausible_end
+from .._walrus.expiry import record_seen
+from ..errors import LocalStoreError
+from . import postings
+from .changes import ChangeLog
+from .fts import FtsQueries, fts_table
+from .guard import _guarded, _translate
+from .outbox import OutboxQueue
+from .postings_reads import PostingsQueries
+from .reads import MEMORY_COLUMNS, MemoryQueries
+from .schema import MIGRATIONS, SCHEMA_VERSION
+
+__all__ = [
+    "MEMORY_COLUMNS",
+    "MIGRATIONS",
+    "SCHEMA_VERSION",
+    "Catalog",
+    "fts_table",
+    "plain_dedupe_hash",
+    "twin_slot",
+    "vector_from_blob",
+    "vectors_from_blobs",
+    "vector_to_blob",
+]
+
+log = logging.getLogger(__name__)
+
+BUSY_TIMEOUT_MS: Final = 30_000
+POSTINGS_FORMAT: Final = "1"  # meta 'postings': a change rebuilds every namespace's postings
+
+
+def vector_to_blob(vector: npt.NDArray[np.float32]) -> bytes:
+    """Store vectors as little-endian float16 (the index's own precision)."""
+    return np.asarray(vector, dtype="<f2").tobytes()
+
+
+def vector_from_blob(blob: bytes) -> npt.NDArray[np.float32]:
+    return np.frombuffer(blob, dtype="<f2").astype(np.float32)
+
+
+def vectors_from_blobs(blobs: Sequence[bytes], dim: int) -> npt.NDArray[np.float16]:
+    """Many stored vectors as one float16 matrix (one decode instead of one per row)."""
+    joined = b"".join(blobs)
+    if len(joined) != 2 * dim * len(blobs) or any(len(b) != 2 * dim for b in blobs):
+        raise LocalStoreError(f"catalog holds a vector that is not {dim} float16 values")
+    return np.frombuffer(joined, dtype="<f2").reshape(len(blobs), dim)
+
+
+_MEMORY_DEFAULTS: Final[dict[str, Any]] = {
+    "blob_id": None, "quilt_patch_id": None, "end_epoch": None, "digest": None,
+    "status": "queued", "expires_at": None, "category": None,
+}
+
+
+class Catalog(FtsQueries, PostingsQueries, ChangeLog, OutboxQueue, MemoryQueries):
+    """A connection to the catalog file with the project's SQL in one place.
+
+    Thread-safe: one connection, guarded by a re-entrant lock. ``write()``
+    transactions nest (inner ones join the outer one).
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.RLock()
+        self._depth = 0
+        self._reading = False  # inside snapshot(): one read transaction
+        self._read_checked = False  # its staleness check done
+        # fts_doc_counts cache: namespace -> term -> matching rows, valid for one
+        # (data_version, total_changes) pair, i.e. until any connection writes.
+        self._df_cache: dict[str, dict[str, int]] = {}
+        self._df_version: tuple[int, int] | None = None
+        self._lex_counts: dict[str, dict[str, int]] = {}  # the postings' (catalog_postings)
+        self._lex_stats: dict[str, tuple[int, int] | None] = {}
+        self._ns_rows: dict[str, sqlite3.Row | None] = {}  # namespace(): one read per change
+        # Rows (key, text) added in the open write transaction: their postings are written
+        # together before it commits (a batch appends once to each term's last block).
+        self._pending_postings: dict[str, list[tuple[int, str]]] = {}
+        self.epoch_guard: EpochGuard | None = None
+        """Set by Memory (epoch_guard.py): refuses store answers' implausible epochs."""
+        make_private_dirs(self.path.parent)
+        new_file = not self.path.exists()
+        try:
+            self.conn = sqlite3.connect(
+                self.path,
+                isolation_level=None,
+                check_same_thread=False,
+                timeout=BUSY_TIMEOUT_MS / 1000,
+                cached_statements=256,
+            )
+        except sqlite3.Error as exc:
+            raise _translate(exc, self.path) from exc
+        if new_file:
+            os.chmod(self.path, 0o600)
+        self.conn.row_factory = sqlite3.Row
+        try:
+            self._configure()
+            self._migrate()
+            self._ensure_fts()
+        except sqlite3.Error as exc:
+            self.conn.close()
+            raise _translate(exc, self.path) from exc
+        except BaseException:
+            self.conn.close()
+            raise
+
+    # -- connection and schema ------------------------------------------------
+
+    def _configure(self) -> None:
+        c = self.conn
+        c.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        # Reading the schema fails fast on a file that is not a database.
+        c.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        mode = c.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise LocalStoreError(f"catalog {self.path}: cannot enable WAL (mode {mode})")
+        # FULL: a commit that returned survives power loss too, not only a process
+        # crash (WAL + NORMAL may drop the last commits on an OS crash).
+        c.execute("PRAGMA synchronous = FULL")
+        c.execute("PRAGMA foreign_keys = ON")
+        # Deleted content (forgotten memories) is overwritten, not just unlinked.
+        c.execute("PRAGMA secure_delete = ON")
+        # Recall touches ~100 random rows and the FTS index per query: keep pages
+        # in a 64 MiB cache and map the file instead of read() syscalls per page.
+        c.execute("PRAGMA cache_size = -65536")
+        c.execute("PRAGMA mmap_size = 268435456")
+        c.execute("PRAGMA temp_store = MEMORY")
+
+    def _migrate(self) -> None:
+        c = self.conn
+        with self.write():
+            c.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+            row = c.execute("SELECT max(version) FROM schema_version").fetchone()
+            current = int(row[0] or 0)
+            if current > SCHEMA_VERSION:
+                raise LocalStoreError(
+                    f"catalog {self.path} has schema version {current}; this walrus_mem "
+                    f"understands up to {SCHEMA_VERSION}: upgrade walrus-mem"
+                )
+            for version in range(current + 1, SCHEMA_VERSION + 1):
+                for statement in _split_sql(MIGRATIONS[version - 1]):
+                    c.execute(statement)
+                c.execute("INSERT INTO schema_version (version) VALUES (?)", (version,))
+
+    def _ensure_fts(self) -> None:
+        """Create missing per-namespace FTS5 tables and postings; rebuild all if the
+        tokenizer (or the postings' format) changed."""
+        c = self.conn
+        with self.write():
+            rebuild = self.get_meta("fts_tokenize") != FTS_TOKENIZE
+            relex = rebuild or self.get_meta("postings") != POSTINGS_FORMAT
+            for (name,) in c.execute("SELECT name FROM namespaces").fetchall():
+                self._create_fts(str(name), rebuild=rebuild, relex=relex)
+            self.set_meta("fts_tokenize", FTS_TOKENIZE)
+            self.set_meta("postings", POSTINGS_FORMAT)
+
+    def _create_fts(self, namespace: str, *, rebuild: bool = False,
+                    relex: bool = False) -> None:
+        c = self.conn
+        table = fts_table(namespace)
+        exists = c.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
+        ).fetchone()
+        self._pending_postings.pop(namespace, None)  # the rebuild reads them from FTS5
+        if exists and not rebuild:
+            if relex or not c.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                    (postings.postings_table(namespace),)).fetchone():
+                postings.rebuild(c, namespace)
+            return
+        if exists:
+            c.execute(f"DROP TABLE {table}")
+        tokenize = FTS_TOKENIZE.replace("'", "''")
+        c.execute(f"CREATE VIRTUAL TABLE {table} USING fts5(text, tokenize = '{tokenize}')")
+        c.execute(
+            f"INSERT INTO {table} (rowid, text) SELECT key, text FROM memories WHERE namespace = ?",
+            (namespace,),
+        )
+        postings.rebuild(c, namespace)
+
+    @_guarded
+    def fts_add(self, namespace: str, key: int, text: str) -> None:
+        """Index ``text`` under ``key``: FTS5 row now, postings before the write transaction
+        this runs in commits."""
+        with self._lock:
+            self.conn.execute(
+                f"INSERT INTO {fts_table(namespace)} (rowid, text) VALUES (?, ?)", (key, text)
+            )
+            if self._depth:
+                self._pending_postings.setdefault(namespace, []).append((key, text))
+            else:  # pragma: no cover - every caller writes inside write()
+                postings.add(self.conn, namespace, key, postings.tokenizer().counts(text))
+
+    def _flush_postings(self) -> None:
+        """Write the postings of the rows added in this write transaction (under the lock):
+        their texts tokenized together, each term's new keys appended together."""
+        while self._pending_postings:
+            namespace, rows = self._pending_postings.popitem()
+            counts = postings.tokenizer().counts_many([text for _, text in rows])
+            postings.add_many(self.conn, namespace,
+                              [(key, c) for (key, _), c in zip(rows, counts, strict=True)])
+
+    @_guarded
+    def fts_remove(self, namespace: str, key: int) -> None:
+        """Drop ``key``'s FTS5 row and postings (inside a write transaction)."""
+        table = fts_table(namespace)
+        with self._lock:
+            self._flush_postings()  # a row added earlier in this transaction has them first
+            row = self.conn.execute(f"SELECT text FROM {table} WHERE rowid = ?",
+                                    (key,)).fetchone()
+            if row is None:
+                return
+            postings.remove(self.conn, namespace, key, postings.tokenizer().counts(str(row[0])))
+            self.conn.execute(f"DELETE FROM {table} WHERE rowid = ?", (key,))
+
+    def close(self) -> None:
+        with self._lock:
+            try:
+                self.conn.close()
+            except sqlite3.Error:  # pragma: no cover - closing a broken connection
+                pass
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction (``BEGIN IMMEDIATE``); nested calls join the outer one."""
+        with self._lock:
+            if self._reading:
+                raise LocalStoreError("catalog write inside a read snapshot")
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield self.conn
+                finally:
+                    self._depth -= 1
+                return
+            try:
+                self.conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.Error as exc:
+                raise _translate(exc, self.path) from exc
+            self._depth = 1
+            try:
+                yield self.conn
+                self._flush_postings()
+            except BaseException:
+                self._pending_postings.clear()
+                self._depth = 0
+                try:
+                    self.conn.execute("ROLLBACK")
+                except sqlite3.Error:  # pragma: no cover - rollback after a failed commit
+                    pass
+                raise
+            else:
+                self._depth = 0
+                try:
+                    self.conn.execute("COMMIT")
+                except sqlite3.Error as exc:
+                    try:
+                        self.conn.execute("ROLLBACK")
+                    except sqlite3.Error:  # pragma: no cover
+                        pass
+                    raise _translate(exc, self.path) from exc
+
+    @contextmanager
+    def snapshot(self) -> Iterator[sqlite3.Connection]:
+        """A read transaction: every query inside sees one consistent state.
+
+        Reads of other processes' commits wait for the next snapshot, and the
+        cached counts, statistics and namespace rows check for changes
+        (``PRAGMA data_version``) once instead of at each use: a recall's reads
+        run in one. Holds the lock throughout (the connection's other users
+        wait). Inside a write, the write's own view serves; a write inside a
+        snapshot is refused.
+        """
+        with self._lock:
+            if self._depth or self._reading:
+                yield self.conn
+                return
+            try:
+                self.conn.execute("BEGIN")
+            except sqlite3.Error as exc:
+                raise _translate(exc, self.path) from exc
+            self._reading, self._read_checked = True, False
+            try:
+                yield self.conn
+            finally:
+                self._reading = False
+                self.conn.execute("COMMIT")  # a read transaction: ends it, writes nothing
+
+    @_guarded
+    def data_version(self) -> int:
+        """Changes whenever *another* connection commits (cheap staleness check). Inside a
+        snapshot: the snapshot's, read once."""
+        with self._lock:
+            if self._reading:
+                self._fresh_caches()
+                assert self._df_version is not None
+                return self._df_version[0]
+            return int(self.conn.execute("PRAGMA data_version").fetchone()[0])
+
+    @_guarded
+    def query(self, sql: str, params: Sequence[Any] = ()) -> list[sqlite3.Row]:
+        with self._lock:
+            return self.conn.execute(sql, params).fetchall()
+
+    @_guarded
+    def query_one(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Row | None:
+        with self._lock:
+            row: sqlite3.Row | None = self.conn.execute(sql, params).fetchone()
+            return row
+
+    @_guarded
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        with self._lock:
+            return self.conn.execute(sql, params)
+
+    @_guarded
+    def scrub(self) -> None:
+        """Push deleted text out of the files: merge FTS5 segments, checkpoint the WAL.
+
+        With ``secure_delete`` on, SQLite zeroes freed content; the FTS5 merge
+        drops index entries of deleted rows; the checkpoint rewrites the main
+        file and truncates the WAL that still held the old page images.
+        """
+        with self.write() as c:
+            for (name,) in c.execute("SELECT name FROM namespaces").fetchall():
+                table = fts_table(str(name))
+                c.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
+        for attempt in range(20):
+            with self._lock:
+                busy = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+            if not busy:
+                return
+            # Another process is reading: the WAL (still holding the deleted
+            # page images) can only be truncated once it is done.
+            time.sleep(0.01 * (attempt + 1))
+        log.warning("catalog %s: WAL checkpoint kept being blocked by readers; deleted text "
+                    "stays in the -wal file until the next checkpoint", self.path)
+
+    @_guarded
+    def vacuum(self) -> None:
+        with self._lock:
+            self.conn.execute("VACUUM")
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+
+    # -- meta -------------------------------------------------------------------
+
+    @_guarded
+    def get_meta(self, key: str) -> str | None:
+        row = self.query_one("SELECT value FROM meta WHERE key = ?", (key,))
+        return None if row is None else str(row[0])
+
+    @_guarded
+    def set_meta(self, key: str, value: str) -> None:
+        with self.write() as c:
+            c.execute(
+                "INSERT INTO meta (key, value) VALUES (?, ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            )
+
+    @_guarded
+    def current_epoch(self) -> int | None:
+        value = self.get_meta("current_epoch")
+        return None if value is None else int(value)
+
+    @_guarded
+    def note_epoch(self, epoch: int | None, *, at: float | None = None,
+                   trusted: bool = False) -> None:
+        """Remember the highest current epoch seen in a store response, and when it was seen.
+
+        The sightings feed :class:`walrus_mem._walrus.expiry.EpochClock`. Unless ``trusted``
+        (the mock's own clock route), a sighting :attr:`epoch_guard` finds implausible
+        is ignored with a warning: one lying store answer must not expire everything.
+        """
+        if epoch is None:
+            return
+        when = time.time() if at is None else at
+        if not trusted and self.epoch_guard is not None \
+                and self.epoch_guard.refuses(int(epoch), when):
+            return
+        with self.write() as c:
+            record_seen(c, int(epoch), when)
+            c.execute(
+                "INSERT INTO meta (key, value) VALUES ('current_epoch', ?) "
+                "ON CONFLICT (key) DO UPDATE SET value = "
+                "CAST(max(CAST(value AS INTEGER), CAST(excluded.value AS INTEGER)) AS TEXT)",
+                (str(int(epoch)),),
+            )
+
+    # -- namespaces ---------------------------------------------------------------
+
+    def cached_namespace(self, name: str) -> sqlite3.Row | None:
+        """The namespace row as :meth:`namespace` last read it, unchecked (None: not read
+        since the last change). A hint: what it answers must be checked in a snapshot."""
+        with self._lock:
+            return self._ns_rows.get(name)
+
+    @_guarded
+    def namespace(self, name: str) -> sqlite3.Row | None:
+        with self._lock:
+            # Cached between changes (every recall asks): not inside a transaction,
+            # whose reads a rollback could take back.
+            cached = self._reading or not self.conn.in_transaction
+            if cached:
+                self._fresh_caches()
+                if name in self._ns_rows:
+                    return self._ns_rows[name]
+            row = self.query_one("SELECT * FROM namespaces WHERE name = ?", (name,))
+            if cached:
+                if len(self._ns_rows) >= 1024:
+                    self._ns_rows.clear()
+                self._ns_rows[name] = row
+            return row
+
+    @_guarded
+    def namespaces(self) -> list[str]:
+        return [str(r[0]) for r in self.query("SELECT name FROM namespaces ORDER BY name")]
+
+    @_guarded
+    def ensure_namespace(self, name: str, fingerprint: str | None) -> sqlite3.Row:
+        with self.write() as c:
+            c.execute(
+                "INSERT INTO namespaces (name, key_fingerprint, created_at) VALUES (?, ?, ?) "
+                "ON CONFLICT (name) DO UPDATE SET key_fingerprint = "
+                "coalesce(namespaces.key_fingerprint, excluded.key_fingerprint)",
+                (name, fingerprint, time.time()),
+            )
+            self._create_fts(name)
+            row = c.execute("SELECT * FROM namespaces WHERE name = ?", (name,)).fetchone()
+        assert row is not None
+        return row  # type: ignore[no-any-return]
+
+    @_guarded
+    def set_model(self, name: str, model_id: str | None, dim: int | None) -> None:
+        with self.write() as c:
+            c.execute(
+                "UPDATE namespaces SET model_id = ?, dim = ? WHERE name = ?",
+                (model_id, dim, name),
+            )
+
+    # -- memories ----------------------------------------------------------------
+
+    @_guarded
+    def memory(self, namespace: str, memory_id: str) -> sqlite3.Row | None:
+        return self.query_one(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id = ? AND namespace = ?",
+            (memory_id, namespace),
+        )
+
+    @_guarded
+    def memories_by_keys(self, namespace: str, keys: Sequence[int]) -> dict[int, sqlite3.Row]:
+        # By rowid alone, the namespace checked here: with it in the WHERE clause SQLite
+        # walks the (namespace, key) index and then the table, two descents a row.
+        wanted = [int(k) for k in keys]
+        if len(wanted) <= 16:  # a recall's winners: bound parameters, no JSON
+            rows = self.query(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE key IN "
+                              f"({','.join('?' * len(wanted))})", wanted)
+        else:
+            rows = self.query(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE key IN "
+                              "(SELECT value FROM json_each(?))", (json.dumps(wanted),))
+        return {int(r["key"]): r for r in rows if r["namespace"] == namespace}
+
+    @_guarded
+    def texts_by_keys(self, namespace: str,
+                      keys: Sequence[int]) -> dict[int, tuple[str, str, float]]:
+        """(text, metadata JSON, created_at) of the given keys: recall's query priors."""
+        rows = self.query(
+            "SELECT key, text, metadata, created_at FROM memories WHERE key IN "
+            "(SELECT value FROM json_each(?)) AND namespace = ?",
+            (json.dumps([int(k) for k in keys]), namespace),
+        )
+        return {int(r[0]): (str(r[1]), str(r[2]), float(r[3])) for r in rows}
+
+    @_guarded
+    def memories_by_ids(self, namespace: str, ids: Sequence[str]) -> dict[str, sqlite3.Row]:
+        rows = self.query(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id IN "
+            "(SELECT value FROM json_each(?)) AND namespace = ?",
+            (json.dumps(list(ids)), namespace),
+        )
+        return {str(r["id"]): r for r in rows}
+
+    @_guarded
+    def vectors_by_keys(
+        self, namespace: str, keys: Sequence[int]
+    ) -> dict[int, npt.NDArray[np.float32]]:
+        rows = self.query(
+            "SELECT key, vector FROM memories WHERE key IN "
+            "(SELECT value FROM json_each(?)) AND namespace = ?",
+            (json.dumps([int(k) for k in keys]), namespace),
+        )
+        return {int(r[0]): vector_from_blob(r[1]) for r in rows}
+
+    @_guarded
+    def index_rows(
+        self, namespace: str, keys: Sequence[int]
+    ) -> dict[int, tuple[npt.NDArray[np.float32], tuple[float, float, float | None]]]:
+        """What the index needs per key: the vector and (created_at, importance, expires_at)."""
+        rows = self.query(
+            "SELECT key, vector, created_at, importance, expires_at FROM memories WHERE key IN "
+            "(SELECT value FROM json_each(?)) AND namespace = ?",
+            (json.dumps([int(k) for k in keys]), namespace),
+        )
+        return {
+            int(r[0]): (vector_from_blob(r[1]), (float(r[2]), float(r[3]), r[4])) for r in rows
+        }
+
+    @_guarded
+    def by_dedupe_hash(self, namespace: str, dedupe_hash: str) -> sqlite3.Row | None:
+        return self.query_one(
+            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE namespace = ? AND dedupe_hash = ?",
+            (namespace, dedupe_hash),
+        )
+
+    @_guarded
+    def count(self, namespace: str) -> int:
+        row = self.query_one("SELECT count(*) FROM memories WHERE namespace = ?", (namespace,))
+        return int(row[0]) if row else 0
+
+    @_guarded
+    def iter_memories(self, namespace: str, batch: int = 1000) -> Iterator[sqlite3.Row]:
+        """All memories of a namespace in key order, fetched in batches."""
+        last = 0
+        while True:
+            rows = self.query(
+                f"SELECT {MEMORY_COLUMNS} FROM memories WHERE namespace = ? AND key > ? "
+                "ORDER BY key LIMIT ?",
+                (namespace, last, batch),
+            )
+            if not rows:
+                return
+            yield from rows
+            last = int(rows[-1]["key"])
+
+    # -- write path (the SQL of Memory; callers hold write() around multi-step changes) --
+
+    @_guarded
+    def idempotency_result(self, namespace: str, key: str) -> str | None:
+        row = self.query_one(
+            "SELECT result FROM idempotency WHERE namespace = ? AND key = ?", (namespace, key)
+        )
+        return None if row is None else str(row[0])
+
+    def claim_idempotency(self, namespace: str, key: str, at: float) -> None:
+        """Reserve an idempotency key (sqlite3.IntegrityError if it was used before)."""
+        with self.write() as c:
+            c.execute(
+                "INSERT INTO idempotency (namespace, key, result, at) VALUES (?, ?, '{}', ?)",
+                (namespace, key, at),
+            )
+
+    @_guarded
+    def save_idempotency(self, namespace: str, key: str, result: str) -> None:
+        with self.write() as c:
+            c.execute(
+                "UPDATE idempotency SET result = ? WHERE namespace = ? AND key = ?",
+                (result, namespace, key),
+            )
+
+    @_guarded
+    def ids_by_dedupe_hash(self, namespace: str, hashes: Sequence[str]) -> dict[str, str]:
+        """dedupe hash -> memory id for the hashes held by live memories."""
+        rows = self.query(
+            "SELECT dedupe_hash, id FROM memories WHERE namespace = ? AND dedupe_hash IN "
+            "(SELECT value FROM json_each(?))",
+            (namespace, json.dumps(list(hashes))),
+        )
+        return {str(r[0]): str(r[1]) for r in rows}
+
+    @_guarded
+    def dedupe_slot(self, namespace: str, dedupe_hash: str, memory_id: str) -> str:
+        """The ``dedupe_hash`` column value for ``memory_id`` holding text of ``dedupe_hash``.
+
+        The plain hash, unless another live memory holds it: then ``<hash>:<id>``, a
+        *twin*. Two memories of one text written on two machines both stay (a merge
+        never forgets one for the other: docs/sync.md); remember() dedupes to the
+        plain holder, recall shows one of them, and a twin takes the plain hash back
+        when its holder is forgotten (:meth:`forget_memory`).
+        """
+        row = self.query_one(
+            "SELECT id FROM memories WHERE namespace = ? AND dedupe_hash = ?",
+            (namespace, dedupe_hash))
+        if row is None or str(row[0]) == memory_id:
+            return dedupe_hash
+        return twin_slot(dedupe_hash, memory_id)
+
+    @_guarded
+    def adopt_model(self, namespace: str, model_id: str, dim: int) -> None:
+        """Record the namespace's embedding model unless it already has one."""
+        with self.write() as c:
+            c.execute(
+                "UPDATE namespaces SET model_id = ?, dim = ? WHERE name = ? AND model_id IS NULL",
+                (model_id, dim, namespace),
+            )
+
+    @_guarded
+    def insert_memory(self, namespace: str, row: Mapping[str, Any], *, event: str,
+                      at: float) -> int | None:
+        """Insert a live memory (+ FTS, change log, history row); None if its text or id exists.
+
+        ``row`` holds the ``memories`` columns: id, text, metadata (JSON), category,
+        importance, created_at, updated_at, expires_at, version, dedupe_hash,
+        status, sealed, vector and optionally blob_id, quilt_patch_id,
+        end_epoch, digest.
+        """
+        values = {**_MEMORY_DEFAULTS, **row}
+        with self.write() as c:
+            cur = c.execute(
+                "INSERT INTO memories (id, namespace, text, metadata, category, importance, "
+                "created_at, updated_at, expires_at, version, dedupe_hash, status, blob_id, "
+                "quilt_patch_id, end_epoch, sealed, vector, digest) VALUES "
+                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                (values["id"], namespace, values["text"], values["metadata"],
+                 values["category"], values["importance"], values["created_at"],
+                 values["updated_at"], values["expires_at"], values["version"],
+                 values["dedupe_hash"], values["status"], values["blob_id"],
+                 values["quilt_patch_id"], values["end_epoch"], values["sealed"],
+                 values["vector"], values["digest"]),
+            )
+            if cur.rowcount == 0:
+                return None
+            key = int(cur.lastrowid or 0)
+            self.fts_add(namespace, key, str(values["text"]))
+            c.execute("INSERT INTO changes (namespace, key) VALUES (?, ?)", (namespace, key))
+            c.execute(
+                "INSERT OR IGNORE INTO versions (memory_id, namespace, version, event, text, "
+                "metadata, at, blob_id, quilt_patch_id, end_epoch) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (values["id"], namespace, values["version"], event, values["text"],
+                 values["metadata"], at, values["blob_id"], values["quilt_patch_id"],
+                 values["end_epoch"]),
+            )
+            return key
+
+    @_guarded
+    def record_location(self, namespace: str, versions: Mapping[str, int],
+                        locations: Mapping[str, str | None], blob: Any,
+                        *, only_if_longer: Mapping[str, int | None] | None = None,
+                        batch_id: int | None = None) -> dict[str, int | None]:
+        """Record where memory versions now live (a store result ``blob``).
+
+        Marks them published, updates their history rows, drops them from the
+        outbox and counts them as manifest-worthy writes. With ``only_if_longer``
+        (memory id -> current end epoch) a memory whose current blob already
+        lasts longer keeps it. Returns memory id -> end epoch now in effect.
+        """
+        deletable = None if blob.deletable is None else int(blob.deletable)
+        end_epoch = plausible_end(self.epoch_guard, blob)
+        result: dict[str, int | None] = {}
+        with self.write() as c:
+            for mid, patch in locations.items():
+                version = versions[mid]
+                if only_if_longer is not None:
+                    old_end = only_if_longer.get(mid)
+                    if old_end is not None and end_epoch is not None and old_end >= end_epoch:
+                        result[mid] = int(old_end)
+                        continue
+                c.execute(
+                    "UPDATE memories SET status = 'published', blob_id = ?, quilt_patch_id = ?, "
+                    "object_id = ?, end_epoch = ?, deletable = ? WHERE id = ? AND version = ?",
+                    (blob.blob_id, patch, blob.object_id, end_epoch, deletable, mid,
+                     version),
+                )
+                c.execute(
+                    "UPDATE versions SET blob_id = ?, quilt_patch_id = ?, end_epoch = ?, "
+                    "deletable = ? WHERE memory_id = ? AND version = ? AND event != 'CONFLICT'",
+                    (blob.blob_id, patch, end_epoch, deletable, mid, version),
+                )
+                c.execute("DELETE FROM outbox_items WHERE memory_id = ? AND version = ?",
+                          (mid, version))
+                if self.is_tombstoned(namespace, mid):  # forgotten while it was being stored
+                    c.execute("INSERT OR IGNORE INTO pending_deletions (blob_id, namespace, "
+                              "deletable, at) VALUES (?, ?, ?, ?)",
+                              (blob.blob_id, namespace, deletable, time.time()))
+                result[mid] = end_epoch
+            if batch_id is not None:
+                c.execute("DELETE FROM outbox WHERE id = ?", (batch_id,))
+            self._drop_empty_outbox(namespace)
+            self.bump_writes(namespace, len(locations))
+            self.note_epoch(blob.registered_epoch)
+        return result
+
+    @_guarded
+    def bump_writes(self, namespace: str, count: int) -> None:
+        """Count changes a future manifest must carry."""
+        with self.write() as c:
+            c.execute(
+                "UPDATE namespaces SET writes_since_manifest = writes_since_manifest + ? "
+                "WHERE name = ?", (count, namespace),
+            )
+
+    @_guarded
+    def replace_version(self, namespace: str, key: int, row: Mapping[str, Any], *,
+                        vector: bytes | None, event: str, at: float) -> None:
+        """Make ``row`` (text, metadata JSON, category, importance, updated_at,
+        expires_at, version, dedupe_hash, sealed, status and optionally blob_id,
+        quilt_patch_id, end_epoch, digest) the current version of memory ``key``."""
+        values = {**_MEMORY_DEFAULTS, **row}
+        with self.write() as c:
+            before = c.execute("SELECT dedupe_hash FROM memories WHERE key = ?",
+                               (key,)).fetchone()
+            c.execute(
+                "UPDATE memories SET text = ?, metadata = ?, category = ?, importance = ?, "
+                "updated_at = ?, expires_at = ?, version = ?, dedupe_hash = ?, status = ?, "
+                "blob_id = ?, quilt_patch_id = ?, object_id = NULL, end_epoch = ?, "
+                "deletable = NULL, sealed = ?, digest = ? WHERE key = ?",
+                (values["text"], values["metadata"], values["category"], values["importance"],
+                 values["updated_at"], values["expires_at"], values["version"],
+                 values["dedupe_hash"], values["status"], values["blob_id"],
+                 values["quilt_patch_id"], values["end_epoch"], values["sealed"],
+                 values["digest"], key),
+            )
+            if before is not None and str(before[0]) != values["dedupe_hash"]:
+                self._promote_twin(c, namespace, str(before[0]))
+            if vector is not None:
+                c.execute("UPDATE memories SET vector = ? WHERE key = ?", (vector, key))
+                self.fts_remove(namespace, key)
+                self.fts_add(namespace, key, str(values["text"]))
+            # Even without a new vector: the index keeps importance / expiry too.
+            c.execute("INSERT INTO changes (namespace, key) VALUES (?, ?)", (namespace, key))
+            mid = c.execute("SELECT id FROM memories WHERE key = ?", (key,)).fetchone()[0]
+            c.execute(
+                "INSERT OR REPLACE INTO versions (memory_id, namespace, version, event, text, "
+                "metadata, at, blob_id, quilt_patch_id, end_epoch) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (mid, namespace, values["version"], event, values["text"], values["metadata"],
+                 at, values["blob_id"], values["quilt_patch_id"], values["end_epoch"]),
+            )
+
+    @_guarded
+    def add_history(self, namespace: str, memory_id: str, version: int, event: str, at: float,
+                    *, text: str | None = None, metadata: str | None = None,
+                    blob_id: str | None = None, patch_id: str | None = None,
+                    end_epoch: int | None = None) -> None:
+        with self.write() as c:
+            c.execute(
+                "INSERT OR IGNORE INTO versions (memory_id, namespace, version, event, text, "
+                "metadata, at, blob_id, quilt_patch_id, end_epoch) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (memory_id, namespace, version, event, text, metadata, at, blob_id, patch_id,
+                 end_epoch),
+            )
+
+    @_guarded
+    def forget_memory(self, namespace: str, memory_id: str, at: float,
+                      version: int | None = None) -> dict[str, bool | None] | None:
+        """Delete a memory's row, FTS entry and queued publishes, blank its history's
+        text and add a DELETE tombstone (at ``version``, default current + 1).
+
+        Returns the blob ids its versions used (-> deletable flag), also recorded
+        in ``pending_deletions`` in this same transaction (walrus_mem._memory.deletions
+        clears them once deleted or kept for good), or None when
+        the memory is not live here (a tombstone is still written if
+        ``version`` is given, so a merge can record a forget it learned of).
+        """
+        with self.write() as c:
+            row = c.execute(
+                "SELECT key, version, dedupe_hash FROM memories WHERE id = ? AND namespace = ?",
+                (memory_id, namespace),
+            ).fetchone()
+            blobs: dict[str, bool | None] = {}
+            if row is not None:
+                key = int(row["key"])
+                for v in c.execute(
+                    "SELECT blob_id, deletable FROM versions WHERE memory_id = ? "
+                    "AND blob_id IS NOT NULL", (memory_id,),
+                ).fetchall():
+                    blobs[str(v[0])] = None if v[1] is None else bool(v[1])
+                c.executemany(
+                    "INSERT OR IGNORE INTO pending_deletions (blob_id, namespace, deletable, at) "
+                    "VALUES (?, ?, ?, ?)",
+                    [(b, namespace, None if d is None else int(d), at) for b, d in blobs.items()])
+                c.execute("DELETE FROM memories WHERE key = ?", (key,))
+                self._promote_twin(c, namespace, str(row["dedupe_hash"]))
+                self.fts_remove(namespace, key)
+                c.execute("INSERT INTO changes (namespace, key) VALUES (?, ?)", (namespace, key))
+                c.execute("DELETE FROM outbox_items WHERE memory_id = ?", (memory_id,))
+                self._drop_empty_outbox(namespace)
+            elif version is None:
+                return None
+            c.execute("UPDATE versions SET text = NULL, metadata = NULL WHERE memory_id = ?",
+                      (memory_id,))
+            if not self.is_tombstoned(namespace, memory_id):
+                tomb = version if version is not None else int(row["version"]) + 1
+                c.execute(
+                    "INSERT OR IGNORE INTO versions (memory_id, namespace, version, event, at) "
+                    "VALUES (?, ?, ?, 'DELETE', ?)", (memory_id, namespace, tomb, at),
+                )
+            return blobs if row is not None else None
+
+    @staticmethod
+    def _promote_twin(c: sqlite3.Connection, namespace: str, dedupe_hash: str) -> None:
+        """The plain hash's holder is gone: its oldest twin (if any) takes the hash, so
+        remember() of that text dedupes to it again."""
+        if ":" in dedupe_hash:
+            return
+        twin = c.execute(
+            "SELECT key FROM memories WHERE namespace = ? AND dedupe_hash >= ? AND "
+            "dedupe_hash < ? ORDER BY key LIMIT 1",
+            (namespace, dedupe_hash + ":", dedupe_hash + ";")).fetchone()
+        if twin is not None:
+            c.execute("UPDATE memories SET dedupe_hash = ? WHERE key = ?",
+                      (dedupe_hash, int(twin[0])))
+
+    @_guarded
+    def set_vectors(self, pairs: Sequence[tuple[bytes, int]]) -> None:
+        """(vector bytes, key) pairs."""
+        with self.write() as c:
+            c.executemany("UPDATE memories SET vector = ? WHERE key = ?", pairs)
+
+    @_guarded
+    def stats_counts(self, namespace: str) -> dict[str, int]:
+        row = self.query_one(
+            "SELECT count(*), coalesce(sum(status = 'published'), 0), "
+            "coalesce(sum(status = 'queued'), 0), coalesce(sum(length(CAST(text AS BLOB))), 0), "
+            "coalesce(sum(length(sealed)), 0) FROM memories WHERE namespace = ?", (namespace,))
+        assert row is not None
+        forgotten = self.query_one(
+            "SELECT count(DISTINCT memory_id) FROM versions WHERE namespace = ? "
+            "AND event = 'DELETE'", (namespace,))
+        return {
+            "memories": int(row[0]), "published": int(row[1]), "queued": int(row[2]),
+            "text_bytes": int(row[3]), "sealed_bytes": int(row[4]),
+            "forgotten": int(forgotten[0]) if forgotten else 0,
+            "outbox_batches": self.outbox_count(namespace),
+        }
+
+
+def twin_slot(dedupe_hash: str, memory_id: str) -> str:
+    """The ``dedupe_hash`` column of a twin (:meth:`Catalog.dedupe_slot`)."""
+    return f"{plain_dedupe_hash(dedupe_hash)}:{memory_id}"
+
+
+def plain_dedupe_hash(value: str) -> str:
+    """The text's dedupe hash from a ``dedupe_hash`` column value (a twin's included)."""
+    return value.split(":", 1)[0]
+
+
+def _split_sql(script: str) -> list[str]:
+    """Split a migration script into statements (no semicolons inside our literals)."""
+    return [s.strip() for s in script.split(";") if s.strip()]

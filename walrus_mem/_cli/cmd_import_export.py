@@ -1,0 +1,221 @@
+"""``walrus-mem import`` and ``export``: facts in from JSONL, text or Markdown notes,
+memories out as JSONL."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.markup import escape
+
+from ..errors import InvalidInput
+from .common import _FILTER_OPTION, CliState, _dump, _filters, _progress, pass_state
+
+#: Fields of an exported record that import ignores (they describe the old copy).
+EXPORT_ONLY_FIELDS = frozenset({
+    "id", "namespace", "created_at", "updated_at", "version", "status", "blob_id",
+    "quilt_patch_id", "end_epoch", "deduplicated",
+})
+
+
+def read_import_items(path: Path, fmt: str) -> list[dict[str, Any] | str]:
+    """Parse FILE into remember_many items.
+
+    * ``jsonl``: one JSON object per line with ``text`` and optional ``metadata``,
+      ``category``, ``importance``, ``expires_at`` (fields of ``walrus-mem export``
+      that describe the old copy are ignored);
+    * ``text``: one fact per non-empty line;
+    * ``markdown`` (a folder): every ``*.md`` file below it; each paragraph or list
+      item is one fact, with metadata ``source`` (the file) and ``section`` (the
+      heading above it).
+    """
+    if fmt == "auto":
+        if path.is_dir():
+            fmt = "markdown"
+        elif path.suffix.lower() in {".jsonl", ".ndjson"}:
+            fmt = "jsonl"
+        elif path.suffix.lower() in {".md", ".markdown"}:
+            fmt = "markdown"
+        else:
+            first = next((ln for ln in _read_lines(path) if ln.strip()), "")
+            fmt = "jsonl" if first.lstrip().startswith("{") else "text"
+    if fmt == "jsonl":
+        return _jsonl_items(path)
+    if fmt == "text":
+        return [ln.strip() for ln in _read_lines(path) if ln.strip()]
+    files = sorted(path.rglob("*.md")) if path.is_dir() else [path]
+    items: list[dict[str, Any] | str] = []
+    for file in files:
+        source = str(file.relative_to(path)) if path.is_dir() else file.name
+        items += markdown_facts(_read_text(file), source)
+    return items
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{path} is not UTF-8 text") from exc
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {path}: {exc.strerror}") from exc
+
+
+def _read_lines(path: Path) -> list[str]:
+    return _read_text(path).splitlines()
+
+
+def _jsonl_items(path: Path) -> list[dict[str, Any] | str]:
+    items: list[dict[str, Any] | str] = []
+    for number, line in enumerate(_read_lines(path), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InvalidInput(f"{path}:{number}: not valid JSON ({exc.msg})") from exc
+        if not isinstance(obj, dict):
+            raise InvalidInput(f"{path}:{number}: each line must be a JSON object")
+        items.append({k: v for k, v in obj.items() if k not in EXPORT_ONLY_FIELDS})
+    return items
+
+
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
+_LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(?:\[[ xX]\]\s+)?")
+_FENCE_LINE = re.compile(r"^\s*(```|~~~)")
+
+
+def markdown_facts(text: str, source: str) -> list[dict[str, Any] | str]:
+    """Paragraphs and list items of a Markdown note, each one fact (code blocks skipped)."""
+    facts: list[dict[str, Any] | str] = []
+    section: str | None = None
+    paragraph: list[str] = []
+    in_code = False
+
+    def flush() -> None:
+        joined = " ".join(part.strip() for part in paragraph).strip()
+        paragraph.clear()
+        if joined:
+            meta: dict[str, Any] = {"source": source}
+            if section:
+                meta["section"] = section
+            facts.append({"text": joined, "metadata": meta})
+
+    lines = text.splitlines()
+    if lines and lines[0].strip() == "---":  # skip YAML front matter
+        end = next((i for i, ln in enumerate(lines[1:], 1) if ln.strip() == "---"), None)
+        if end is not None:
+            lines = lines[end + 1:]
+    for line in lines:
+        if _FENCE_LINE.match(line):
+            flush()
+            in_code = not in_code
+            continue
+        if in_code:
+            continue
+        heading = _HEADING.match(line)
+        if heading:
+            flush()
+            section = heading.group(1) or None
+        elif not line.strip():
+            flush()
+        elif _LIST_ITEM.match(line):
+            flush()
+            paragraph.append(_LIST_ITEM.sub("", line, count=1))
+        else:
+            paragraph.append(line)
+    flush()
+    return facts
+
+
+@click.command("import")
+@click.argument("source", type=click.Path(exists=True, path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(["auto", "jsonl", "text", "markdown"]),
+              default="auto", show_default=True,
+              help="auto: a folder is markdown, *.jsonl or a first line starting with { is "
+                   "jsonl, anything else is one fact per line.")
+@click.option("--batch-size", type=click.IntRange(1, 666), default=666, show_default=True,
+              help="Facts per remember_many call (one quilt each).")
+@pass_state
+def import_(state: CliState, source: Path, fmt: str, batch_size: int) -> None:
+    """Remember many facts from a JSONL file, a text file or a folder of Markdown notes."""
+    items = read_import_items(source, fmt)
+    if not items:
+        raise InvalidInput(f"{source} holds no facts to import")
+    mem = state.memory
+    totals = {"stored": 0, "deduplicated": 0, "queued": 0}
+    failed: list[tuple[int, str]] = []
+    with _progress(state, "importing", len(items)) as advance:
+        for start in range(0, len(items), batch_size):
+            chunk = items[start:start + batch_size]
+            result = mem.remember_many(chunk, namespace=state.namespace)
+            for key in totals:
+                totals[key] += getattr(result, key)
+            failed += [(start + i, msg) for i, msg in result.failed]
+            advance(len(chunk))
+    summary = {"namespace": state.namespace, "items": len(items), **totals,
+               "failed": [{"index": i, "error": msg} for i, msg in failed]}
+    if state.as_json:
+        state.emit_json(summary)
+    else:
+        state.out.print(
+            f"Imported {len(items)} item(s) into namespace {state.namespace}: "
+            f"{totals['stored']} stored, {totals['deduplicated']} deduplicated, "
+            f"{totals['queued']} queued, {len(failed)} failed"
+        )
+        for index, msg in failed[:20]:
+            state.out.print(f"  item {index + 1}: {escape(msg)}")
+        if len(failed) > 20:
+            state.out.print(f"  … and {len(failed) - 20} more (use --json for all)")
+    if failed:
+        sys.exit(1)
+
+
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` as a new 0600 file, atomically.
+
+    A private temp file (``mkstemp``: O_EXCL, 0600, unpredictable name) beside it is
+    renamed over ``path``: an existing file's mode (0644) is not kept, and a symlink
+    at ``path`` is replaced, never written through (a plaintext export must not land
+    in a file someone else chose). A reader sees the old file or the whole new one.
+    """
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise InvalidInput(f"cannot write {path}: {exc.strerror}") from exc
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise InvalidInput(f"cannot write {path}: {exc.strerror}") from exc
+    finally:
+        Path(tmp).unlink(missing_ok=True)
+
+
+@click.command()
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write to this file (a new 0600 file, replacing what is there; never "
+                   "through a symlink) instead of stdout.")
+@_FILTER_OPTION
+@pass_state
+def export(state: CliState, output: Path | None, filters: tuple[str, ...]) -> None:
+    """Write the namespace's memories as JSONL (PLAINTEXT: handle it like the memories)."""
+    records = state.memory.list(state.namespace, filters=_filters(filters),
+                                limit=sys.maxsize, include_expired=True)
+    lines = [json.dumps(_dump(r), ensure_ascii=False, sort_keys=True) for r in records]
+    body = "".join(line + "\n" for line in lines)
+    if output is None:
+        click.echo(body, nl=False)
+    else:
+        write_private(output, body)
+    where = f"to {output}" if output else "to stdout"
+    state.note(f"[yellow]warning:[/yellow] exported {len(records)} memories of namespace "
+               f"{state.namespace} {where} as PLAINTEXT: anyone who can read it can read them.")

@@ -1,0 +1,243 @@
+"""The Walrus side of a namespace: restore and pull heads, sync, and the expiry of
+its blobs (expiring, extend)."""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from .common import CliState, _dump, _progress, pass_state
+
+# A blob id is base64url, so about one head in 64 starts with '-'; click would read it
+# as an option ("No such option: -b"). Such an argument is a head, never an option.
+_DASH_HEAD = re.compile(r"-[A-Za-z0-9_-]{30,}(\.\d+\.[0-9a-fA-F]+)?")
+
+
+class _HeadArgsCommand(click.Command):
+    """A command whose positional HEAD(s) may start with '-' (``--`` also works)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if "--" not in args:
+            heads = [i for i, a in enumerate(args) if _DASH_HEAD.fullmatch(a)
+                     and not (i and args[i - 1] == "--manifest")]
+            if heads:
+                args = ([a for i, a in enumerate(args) if i not in heads]
+                        + ["--"] + [args[i] for i in heads])
+        return super().parse_args(ctx, args)
+
+
+@click.command(cls=_HeadArgsCommand)
+@click.argument("head", required=False)
+@click.option("--manifest", "manifest_blob_id", metavar="HEAD",
+              help="Same as HEAD (kept for scripts written before head references).")
+@click.option("--allow-stale", is_flag=True,
+              help="Accept a head older than one this data dir has seen.")
+@click.option("--allow-unrelated", is_flag=True,
+              help="Accept a head whose history shares nothing with this data dir's.")
+@click.option("--legacy", "allow_legacy", is_flag=True,
+              help="HEAD is the blob id of a format-1 manifest (printed by sync before head "
+                   "references): restore it although a rollback cannot be detected for it.")
+@pass_state
+def restore(state: CliState, head: str | None, manifest_blob_id: str | None,
+            allow_stale: bool, allow_unrelated: bool, allow_legacy: bool) -> None:
+    """Rebuild (or finish rebuilding) the namespace from Walrus alone.
+
+    HEAD is the head reference `walrus-mem sync` printed where the namespace was
+    written (<blob id>.<seq>.<digest>). Without it: resume an interrupted
+    restore, else the newest heads this data dir or the heads file knows.
+    With --legacy, HEAD is the blob id of a manifest from before format 2.
+    """
+    if head and manifest_blob_id and head != manifest_blob_id:
+        raise click.UsageError("give the head once (HEAD or --manifest)")
+    with _progress(state, "restoring", None) as advance:
+        report = state.memory.restore(
+            state.namespace, head or manifest_blob_id,
+            progress=lambda done, total: advance(done=done, total=total),
+            allow_stale=allow_stale, allow_unrelated=allow_unrelated, allow_legacy=allow_legacy,
+        )
+    if state.as_json:
+        state.emit_json(_dump(report))
+    else:
+        state.out.print(
+            f"Restored namespace {report.namespace} from head {report.manifest_blob_id}: "
+            f"{report.restored} restored, {report.skipped} already here, "
+            f"{len(report.failed)} failed, {len(report.missing)} missing, "
+            f"{len(report.unreadable)} unreadable, "
+            f"{len(report.expired)} expired (of {report.total})"
+            + (" [resumed]" if report.resumed else "")
+        )
+        if report.key_generation is not None:
+            state.out.print(_generation_line(report.namespace, report.key_generation))
+        for label, pairs in (("missing blob", report.missing), ("expired blob", report.expired)):
+            for mid, blob in pairs[:20]:
+                state.out.print(f"  {mid}: {label} {blob}")
+        for mid, msg in [*report.unreadable[:20], *report.failed[:20]]:
+            state.out.print(f"  {mid}: {escape(msg)}")
+        for line in report.equivocations:
+            state.out.print(f"  equivocation: {escape(line)}", soft_wrap=True)
+        for line in report.skipped_heads:
+            state.out.print(f"  skipped head: {escape(line)}", soft_wrap=True)
+        if not report.complete:
+            state.out.print("Incomplete: run `walrus-mem restore` again to resume.")
+    if report.failed:
+        sys.exit(1)
+
+
+@click.command(cls=_HeadArgsCommand)
+@click.argument("heads", nargs=-1)
+@click.option("--allow-stale", is_flag=True,
+              help="Accept heads older than one this data dir has seen.")
+@click.option("--allow-unrelated", is_flag=True,
+              help="Accept heads whose history shares nothing with this data dir's.")
+@click.option("--legacy", "allow_legacy", is_flag=True,
+              help="The one HEAD is the blob id of a format-1 manifest (see restore --legacy).")
+@pass_state
+def pull(state: CliState, heads: tuple[str, ...], allow_stale: bool,
+         allow_unrelated: bool, allow_legacy: bool) -> None:
+    """Merge other machines' heads of the namespace into this data dir.
+
+    HEADS are head references printed by `walrus-mem sync` elsewhere; none: the
+    newest heads in the heads file and this data dir's heads store. Run `sync`
+    afterwards to publish a manifest that descends from them.
+    """
+    with _progress(state, "pulling", None) as advance:
+        report = state.memory.pull(
+            list(heads) or None, namespace=state.namespace, allow_stale=allow_stale,
+            allow_unrelated=allow_unrelated, allow_legacy=allow_legacy,
+            progress=lambda done, total: advance(done=done, total=total))
+    if state.as_json:
+        state.emit_json(_dump(report))
+    else:
+        if report.up_to_date:
+            state.out.print(f"Namespace {report.namespace} already holds every head given.")
+        else:
+            source = (f"format-1 manifest {report.legacy}" if report.legacy
+                      else f"{len(report.heads)} head(s)")
+            state.out.print(
+                f"Pulled {source} into {report.namespace}: "
+                f"{report.added} added, {report.updated} updated, {report.forgotten} forgotten, "
+                f"{report.conflicts} conflicts, {report.deduplicated} deduplicated, "
+                f"{len(report.missing)} missing, {len(report.expired)} expired, "
+                f"{len(report.unreadable)} unreadable, {len(report.failed)} failed")
+        if report.key_generation is not None:
+            state.out.print(_generation_line(report.namespace, report.key_generation))
+        for mid, msg in [*report.unreadable[:20], *report.failed[:20]]:
+            state.out.print(f"  {mid}: {escape(msg)}")
+        for line in report.skipped:
+            state.out.print(f"  skipped head: {escape(line)}", soft_wrap=True)
+        for line in report.equivocations:
+            state.out.print(f"  equivocation: {escape(line)}", soft_wrap=True)
+    if report.failed:
+        sys.exit(1)
+
+
+def _generation_line(ns: str, generation: int) -> str:
+    return (f"Namespace {ns} now uses key generation {generation}, the one its heads are "
+            "sealed under (a key rotation made on another machine, followed: docs/keys.md).")
+
+
+@click.command()
+@pass_state
+def sync(state: CliState) -> None:
+    """Publish queued memories, merge heads from the heads file, publish manifests.
+
+    Prints each namespace's new head reference: hand it to the other machines
+    (`walrus-mem pull HEAD`), or set heads_file to exchange heads through a file.
+    """
+    report = state.memory.sync(state.scope)
+    if state.as_json:
+        state.emit_json(_dump(report))
+    else:
+        state.out.print(f"Published {report.published}; {report.still_queued} still queued.")
+        for ns, pulled in report.pulled.items():
+            state.out.print(f"Merged {len(pulled.heads)} head(s) into {ns}: {pulled.added} added, "
+                            f"{pulled.updated} updated, {pulled.forgotten} forgotten, "
+                            f"{pulled.conflicts} conflicts"
+                            + (f", {len(pulled.unreadable)} unreadable"
+                               if pulled.unreadable else ""))
+            if pulled.key_generation is not None:
+                state.out.print(_generation_line(ns, pulled.key_generation))
+            for mid, msg in pulled.unreadable[:20]:
+                state.out.print(f"  {mid}: {escape(msg)}")
+            for line in pulled.equivocations:
+                state.out.print(f"  equivocation: {escape(line)}", soft_wrap=True)
+        for ns, head in report.manifests.items():
+            state.out.print(f"Head for {ns}: {head}", soft_wrap=True)
+        for line in report.skipped_heads:
+            state.out.print(f"  skipped head: {escape(line)}", soft_wrap=True)
+        for err in report.errors:
+            state.out.print(f"  error: {escape(err)}")
+    if report.errors:
+        sys.exit(1)
+
+
+@click.command()
+@click.option("--within", "within_epochs", type=click.IntRange(0), default=1, show_default=True,
+              help="Epochs from now.")
+@click.option("--probe", is_flag=True,
+              help="If the current epoch is unknown, store one small blob to read it (real "
+                   "Walrus has no epoch route).")
+@pass_state
+def expiring(state: CliState, within_epochs: int, probe: bool) -> None:
+    """Memories whose blobs expire within N epochs (all namespaces unless -n is given)."""
+    records = state.memory.expiring(within_epochs, namespace=state.scope,
+                                    probe=probe)
+    if state.as_json:
+        state.emit_json([_dump(r) for r in records])
+        return
+    table = Table("namespace", "id", "end epoch", "text")
+    for r in records:
+        table.add_row(r.namespace, r.id, str(r.end_epoch), escape(r.text))
+    state.out.print(table)
+    state.out.print(f"{len(records)} memor{'y' if len(records) == 1 else 'ies'} expire within "
+                    f"{within_epochs} epoch(s); renew with `walrus-mem extend --expiring "
+                    f"{within_epochs}`")
+
+
+@click.command()
+@click.argument("memory_ids", nargs=-1)
+@click.option("--expiring", "expiring_within", type=click.IntRange(0), metavar="N",
+              help="Extend the namespace's memories that expire within N epochs.")
+@click.option("--all", "all_", is_flag=True, help="Extend every published memory of the namespace.")
+@click.option("--epochs", type=click.IntRange(1, 53), help="Epochs to store for (default: the "
+              "configured epochs).")
+@pass_state
+def extend(
+    state: CliState,
+    memory_ids: tuple[str, ...],
+    expiring_within: int | None,
+    all_: bool,
+    epochs: int | None,
+) -> None:
+    """Re-publish memories so they stay on Walrus longer (same sealed bytes)."""
+    chosen = sum([bool(memory_ids), expiring_within is not None, all_])
+    if chosen != 1:
+        raise click.UsageError("give memory ids, --expiring N, or --all (exactly one)")
+    mem = state.memory
+    ids: list[str] | None
+    if expiring_within is not None:
+        ids = [r.id for r in mem.expiring(expiring_within, namespace=state.namespace,
+                                          probe=True)]  # extend stores anyway
+    else:
+        ids = list(memory_ids) if memory_ids else None
+    if ids == []:
+        report = None
+    else:
+        report = mem.extend(ids, namespace=state.namespace, epochs=epochs)
+    if state.as_json:
+        state.emit_json(_dump(report) if report else {"extended": {}, "failed": []})
+    elif report is None:
+        state.out.print("Nothing to extend.")
+    else:
+        state.out.print(f"Extended {len(report.extended)} memor"
+                        f"{'y' if len(report.extended) == 1 else 'ies'}.")
+        for mid, end in report.extended.items():
+            state.out.print(f"  {mid}: until epoch {end}")
+        for mid, msg in report.failed:
+            state.out.print(f"  {mid}: FAILED {escape(msg)}")
+    if report is not None and report.failed:
+        sys.exit(1)

@@ -1,0 +1,336 @@
+"""The ``walrus-mem`` command line: a thin shell over the library API.
+
+Every command parses its arguments, calls the library, and prints the result:
+a rich table or text for people, or plain JSON on stdout with ``--json``.
+A :class:`~walrus_mem.errors.WalrusMemError` becomes one line on stderr and
+exit code 1 (the traceback only with ``--verbose``); usage errors exit 2.
+No command ever prints key material: only public fingerprints.
+
+This module is the root group (global options, error handling, lazily mounted
+commands), ``init`` and ``demo``; the other commands live in ``cli_*`` modules by
+group, and what they share (CliState, parsing, output) in ``cli_common``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import logging
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, NoReturn
+
+import click
+from rich.markup import escape
+from rich.table import Table
+
+from .. import __version__
+from .._keys.hardening import disable_core_dumps
+from .._keys.keystore import key_file_in_use
+from .._local.private_dirs import make_private_dirs
+from ..config import CONFIG_ENV, Settings, default_config_path, named_config_file
+from ..errors import KeyExists, KeyringUnavailable, WalrusMemError
+from ..keys import MASTER_KEY_ENV, generate_master_seed, keyring_load, keyring_store, write_key_file
+from .cmd_doctor import doctor, repair
+from .cmd_import_export import export, import_
+from .cmd_keys import _master_or_none, _namespace_keys, keys
+from .cmd_memory import (
+    analyze,
+    compact,
+    consolidate_cmd,
+    forget,
+    forget_all,
+    get,
+    history,
+    list_,
+    recall,
+    reindex,
+    remember,
+    stats,
+    update,
+)
+from .cmd_share import accept, share
+from .cmd_sync import expiring, extend, pull, restore, sync
+from .common import CliState, pass_state
+
+__all__ = ["cli", "main"]
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return f"{text} [{type(exc).__name__}]"
+
+
+#: Commands implemented elsewhere, imported only when used (keeps startup fast).
+LAZY_COMMANDS: dict[str, tuple[str, str]] = {
+    "relayer": ("relayer_mock.cli", "relayer_command"),
+    "mcp": ("walrus_mem.mcp_server", "mcp_command"),
+}
+#: What to install when a lazy command's module cannot be imported.
+LAZY_EXTRAS = {"mcp": "pip install 'walrus-mem[mcp]'"}
+
+
+class WalrusMemGroup(click.Group):
+    """Turns library errors into one clear stderr line and exit code 1."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *LAZY_COMMANDS])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in LAZY_COMMANDS and cmd_name not in self.commands:
+            module_name, attr = LAZY_COMMANDS[cmd_name]
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError as exc:
+                return _unavailable(cmd_name, exc)
+            command = getattr(module, attr)
+            if not isinstance(command, click.Command):  # pragma: no cover - wiring bug
+                raise TypeError(f"{module_name}.{attr} is not a click command")
+            return command
+        return super().get_command(ctx, cmd_name)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except WalrusMemError as exc:
+            state = ctx.obj if isinstance(ctx.obj, CliState) else None
+            if state is not None and state.verbose:
+                traceback.print_exc(file=sys.stderr)
+            click.echo(f"walrus-mem: error: {_one_line(exc)}", err=True)
+            ctx.exit(1)
+
+
+def _unavailable(name: str, exc: ImportError) -> click.Command:
+    """Stand-in for a lazy command whose optional dependency is missing."""
+    hint = LAZY_EXTRAS.get(name, "reinstall walrus-mem")
+    message = f"`walrus-mem {name}` needs a package that is not installed ({exc.name}): {hint}"
+
+    def callback() -> None:
+        raise click.ClickException(message)
+
+    return click.Command(name, callback=callback, help=f"(unavailable: {hint})")
+
+
+@click.group(cls=WalrusMemGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--config",
+    type=click.Path(path_type=Path, dir_okay=False),
+    envvar=CONFIG_ENV,
+    help=f"TOML config file [env {CONFIG_ENV}; default {default_config_path()} if present].",
+)
+@click.option(
+    "--data-dir",
+    type=click.Path(path_type=Path, file_okay=False),
+    help="Data directory (catalog, index, embedded relayer) [env WALRUS_MEM_DATA_DIR].",
+)
+@click.option("-n", "--namespace", help="Namespace to work in [default: the configured default].")
+@click.option("-a", "--agent", help="Act as this configured agent ([agents.<name>]): its namespace "
+              "and key; only its ${VAR}s are resolved.")
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")
+@click.option("-v", "--verbose", count=True, help="Log more (-vv for debug); show tracebacks.")
+@click.version_option(__version__, prog_name="walrus-mem")
+@click.pass_context
+def cli(
+    ctx: click.Context,
+    config: Path | None,
+    data_dir: Path | None,
+    namespace: str | None,
+    agent: str | None,
+    as_json: bool,
+    verbose: int,
+) -> None:
+    """Encrypted long-term memory for AI agents, stored on Walrus.
+
+    Facts are sealed on this machine with per-namespace keys; only ciphertext
+    leaves it. Recall is local and by meaning.
+    """
+    disable_core_dumps()  # this process may hold keys and plaintext (hardening.py)
+    if verbose:
+        logging.basicConfig(
+            level=logging.DEBUG if verbose > 1 else logging.INFO,
+            stream=sys.stderr,
+            format="%(levelname)s %(name)s: %(message)s",
+        )
+    ctx.obj = CliState(
+        config=config, data_dir=data_dir, namespace=namespace, as_json=as_json, verbose=verbose
+    )
+    ctx.obj.agent_option = agent
+
+
+# -- init ------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option(
+    "--force", is_flag=True, help="Replace an existing master key (its memories become unreadable)."
+)
+@click.option(
+    "--store",
+    type=click.Choice(["auto", "keyring", "file"]),
+    default="auto",
+    show_default=True,
+    help="Where to keep the master key: OS keyring, 0600 key file, or auto (keyring, else file).",
+)
+@pass_state
+def init(state: CliState, force: bool, store: str) -> None:
+    """Create a master key and a starter config; print the public fingerprints.
+
+    The key goes to the OS keyring, or to a 0600 key file when no keyring
+    backend works. An existing key is never replaced without --force; an
+    existing config file is never overwritten.
+    """
+    # The starter config holds no secret, so writing it first is harmless and
+    # lets the settings below (key file location, data dir) come from it.
+    # where every later command will look (a file that is there is kept)
+    config_path = state.config_option or named_config_file() or default_config_path()
+    config_written = _write_starter_config(config_path, state.data_dir)
+    settings = state.settings
+    key_file = key_file_in_use(settings)
+    _refuse_existing_key(settings, force=force)
+
+    seed = generate_master_seed()
+    stored_in, reason = "keyring", ""
+    if store == "file" or not settings.use_keyring:
+        stored_in = "key_file"
+        reason = "requested with --store file" if store == "file" else "use_keyring is false"
+    else:
+        try:
+            keyring_store(seed, force=force)
+        except KeyringUnavailable as exc:
+            if store == "keyring":
+                raise
+            stored_in, reason = "key_file", str(exc)
+    if stored_in == "key_file":
+        write_key_file(key_file, seed, force=force)
+
+    fingerprints = {"master": seed.fingerprint}
+    for row in _namespace_keys(settings, seed):
+        fingerprints[row["namespace"]] = row["fingerprint"]
+
+    # Whatever wins the key precedence is what every later command uses.
+    active_seed, active_source = _master_or_none(settings)
+    shadowed_by = active_source if active_seed != seed else None
+    if state.as_json:
+        state.emit_json(
+            {
+                "key_store": stored_in,
+                "key_file": str(key_file) if stored_in == "key_file" else None,
+                "reason": reason or None,
+                "config_file": str(config_path),
+                "config_written": config_written,
+                "fingerprints": fingerprints,
+                "shadowed_by": shadowed_by,
+            }
+        )
+        return
+    out = state.out
+    if stored_in == "keyring":
+        out.print("Master key stored in the OS keyring (service [bold]walrus-mem[/bold]).")
+    else:
+        out.print(f"Master key written to [bold]{escape(str(key_file))}[/bold] (mode 0600).")
+        out.print(f"  why not the keyring: {escape(reason)}")
+    if config_written:
+        out.print(f"Starter config written to {escape(str(config_path))}")
+    else:
+        out.print(f"Kept the existing config {escape(str(config_path))}")
+    table = Table("namespace", "fingerprint", box=None, title="Public key fingerprints",
+                  title_justify="left")
+    for name, fpr in fingerprints.items():
+        table.add_row(name, fpr)
+    out.print(table)
+    out.print(
+        "Back up the master key now: whoever has it can read every derived namespace, "
+        "and without it nothing on Walrus can be restored."
+    )
+    if shadowed_by is not None:
+        state.note(
+            f"[yellow]warning:[/yellow] the new key is not the active one: a master key from "
+            f"{shadowed_by} takes precedence (config > {MASTER_KEY_ENV} > keyring > key file)."
+        )
+
+
+def _refuse_existing_key(settings: Settings, *, force: bool) -> None:
+    if force:
+        return
+    key_file = key_file_in_use(settings)
+    if key_file.exists():
+        raise KeyExists(f"a key file already exists at {key_file}; pass --force to replace it")
+    if settings.use_keyring:
+        try:
+            existing = keyring_load()
+        except KeyringUnavailable:
+            existing = None
+        if existing is not None:
+            raise KeyExists(
+                "a master key is already stored in the OS keyring "
+                f"(fingerprint {existing.fingerprint}); pass --force to replace it"
+            )
+
+
+STARTER_CONFIG = """\
+# walrus-mem configuration (TOML). Every string may use ${{VAR}} placeholders.
+# Precedence: command-line options > WALRUS_MEM_* environment variables > this file > defaults.
+# See docs/configuration.md for every setting.
+{data_dir_line}
+default_namespace = "default"
+
+# No publisher/aggregator configured = an embedded local relayer in the data dir (offline).
+# publisher_url = "https://publisher.walrus-testnet.walrus.space"
+# aggregator_urls = ["https://aggregator.walrus-testnet.walrus.space"]
+epochs = 5
+
+# The master key is NOT stored here. It lives in the OS keyring or a 0600 key file
+# (walrus-mem init), or comes from WALRUS_MEM_MASTER_KEY.
+
+# One table per agent. Without `key`, the agent's namespace key is derived from
+# the master key; with `key = "${{RESEARCHER_KEY}}"` it uses its own Ed25519 key.
+# [agents.researcher]
+# namespace = "researcher"
+# max_recall_results = 5
+"""
+
+
+def _write_starter_config(path: Path, data_dir: Path | None) -> bool:
+    if path.exists():
+        return False
+    data_dir_line = (
+        f"data_dir = {json.dumps(str(data_dir))}" if data_dir is not None
+        else "# data_dir = \"~/.local/share/walrus-mem\""
+    )
+    make_private_dirs(path.parent)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # owner only, like keys
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(STARTER_CONFIG.format(data_dir_line=data_dir_line))
+    return True
+
+
+# -- tools: demo (relayer and mcp are LAZY_COMMANDS) ----------------------------
+
+
+@cli.command()
+@pass_state
+def demo(state: CliState) -> None:
+    """Run the offline end-to-end demo; exit 1 if any claim does not hold."""
+    from .demo import run_demo
+
+    # With --json the narration goes to stderr and stdout holds only the verdict.
+    ok = run_demo(state.err if state.as_json else state.out)
+    if state.as_json:
+        state.emit_json({"ok": ok})
+    if not ok:
+        sys.exit(1)
+
+
+# The groups and commands of the cli_* modules (--help lists every command by name).
+for _command in (keys, remember, recall, get, list_, update, forget, forget_all, consolidate_cmd,
+                 history, stats, analyze, compact, reindex, import_, export, restore, pull,
+                 sync, expiring, extend, share, accept, doctor, repair):
+    cli.add_command(_command)
+
+
+def main() -> NoReturn:
+    """Console-script entry point."""
+    cli.main(prog_name="walrus-mem")
+    raise SystemExit(0)  # pragma: no cover - click.main always exits

@@ -1,0 +1,8 @@
+"""Where key material lives and who may use it.
+
+    keys.py (public): master seed -> per-namespace keys (derive, generations)
+        keystore: the master key file / keyring; backup and import
+        access:   a namespace is read and written only with its own key
+        hardening: no core dumps from a process that holds keys
+    envelope.py (public) seals and opens one record with those keys.
+"""

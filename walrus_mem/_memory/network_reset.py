@@ -1,0 +1,318 @@
+"""A wiped network, or one whose epochs were reset: confirm it, let the clock follow,
+store every memory again.
+
+A testnet wipe (or relayer_mock restarted on an empty dir) loses every blob and
+starts the epochs again from 0. Nothing in a store answer says so, but its epoch
+is suddenly far below the newest one this data dir has seen: the epoch clock
+(expiry.py ``record_seen``) holds such a sighting apart instead of mixing it in.
+A data dir that stores nothing meanwhile (an idle machine, or one whose catalog
+was rebuilt and holds no sighting of the old network) sees no such answer: it
+notices when a head it needs answers 404 before its end epoch (:func:`check_served`,
+each sync: its newest merged head still served?; and any merge reading a seen
+head, namespace_log.py). :func:`suspect` then asks the network's epoch (one probe
+store): below the epoch that head was stored in (``SeenHead.stored_epoch``,
+impossible on the same network), or below what the clock saw, it is a reset; not
+below, the 404 stays "not yet" (log_gone.py: a lagging aggregator).
+Before, the clock stayed on the old epochs, the catalog's end epochs (45) stayed
+far above the new network's (6), so no renewal ever came, ``extend`` kept the dead
+locations (their recorded end was "longer") and a fresh restore of the newest
+head got 1 of 9.
+
+:func:`follow` (``sync``, before it renews) settles a held sighting: a few blobs
+that must still be live by the old clock (the newest ones, the newest manifest,
+the newest merged heads) are read, one byte each. Any answers 404: the network
+lost it, it is a reset (two witnesses agree: the publisher's epoch went back,
+an aggregator lost what must still be live). All are served: it is not (a lying
+or misconfigured publisher); the sighting is dropped. Served proves nothing
+more: a blob id is the hash of its content, so a machine that followed the
+reset first stored the same bytes under the same id again. No answer: decided
+at a later sync. On a reset the clock restarts from the new network's
+sightings; each blob our memories live in is read (one byte, once per blob: a
+quilt holds up to 666 memories) and the memories of every lost one, and of
+every one whose recorded end only the old network could give (another machine
+may have stored the same bytes again, for an end unknown here), get the new
+epoch as their end, so this very sync stores them again (``renew_due``: the
+same sealed bytes, verified) and publishes a manifest listing the new locations
+(manifests and pages get it too: the old ones are gone); heads stored before
+the reset count as gone (their manifests are), so a manifest names them as
+parents and this writer's seq still only grows (no StaleDataDir for a head
+that no longer exists).
+Nothing is deleted locally: the catalog holds every memory, so nothing is lost
+that this data dir held.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Any, Final
+
+from .._log.gone import provably_gone
+from .._log.heads import HeadRef
+from .._walrus.expiry import BACKWARDS_KEY, CLAIM_KEY, JUMP_SLACK, META_KEY
+from ..errors import BlobNotFound, NetworkResetPending, WalrusMemError
+from .integrity import split_sound
+from .renewal import renew_due
+
+if TYPE_CHECKING:
+    from ..memory import Memory
+
+__all__ = ["RESET_KEY", "check_served", "follow", "settle", "suspect"]
+
+log = logging.getLogger(__name__)
+
+RESET_KEY: Final = "network_reset"
+"""Catalog meta: the last reset followed ({"at", "from", "to"}), for doctor and tests."""
+SAMPLE: Final = 3  # blobs read to confirm a reset
+RECENT: Final = 300.0  # seconds a sighting counts as the current epoch
+SERVED_DEADLINE: Final = 5.0  # seconds the per-sync "is our newest head served?" read may take
+
+
+def _held(mem: Memory) -> dict[str, Any] | None:
+    raw = mem._catalog.get_meta(BACKWARDS_KEY)
+    try:
+        held = json.loads(raw) if raw else None
+    except ValueError:
+        return None
+    return held if isinstance(held, dict) and held.get("seen") else None
+
+
+def follow(mem: Memory, errors: list[str], witnesses: Collection[str] = ()) -> bool:
+    """Settle a sighting the clock held apart (see the module doc); True when a reset was
+    followed (the caller asks the clock again). ``witnesses``: blobs that must still be
+    live by the old clock and were just answered 404 (no need to read a sample)."""
+    held = _held(mem)
+    if held is None:
+        witness = _below_heads(mem)
+        if witness is None:
+            return False
+        held, witnesses = _held(mem), [*witnesses, witness]
+        assert held is not None
+    catalog = mem._catalog
+    verdict: dict[str, bool] = dict.fromkeys(witnesses, False)  # blob id -> still served
+    if not verdict:
+        old_now = mem.epoch_clock.current()  # still on the old network's sightings
+        for blob in dict.fromkeys(_sample(mem, old_now or 0)):
+            try:
+                verdict[blob] = _served(mem, blob)
+            except (WalrusMemError, ValueError) as exc:
+                errors.append(f"network reset check: {type(exc).__name__}: {exc}")
+                return False  # decided at a later sync
+    seen = [(int(e), float(f), float(last)) for e, f, last in held["seen"]]
+    if verdict and all(verdict.values()):
+        log.warning("store answers named epoch(s) %s, below epoch %s seen before, but the "
+                    "network still serves this data dir's blobs: not a reset (a publisher "
+                    "of another network, or lying); ignored", [e for e, _, _ in seen],
+                    held.get("newest"))
+        catalog.set_meta(BACKWARDS_KEY, "")
+        return False
+    # Which blobs did the network lose? Those stored since the reset are there. One whose
+    # recorded end only the old network could give may be served because another
+    # machine stored the same bytes again, for an end unknown here: stored again too.
+    new = max(e for e, _, _ in seen)
+    due = {str(b) for (b,) in catalog.query(
+        "SELECT DISTINCT blob_id FROM memories WHERE status = 'published' AND blob_id IS NOT "
+        "NULL AND end_epoch > ?", (new + mem.settings.epochs + JUMP_SLACK,))}
+    for (blob,) in catalog.query("SELECT DISTINCT blob_id FROM memories WHERE status = "
+                                 "'published' AND blob_id IS NOT NULL", ()):
+        if str(blob) not in verdict and str(blob) not in due:
+            try:
+                verdict[str(blob)] = _served(mem, str(blob))
+            except (WalrusMemError, ValueError):
+                verdict[str(blob)] = False  # unconfirmed: storing it again loses nothing
+    lost = [b for b, ok in verdict.items() if not ok and b not in witnesses]  # heads aside
+    _apply(mem, seen, held.get("newest"), [*due, *lost])
+    return True
+
+
+def settle(mem: Memory, ns: str, backwards: tuple[int, int] | None = None) -> None:
+    """Before a manifest of ``ns`` (any path: sync, a rotation, a forget's, a periodic
+    one): settle a sighting held apart, and once a reset was followed, store the lost
+    memories of ``ns`` again first, so the manifest never lists a location the network
+    lost (``renew_due``, as sync would; once: their end epochs move past the margin).
+    ``backwards``: (the epoch a store answer named, the higher one the clock said): held
+    apart first when the clock held nothing (it had no sighting of its own above it)."""
+    errors: list[str] = []
+    if backwards is not None and _held(mem) is None:
+        _hold(mem, *backwards)
+    follow(mem, errors)
+    row = mem._catalog.get_meta(RESET_KEY)
+    try:
+        at = float(json.loads(row)["at"]) if row else None
+    except (ValueError, KeyError, TypeError):
+        at = None
+    last = mem._catalog.query_one("SELECT max(at) FROM manifests WHERE namespace = ?", (ns,))
+    if at is not None and (last is None or last[0] is None or float(last[0]) < at):
+        current = mem.epoch_clock.current()
+        renew_due(mem, ns, errors, current)
+        _require_renewed(mem, ns, current, errors)
+    for error in errors:
+        log.warning("before the manifest of %r: %s", ns, error)
+
+
+def _require_renewed(mem: Memory, ns: str, current: int | None, errors: list[str]) -> None:
+    """Raise NetworkResetPending while memories of ``ns`` the reset lost are not stored
+    again (their renewal failed: publisher or read-back): a manifest would list them at
+    lost locations, or leave them out. One whose local sealed copy is damaged is never
+    stored again (renewal.py: never push damage) and does not hold the manifest back."""
+    if current is None:
+        return
+    catalog = mem._catalog
+    left = [str(r["id"]) for r in catalog.expiring(ns, current) if r["status"] == "published"]
+    if not left:
+        return
+    rows = catalog.memories_by_ids(ns, left)
+    payload = [(m, s) for m in left if m in rows and (s := catalog.sealed_of(ns, m)) is not None]
+    sound, _ = split_sound(mem.keys_for(ns), payload, rows)
+    if sound:
+        raise NetworkResetPending(
+            f"{len(sound)} memories of {ns!r} the network lost in a wipe or an epoch reset are "
+            f"not stored again yet ({errors[-1] if errors else 'renewal failed'}): no "
+            "manifest until they are; the next sync retries")
+
+
+def _sample(mem: Memory, old_now: int) -> list[str]:
+    """Blobs that must still be live by the old clock: the newest ones our memories live
+    in, our newest manifest, the newest head of each namespace's local state."""
+    catalog = mem._catalog
+    sample = [str(r[0]) for r in catalog.query(
+        "SELECT blob_id FROM memories WHERE status = 'published' AND blob_id IS NOT NULL "
+        "AND end_epoch > ? GROUP BY blob_id ORDER BY max(end_epoch) DESC LIMIT ?",
+        (old_now, SAMPLE))]
+    sample += [str(r[0]) for r in catalog.query(
+        "SELECT blob_id FROM manifests WHERE end_epoch > ? ORDER BY seq DESC LIMIT 1",
+        (old_now,))]
+    for ns in catalog.namespaces():
+        merged = mem._log.merged(ns)
+        if merged:
+            bound, _ = mem._log.seen.end_bound(ns, merged[0].blob_id)
+            if bound is not None and bound > old_now:
+                sample.append(merged[0].blob_id)
+    return sample
+
+
+def check_served(mem: Memory, ns: str, errors: list[str]) -> bool:
+    """Each sync: is the newest head the local state of ``ns`` contains still served? A
+    machine that stores nothing sees no store answer that would show it a wipe; this
+    one GET (one byte) does. A 404 before its end epoch asks the network (:func:`suspect`);
+    True when a reset was followed."""
+    merged = mem._log.merged(ns)
+    if not merged or mem._log.seen.is_gone(ns, merged[0].blob_id):
+        return False
+    try:
+        # A head past its end epoch is not read: its 404 says nothing, and the client
+        # waits out a 404 for a blob it stored itself (a read-after-store lag) until
+        # the read deadline, which every sync after an expiry paid (30 s).
+        expired, _ = provably_gone(mem._log, ns, merged[0])
+        if expired or _served(mem, merged[0].blob_id):
+            return False
+    except (WalrusMemError, ValueError):
+        return False  # an outage: the pull and the manifest of this sync say so
+    return suspect(mem, ns, merged[0], errors)
+
+
+def suspect(mem: Memory, ns: str, ref: HeadRef, errors: list[str]) -> bool:
+    """A head of ``ns`` this data dir needs answered 404 before its end epoch passed: was
+    the network wiped or reset? True when it was, and the reset was followed.
+
+    The network's epoch is asked (one probe store) unless a store answer below the
+    clock's is held already. Below the clock's newest sighting (record_seen holds it)
+    or below the epoch the head was stored in (minus :data:`JUMP_SLACK`), it is a
+    reset: impossible on the same network, and the 404 confirms the loss. Otherwise
+    the 404 is "not yet" (a lagging aggregator): nothing changes."""
+    if _held(mem) is None:
+        try:
+            epoch = mem.probe_epoch()
+        except (WalrusMemError, ValueError) as exc:
+            errors.append(f"network reset check: {type(exc).__name__}: {exc}")
+            return False
+        head = mem._log.seen.get(ns, ref.blob_id)
+        stored = None if head is None else head.stored_epoch
+        if _held(mem) is None:
+            if epoch is None or stored is None or epoch >= stored - JUMP_SLACK:
+                return False  # the network is where it was: "not yet"
+            _hold(mem, epoch, stored)
+    return follow(mem, errors, witnesses=[ref.blob_id])
+
+
+def _below_heads(mem: Memory) -> str | None:
+    """A clock with no sighting of the old network (its catalog rebuilt, its wall clock
+    ahead when it saw it, only restores) would never notice that its memories' blobs
+    are gone: here the current epoch is compared with the highest epoch a seen head was
+    stored in (``SeenHeads.stored_floor``). The current epoch is at most the newest
+    sighting when that is recent (a store answer of this sync), else the clock's upper
+    bound; an old sighting bounds nothing. Below it by more than :data:`JUMP_SLACK`,
+    and that head answering 404 (one byte), the sighting is held apart and the head's
+    blob id returned: the witness of the loss. A head still served says the network
+    was not reset (a lying publisher): nothing is held."""
+    now = time.time()
+    seen = mem.epoch_clock.sightings(now)
+    if not seen:
+        return None
+    newest = max(seen)
+    upper = newest if seen[newest][1] >= now - RECENT else mem.epoch_clock.reading(now).latest
+    found = mem._log.seen.stored_floor()
+    if upper is None or found is None or upper >= found[0] - JUMP_SLACK:
+        return None
+    floor, _, ref = found
+    try:
+        if _served(mem, ref.blob_id):
+            return None
+    except (WalrusMemError, ValueError):
+        return None  # no answer: decided at a later check
+    _hold(mem, newest, floor)
+    return ref.blob_id
+
+
+def _hold(mem: Memory, epoch: int, stored: int) -> None:
+    """Hold the network's epoch apart as record_seen does for one below the clock's: here
+    it is below the epoch a head was stored in, or one the clock believed without a
+    sighting of its own (it stored nothing since, its catalog was rebuilt, its wall clock
+    ran ahead when it saw the old network). What it saw below is the new network's."""
+    now = time.time()
+    seen = {e: [f, last] for e, (f, last) in mem.epoch_clock.sightings(now).items()
+            if e < stored - JUMP_SLACK}
+    first, last = seen.get(epoch, [now, now])
+    seen[epoch] = [min(first, now), max(last, now)]
+    mem._catalog.set_meta(BACKWARDS_KEY, json.dumps({
+        "newest": stored, "seen": [[e, f, last] for e, (f, last) in sorted(seen.items())]}))
+    log.warning("the network names epoch %d, below epoch %d it had reached (a head stored "
+                "then, or the clock's): wiped or its epochs reset? checking", epoch, stored)
+
+
+def _served(mem: Memory, blob: str) -> bool:
+    """Whether an aggregator serves ``blob`` (one byte read); other failures raise."""
+    try:  # one question, not a wait: a 404 only leads to asking the network's epoch
+        mem.walrus.read_byte_range(blob, 0, 1,
+                                   deadline=min(SERVED_DEADLINE, mem.settings.read_deadline))
+        return True
+    except BlobNotFound:
+        return False
+
+
+def _apply(mem: Memory, seen: list[tuple[int, float, float]], old: object,
+           lost: list[str]) -> None:
+    new = max(e for e, _, _ in seen)
+    now = time.time()
+    first_new = min(f for _, f, _ in seen)  # the new network's epochs first seen
+    with mem._lock, mem._catalog.write() as c:
+        c.execute("UPDATE meta SET value = ? WHERE key = ?",
+                  (json.dumps({"seen": [list(s) for s in seen]}), META_KEY))
+        c.execute("UPDATE meta SET value = ? WHERE key = 'current_epoch'", (str(new),))
+        c.execute("DELETE FROM meta WHERE key IN (?, ?)", (CLAIM_KEY, BACKWARDS_KEY))
+        for table in ("memories", "versions"):  # lost: due for renewal by this very sync
+            c.execute(f"UPDATE {table} SET end_epoch = ? WHERE end_epoch IS NOT NULL AND "
+                      "blob_id IN (SELECT value FROM json_each(?))", (new, json.dumps(lost)))
+        for table in ("manifests", "manifest_pages"):  # the old ones are gone; pages and
+            # a new manifest are stored again
+            c.execute(f"UPDATE {table} SET end_epoch = ? WHERE end_epoch IS NOT NULL", (new,))
+        c.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE "
+                  "SET value = excluded.value",
+                  (RESET_KEY, json.dumps({"at": now, "from": old, "to": new})))
+    mem._log.seen.end_all(new, stored_above=new + JUMP_SLACK, seen_before=first_new)
+    log.warning("the network lost this data dir's blobs and its epochs went back from %s "
+                "to %d: a wipe or an epoch reset. The epoch clock follows the new network; "
+                "the memories of the %d lost blob(s) are stored again by this sync and a new "
+                "manifest lists them (docs/reliability.md#expiry)", old, new, len(lost))

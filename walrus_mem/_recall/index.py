@@ -1,0 +1,833 @@
+"""Per-namespace USearch indexes, kept in step with the catalog.
+
+One HNSW index per namespace (metric cos, float16 storage), keyed by the
+catalog's ``memories.key``. Files live in ``<data_dir>/index/``, named by a
+hash of the namespace (``<hash>.usearch`` + ``<hash>.meta.json`` + ``.lock``,
+and the per-memory ``<hash>.<token>.rows.npy`` / ``.vectors.npy`` the metadata
+names) so a directory listing or a backup does not reveal namespace names.
+
+The catalog is the source of truth; an index file is only a cache of it:
+
+* every catalog write appends the touched keys to the ``changes`` log;
+  :meth:`IndexStore.get` replays the log past the index's ``applied_seq``
+  (upsert keys whose row exists, remove the others), so writes of other
+  processes become visible before each recall, incrementally;
+* files are saved atomically (temp file + ``os.replace``) under a file lock,
+  on close / sync / every ``save_every`` applied changes, never on every write
+  (that would be O(n) per write). A crash loses at most the unsaved tail,
+  which the change log replays on the next open;
+* each save records the BLAKE2b-256 digest of the USearch file in its
+  metadata. USearch trusts the graph's links: a file with damaged links but
+  an intact header, keys and vectors passes every cheap check and then
+  crashes the process (SIGSEGV) inside a search. An open therefore verifies
+  the digest before USearch reads the file, unless the file's
+  (size, mtime_ns, inode) and digest are exactly those this data dir last
+  verified or saved (catalog ``meta`` key ``index_verified:<stem>``): hashing
+  0.9 GB at every reopen of a 1M index would cost seconds
+  (docs/architecture.md, "Index file integrity");
+* on open, a missing, unreadable or inconsistent file (wrong model, digest
+  mismatch, count not matching the catalog after catch-up, change log
+  already pruned past it) is rebuilt from the vectors stored in the catalog,
+  with a warning log;
+* vectors are inserted on one thread (:func:`_add`): USearch's concurrent
+  insertion can leave a stored node that no search reaches, and makes the
+  graph, so recall, differ from one build of the same memories to the next.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from itertools import repeat
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import numpy as np
+import numpy.typing as npt
+from filelock import FileLock, Timeout
+
+from .._catalog.catalog import Catalog, vectors_from_blobs
+from ..errors import LocalStoreError, ModelMismatch, WalrusMemError
+from .native import before_usearch
+
+before_usearch()  # onnxruntime would crash once USearch is loaded otherwise (native.py)
+import numkong as nk  # noqa: E402  (USearch's own kernels; loaded by usearch.index already)
+from usearch.index import Index  # noqa: E402
+
+__all__ = ["IndexStore", "NamespaceIndex", "file_digest", "index_file_stem"]
+
+log = logging.getLogger(__name__)
+
+META_FORMAT: Final = 2  # 2: the metadata carries the file's digest (1 had none)
+LOCK_TIMEOUT: Final = 60.0
+_REBUILD_BATCH: Final = 10_000
+VERIFIED_KEY: Final = "index_verified:"  # + file stem: catalog meta of the last verified file
+_LOAD_ATTEMPTS: Final = 3
+
+
+def file_digest(path: Path) -> str:
+    """BLAKE2b-256 of a file, read in chunks (hashlib releases the GIL while hashing)."""
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, lambda: hashlib.blake2b(digest_size=32)).hexdigest()
+
+
+def file_stamp(path: Path) -> list[int]:
+    """What changes when a file is rewritten or replaced: size, mtime_ns, inode."""
+    st = os.stat(path)
+    return [st.st_size, st.st_mtime_ns, st.st_ino]
+
+
+def index_file_stem(namespace: str) -> str:
+    """File name stem for a namespace's index: a hash, not the name itself."""
+    return hashlib.blake2b(namespace.encode(), digest_size=12, person=b"walrusmem.idx").hexdigest()
+
+
+def _new_index(dim: int) -> Index:
+    return Index(ndim=dim, metric="cos", dtype="f16")
+
+
+def _add(index: Index, keys: npt.NDArray[np.uint64],
+         vectors: npt.NDArray[np.floating[Any]]) -> None:
+    """Insert on one thread. USearch's default (every core) races (unum-cloud/USearch#735,
+    seen with 2.26): a node can end up stored yet unreachable, never returned by a search,
+    and which one varies from build to build. On 2 cores, 92 of 300 builds of the same 95
+    vectors stranded one (a fact the calibration test then missed); on one thread 0 of
+    300, the same graph every time. A bulk rebuild costs more wall time: 100k vectors in
+    100-115 s instead of 60-85 s (2 cores, load about 2)."""
+    index.add(keys, vectors, threads=1)
+
+
+_ROWS_DTYPE: Final = np.dtype([("key", "<i8"), ("created_at", "<f8"), ("importance", "<f8"),
+                                ("expires_at", "<f8"), ("norm", "<f4")])
+_VECTOR_DTYPE: Final = np.dtype("<f2")
+
+
+def _empty_rows(count: int) -> npt.NDArray[np.void]:
+    rows = np.zeros(count, _ROWS_DTYPE)
+    rows["key"] = -1
+    rows["norm"] = 1.0
+    rows["expires_at"] = np.nan
+    return rows
+
+
+class NamespaceIndex:
+    """The in-memory USearch index of one namespace plus what it has applied.
+
+    Beside the HNSW graph it keeps, per memory, a float16 copy of the vector
+    (exact cosine of keyword-only candidates without USearch's per-key
+    lookups) and the attributes ranking needs (created_at, importance,
+    expires_at), in numpy arrays addressed by slot: recall gathers them for a
+    hundred candidates with one indexing operation instead of reading catalog
+    rows. That copy costs ``2 * dim`` bytes per memory (77 MB at 100k x 384);
+    it is saved as its own file and mapped on open, so only the copies recalls
+    touch are ever read (the attributes, 36 bytes per memory, are read whole).
+
+    A saved graph is opened as a read-only memory map of its file (USearch's
+    ``view``): nothing is read until searches touch it, and a process that only
+    recalls never holds the graph in RAM. The first write copies it into memory
+    (:meth:`_writable`).
+    """
+
+    _slots: dict[int, int] | None
+
+    def __init__(self, namespace: str, directory: Path, model_id: str, dim: int) -> None:
+        self.namespace = namespace
+        self.model_id = model_id
+        self.dim = dim
+        stem = index_file_stem(namespace)
+        self.path = directory / f"{stem}.usearch"
+        self.meta_path = directory / f"{stem}.meta.json"
+        self.lock_path = directory / f"{stem}.lock"
+        self.index = _new_index(dim)
+        self.viewed = False  # self.index maps the saved file read-only
+        self.applied_seq = 0
+        self.unsaved = 0
+        self.rows_loaded = False
+        # {"stamp", "blake2b"} of the file as last verified or saved by this object
+        self.verified: dict[str, Any] | None = None
+        self.damage: str | None = None  # why the last load refused the file as damaged
+        self.clear_rows()
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    # -- per-memory rows beside the graph ---------------------------------------------
+
+    @property
+    def slots(self) -> dict[int, int]:
+        """Catalog key -> slot in the arrays below. Built from the rows' keys on first use:
+        a process that only recalls finds slots in the key table (:meth:`find`) and
+        never pays for the dict (0.1-0.2 s at 1M memories on open)."""
+        if self._slots is None:
+            present = np.flatnonzero(self.keys >= 0)
+            self._slots = dict(zip(self.keys[present].tolist(), present.tolist(), strict=True))
+        return self._slots
+
+    def count(self) -> int:
+        """How many memories the rows hold (without building :attr:`slots`)."""
+        if self._slots is not None:
+            return len(self._slots)
+        return int(np.count_nonzero(self.keys >= 0))
+
+    def clear_rows(self) -> None:
+        self._slots = {}
+        self._free: list[int] = []
+        self._forget_table()
+        self._bind(_empty_rows(0), np.zeros((0, self.dim), _VECTOR_DTYPE))
+
+    def _bind(self, rows: npt.NDArray[np.void], vectors: npt.NDArray[np.float16]) -> None:
+        """Use ``rows`` (one record per slot) and ``vectors`` (one row per slot).
+
+        One structured array holds every attribute so that it is saved as one
+        file and reopened as one memory map; the vector copies are a second
+        file, so that reading the attributes on open touches none of them.
+        """
+        self.rows = rows
+        self.keys: npt.NDArray[np.int64] = rows["key"]  # -1: free slot
+        self.vectors: npt.NDArray[np.float16] = vectors
+        # no longer written nor read (the exact cosines are NumKong's, which normalise):
+        # the field stays so saved rows files keep their layout
+        self.norms: npt.NDArray[np.float32] = rows["norm"]
+        self.created_at: npt.NDArray[np.float64] = rows["created_at"]
+        self.importance: npt.NDArray[np.float64] = rows["importance"]
+        self.expires_at: npt.NDArray[np.float64] = rows["expires_at"]  # NaN: never expires
+
+    def reserve(self, count: int) -> None:
+        """Make room for ``count`` memories in all (saves regrowing while loading)."""
+        self._grow(count, exact=True)
+
+    def _grow(self, needed: int, *, exact: bool = False) -> None:
+        size = len(self.rows)
+        if needed <= size:
+            return
+        new = needed if exact else max(needed, 2 * size, 64)
+        rows = _empty_rows(new)
+        rows[:size] = self.rows
+        vectors = np.zeros((new, self.dim), _VECTOR_DTYPE)
+        vectors[:size] = self.vectors
+        self._bind(rows, vectors)
+        self._free.extend(range(new - 1, size - 1, -1))  # lowest slot popped first
+
+    def set_rows(
+        self,
+        keys: list[int],
+        vectors: npt.NDArray[np.float32] | npt.NDArray[np.float16] | None,
+        attrs: list[tuple[float, float, float | None]],
+    ) -> None:
+        """Record vectors (None: keep the stored ones) and attributes of ``keys``."""
+        new = [key for key in dict.fromkeys(keys) if key not in self.slots]
+        self._grow(len(self.slots) + len(new))
+        for key in new:
+            self.slots[key] = self._free.pop()
+        at = np.fromiter((self.slots[key] for key in keys), np.intp, len(keys))
+        if new:
+            self._table_add(new)
+        self.keys[at] = keys
+        if vectors is not None:
+            self.vectors[at] = vectors
+        self.created_at[at] = [a[0] for a in attrs]
+        self.importance[at] = [a[1] for a in attrs]
+        self.expires_at[at] = [np.nan if a[2] is None else a[2] for a in attrs]
+
+    def drop_rows(self, keys: list[int]) -> None:
+        for key in keys:
+            slot = self.slots.pop(key, None)
+            if slot is not None:
+                self.vectors[slot] = 0  # a forgotten memory's vector does not linger in RAM
+                self.keys[slot] = -1
+                self._free.append(slot)
+                if self._table is not None and 0 <= key - self._table_base < len(self._table):
+                    self._table[key - self._table_base] = -1
+
+    def slots_of(self, keys: list[int]) -> npt.NDArray[np.intp]:
+        """Slots of ``keys``; every key must be present (see :attr:`slots`)."""
+        return np.fromiter(map(self.slots.__getitem__, keys), np.intp, len(keys))
+
+    # -- key -> slot table (recall's lookups) -------------------------------------------
+    #
+    # Recall looks up ~150 candidate keys. In the dict each costs two cache misses (the
+    # entry and the int object it compares): ~0.5 us apiece on a 100k namespace, ~0.1 ms a
+    # recall. A table indexed by key - base (int32, 4 bytes a key) costs one numpy gather.
+    # Keys are catalog keys, allocated in write order across namespaces; the table is
+    # kept while they are dense enough (span <= 4 x count + 64k), else the dict answers.
+
+    def _forget_table(self) -> None:
+        self._table: npt.NDArray[np.int32] | None = None
+        self._table_base = 0
+        self._table_stale = True
+        self._sparse_at = 0  # key count when the keys were last found too sparse
+
+    def _table_add(self, new: list[int]) -> None:
+        """Enter the new keys' slots, or mark the table for a rebuild when out of range."""
+        table = self._table
+        if table is None:
+            # sparse keys are looked at again once the count doubled: not at every write
+            self._table_stale |= self.count() > 2 * self._sparse_at
+            return
+        at = np.asarray(new, dtype=np.int64) - self._table_base
+        if int(at.min()) < 0 or int(at.max()) >= len(table):
+            self._forget_table()  # rebuilt, with headroom, at the next lookup
+            return
+        table[at] = np.fromiter(map(self.slots.__getitem__, new), np.int32, len(new))
+
+    def _key_table(self) -> npt.NDArray[np.int32] | None:
+        if self._table_stale:
+            self._table_stale = False
+            present = np.flatnonzero(self.keys >= 0)
+            if not len(present) or len(present) >= 2**31:
+                return None
+            keys = self.keys[present]
+            base, span = int(keys.min()), int(keys.max() - keys.min()) + 1
+            if span > 4 * len(keys) + 65_536:
+                self._sparse_at = len(keys)
+                return None  # sparse (namespaces written interleaved): the dict answers
+            table = np.full(span + span // 4 + 1024, -1, dtype=np.int32)  # room for appends
+            table[keys - base] = present
+            self._table, self._table_base = table, base
+        return self._table
+
+    def find(self, keys: Sequence[int] | npt.NDArray[np.int64]
+             ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.intp]]:
+        """Which of ``keys`` are in the index, and their slots (-1 where absent)."""
+        table = self._key_table()
+        if table is None:
+            slots = np.fromiter(map(self.slots.get, keys, repeat(-1)), np.intp, len(keys))
+            return slots >= 0, slots
+        at = np.asarray(keys, dtype=np.int64) - self._table_base
+        if not len(at) or (int(at.min()) >= 0 and int(at.max()) < len(table)):
+            found = table[at]
+        else:
+            inside = (at >= 0) & (at < len(table))
+            found = np.where(inside, table[np.where(inside, at, 0)], -1)
+        return found >= 0, found.astype(np.intp)
+
+    # -- search -----------------------------------------------------------------------
+
+    def search(self, vector: npt.NDArray[np.float32], count: int) -> tuple[list[int], list[float]]:
+        """Top ``count`` keys by cosine similarity (1 - cosine distance)."""
+        if len(self.index) == 0 or count <= 0:
+            return [], []
+        matches: Any = self.index.search(vector, count)
+        keys: list[int] = matches.keys.tolist()
+        sims: list[float] = (1.0 - matches.distances.astype(np.float64)).tolist()
+        return keys, sims
+
+    def search_all(self, vector: npt.NDArray[np.float32]) -> tuple[list[int], list[float]]:
+        """Every key, best first: USearch's answer completed with what its beam missed.
+
+        For a pool as large as the namespace: HNSW's beam need not reach every
+        node, and a filtered recall that widened to the whole namespace must.
+        Keys USearch returns keep its similarity (as in :meth:`search`); the
+        others get the exact cosine of their vector copies.
+        """
+        keys, sims = self.search(vector, len(self.slots))
+        if len(keys) >= len(self.slots):
+            return keys, sims
+        found = set(keys)
+        missing = [key for key in self.slots if key not in found]
+        extra = self.similarities_at(self.slots_of(missing), vector)
+        all_keys = np.asarray(keys + missing, dtype=np.int64)
+        all_sims = np.concatenate([np.asarray(sims, dtype=np.float64), extra])
+        order = np.argsort(-all_sims, kind="stable")
+        return all_keys[order].tolist(), all_sims[order].tolist()
+
+    def similarities_at(
+        self, slots: npt.NDArray[np.intp], vector: npt.NDArray[np.float32]
+    ) -> npt.NDArray[np.float64]:
+        """Exact cosine similarity of ``vector`` to the stored vectors at ``slots``.
+
+        Computed as USearch's search computes it: the query cast to float16 and
+        NumKong's cosine kernel (the library USearch is built on) over the
+        float16 copies, so a candidate scores the same whether the ANN search
+        or the keyword side brought it in. NumKong reads the halves directly:
+        about 2.5x faster than casting them to float32 for numpy.
+        """
+        if len(slots) == 0:
+            return np.empty(0)
+        query = np.asarray(vector, dtype=np.float16).reshape(1, -1)
+        angular = np.asarray(nk.cdist(query, self.vectors[slots], "angular"))
+        sims: npt.NDArray[np.float64] = 1.0 - angular.reshape(-1)
+        return sims
+
+    def similarities(self, keys: list[int], vector: npt.NDArray[np.float32]) -> list[float]:
+        """Exact cosine similarity of ``vector`` to the stored vectors of ``keys`` (0 if absent)."""
+        present = [i for i, key in enumerate(keys) if key in self.slots]
+        out = [0.0] * len(keys)
+        if present:
+            sims = self.similarities_at(self.slots_of([keys[i] for i in present]), vector)
+            for i, sim in zip(present, sims.tolist(), strict=True):
+                out[i] = sim
+        return out
+
+    def upsert(
+        self,
+        keys: list[int],
+        vectors: npt.NDArray[np.float32],
+        attrs: list[tuple[float, float, float | None]],
+    ) -> None:
+        if not keys:
+            return
+        self._writable()
+        arr = np.asarray(keys, dtype=np.uint64)
+        present = np.asarray(self.index.contains(arr), dtype=bool).reshape(-1)
+        if present.any():
+            self.index.remove(arr[present])
+        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+        _add(self.index, arr, vectors)
+        self.set_rows(keys, vectors, attrs)
+
+    def remove(self, keys: list[int]) -> None:
+        if not keys:
+            return
+        self._writable()
+        arr = np.asarray(keys, dtype=np.uint64)
+        present = np.asarray(self.index.contains(arr), dtype=bool).reshape(-1)
+        if present.any():
+            self.index.remove(arr[present])
+        self.drop_rows(keys)
+
+    def _writable(self) -> None:
+        """Copy a mapped graph into memory before its first change (a view is read-only)."""
+        if self.viewed:
+            self.index = self.index.copy()
+            self.viewed = False
+
+    def read_meta(self) -> dict[str, Any] | None:
+        try:
+            data = json.loads(self.meta_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def load(self, verified: object = None, *, full_check: bool = False) -> bool:
+        """Load the saved file if it matches this model and its digest; False: rebuild it.
+
+        ``verified`` is the record (:attr:`verified`) of the file as this data
+        dir last verified it: a file with the same stamp and digest is not
+        hashed again (``full_check`` hashes it anyway). Callers hold the
+        index's file lock, so no save replaces the file while it is read.
+        """
+        self.damage = None
+        meta = self.read_meta()
+        if not self.path.exists() and meta is None:
+            return False
+        if meta is not None and meta.get("format") == 1:
+            log.warning("index %s was saved without a checksum (older version); rebuilding",
+                        self.path.name)
+            return False
+        if meta is None or meta.get("format") != META_FORMAT:
+            log.warning("index %s: metadata missing or unreadable; rebuilding", self.path.name)
+            return False
+        if meta.get("model_id") != self.model_id or meta.get("dim") != self.dim:
+            log.warning(
+                "index %s was built with model %s/%s; rebuilding for %s/%s",
+                self.path.name, meta.get("model_id"), meta.get("dim"), self.model_id, self.dim,
+            )
+            return False
+        for _ in range(_LOAD_ATTEMPTS):
+            index = self._load_verified(meta.get("blake2b"), verified, full_check)
+            if index is not False:
+                break
+            meta = self.read_meta() or meta  # replaced while read (a writer without the lock)
+        else:
+            return False
+        if index is None:
+            return False
+        if index.ndim != self.dim or len(index) != meta.get("count"):
+            log.warning("index file %s does not match its metadata; rebuilding", self.path.name)
+            return False
+        self.index = index
+        self.viewed = True
+        self.applied_seq = int(meta.get("applied_seq", 0))
+        self.unsaved = 0
+        self.rows_loaded = self._load_rows_file(meta)
+        return True
+
+    def _load_verified(
+        self, digest: object, verified: object, full_check: bool
+    ) -> Index | None | Literal[False]:
+        """The USearch file, digest checked before USearch reads it; None if unusable,
+        False if the file changed while it was read (read it again)."""
+        try:
+            stamp = file_stamp(self.path)
+            record = {"stamp": stamp, "blake2b": digest}
+            if full_check or record != verified:
+                actual = file_digest(self.path)
+                if actual != digest:
+                    self.damage = "the index file does not match its checksum (damaged)"
+                    log.warning("index file %s does not match its checksum (damaged, or a "
+                                "save was cut short); rebuilding from the catalog",
+                                self.path.name)
+                    return None
+            index = _new_index(self.dim)
+            # Mapped, not read: opening costs no read of the graph (about 1 GB at 1M
+            # memories); replacing the file (save) leaves this mapping on the old one.
+            index.view(str(self.path))
+            if file_stamp(self.path) != stamp:
+                return False
+        except Exception as exc:
+            log.warning("index file %s is unreadable (%s); rebuilding from the catalog",
+                        self.path.name, exc)
+            return None
+        self.verified = record
+        return index
+
+    def _load_rows_file(self, meta: dict[str, Any]) -> bool:
+        """Map the saved per-memory rows named by ``meta``; False if they must be read again.
+
+        The file is mapped copy-on-write: opening costs no read of the vectors
+        (at 1M memories they are 768 MB), pages come in as recalls touch them,
+        and writes stay private to this process until the next save.
+        """
+        names = meta.get("rows_file"), meta.get("vectors_file")
+        if not all(isinstance(name, str) and "/" not in name and name.startswith(self.path.stem)
+                   for name in names):
+            return False
+        try:
+            rows, vectors = (np.load(self.path.parent / str(name), mmap_mode="c",
+                                     allow_pickle=False) for name in names)
+        except (OSError, ValueError) as exc:
+            log.info("index rows %s unreadable (%s); reading the catalog", names, exc)
+            return False
+        if (rows.ndim != 1 or rows.dtype != _ROWS_DTYPE or vectors.dtype != _VECTOR_DTYPE
+                or vectors.shape != (len(rows), self.dim)):
+            return False
+        keys = rows["key"]
+        present = np.flatnonzero(keys >= 0)
+        if len(present) != len(self.index):
+            log.info("index rows %s do not match the index; reading the catalog", names[0])
+            return False
+        # Plain ndarray views of the maps: np.memmap's Python-level __getitem__ costs
+        # about 0.1 ms per recall over its dozen gathers.
+        self._bind(rows.view(np.ndarray), vectors.view(np.ndarray))
+        self._slots = None  # built from the keys if a write or a full scan needs it
+        self._free = np.flatnonzero(keys < 0)[::-1].tolist()
+        self._forget_table()
+        return True
+
+    def _save_rows(self) -> tuple[str, str]:
+        """Write the rows and the vector copies to new files (named in the metadata next)."""
+        count = self.count()
+        if len(self._free) < count // 8:
+            self._grow(count + count // 8 + 64, exact=True)  # headroom
+        token = os.urandom(6).hex()
+        names = f"{self.path.stem}.{token}.rows.npy", f"{self.path.stem}.{token}.vectors.npy"
+        for name, array in zip(names, (self.rows, self.vectors), strict=True):
+            tmp = self.path.with_name(name + f".{os.getpid()}.tmp")
+            with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as fh:
+                np.save(fh, array, allow_pickle=False)
+            os.replace(tmp, self.path.with_name(name))
+        return names
+
+    def _drop_old_rows(self, keep: tuple[str, str]) -> None:
+        for pattern in ("rows", "vectors"):
+            for old in self.path.parent.glob(f"{self.path.stem}.*.{pattern}.npy"):
+                if old.name not in keep:
+                    old.unlink(missing_ok=True)
+
+    def save(self) -> bool:
+        """Write the index atomically unless a newer state is already on disk."""
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        try:
+            with FileLock(str(self.lock_path), timeout=LOCK_TIMEOUT, mode=0o600):
+                meta = self.read_meta()
+                if (
+                    meta is not None
+                    and meta.get("model_id") == self.model_id
+                    and int(meta.get("applied_seq", 0)) > self.applied_seq
+                    and self.path.exists()
+                ):
+                    self.unsaved = 0
+                    return False  # another process saved a newer state
+                tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
+                self.index.save(str(tmp))
+                os.chmod(tmp, 0o600)  # vectors say something about the texts: owner only
+                digest = file_digest(tmp)  # read back from the page cache
+                os.replace(tmp, self.path)
+                stamp = file_stamp(self.path)
+                rows_file, vectors_file = self._save_rows()
+                new_meta = {
+                    "format": META_FORMAT,
+                    "model_id": self.model_id,
+                    "dim": self.dim,
+                    "count": len(self.index),
+                    "applied_seq": self.applied_seq,
+                    "rows_file": rows_file,
+                    "blake2b": digest,
+                    "vectors_file": vectors_file,
+                }
+                tmp_meta = self.meta_path.with_name(self.meta_path.name + f".{os.getpid()}.tmp")
+                tmp_meta.write_text(json.dumps(new_meta, sort_keys=True), encoding="utf-8")
+                os.chmod(tmp_meta, 0o600)
+                os.replace(tmp_meta, self.meta_path)
+                # a reader that mapped the old ones keeps their pages
+                self._drop_old_rows((rows_file, vectors_file))
+                self.verified = {"stamp": stamp, "blake2b": digest}
+        except Timeout as exc:
+            raise LocalStoreError(
+                f"index lock {self.lock_path} is held by another process"
+            ) from exc
+        self.unsaved = 0
+        return True
+
+
+def _batches(
+    conn: sqlite3.Connection, idx: NamespaceIndex
+) -> Iterator[tuple[list[int], npt.NDArray[np.float16], list[tuple[float, float, float | None]]]]:
+    """The namespace's keys, float16 vectors and ranking attributes, in key order by batch."""
+    last = 0
+    while True:
+        rows = conn.execute(
+            "SELECT key, vector, created_at, importance, expires_at FROM memories "
+            "WHERE namespace = ? AND key > ? ORDER BY key LIMIT ?",
+            (idx.namespace, last, _REBUILD_BATCH),
+        ).fetchall()
+        if not rows:
+            return
+        yield ([int(r[0]) for r in rows], vectors_from_blobs([r[1] for r in rows], idx.dim),
+               [(float(r[2]), float(r[3]), r[4]) for r in rows])
+        last = int(rows[-1][0])
+
+
+def _keys_agree(idx: NamespaceIndex, catalog: Catalog, sample: int = 16) -> bool:
+    """The graph and the rows hold exactly the catalog's keys, and sampled vectors are its.
+
+    A file with an intact header but damaged content must not survive the
+    open: a graph key the catalog does not know would surface in a recall.
+    The key sets are compared by count and sum (one index-only SQL scan, no
+    vectors read); 16 sampled vectors of the graph and of the rows are
+    compared with the catalog's.
+    """
+    row = catalog.query_one("SELECT count(*), total(key) FROM memories WHERE namespace = ?",
+                            (idx.namespace,))
+    count, total = (int(row[0]), float(row[1])) if row is not None else (0, 0.0)
+    held = idx.keys[idx.keys >= 0]  # the rows' keys, as numpy (1M in milliseconds)
+    if (len(idx.index) != count or idx.count() != count or len(held) != count
+            or float(held.sum(dtype=np.float64)) != total):
+        return False
+    if not len(held):
+        return len(idx.index) == 0
+    keys = held.astype(np.uint64)
+    if not bool(np.asarray(idx.index.contains(keys), dtype=bool).all()):
+        return False
+    chosen = keys[:: max(1, len(keys) // sample)][:sample]
+    truth = catalog.vectors_by_keys(idx.namespace, chosen.tolist())
+    if len(truth) != len(chosen):
+        return False
+    expected = np.stack([truth[int(k)] for k in chosen]).astype(np.float32)
+    graph = np.asarray(idx.index.get(chosen), dtype=np.float32).reshape(len(chosen), idx.dim)
+    found, at = idx.find(chosen.tolist())
+    if not found.all():
+        return False
+    rows = idx.vectors[at].astype(np.float32)
+    return _same(graph, expected) and _same(rows, expected)
+
+
+def _same(a: npt.NDArray[np.float32], b: npt.NDArray[np.float32]) -> bool:
+    """Row-wise: the same direction (float16 copies of one vector), or both zero."""
+    dots = np.einsum("ij,ij->i", a, b)
+    na, nb = np.linalg.norm(a, axis=1), np.linalg.norm(b, axis=1)
+    return bool(np.all((dots >= 0.99 * na * nb) & ((na > 0) == (nb > 0))))
+
+
+class IndexStore:
+    """All namespace indexes of one data dir, loaded lazily and caught up on use."""
+
+    def __init__(self, directory: Path, catalog: Catalog, *, save_every: int = 1000) -> None:
+        self.directory = Path(directory)
+        self.catalog = catalog
+        self.save_every = save_every
+        self._indexes: dict[str, NamespaceIndex] = {}
+        self._lock = threading.RLock()
+        # PRAGMA data_version when each namespace last caught up: unchanged means no other
+        # connection committed since, and our own writes call refresh() themselves.
+        self._seen_version: dict[str, int] = {}
+
+    def path_for(self, namespace: str) -> Path:
+        return self.directory / f"{index_file_stem(namespace)}.usearch"
+
+    def loaded(self, namespace: str) -> NamespaceIndex | None:
+        return self._indexes.get(namespace)
+
+    def current(self, namespace: str, model_id: str, dim: int) -> NamespaceIndex | None:
+        """The namespace's index if it is loaded and no other connection has committed
+        since it caught up, else None (then :meth:`get`). Reads nothing but the catalog's
+        data version, writes nothing: recall asks inside its read snapshot, whose one
+        staleness check this shares."""
+        with self._lock:
+            idx = self._loaded_as(namespace, model_id, dim)
+            if idx is None or self._seen_version.get(namespace) != self.catalog.data_version():
+                return None
+            return idx
+
+    def _loaded_as(self, namespace: str, model_id: str, dim: int) -> NamespaceIndex | None:
+        idx = self._indexes.get(namespace)
+        if idx is not None and (idx.model_id != model_id or idx.dim != dim):
+            raise ModelMismatch(
+                f"namespace {namespace!r} index uses {idx.model_id} (dim {idx.dim}), "
+                f"not {model_id} (dim {dim})"
+            )
+        return idx
+
+    def get(self, namespace: str, model_id: str, dim: int) -> NamespaceIndex:
+        """The namespace's index, loaded or rebuilt, with every catalog change applied."""
+        with self._lock:
+            idx = self._loaded_as(namespace, model_id, dim)
+            version = self.catalog.data_version()
+            if idx is None:
+                idx = self._open(namespace, model_id, dim)
+                self._indexes[namespace] = idx
+            elif self._seen_version.get(namespace) != version:
+                self._catch_up(idx)
+            self._seen_version[namespace] = version
+            return idx
+
+    def _verified_record(self, idx: NamespaceIndex) -> dict[str, Any] | None:
+        """The stamp and digest of the file as this data dir last verified or saved it."""
+        try:
+            raw = self.catalog.get_meta(VERIFIED_KEY + idx.path.stem)
+            data = json.loads(raw) if raw else None
+        except (ValueError, WalrusMemError, sqlite3.Error):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def _note_verified(self, idx: NamespaceIndex, before: object) -> None:
+        """Record what the last load verified or the last save wrote (best effort: a
+        catalog that cannot take it only costs a hash at the next open)."""
+        if idx.verified is None or idx.verified == before:
+            return
+        try:
+            self.catalog.set_meta(VERIFIED_KEY + idx.path.stem,
+                                  json.dumps(idx.verified, sort_keys=True))
+        except (WalrusMemError, sqlite3.Error) as exc:
+            log.info("could not record the verified index file (%s)", type(exc).__name__)
+
+    def _load_locked(self, idx: NamespaceIndex) -> bool:
+        """``idx.load`` under the index's file lock (no save replaces the file meanwhile)."""
+        verified = self._verified_record(idx)
+        try:
+            with FileLock(str(idx.lock_path), timeout=LOCK_TIMEOUT, mode=0o600):
+                loaded = idx.load(verified)
+        except Timeout as exc:
+            raise LocalStoreError(f"index lock {idx.lock_path} is held by another process") \
+                from exc
+        if loaded:
+            self._note_verified(idx, verified)
+        return loaded
+
+    def _open(self, namespace: str, model_id: str, dim: int) -> NamespaceIndex:
+        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        idx = NamespaceIndex(namespace, self.directory, model_id, dim)
+        if self._load_locked(idx):
+            if not idx.rows_loaded:
+                self._load_rows(idx)
+                idx.unsaved = max(idx.unsaved, 1)  # saved at close: the next open maps them
+            if idx.applied_seq < self.catalog.changes_floor(namespace):
+                log.warning("index %s is older than the change log; rebuilding", idx.path.name)
+            else:
+                self._catch_up(idx)
+                if _keys_agree(idx, self.catalog):  # counts included: one scan, not two
+                    return idx
+                log.warning("index %s disagrees with the catalog; rebuilding", idx.path.name)
+        self._rebuild(idx)
+        return idx
+
+    def _load_rows(self, idx: NamespaceIndex) -> None:
+        """Fill the per-memory rows (vector copies, attributes) of a loaded index."""
+        idx.clear_rows()
+        idx.reserve(self.catalog.count(idx.namespace))
+        with self.catalog.snapshot() as conn:
+            for keys, vectors, attrs in _batches(conn, idx):
+                idx.set_rows(keys, vectors, attrs)
+
+    def _rebuild(self, idx: NamespaceIndex) -> None:
+        idx.index = _new_index(idx.dim)
+        idx.viewed = False
+        idx.clear_rows()
+        idx.reserve(self.catalog.count(idx.namespace))
+        with self.catalog.snapshot() as conn:
+            seq = conn.execute(
+                "SELECT max(seq) FROM changes WHERE namespace = ?", (idx.namespace,)
+            ).fetchone()[0]
+            floor = conn.execute(
+                "SELECT value FROM meta WHERE key = ?", (f"changes_floor:{idx.namespace}",)
+            ).fetchone()
+            for keys, vectors, attrs in _batches(conn, idx):
+                _add(idx.index, np.asarray(keys, dtype=np.uint64), vectors)
+                idx.set_rows(keys, vectors, attrs)
+        # The log may be pruned empty: the floor is then the newest applied change.
+        idx.applied_seq = max(int(seq or 0), int(floor[0]) if floor else 0)
+        idx.unsaved = max(len(idx.index), 1)
+        self._save(idx)
+
+    def _catch_up(self, idx: NamespaceIndex) -> None:
+        floor = self.catalog.changes_floor(idx.namespace)
+        if idx.applied_seq < floor:
+            # Another process saved and pruned the log past us: its file is newer.
+            reloaded = self._load_locked(idx)
+            if not reloaded or idx.applied_seq < floor:
+                self._rebuild(idx)
+                return
+            if not idx.rows_loaded:
+                self._load_rows(idx)
+        keys, newest = self.catalog.changes_since(idx.namespace, idx.applied_seq)
+        if self.catalog.changes_floor(idx.namespace) > idx.applied_seq:
+            # Another process pruned the log while we read it: start over from its file.
+            self._catch_up(idx)
+            return
+        if not keys:
+            return
+        rows = self.catalog.index_rows(idx.namespace, keys)
+        present = [k for k in keys if k in rows]
+        gone = [k for k in keys if k not in rows]
+        idx.remove(gone)
+        if present:
+            idx.upsert(present, np.stack([rows[k][0] for k in present]),
+                       [rows[k][1] for k in present])
+        idx.applied_seq = newest
+        idx.unsaved += len(keys)
+        if idx.unsaved >= self.save_every:
+            self._save(idx)
+
+    def _save(self, idx: NamespaceIndex) -> None:
+        if idx.save():
+            self._note_verified(idx, None)
+            self.catalog.prune_changes(idx.namespace, idx.applied_seq)
+
+    def refresh(self, namespace: str) -> None:
+        """Apply pending catalog changes to a loaded index (no-op if not loaded)."""
+        with self._lock:
+            idx = self._indexes.get(namespace)
+            if idx is not None:
+                self._catch_up(idx)
+
+    def forget_namespace_index(self, namespace: str) -> None:
+        """Drop the in-memory index (e.g. after reindex) so the next get rebuilds it."""
+        with self._lock:
+            self._indexes.pop(namespace, None)
+
+    def rebuild(self, namespace: str, model_id: str, dim: int) -> NamespaceIndex:
+        with self._lock:
+            idx = NamespaceIndex(namespace, self.directory, model_id, dim)
+            self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self._rebuild(idx)
+            self._indexes[namespace] = idx
+            return idx
+
+    def save_all(self) -> None:
+        with self._lock:
+            for idx in self._indexes.values():
+                if idx.unsaved:
+                    self._save(idx)
+
+    def close(self) -> None:
+        with self._lock:
+            try:
+                self.save_all()
+            finally:
+                self._indexes.clear()

@@ -1,0 +1,9 @@
+"""The screens behind safety.py: what may enter memory and what may reach a model.
+
+    capture:  secret_redaction <- secret_checks (validated detectors; secret_ids,
+              secret_phrases) -> "[REDACTED:<kind>]"
+    prompt:   injection (layers: injection_patterns, injection_concepts,
+              injection_intents, injection_spaced, semantic prototypes)
+              -> prompt_screen (the one screen every path runs)
+              -> memory_blocks (nonce-framed blocks put into a prompt)
+"""
