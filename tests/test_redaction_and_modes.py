@@ -359,3 +359,12 @@ def test_the_heads_file_never_writes_through_a_planted_temp_name(tmp_path):
     assert [ns for ns, _ in heads.read()] == ["ns"]
     assert stat.S_IMODE((shared / "heads.txt").stat().st_mode) == 0o600
     assert not [p for p in shared.iterdir() if p.name.startswith(".heads.txt.")]
+
+
+def test_disable_core_dumps_is_reachable_from_the_public_keys_module():
+    # docs/security.md tells host applications to call it from walrus_mem.keys.
+    import walrus_mem.keys
+    from walrus_mem._keys import hardening
+
+    assert walrus_mem.keys.disable_core_dumps is hardening.disable_core_dumps
+    assert "disable_core_dumps" in walrus_mem.keys.__all__

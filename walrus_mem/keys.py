@@ -51,6 +51,7 @@ import nacl.signing
 import nacl.utils
 from nacl.encoding import RawEncoder
 
+from ._keys.hardening import disable_core_dumps
 from ._local.private_dirs import make_private_dirs
 from .errors import (
     InsecureKeyFile,
@@ -71,6 +72,7 @@ __all__ = [
     "SEED_SIZE",
     "MasterSeed",
     "NamespaceKeys",
+    "disable_core_dumps",
     "fingerprint_of",
     "generate_master_seed",
     "keyring_load",
