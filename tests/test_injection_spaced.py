@@ -10,12 +10,13 @@ acronyms, letter lists, DNA, chess, initials, letter-spaced greetings) stay clea
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
 import pytest
 
-from walrus_mem._safety.injection_spaced import segmented
+from walrus_mem._safety.injection_spaced import lexicon, segmented
 from walrus_mem.safety import detect_injection
 
 from .helpers_agents import agents_config, assert_remembered_payload_is_withheld, fold
@@ -71,6 +72,18 @@ def test_segmented_view_recovers_words_and_leaves_short_runs_alone():
     assert any("ignore all previous instructions" in v for v in views), views
     assert segmented("u s a and the u k") == []  # fewer than 12 letters
     assert segmented("a t g c a t t g c c a t g a a t c g t a") == []  # no words
+
+
+# sha256 of the sorted lexicon, one word a line: moving the pattern tables between modules
+# must leave the vocabulary the segmenter harvests from them exactly as it was.
+LEXICON_WORDS = 2743
+LEXICON_SHA256 = "e1ce5542ece97fcd027db878e77b6c6443ccdfea55f6249b4d1fceaf757f7c76"
+
+
+def test_lexicon_is_the_pinned_vocabulary():
+    words = sorted(lexicon())
+    assert len(words) == LEXICON_WORDS
+    assert hashlib.sha256("\n".join(words).encode()).hexdigest() == LEXICON_SHA256
 
 
 def test_frozen_spaced_probe_held_out():
