@@ -36,7 +36,7 @@ import platformdirs
 from .._local.private_dirs import make_private_dirs
 
 if TYPE_CHECKING:
-    from .heads import SeenHead
+    from .head_types import SeenHead
 
 __all__ = ["MIRROR_FILE", "HeadsMirror", "add_columns", "default_state_dir"]
 
