@@ -67,18 +67,16 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
+from typing import Any, Final, Literal, Protocol, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict
-
-if TYPE_CHECKING:
-    from .._catalog.catalog import Catalog
 
 __all__ = [
     "META_KEY",
     "NETWORK_EPOCH_SECONDS",
     "ClockReading",
+    "ClockStore",
     "EpochClock",
     "ExpiredEntry",
     "network_of",
@@ -298,12 +296,27 @@ def lower_epoch_seconds(seen: dict[int, list[float]]) -> float | None:
     return bound if bound > 0 else None
 
 
+class ClockStore(Protocol):
+    """Where the clock keeps its sightings: the members of the catalog it calls.
+
+    A Protocol, so this module needs no import of the catalog (which imports it)."""
+
+    def get_meta(self, key: str) -> str | None: ...
+
+    def set_meta(self, key: str, value: str) -> None: ...
+
+    def note_epoch(self, epoch: int | None, *, at: float | None = None,
+                   trusted: bool = False) -> None: ...
+
+    def current_epoch(self) -> int | None: ...
+
+
 class EpochClock:
     """The current Walrus epoch as this data dir can know it (see the module doc)."""
 
     def __init__(
         self,
-        catalog: Catalog,
+        catalog: ClockStore,
         *,
         epoch_seconds: float | None = None,
         network_seconds: float | None = None,
