@@ -33,7 +33,6 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
@@ -58,6 +57,7 @@ from ._memory import deletions, restate
 from ._memory.follow import pull_following
 from ._memory.inputs import (
     MAX_METADATA_BYTES,
+    UNSET,
     new_memory_id,
     normalise_text,
     to_timestamp,
@@ -72,6 +72,7 @@ from ._memory.network_reset import check_served
 from ._memory.network_reset import follow as follow_network_reset
 from ._memory.network_reset import settle as settle_network_reset
 from ._memory.network_reset import suspect as suspect_network_reset
+from ._memory.records import Item, Replay, fact_record
 from ._memory.renewal import renew_due, republish
 from ._memory.repair import requeue_lost
 from ._memory.rotation import (
@@ -159,45 +160,6 @@ CATEGORY_IMPORTANCE: Final = {
 BREAKER_SECONDS: Final = 30.0
 MAX_K: Final = 1000
 _QUERY_CACHE: Final = 256
-_UNSET: Any = object()
-
-
-@dataclass
-class _Item:
-    """A validated input fact."""
-
-    index: int
-    text: str
-    metadata: dict[str, Any]
-    category: str | None
-    importance: float
-    expires_at: float | None
-    dedupe_hash: str = ""
-    memory_id: str | None = None  # keep this id (repair salvage), else a new one
-
-
-class _Replay(Exception):
-    """The idempotency key was used before (internal control flow)."""
-
-
-def _fact_record(item_id: str, version: int, text: str, metadata: dict[str, Any],
-                 category: str | None, importance: float, created_at: float,
-                 updated_at: float, expires_at: float | None) -> dict[str, Any]:
-    """The plaintext sealed into a fact blob (the namespace name is not in it)."""
-    return {
-        "id": item_id,
-        "kind": "fact",
-        "format": 1,
-        "version": version,
-        "text": text,
-        "metadata": metadata,
-        "category": category,
-        "importance": importance,
-        "created_at": created_at,
-        "updated_at": updated_at,
-        "expires_at": expires_at,
-    }
-
 
 
 def _recallable(info: sqlite3.Row | None) -> bool:
@@ -460,7 +422,7 @@ class Memory:
         expires_at: object = None,
         *,
         check_expiry: bool = True,
-    ) -> _Item:
+    ) -> Item:
         norm = normalise_text(text, max_bytes=self.settings.max_fact_bytes)
         cat = validate_category(category)
         if importance is None:
@@ -470,7 +432,7 @@ class Memory:
         exp = None if expires_at is None else to_timestamp(expires_at, what="expires_at")
         if check_expiry and exp is not None and exp <= time.time():
             raise InvalidInput("expires_at is in the past")
-        return _Item(index, norm, validate_metadata(metadata), cat, imp, exp)
+        return Item(index, norm, validate_metadata(metadata), cat, imp, exp)
 
     # -- write path -----------------------------------------------------------------
 
@@ -545,7 +507,7 @@ class Memory:
         key = validate_idempotency_key(idempotency_key)
         if isinstance(items, str | bytes) or not isinstance(items, Sequence):
             raise InvalidInput("items must be a list of strings or dicts")
-        prepared: list[_Item] = []
+        prepared: list[Item] = []
         failed: list[tuple[int, str]] = []
         allowed = {"text", "metadata", "category", "importance", "expires_at"}
         for i, raw in enumerate(items):
@@ -630,7 +592,7 @@ class Memory:
     def _store(
         self,
         ns: str,
-        items: list[_Item],
+        items: list[Item],
         failed: list[tuple[int, str]],
         idem_key: str | None,
     ) -> RememberManyResult:
@@ -646,7 +608,7 @@ class Memory:
         # Dedupe against the catalog and within the batch.
         hashes = list(dict.fromkeys(it.dedupe_hash for it in items))
         existing = self._catalog.ids_by_dedupe_hash(ns, hashes)
-        new_items: list[_Item] = []
+        new_items: list[Item] = []
         first_of: dict[str, int] = {}
         for item in items:
             if item.dedupe_hash not in existing and item.dedupe_hash not in first_of:
@@ -662,7 +624,7 @@ class Memory:
         sealed = [
             seal(
                 keys,
-                _fact_record(mid, 1, it.text, it.metadata, it.category, it.importance,
+                fact_record(mid, 1, it.text, it.metadata, it.category, it.importance,
                              now, now, it.expires_at),
                 max_plaintext=self._max_plaintext(),
             )
@@ -673,7 +635,7 @@ class Memory:
         old_blobs: dict[str, bool | None] = {}
 
         def seal_fact(mid: str, snap: restate.Snapshot, at: float) -> bytes:
-            return seal(keys, _fact_record(mid, 1, snap.text, snap.metadata, snap.category,
+            return seal(keys, fact_record(mid, 1, snap.text, snap.metadata, snap.category,
                                            snap.importance, snap.created_at, at,
                                            snap.expires_at),
                         max_plaintext=self._max_plaintext())
@@ -684,7 +646,7 @@ class Memory:
                     try:
                         self._catalog.claim_idempotency(ns, idem_key, now)
                     except sqlite3.IntegrityError as exc:
-                        raise _Replay from exc
+                        raise Replay from exc
                 if new_items:
                     self._catalog.adopt_model(ns, emb.model_id, emb.dim)
                     self._check_model(ns)
@@ -730,7 +692,7 @@ class Memory:
                     self._catalog.save_idempotency(ns, idem_key, json.dumps(
                         {"ids": order, "stored": len(inserted), "deduplicated": dedup_count,
                          "failed": failed}))
-        except _Replay:
+        except Replay:
             replay = self._replay(ns, idem_key or "")
             assert replay is not None
             return replay
@@ -1121,7 +1083,7 @@ class Memory:
         metadata: Mapping[str, Any] | None = None,
         category: str | None = None,
         importance: float | None = None,
-        expires_at: Any = _UNSET,
+        expires_at: Any = UNSET,
     ) -> MemoryRecord:
         """Seal and publish a new version of a memory; the id stays the same.
 
@@ -1139,7 +1101,7 @@ class Memory:
         if row is None:
             raise MemoryNotFound(f"no memory {mid} in namespace {ns!r}")
         if text is None and metadata is None and category is None and importance is None \
-                and expires_at is _UNSET:
+                and expires_at is UNSET:
             raise InvalidInput("update needs at least one of text, metadata, category, "
                                "importance, expires_at")
         old_exp = row["expires_at"]
@@ -1149,8 +1111,8 @@ class Memory:
             loads_metadata(row["metadata"]) if metadata is None else metadata,
             row["category"] if category is None else category,
             row["importance"] if importance is None else importance,
-            old_exp if expires_at is _UNSET else expires_at,
-            check_expiry=expires_at is not _UNSET,
+            old_exp if expires_at is UNSET else expires_at,
+            check_expiry=expires_at is not UNSET,
         )
         item.dedupe_hash = keys.dedupe_hash(item.text)
         unchanged = (
@@ -1166,7 +1128,7 @@ class Memory:
         vector = self._embed([item.text])[0] if text_changed else None
         now = time.time()
         version = int(row["version"]) + 1
-        record = _fact_record(mid, version, item.text, item.metadata, item.category,
+        record = fact_record(mid, version, item.text, item.metadata, item.category,
                               item.importance, float(row["created_at"]), now, item.expires_at)
         record.update(self._lineage_after(keys, ns, mid))
         sealed = seal(keys, record, max_plaintext=self._max_plaintext())

@@ -22,7 +22,7 @@ from .._recall.embeddings import Embedder
 from .._recall.ranking import FusionParams
 from ..config import Settings
 from ..keys import MasterSeed
-from ..memory import _UNSET, Memory, ProgressCallback
+from ..memory import Memory, ProgressCallback
 from ..models import (
     ExtendReport,
     ForgetReport,
@@ -36,6 +36,7 @@ from ..models import (
     SyncReport,
 )
 from ..walrus import WalrusClient
+from .inputs import UNSET
 
 if TYPE_CHECKING:
     from .grants import Grant
@@ -183,7 +184,7 @@ class AsyncMemory:
         metadata: Mapping[str, Any] | None = None,
         category: str | None = None,
         importance: float | None = None,
-        expires_at: Any = _UNSET,
+        expires_at: Any = UNSET,
     ) -> MemoryRecord:
         return await self._run(
             self.sync_memory.update, memory_id, text, namespace=namespace, metadata=metadata,

@@ -21,6 +21,7 @@ from ..errors import InvalidInput, PayloadTooLarge
 __all__ = [
     "MAX_CATEGORY_CHARS",
     "MAX_METADATA_BYTES",
+    "UNSET",
     "new_memory_id",
     "normalise_text",
     "to_timestamp",
@@ -31,6 +32,8 @@ __all__ = [
     "validate_metadata",
 ]
 
+# "not passed" where None means something (update(expires_at=None) clears the expiry)
+UNSET: Any = object()
 MAX_METADATA_BYTES: Final = 16 * 1024
 MAX_CATEGORY_CHARS: Final = 64
 MAX_IDEMPOTENCY_CHARS: Final = 256

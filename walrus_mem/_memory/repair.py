@@ -50,6 +50,7 @@ from ..envelope import seal
 from ..errors import CatalogCorrupt, InvalidInput, StorageError, WalrusMemError
 from ..models import RestoreReport
 from .integrity import catalog_problems, check_index_file, damaged_sealed, sealed_problem
+from .records import fact_record
 
 if TYPE_CHECKING:
     from .._recall.embeddings import Embedder
@@ -205,9 +206,7 @@ def _replace_sealed(mem: Memory, ns: str, report: RepairReport) -> None:
             if sealed_problem(keys, data, mid, version, str(row["text"])) is not None:
                 _rebuild_row(mem, ns, row, data, report, problem)
             continue
-        from ..memory import _fact_record  # the one definition of a fact's plaintext
-
-        record = _fact_record(
+        record = fact_record(
             mid, version, str(row["text"]), json.loads(row["metadata"] or "{}"),
             row["category"], float(row["importance"]), float(row["created_at"]),
             float(row["updated_at"]), row["expires_at"])
