@@ -35,24 +35,24 @@ from pydantic import SecretStr
 
 from ._walrus.bounded_io import Bounded, DeadlineTransport, send_async, send_sync
 from ._walrus.core import (
-    _USER_AGENT,
     MAX_BLOB_BODY,
     MAX_EPOCHS,
     MAX_QUILT_BODY,
     MAX_QUILT_PATCHES,
     RECENT_STORE_TTL,
+    USER_AGENT,
     ClientStats,
+    Core,
+    Op,
+    Outcome,
+    Send,
+    Sleep,
     VerifyCallback,
-    _build,
-    _check_range,
-    _Core,
-    _log_response,
-    _Op,
-    _Outcome,
-    _quilt_identifier_path,
-    _read_path_blob,
-    _Send,
-    _Sleep,
+    build,
+    check_range,
+    log_response,
+    quilt_identifier_path,
+    read_path_blob,
 )
 from ._walrus.responses import QuiltPatch, QuiltStoreResult, StoreResult, validate_patch_id
 from ._walrus.retry import RetryPolicy
@@ -120,7 +120,7 @@ class WalrusClient:
         max_blob_size: int = MAX_BLOB_BODY,
         recent_store_ttl: float = RECENT_STORE_TTL,
     ) -> None:
-        self._core = _Core(
+        self._core = Core(
             publisher_url, aggregator_urls, token=token, token_command=token_command,
             timeout=timeout,
             publish_deadline=publish_deadline, read_deadline=read_deadline, epochs=epochs,
@@ -130,7 +130,7 @@ class WalrusClient:
         self._sleep = sleep
         self._http = httpx.Client(
             transport=transport if transport is not None else DeadlineTransport(),
-            timeout=timeout, headers={"User-Agent": _USER_AGENT},
+            timeout=timeout, headers={"User-Agent": USER_AGENT},
         )
 
     def __repr__(self) -> str:
@@ -164,12 +164,12 @@ class WalrusClient:
     def aggregator_urls(self) -> tuple[str, ...]:
         return self._core.aggregator_urls
 
-    def _drive(self, op: _Op[T]) -> T:
+    def _drive(self, op: Op[T]) -> T:
         try:
             action = next(op)
             while True:
-                outcome: _Outcome = None
-                if isinstance(action, _Sleep):
+                outcome: Outcome = None
+                if isinstance(action, Sleep):
                     self._sleep(action.seconds)
                 else:
                     outcome = self._send(action)
@@ -180,16 +180,16 @@ class WalrusClient:
         finally:
             op.close()
 
-    def _send(self, send: _Send) -> httpx.Response | httpx.RequestError | Bounded:
-        self._core.stats._add("requests")
+    def _send(self, send: Send) -> httpx.Response | httpx.RequestError | Bounded:
+        self._core.stats.add("requests")
         started = time.perf_counter()
         outcome: httpx.Response | httpx.RequestError | Bounded
         try:
-            outcome = send_sync(self._http, _build(self._http, send), budget=send.budget,
+            outcome = send_sync(self._http, build(self._http, send), budget=send.budget,
                                 max_body=send.max_body, follow_redirects=send.follow_redirects)
         except (httpx.RequestError, Bounded) as exc:
             outcome = exc
-        _log_response(send, outcome, started)
+        log_response(send, outcome, started)
         return outcome
 
     def store_blob(
@@ -237,7 +237,7 @@ class WalrusClient:
         KiB of slack) is cut off and treated as a lying aggregator. Default: the
         10 MiB blob limit.
         """
-        path = _read_path_blob(blob_id)
+        path = read_path_blob(blob_id)
         return self._drive(self._core.read_op(path, key=blob_id, verify=verify,
                                               deadline=deadline, max_size=max_size))
 
@@ -269,8 +269,8 @@ class WalrusClient:
         deadline: float | None = None,
     ) -> bytes:
         """Read ``length`` bytes from ``start`` (``/v1/blobs/{id}/byte-range``)."""
-        _check_range(start, length)
-        path = _read_path_blob(blob_id) + "/byte-range"
+        check_range(start, length)
+        path = read_path_blob(blob_id) + "/byte-range"
         return self._drive(self._core.read_op(
             path, key=blob_id, verify=verify, deadline=deadline, expected_length=length,
             params={"start": str(start), "length": str(length)},
@@ -299,7 +299,7 @@ class WalrusClient:
         deadline: float | None = None,
     ) -> bytes:
         """Read one quilt patch by quilt id and identifier (percent-encoded)."""
-        path = _quilt_identifier_path(quilt_id, identifier)
+        path = quilt_identifier_path(quilt_id, identifier)
         return self._drive(self._core.read_op(path, key=quilt_id, verify=verify,
                                               deadline=deadline, quilt_route=True))
 
@@ -360,7 +360,7 @@ class AsyncWalrusClient:
         max_blob_size: int = MAX_BLOB_BODY,
         recent_store_ttl: float = RECENT_STORE_TTL,
     ) -> None:
-        self._core = _Core(
+        self._core = Core(
             publisher_url, aggregator_urls, token=token, token_command=token_command,
             timeout=timeout,
             publish_deadline=publish_deadline, read_deadline=read_deadline, epochs=epochs,
@@ -369,7 +369,7 @@ class AsyncWalrusClient:
         )
         self._sleep = sleep
         self._http = httpx.AsyncClient(
-            transport=transport, timeout=timeout, headers={"User-Agent": _USER_AGENT}
+            transport=transport, timeout=timeout, headers={"User-Agent": USER_AGENT}
         )
 
     def __repr__(self) -> str:
@@ -403,12 +403,12 @@ class AsyncWalrusClient:
     def aggregator_urls(self) -> tuple[str, ...]:
         return self._core.aggregator_urls
 
-    async def _drive(self, op: _Op[T]) -> T:
+    async def _drive(self, op: Op[T]) -> T:
         try:
             action = next(op)
             while True:
-                outcome: _Outcome = None
-                if isinstance(action, _Sleep):
+                outcome: Outcome = None
+                if isinstance(action, Sleep):
                     await self._sleep(action.seconds)
                 else:
                     outcome = await self._send(action)
@@ -419,17 +419,17 @@ class AsyncWalrusClient:
         finally:
             op.close()
 
-    async def _send(self, send: _Send) -> httpx.Response | httpx.RequestError | Bounded:
-        self._core.stats._add("requests")
+    async def _send(self, send: Send) -> httpx.Response | httpx.RequestError | Bounded:
+        self._core.stats.add("requests")
         started = time.perf_counter()
         outcome: httpx.Response | httpx.RequestError | Bounded
         try:
-            outcome = await send_async(self._http, _build(self._http, send), budget=send.budget,
+            outcome = await send_async(self._http, build(self._http, send), budget=send.budget,
                                        max_body=send.max_body,
                                        follow_redirects=send.follow_redirects)
         except (httpx.RequestError, Bounded) as exc:
             outcome = exc
-        _log_response(send, outcome, started)
+        log_response(send, outcome, started)
         return outcome
 
     async def store_blob(
@@ -466,7 +466,7 @@ class AsyncWalrusClient:
         max_size: int | None = None,
     ) -> bytes:
         """See :meth:`WalrusClient.read_blob`."""
-        path = _read_path_blob(blob_id)
+        path = read_path_blob(blob_id)
         return await self._drive(self._core.read_op(path, key=blob_id, verify=verify,
                                                     deadline=deadline, max_size=max_size))
 
@@ -491,8 +491,8 @@ class AsyncWalrusClient:
         deadline: float | None = None,
     ) -> bytes:
         """See :meth:`WalrusClient.read_byte_range`."""
-        _check_range(start, length)
-        path = _read_path_blob(blob_id) + "/byte-range"
+        check_range(start, length)
+        path = read_path_blob(blob_id) + "/byte-range"
         return await self._drive(self._core.read_op(
             path, key=blob_id, verify=verify, deadline=deadline, expected_length=length,
             params={"start": str(start), "length": str(length)},
@@ -521,7 +521,7 @@ class AsyncWalrusClient:
         deadline: float | None = None,
     ) -> bytes:
         """See :meth:`WalrusClient.read_quilt_patch_by_identifier`."""
-        path = _quilt_identifier_path(quilt_id, identifier)
+        path = quilt_identifier_path(quilt_id, identifier)
         return await self._drive(self._core.read_op(path, key=quilt_id, verify=verify,
                                                     deadline=deadline, quilt_route=True))
 

@@ -75,7 +75,7 @@ _JSON_CAP: Final = 64 * 1024  # /status, error bodies of known-size reads
 RECENT_STORE_TTL: Final = 60.0
 _STATUS_TIMEOUT: Final = 5.0
 _QUILT_500_LIMIT: Final = 3  # 500s from one aggregator on a quilt route before it is final
-_USER_AGENT: Final = "walrus-mem"
+USER_AGENT: Final = "walrus-mem"
 _RESERVED_FIELD: Final = "_metadata"
 
 T = TypeVar("T")
@@ -106,7 +106,7 @@ class ClientStats:
     retry_reasons: Counter[str] = field(default_factory=Counter)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
-    def _add(self, name: str, n: int = 1) -> None:
+    def add(self, name: str, n: int = 1) -> None:
         with self._lock:
             setattr(self, name, getattr(self, name) + n)
 
@@ -137,7 +137,7 @@ class ClientStats:
 
 
 @dataclass(frozen=True)
-class _Send:
+class Send:
     method: str
     url: str
     side: Side | None  # None: a /status probe
@@ -153,12 +153,12 @@ class _Send:
 
 
 @dataclass(frozen=True)
-class _Sleep:
+class Sleep:
     seconds: float
 
 
-_Outcome = httpx.Response | httpx.RequestError | Bounded | None
-_Op = Generator[_Send | _Sleep, _Outcome, T]
+Outcome = httpx.Response | httpx.RequestError | Bounded | None
+Op = Generator[Send | Sleep, Outcome, T]
 
 
 def _transport_failure(exc: httpx.RequestError, side: Side, url: str) -> Failure:
@@ -176,7 +176,7 @@ def _transport_failure(exc: httpx.RequestError, side: Side, url: str) -> Failure
     return Failure(f"transport_{name}", error_type(message), not fatal, connect=connect, cause=exc)
 
 
-def _bounded_failure(cut: Bounded, side: Side, send: _Send) -> Failure:
+def _bounded_failure(cut: Bounded, side: Side, send: Send) -> Failure:
     """A body over its cap or a call past its deadline: retryable elsewhere, typed here."""
     where = f"{side} {_origin(send.url)}"
     if cut.kind == "too_large":
@@ -324,7 +324,7 @@ def _as_bytes(data: object, what: str) -> bytes:
 # -- the shared core ---------------------------------------------------------------
 
 
-class _Core:
+class Core:
     """Configuration, counters and the operation state machines."""
 
     def __init__(
@@ -454,7 +454,7 @@ class _Core:
 
     def store_blob_op(
         self, data: object, epochs: int | None, permanent: bool | None, deadline: float | None
-    ) -> _Op[StoreResult]:
+    ) -> Op[StoreResult]:
         body = _as_bytes(data, "blob data")
         if len(body) > self.max_blob_size:
             raise BodyTooLarge(
@@ -465,8 +465,8 @@ class _Core:
         params = self._store_params(epochs, permanent)
         seconds = _check_deadline(deadline, self.publish_deadline)
 
-        def make(base: str, timeout: float, budget: float) -> _Send:
-            return _Send("PUT", base + "/v1/blobs", "publisher", timeout, params=params,
+        def make(base: str, timeout: float, budget: float) -> Send:
+            return Send("PUT", base + "/v1/blobs", "publisher", timeout, params=params,
                          headers=self._publisher_headers(base), content=body, budget=budget,
                          max_body=STORE_ANSWER_CAP)
 
@@ -485,7 +485,7 @@ class _Core:
         epochs: int | None,
         permanent: bool | None,
         deadline: float | None,
-    ) -> _Op[QuiltStoreResult]:
+    ) -> Op[QuiltStoreResult]:
         if not isinstance(files, Mapping) or not files:
             raise InvalidInput("a quilt needs at least one file (identifier -> bytes)")
         if len(files) > MAX_QUILT_PATCHES:
@@ -508,8 +508,8 @@ class _Core:
         # The answer names each identifier (JSON-escaped: up to 6 bytes per byte) and a patch id.
         cap = STORE_ANSWER_CAP + sum(6 * len(n.encode()) + 256 for n in identifiers)
 
-        def make(base: str, timeout: float, budget: float) -> _Send:
-            return _Send("PUT", base + "/v1/quilts", "publisher", timeout, params=params,
+        def make(base: str, timeout: float, budget: float) -> Send:
+            return Send("PUT", base + "/v1/quilts", "publisher", timeout, params=params,
                          headers=self._publisher_headers(base), data=form, files=multipart,
                          budget=budget, max_body=cap)
 
@@ -545,10 +545,10 @@ class _Core:
 
     def _publish(
         self,
-        make: Callable[[str, float, float], _Send],
+        make: Callable[[str, float, float], Send],
         interpret: Callable[[httpx.Response], T | Failure],
         seconds: float,
-    ) -> _Op[T]:
+    ) -> Op[T]:
         """Send to the publishers (healthy first) until success, a final error, or the deadline.
 
         A retryable failure moves on to the next publisher at once; after every
@@ -568,7 +568,7 @@ class _Core:
                         assert last is not None
                         self._exhausted(last.error, round_no + 1, deadline)
                         raise last.error from last.cause
-                    self.stats._add("failovers")
+                    self.stats.add("failovers")
                 with call_deadline(deadline.remaining()):  # bounds a token command too
                     send = make(base, self._timeout(deadline), deadline.remaining())
                 outcome = yield send
@@ -601,11 +601,11 @@ class _Core:
                 raise last.error from last.cause
             self.stats._retry(last.kind)
             logger.debug("publisher retry %d in %.3f s after %s", round_no + 1, delay, last.kind)
-            yield _Sleep(delay)
+            yield Sleep(delay)
             round_no += 1
 
     def _exhausted(self, error: StorageError, attempts: int, deadline: Deadline) -> None:
-        self.stats._add("deadline_exhaustions")
+        self.stats.add("deadline_exhaustions")
         error.add_note(
             f"gave up after {attempts} attempt(s) in {deadline.elapsed():.2f} s "
             f"(deadline {deadline.total:g} s)"
@@ -613,8 +613,8 @@ class _Core:
 
     def _interpret(
         self,
-        outcome: _Outcome,
-        send: _Send,
+        outcome: Outcome,
+        send: Send,
         interpret: Callable[[httpx.Response], T | Failure],
     ) -> T | Failure:
         side: Side = send.side or "aggregator"
@@ -638,7 +638,7 @@ class _Core:
         params: dict[str, str] | None = None,
         max_size: int | None = None,
         quilt_route: bool = False,
-    ) -> _Op[bytes]:
+    ) -> Op[bytes]:
         """GET ``path`` from the aggregators until bytes arrive that verify."""
         cap = _read_cap(max_size if max_size is not None else expected_length,
                         self.max_blob_size)
@@ -651,7 +651,7 @@ class _Core:
 
     def read_back_op(
         self, data: object, blob_id: str | None, patch_id: str | None, deadline: float | None
-    ) -> _Op[None]:
+    ) -> Op[None]:
         """Read a stored blob/patch back and require byte equality (by SHA-256)."""
         expected = _as_bytes(data, "read-back data")
         if (blob_id is None) == (patch_id is None):
@@ -667,10 +667,10 @@ class _Core:
                                     max_size=len(expected), quilt_route=True)
         else:
             assert blob_id is not None
-            yield from self.read_op(_read_path_blob(blob_id), key=blob_id, verify=same,
+            yield from self.read_op(read_path_blob(blob_id), key=blob_id, verify=same,
                                     deadline=deadline, max_size=len(expected))
 
-    def list_patches_op(self, quilt_id: str, deadline: float | None) -> _Op[list[QuiltPatch]]:
+    def list_patches_op(self, quilt_id: str, deadline: float | None) -> Op[list[QuiltPatch]]:
         quilt_id = validate_blob_id(quilt_id, "quilt id")
 
         def interpret(response: httpx.Response) -> list[QuiltPatch] | Failure:
@@ -695,7 +695,7 @@ class _Core:
         params: dict[str, str] | None,
         cap: int,
         quilt_route: bool = False,
-    ) -> _Op[T]:
+    ) -> Op[T]:
         """Try the aggregators (healthy first); rounds separated by backoff.
 
         An answer that only says something about *this* aggregator (403
@@ -725,12 +725,12 @@ class _Core:
             retry_after: float | None = None
             for index, base in enumerate(list(active)):
                 if index > 0:
-                    self.stats._add("failovers")
+                    self.stats.add("failovers")
                 if round_no > 0 or index > 0:
                     if deadline.remaining() < self.policy.min_request_time:
                         raise self._read_exhausted(last, last_verify, round_no, deadline,
                                                    answers)
-                send = _Send("GET", base + path, "aggregator", self._timeout(deadline),
+                send = Send("GET", base + path, "aggregator", self._timeout(deadline),
                              params=params, headers=self._auth(base), follow_redirects=True,
                              budget=deadline.remaining(), max_body=cap)
                 outcome = yield send
@@ -803,7 +803,7 @@ class _Core:
             self.stats._retry(last.kind if last is not None else "unknown")
             logger.debug("read round %d failed (%s); retry in %.3f s", round_no + 1,
                          last.kind if last else "?", delay)
-            yield _Sleep(delay)
+            yield Sleep(delay)
             round_no += 1
 
     def _verify(self, value: T, verify: Callable[[T], object], base: str) -> T | Failure:
@@ -815,7 +815,7 @@ class _Core:
             if verdict is not False:
                 return value
             cause = ValueError("verify callback returned False")
-        self.stats._add("verification_failures")
+        self.stats.add("verification_failures")
         error = VerificationFailed(
             f"content from aggregator {_origin(base)} failed verification: "
             f"{type(cause).__name__}"
@@ -845,7 +845,7 @@ class _Core:
             error.add_note(answers.summary())
         return error
 
-    def status_op(self) -> _Op[dict[str, bool]]:
+    def status_op(self) -> Op[dict[str, bool]]:
         endpoints = [(f"publisher:{url}", url) for url in self.publisher_urls]
         endpoints += [(f"aggregator:{url}", url) for url in self.aggregator_urls]
         reachable: dict[str, bool] = {}
@@ -853,7 +853,7 @@ class _Core:
         for label, base in endpoints:
             if base not in answered:
                 seconds = min(self.timeout, _STATUS_TIMEOUT)  # per distinct endpoint
-                outcome = yield _Send("GET", base + "/status", None, seconds, budget=seconds,
+                outcome = yield Send("GET", base + "/status", None, seconds, budget=seconds,
                                       headers=self._auth(base), max_body=_JSON_CAP)
                 answered[base] = isinstance(outcome, httpx.Response) \
                     and outcome.status_code == 200
@@ -902,17 +902,17 @@ def _read_cap(expected: int | None, limit: int) -> int:
     return expected + READ_SLACK
 
 
-def _read_path_blob(blob_id: str) -> str:
+def read_path_blob(blob_id: str) -> str:
     return f"/v1/blobs/{validate_blob_id(blob_id)}"
 
 
-def _check_range(start: int, length: int) -> None:
+def check_range(start: int, length: int) -> None:
     for name, value, low in (("start", start, 0), ("length", length, 1)):
         if not isinstance(value, int) or isinstance(value, bool) or value < low:
             raise InvalidInput(f"byte range {name} must be an integer >= {low}, got {value!r}")
 
 
-def _log_response(send: _Send, outcome: _Outcome, started: float) -> None:
+def log_response(send: Send, outcome: Outcome, started: float) -> None:
     if not logger.isEnabledFor(logging.DEBUG):
         return
     ms = (time.perf_counter() - started) * 1000
@@ -923,7 +923,7 @@ def _log_response(send: _Send, outcome: _Outcome, started: float) -> None:
     logger.debug("%s %s%s -> %s in %.1f ms", send.method, _origin(send.url), path, what, ms)
 
 
-def _build(client: httpx.Client | httpx.AsyncClient, send: _Send) -> httpx.Request:
+def build(client: httpx.Client | httpx.AsyncClient, send: Send) -> httpx.Request:
     return client.build_request(
         send.method,
         send.url,
@@ -939,7 +939,7 @@ def _build(client: httpx.Client | httpx.AsyncClient, send: _Send) -> httpx.Reque
 # -- the clients -------------------------------------------------------------------
 
 
-def _quilt_identifier_path(quilt_id: str, identifier: str) -> str:
+def quilt_identifier_path(quilt_id: str, identifier: str) -> str:
     quilt_id = validate_blob_id(quilt_id, "quilt id")
     if not isinstance(identifier, str) or not identifier:
         raise InvalidInput("quilt identifier must be a non-empty string")
