@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
@@ -23,9 +23,23 @@ from ._store import BlobUnavailable, NotDeletable
 from .faults import FaultConfig
 
 if TYPE_CHECKING:
-    from .app import Relayer
+    from ._admin_auth import AdminAuth
+    from ._context import RelayerSettings
+    from ._store import Store
+    from .auth import PublisherAuth
+    from .faults import FaultInjector
 
 ADMIN_DOMAIN = "relayer-mock.admin"
+
+
+class AdminHost(Protocol):
+    """What the admin routes read of the app's Relayer (declared here: app imports this)."""
+
+    store: Store
+    injector: FaultInjector
+    settings: RelayerSettings
+    auth: PublisherAuth | None
+    admin_auth: AdminAuth | None
 
 
 def _bad(message: str) -> Response:
@@ -39,7 +53,7 @@ async def _json_body(request: Request) -> Any:
     return json.loads(body)
 
 
-def admin_routes(relayer: Relayer) -> list[Route]:
+def admin_routes(relayer: AdminHost) -> list[Route]:
     store = relayer.store
     injector = relayer.injector
 
