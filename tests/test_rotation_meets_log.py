@@ -221,7 +221,7 @@ def test_a_data_dir_stuck_by_an_earlier_rotation_recovers(
         "rotation" in f for f in report.finished), report.finished
     with _machine(tmp_path, "b", server.url) as b:
         assert b._log.unfinished(NS) is None
-        assert rot._state(b._catalog, NS)["rotating"] is None
+        assert rot.load_state(b._catalog, NS)["rotating"] is None
         assert ids <= set(live(b, NS)) and len(live(b, NS)) == 13
         sync = b.sync(NS)
         assert not sync.errors, sync.errors
@@ -244,7 +244,7 @@ def test_restore_resumes_a_pull_interrupted_before_an_earlier_rotation(
         assert report.complete and not report.failed
         sync = b.sync(NS)  # finishes the rotation, then publishes
         assert not sync.errors, sync.errors
-        assert rot._state(b._catalog, NS)["rotating"] is None
+        assert rot.load_state(b._catalog, NS)["rotating"] is None
         head_b = b.stats(NS).manifest_blob_id
         assert len(live(b, NS)) == 13
     assert head_b is not None
@@ -299,7 +299,7 @@ def test_sync_finishes_an_interrupted_rotation_before_publishing(
         assert set(_restore_fresh(tmp_path, "fresh", server.url, head)) == ids
         assert _generations_listed(a, head) == {1}
         assert not report.errors, report.errors
-        assert rot._state(a._catalog, NS)["rotating"] is None  # finished, not bypassed
+        assert rot.load_state(a._catalog, NS)["rotating"] is None  # finished, not bypassed
 
 
 def test_no_manifest_path_publishes_during_an_unfinished_reseal(
@@ -472,5 +472,5 @@ def test_a_fact_stated_again_during_an_unfinished_rotation_does_not_stop_it(
         a.remember(unsealed[-1], namespace=NS)
         report = a.sync(NS)
         assert not report.errors, report.errors
-        assert rot._state(a._catalog, NS)["rotating"] is None
+        assert rot.load_state(a._catalog, NS)["rotating"] is None
         assert sorted(set(live(a, NS).values())) == sorted(f"fact {i} of A" for i in range(10))

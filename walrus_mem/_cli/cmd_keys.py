@@ -80,7 +80,7 @@ def _with_catalog(state: CliState, rows: list[dict[str, Any]],
     settings = state.settings
     if not (Path(settings.data_dir).expanduser() / "catalog.sqlite3").exists():
         return rows
-    from .._memory.rotation import current_generation
+    from .._keys.generations import current_generation
 
     by_ns = {row["namespace"]: row for row in rows}
     mem = state.memory

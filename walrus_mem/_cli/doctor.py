@@ -567,9 +567,9 @@ def _restore_check(mem: Any, ns: str) -> Check:
 
 def _rotation_check(mem: Any, ns: str) -> Check:
     """A key rotation that began and was not finished (killed, publisher down)."""
-    from .._memory.rotation import _state
+    from .._keys.generations import load_state
 
-    rotating = _state(mem._catalog, ns).get("rotating")
+    rotating = load_state(mem._catalog, ns).get("rotating")
     name = f"key rotation {ns}"
     if rotating is None:
         return Check(name, "ok", "no unfinished rotation")

@@ -4,5 +4,6 @@
         keystore: the master key file / keyring; backup and import
         access:   a namespace is read and written only with its own key
         hardening: no core dumps from a process that holds keys
+        generations: which key generation a namespace uses (rotation writes it)
     envelope.py (public) seals and opens one record with those keys.
 """

@@ -64,6 +64,15 @@ from filelock import FileLock, Timeout
 
 from .._catalog.catalog import twin_slot
 from .._catalog.outbox_poison import is_poisoned
+from .._keys.generations import (
+    MAX_PROBE,
+    current_generation,
+    load_state,
+    meta_key,
+    reseal_unfinished,
+    rotation_in_progress,
+    save_state,
+)
 from .._log import manifest as mf
 from .._recall.index import index_file_stem
 from ..envelope import envelope_fingerprint, open_envelope, seal
@@ -91,7 +100,6 @@ __all__ = ["MAX_PROBE", "RotationReport", "adopt_keys", "current_generation",
 
 log = logging.getLogger(__name__)
 
-MAX_PROBE: Final = 64  # generations tried when a fresh machine restores a manifest
 RESEAL_CHUNK: Final = 256
 _LOCK_TIMEOUT: Final = 300.0
 
@@ -115,44 +123,6 @@ class RotationReport:
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
-
-
-def _meta_key(namespace: str) -> str:
-    return f"keygen:{namespace}"
-
-
-def _state(catalog: Catalog, namespace: str) -> dict[str, Any]:
-    raw = catalog.get_meta(_meta_key(namespace))
-    if raw is None:
-        return {"generation": 0, "rotating": None, "retired": []}
-    try:
-        state = json.loads(raw)
-        int(state["generation"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise LocalStoreError(f"key generation record of {namespace!r} is corrupt") from exc
-    return dict(state)
-
-
-def _save(catalog: Catalog, namespace: str, state: dict[str, Any]) -> None:
-    catalog.set_meta(_meta_key(namespace), json.dumps(state, sort_keys=True))
-
-
-def current_generation(catalog: Catalog, namespace: str) -> int:
-    """The key generation a namespace uses now (0 unless it was rotated)."""
-    return int(_state(catalog, namespace)["generation"])
-
-
-def rotation_in_progress(catalog: Catalog, namespace: str) -> bool:
-    """Whether a rotation of ``namespace`` began and has not completed."""
-    return _state(catalog, namespace).get("rotating") is not None
-
-
-def reseal_unfinished(catalog: Catalog, namespace: str) -> bool:
-    """Whether a rotation of ``namespace`` began and has not re-sealed every memory yet:
-    a manifest now would list blobs of the previous generation (namespace_log.py
-    refuses, RotationIncomplete; sync finishes the rotation first)."""
-    rotating = _state(catalog, namespace).get("rotating")
-    return rotating is not None and not rotating.get("resealed")
 
 
 def older_generation(memory: LogHost, keys: NamespaceKeys,
@@ -181,7 +151,7 @@ def adopt_keys(memory: Memory, namespace: str, keys: NamespaceKeys) -> bool:
     """
     catalog = memory._catalog
     with memory._lock:
-        state = _state(catalog, namespace)
+        state = load_state(catalog, namespace)
         if keys.generation == int(state["generation"]):
             return False
         if catalog.count(namespace) > 0 or state.get("rotating") is not None:
@@ -207,7 +177,7 @@ def follow_rotation(memory: Memory, namespace: str, generation: int) -> Rotation
     ns = memory.keys_for(namespace).namespace  # the access check, as rotate_key's
     catalog = memory._catalog
     with _rotate_lock(memory, ns), memory._lock:
-        state = _state(catalog, ns)
+        state = load_state(catalog, ns)
         if state.get("rotating") is None and int(state["generation"]) < generation:
             old_gen = int(state["generation"])
             info = catalog.namespace(ns)
@@ -242,7 +212,7 @@ def _switch(memory: Memory, namespace: str, keys: NamespaceKeys, state: dict[str
     with catalog.write() as c:
         catalog.ensure_namespace(namespace, keys.fingerprint)  # a fresh machine has no row
         c.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE "
-                  "SET value = excluded.value", (_meta_key(namespace), json.dumps(state)))
+                  "SET value = excluded.value", (meta_key(namespace), json.dumps(state)))
         c.execute("UPDATE namespaces SET key_fingerprint = ? WHERE name = ?",
                   (keys.fingerprint, namespace))
     memory._keys[namespace] = keys
@@ -296,7 +266,7 @@ def _refuse_while_restoring(memory: Memory, ns: str) -> None:
 def _rotate(memory: Memory, ns: str, *, delete_old: bool) -> RotationReport:
     catalog = memory._catalog
     with memory._lock:
-        state = _state(catalog, ns)
+        state = load_state(catalog, ns)
         rotating = state.get("rotating")
         if rotating is None:  # begin: the new generation is current from now on
             old_gen = int(state["generation"])
@@ -314,11 +284,11 @@ def _rotate(memory: Memory, ns: str, *, delete_old: bool) -> RotationReport:
                             generation=new_keys.generation, fingerprint=new_keys.fingerprint)
     report.resealed = _reseal(memory, ns, old_keys, new_keys, state)
     with memory._lock:  # from now on no memory is left under the old key: manifests may go
-        state = _state(catalog, ns)
+        state = load_state(catalog, ns)
         rotating = state["rotating"]  # with the old blob ids _reseal recorded
         if not rotating.get("resealed"):
             rotating["resealed"] = True
-            _save(catalog, ns, state)
+            save_state(catalog, ns, state)
     published, errors = memory._flush(ns)
     report.published = published
     report.errors.extend(errors)
@@ -337,13 +307,13 @@ def _rotate(memory: Memory, ns: str, *, delete_old: bool) -> RotationReport:
         report.old_blobs = list(rotating["old_blobs"])
         return report
     with memory._lock:
-        state = _state(catalog, ns)
+        state = load_state(catalog, ns)
         retired = list(state.get("retired", []))
         retired.append({"generation": int(rotating["from"]), "fingerprint": old_keys.fingerprint,
                         "blobs": rotating["old_blobs"], "manifest": rotating["old_manifest"],
                         "started_at": rotating.get("started_at"), "retired_at": time.time()})
         state.update(rotating=None, retired=retired)
-        _save(catalog, ns, state)
+        save_state(catalog, ns, state)
     report.old_blobs = list(rotating["old_blobs"])
     report.complete = True
     if delete_old:
@@ -397,7 +367,7 @@ def _reseal(memory: Memory, ns: str, old: NamespaceKeys | None, new: NamespaceKe
             continue
         poisoned = _poisoned_members(catalog, ns)
         with memory._lock, catalog.write() as c:
-            full = _state(catalog, ns)
+            full = load_state(catalog, ns)
             # the old blob ids go with the rotation (retired with it); a late straggler's,
             # after it, to the stray ones (both deleted by delete_old: rotation_cleanup.py)
             rotating = full["rotating"] or {"old_blobs": full.get("stray_blobs", [])}
@@ -418,7 +388,7 @@ def _reseal(memory: Memory, ns: str, old: NamespaceKeys | None, new: NamespaceKe
                 full["stray_blobs"] = rotating["old_blobs"]
             c.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE "
                       "SET value = excluded.value",
-                      (_meta_key(ns), json.dumps(full, sort_keys=True)))
+                      (meta_key(ns), json.dumps(full, sort_keys=True)))
             fresh = [(str(r["id"]), int(r["version"])) for r, _ in work
                      if str(r["id"]) not in poisoned]
             for start in range(0, len(fresh), 666):
