@@ -30,7 +30,23 @@ from dataclasses import dataclass, field
 from typing import Final, Literal
 
 from ._safety import injection, injection_concepts, injection_intents
-from ._safety.injection_patterns import _INJECTION_PATTERNS, _SQUASHED_PATTERNS, _squash
+from ._safety.capture_patterns import (
+    DROP_WHOLE,
+    EMOJI,
+    FENCE,
+    FILLER,
+    HEADING,
+    PLACEHOLDER,
+    PLACEHOLDER_KIND,
+    SYSTEM_CONTENT,
+    UNINFORMATIVE,
+)
+from ._safety.injection_patterns import (
+    _INJECTION_PATTERNS,
+    _SQUASHED_PATTERNS,
+    OBFUSCATION_SIGNS,
+    _squash,
+)
 from ._safety.memory_blocks import (
     BLOCK_TAG,
     ITEM_TAG,
@@ -91,12 +107,6 @@ class InjectionResult:
         return self.flagged
 
 
-# Letters spaced out ("i g n o r e"), or words mixing letters with digits or symbols ("1gn0r3").
-_OBFUSCATION_SIGNS: Final = re.compile(
-    r"(?:\b\w\W{1,3}){4,}\w\b|\b(?=\w*[a-z])(?=\w*[0-9])\w{3,}\b|[a-z][@$!|][a-z]", re.IGNORECASE
-)
-
-
 def _labelled_hits(view: str) -> Iterable[tuple[str, str]]:
     """Every layer on one normalised view: pattern families, paraphrases, lexicons, cues."""
     for label, pattern in _INJECTION_PATTERNS:
@@ -109,7 +119,7 @@ def _labelled_hits(view: str) -> Iterable[tuple[str, str]]:
     yield from injection.structural_cues(view)
     yield from injection_concepts.concept_hits(view)
     yield from injection_intents.intent_hits(view)
-    if not _OBFUSCATION_SIGNS.search(view):
+    if not OBFUSCATION_SIGNS.search(view):
         return  # squashing plain prose only loses context ("ignore the rules of Monopoly")
     squashed = _squash(view)
     for pattern in _SQUASHED_PATTERNS:
@@ -154,31 +164,6 @@ def detect_injection(text: str) -> InjectionResult:
 MIN_CAPTURE_LENGTH: Final = 30
 MAX_CAPTURE_LENGTH: Final = 4000
 
-_FILLER_WORDS = (
-    r"ok|okay|sure|thanks|thank\s+you|thank\s+you\s+so\s+much|thanks\s+a\s+lot|thx|ty|yes|yep"
-    r"|yeah|yup|no|nope|nah|got\s+it|hmm+|hm+|ah+|oh+|lol|haha+|nice|cool|great|right|alright"
-    r"|fine|k+|perfect|awesome|sounds\s+good|no\s+problem|np|lgtm|will\s+do|done|good|wow"
-    r"|agreed|understood|makes\s+sense|of\s+course|absolutely|exactly|indeed|cheers|bye"
-    r"|goodbye|hello|hi|hey|good\s+morning|good\s+night|see\s+you|you'?re\s+welcome|welcome"
-    r"|sorry|please|go\s+ahead|continue|next|that'?s\s+(?:(?:really|very|so|super)\s+)?"
-    r"(?:great|perfect|fine|right|helpful|awesome|all|good|cool|nice|amazing|useful)|very\s+helpful|really\s+helpful|super\s+helpful|much\s+appreciated"
-    r"|appreciate\s+it|i\s+appreciate\s+(?:it|that|your\s+help)|this\s+is\s+(?:great|helpful"
-    r"|perfect|awesome)|it\s+works|that\s+works"
-)
-_FILLER: Final = re.compile(
-    rf"^(?:(?:{_FILLER_WORDS})(?:[\s,.!?;:~-]+|$))+$", re.IGNORECASE
-)
-_EMOJI: Final = re.compile(
-    "[\U0001f000-\U0001faff\u2600-\u27bf\u2b00-\u2bff\U0001f1e6-\U0001f1ff]"
-)
-_FENCE: Final = re.compile(r"(?m)^\s*(?:```|~~~)")
-_HEADING: Final = re.compile(r"(?m)^\s{0,3}#{1,6}\s+\S|^[^\n]+\n\s*(?:={3,}|-{3,})\s*$")
-_SYSTEM_CONTENT: Final = re.compile(
-    r"^\s*(?:\[?system\]?\s*:|<\s*system\b|a\s+new\s+session\s+was\s+started|run\s+your\s+"
-    r"session\s+startup)",
-    re.IGNORECASE,
-)
-
 
 @dataclass(frozen=True)
 class CaptureDecision:
@@ -197,7 +182,7 @@ class CaptureDecision:
 
 
 def _looks_like_code(text: str) -> bool:
-    if _FENCE.search(text):
+    if FENCE.search(text):
         return True
     lines = [line for line in text.splitlines() if line.strip()]
     if len(lines) < 3:
@@ -227,7 +212,7 @@ def should_capture(
         return CaptureDecision(False, "too_short")
     if len(stripped) > max_length:
         return CaptureDecision(False, "too_long")
-    if _FILLER.match(_EMOJI.sub("", stripped).strip()):
+    if FILLER.match(EMOJI.sub("", stripped).strip()):
         return CaptureDecision(False, "filler")
     if (stripped.startswith("<") and "</" in stripped) or re.search(
         r"<\s*/?\s*(?:walrus|memwal|relevant)-memories", stripped, re.IGNORECASE
@@ -235,13 +220,13 @@ def should_capture(
         return CaptureDecision(False, "markup")
     if stripped[0] in "{[" and stripped[-1] in "}]":
         return CaptureDecision(False, "markup")
-    if _SYSTEM_CONTENT.search(stripped):
+    if SYSTEM_CONTENT.search(stripped):
         return CaptureDecision(False, "system_content")
     if _looks_like_code(stripped):
         return CaptureDecision(False, "code")
-    if _HEADING.search(stripped):
+    if HEADING.search(stripped):
         return CaptureDecision(False, "heading")
-    emoji = len(_EMOJI.findall(stripped))
+    emoji = len(EMOJI.findall(stripped))
     visible = sum(1 for ch in stripped if not ch.isspace())
     if emoji > 3 or (emoji and emoji * 5 > visible):
         return CaptureDecision(False, "emoji_heavy")
@@ -255,17 +240,6 @@ def should_capture(
 # ---------------------------------------------------------------------------
 
 SecretPolicy = Literal["redact", "drop", "reject"]
-# Words that say nothing once the secret is gone ("my password is [REDACTED]").
-_UNINFORMATIVE: Final = frozenset(
-    "a an the my our your his her their its is are was were be to of for in on at and or with "
-    "this that it here use using used set now new key keys token tokens secret secrets password "
-    "passwords pwd pass passcode pin api apikey credential credentials login auth bearer "
-    "access private value code user users".split()
-)
-_PLACEHOLDER: Final = re.compile(r"\[REDACTED:[a-z0-9_]+\]")
-_PLACEHOLDER_KIND: Final = re.compile(r"\[REDACTED:([a-z0-9_]+)\]")
-# Kinds that are the whole point of their sentence: the fact is dropped, not redacted.
-_DROP_WHOLE: Final = frozenset({"password", "pin", "bip39_seed_phrase", "env_secret"})
 
 
 @dataclass(frozen=True)
@@ -305,17 +279,17 @@ def screen_fact(text: str, *, secret_policy: SecretPolicy = "redact") -> FactScr
     redacted, findings = redact_secrets(stripped)
     # Placeholders already in the text (redacted upstream, e.g. before extraction).
     kinds = tuple(dict.fromkeys([*(f.kind for f in findings),
-                                 *(m.group(1) for m in _PLACEHOLDER_KIND.finditer(stripped))]))
+                                 *(m.group(1) for m in PLACEHOLDER_KIND.finditer(stripped))]))
     if not kinds:
         return FactScreen(stripped)
     if secret_policy != "redact":
         return FactScreen(None, kinds, reason="secret")
-    if _DROP_WHOLE.intersection(kinds):
+    if DROP_WHOLE.intersection(kinds):
         # A stated password is the whole point of its sentence: nothing to keep.
         return FactScreen(None, kinds, reason="nothing_left")
     rest = [
-        word for word in re.findall(r"[^\W\d_]{2,}", _PLACEHOLDER.sub(" ", redacted).lower())
-        if word not in _UNINFORMATIVE
+        word for word in re.findall(r"[^\W\d_]{2,}", PLACEHOLDER.sub(" ", redacted).lower())
+        if word not in UNINFORMATIVE
     ]
     if len(rest) < 2:
         return FactScreen(None, kinds, reason="nothing_left")

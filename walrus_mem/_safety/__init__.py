@@ -2,8 +2,10 @@
 
     capture:  secret_redaction <- secret_checks (validated detectors; secret_ids,
               secret_phrases) -> "[REDACTED:<kind>]"
-    prompt:   injection (layers: injection_patterns, injection_concepts,
+    prompt:   injection (layers: injection_patterns, injection_tables, injection_concepts,
               injection_intents, injection_spaced, semantic prototypes)
               -> prompt_screen (the one screen every path runs)
               -> memory_blocks (nonce-framed blocks put into a prompt)
+    tables:   capture_patterns (safety's capture filter and fact screen) and the
+              injection tables; injection_spaced reads their vocabulary
 """

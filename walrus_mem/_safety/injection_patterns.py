@@ -458,6 +458,11 @@ _INJECTION_PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = tuple(
     )
 )
 
+# Letters spaced out ("i g n o r e"), or words mixing letters with digits or symbols ("1gn0r3").
+OBFUSCATION_SIGNS: Final = re.compile(
+    r"(?:\b\w\W{1,3}){4,}\w\b|\b(?=\w*[a-z])(?=\w*[0-9])\w{3,}\b|[a-z][@$!|][a-z]", re.IGNORECASE
+)
+
 _SQUASHED_PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     re.compile(
         r"(?:ignore|disregard|forget|bypass|override)(?:all|any|the|your|previous|prior|above"

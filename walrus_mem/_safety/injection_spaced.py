@@ -4,9 +4,10 @@
 written with wider gaps between its letter-spaced words reaches the read screen
 as one long run of single letters. :func:`segmented` joins such a run and splits
 it back into words with a lexicon made of the detectors' own vocabulary (every
-word in the pattern sources and prototype sentences of :mod:`walrus_mem.safety`
-and the injection modules, so the words the patterns need are the words it can
-find, in every language they cover) plus common function words; every detector
+word in the pattern sources and prototype sentences of the table modules below
+it: injection_patterns, injection_tables, injection_concepts, injection_intents
+and capture_patterns, so the words the patterns need are the words it can find,
+in every language they cover) plus common function words; every detector
 then runs on the result. No word list is downloaded or loaded: the lexicon is
 built once, on the first text that has such a run. Only runs of at least
 :data:`MIN_LETTERS` single letters are joined, and only clauses that mostly read
@@ -19,6 +20,14 @@ from __future__ import annotations
 import re
 import threading
 from typing import Any, Final
+
+from . import (
+    capture_patterns,
+    injection_concepts,
+    injection_intents,
+    injection_patterns,
+    injection_tables,
+)
 
 __all__ = ["MIN_LETTERS", "segmented"]
 
@@ -75,6 +84,9 @@ francese francês frans latin latein latín latino http https www com org net
 _COMMON_SET: Final = frozenset(_COMMON.split())
 _ENDINGS_OK: Final = frozenset("es en er as os".split())
 _NO_WORD: Final = float("inf")
+# the modules whose tables the detectors run; none of them imports this one
+_TABLES: Final = (injection_patterns, capture_patterns, injection_tables,
+                  injection_concepts, injection_intents)
 _lock = threading.Lock()
 _lexicon: frozenset[str] | None = None
 
@@ -99,11 +111,8 @@ def lexicon() -> frozenset[str]:
     global _lexicon
     with _lock:
         if _lexicon is None:
-            from .. import safety
-            from . import injection, injection_concepts, injection_intents
-
             sources: list[str] = []
-            for module in (safety, injection, injection_concepts, injection_intents):
+            for module in _TABLES:
                 for name, value in vars(module).items():
                     if not name.startswith("__"):
                         _pattern_sources(value, sources)
