@@ -41,7 +41,7 @@ def _layer_flags(text: str) -> dict[str, bool]:
     raw = injection._base(text)
     all_views = injection.views(text)
     flags = {
-        "patterns (raw view)": any(p.search(raw) for _, p in safety._INJECTION_PATTERNS),
+        "patterns (raw view)": any(p.search(raw) for _, p in safety.INJECTION_PATTERNS),
         "paraphrases": any(True for v in all_views for _ in injection.paraphrase_hits(v)),
         "lexicons": any(True for v in all_views for _ in injection.lexicon_hits(v)),
         "structural": any(True for v in all_views for _ in injection.structural_cues(v)),
@@ -49,7 +49,7 @@ def _layer_flags(text: str) -> dict[str, bool]:
         "intents (session 5)": any(True for v in all_views
                                    for _ in injection_intents.intent_hits(v)),
         "beyond raw patterns": bool(safety.detect_injection(text))
-        and not any(p.search(raw) for _, p in safety._INJECTION_PATTERNS),
+        and not any(p.search(raw) for _, p in safety.INJECTION_PATTERNS),
     }
     flags["all text layers"] = bool(safety.detect_injection(text))
     return flags

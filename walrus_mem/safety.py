@@ -42,10 +42,10 @@ from ._safety.capture_patterns import (
     UNINFORMATIVE,
 )
 from ._safety.injection_patterns import (
-    _INJECTION_PATTERNS,
-    _SQUASHED_PATTERNS,
+    INJECTION_PATTERNS,
     OBFUSCATION_SIGNS,
-    _squash,
+    SQUASHED_PATTERNS,
+    squash,
 )
 from ._safety.memory_blocks import (
     BLOCK_TAG,
@@ -109,7 +109,7 @@ class InjectionResult:
 
 def _labelled_hits(view: str) -> Iterable[tuple[str, str]]:
     """Every layer on one normalised view: pattern families, paraphrases, lexicons, cues."""
-    for label, pattern in _INJECTION_PATTERNS:
+    for label, pattern in INJECTION_PATTERNS:
         found = pattern.search(view)
         if found:
             yield label, found.group(0)
@@ -121,8 +121,8 @@ def _labelled_hits(view: str) -> Iterable[tuple[str, str]]:
     yield from injection_intents.intent_hits(view)
     if not OBFUSCATION_SIGNS.search(view):
         return  # squashing plain prose only loses context ("ignore the rules of Monopoly")
-    squashed = _squash(view)
-    for pattern in _SQUASHED_PATTERNS:
+    squashed = squash(view)
+    for pattern in SQUASHED_PATTERNS:
         found = pattern.search(squashed)
         if found:
             yield "obfuscated", found.group(0)

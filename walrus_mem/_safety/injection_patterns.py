@@ -1,8 +1,8 @@
 """Regex tables for prompt-injection detection, and the text folds they match on.
 
-:func:`walrus_mem.safety.detect_injection` runs ``_INJECTION_PATTERNS`` on every
-normalised view, and ``_SQUASHED_PATTERNS`` on the letters-only fold
-(:func:`_squash`) when the text shows signs of obfuscation.
+:func:`walrus_mem.safety.detect_injection` runs ``INJECTION_PATTERNS`` on every
+normalised view, and ``SQUASHED_PATTERNS`` on the letters-only fold
+(:func:`squash`) when the text shows signs of obfuscation.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def _normalise(text: str) -> str:
     return _NL.sub("\n", text).strip()
 
 
-def _squash(text: str) -> str:
+def squash(text: str) -> str:
     """Letters only after leet folding: catches 'i g n o r e' and '1gn0r3'."""
     folded = text.translate(_HOMOGLYPHS).translate(_LEET)
     return "".join(ch for ch in folded if ch.isalpha())
@@ -78,7 +78,7 @@ _WEAK_TARGET = r"(?:messages?|context|conversation|commands?|orders|settings|tex
 _NOT_NARROWED = (r"(?!\s+(?:of|for|about|on|in)\s+(?!(?:this|the|your|our)\s+(?:chat|conversation"
                  r"|session|system|assistant|ai|model|bot)\b|you\b))")
 
-_INJECTION_PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = tuple(
+INJECTION_PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = tuple(
     (label, re.compile(rx, _F))
     for label, rx in (
         # -- instruction override ------------------------------------------------
@@ -463,7 +463,7 @@ OBFUSCATION_SIGNS: Final = re.compile(
     r"(?:\b\w\W{1,3}){4,}\w\b|\b(?=\w*[a-z])(?=\w*[0-9])\w{3,}\b|[a-z][@$!|][a-z]", re.IGNORECASE
 )
 
-_SQUASHED_PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
+SQUASHED_PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     re.compile(
         r"(?:ignore|disregard|forget|bypass|override)(?:all|any|the|your|previous|prior|above"
         r"|earlier|system)+(?:instructions?|rules|directives|guidelines|prompts?)"
