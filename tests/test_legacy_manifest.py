@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import walrus_mem._log.namespace_log as nslog
+import walrus_mem._log.merging as log_merging
 from relayer_mock.server import RelayerServer
 from tests.helpers_cli import TEST_MASTER_HEX, invoke
 from tests.helpers_legacy import publish_format1_manifest
@@ -129,7 +129,7 @@ def test_a_page_that_is_not_the_one_its_root_names_is_refused(tmp_path: Path,
 
 def test_interrupted_legacy_restore_refuses_to_publish_and_resumes(tmp_path: Path, server,
                                                                    monkeypatch) -> None:
-    monkeypatch.setattr(nslog, "RESTORE_CHUNK", 10)
+    monkeypatch.setattr(log_merging, "RESTORE_CHUNK", 10)
     blob_id, expected = old_machine(tmp_path / "old", server.url, "ir", 42)
     with machine(tmp_path / "b", server.url) as b:
         with pytest.raises(Interrupt):

@@ -94,7 +94,7 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-import walrus_mem._log.namespace_log as nslog
+import walrus_mem._log.merging as log_merging
 from relayer_mock._responses import MSG_BLOB_NOT_FOUND, dumps, error_envelope
 from relayer_mock.server import RelayerServer
 from tests.helpers_log import Interrupt, live
@@ -1186,7 +1186,7 @@ SETTINGS = settings(
 
 @pytest.fixture
 def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(nslog, "RESTORE_CHUNK", 2)  # so a kill lands between chunks
+    monkeypatch.setattr(log_merging, "RESTORE_CHUNK", 2)  # so a kill lands between chunks
     # Plain-HTTP loopback only: share one TLS context instead of loading the CA bundle
     # for every client (most of a reopened Memory's cost).
     original: Callable[..., Any] = httpx_default.create_ssl_context  # type: ignore[attr-defined]

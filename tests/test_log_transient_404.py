@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-import walrus_mem._log.namespace_log as nslog
+import walrus_mem._log.merging as log_merging
 from relayer_mock.server import RelayerServer
 from tests.helpers_log import Interrupt, LyingAggregator, kill_after, live, machine
 from walrus_mem._log.heads import HeadRef, SeenHead, SeenHeads
@@ -116,7 +116,7 @@ def test_a_resumed_restore_through_a_404ing_aggregator_stays_incomplete(
     resume reports the head unread, stays incomplete and keeps the restore mark (sync
     still refuses to publish), and the next resume gets all 20."""
     srv, agg = net
-    monkeypatch.setattr(nslog, "RESTORE_CHUNK", 4)
+    monkeypatch.setattr(log_merging, "RESTORE_CHUNK", 4)
     with machine(tmp_path / "a", srv.url, state_dir=tmp_path / "sa") as a:
         a.remember_many([f"restored fact {i}" for i in range(20)])
         head = a.sync().manifests["default"]

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 import walrus_mem._log.manifest as mf
-import walrus_mem._log.namespace_log as nslog
+import walrus_mem._log.merging as log_merging
 from relayer_mock.server import RelayerServer
 from tests.helpers_log import (
     Interrupt,
@@ -218,7 +218,7 @@ def test_stale_backup_without_heads_exchange_forks_and_merges_back(tmp_path: Pat
 
 def test_interrupted_restore_is_marked_refuses_to_publish_and_resumes(tmp_path: Path, server,
                                                                       monkeypatch) -> None:
-    monkeypatch.setattr(nslog, "RESTORE_CHUNK", 40)
+    monkeypatch.setattr(log_merging, "RESTORE_CHUNK", 40)
     with machine(tmp_path / "a", server.url) as a:
         a.remember_many([f"restore me {i}" for i in range(200)], namespace="ir")
         a.sync()  # (the 200th write already published the periodic manifest)
@@ -437,8 +437,8 @@ def test_two_first_manifests_shared_through_the_heads_file_converge(tmp_path: Pa
 _KILLER = """
 import os, signal, sys
 sys.path.insert(0, {root!r})
-import walrus_mem._log.namespace_log as nslog
-nslog.RESTORE_CHUNK = 20
+import walrus_mem._log.merging as log_merging
+log_merging.RESTORE_CHUNK = 20
 from tests.helpers_log import machine
 mem = machine(__import__("pathlib").Path({data!r}), {url!r})
 def progress(done, total):

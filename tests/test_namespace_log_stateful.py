@@ -37,7 +37,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-import walrus_mem._log.namespace_log as nslog
+import walrus_mem._log.merging as log_merging
 from relayer_mock.server import RelayerServer
 from tests.helpers_log import Interrupt, live, machine
 from walrus_mem import Memory
@@ -366,7 +366,7 @@ ThreeMachines.TestCase.settings = settings(
 
 @pytest.fixture(autouse=True)
 def small_restore_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(nslog, "RESTORE_CHUNK", 2)  # so a kill lands between chunks
+    monkeypatch.setattr(log_merging, "RESTORE_CHUNK", 2)  # so a kill lands between chunks
     # Plain-HTTP loopback only: share one TLS context instead of loading the CA
     # bundle for every client (80 ms each, most of a reopened Memory's cost).
     original = httpx_default.create_ssl_context

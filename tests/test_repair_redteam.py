@@ -92,8 +92,8 @@ _KILLED_REPAIR = """
 import os, signal, sys
 sys.path.insert(0, {root!r})
 from pathlib import Path
-import walrus_mem._log.namespace_log as nslog
-nslog.RESTORE_CHUNK = 10
+import walrus_mem._log.merging as log_merging
+log_merging.RESTORE_CHUNK = 10
 from tests.helpers_memory import make_settings, MASTER_HEX
 from walrus_mem.testing import HashEmbedder
 from walrus_mem._memory.repair import repair_data_dir

@@ -30,7 +30,7 @@ from tests.helpers_log import Interrupt, kill_after, live, machine
 from tests.helpers_memory import MASTER_HEX
 from tests.helpers_proxy import HookProxy
 from walrus_mem import Memory
-from walrus_mem._log import namespace_log as nslog
+from walrus_mem._log import merging as log_merging
 from walrus_mem._memory import rotation as rot
 from walrus_mem._memory.grants import GRANT_MAGIC
 from walrus_mem.envelope import envelope_fingerprint, open_envelope
@@ -171,7 +171,7 @@ def _half_pulled(tmp_path: Path, url: str, monkeypatch: pytest.MonkeyPatch) -> t
         a.remember_many([f"fact {i} of A" for i in range(12)], namespace=NS)
         head = a.sync(NS).manifests[NS]
         ids = set(live(a, NS))
-    monkeypatch.setattr(nslog, "RESTORE_CHUNK", 4)
+    monkeypatch.setattr(log_merging, "RESTORE_CHUNK", 4)
     with _machine(tmp_path, "b", url) as b:
         b.remember("B's own fact", namespace=NS)
         b.sync(NS)

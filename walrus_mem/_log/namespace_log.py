@@ -18,55 +18,39 @@ sealed manifests (format: manifest.py). This module
   published over.
 
 Memory (memory.py) is the façade; the SQL lives in catalog.py / catalog_log.py.
-Parts of the job have modules of their own: applying a merge's fetched versions
-(log_apply.py), announcing a published head (log_announce.py), expired blobs
-(log_expiry.py), format-1 manifests (log_legacy.py), manifest pages
-(log_pages.py) and pending entries (log_pending.py).
+The class itself holds the heads and the reads; the publish side (publishing.py)
+and the merge side (merging.py) are mixins of it. Parts of the job have modules of
+their own: applying a merge's fetched versions (log_apply.py), announcing a
+published head (log_announce.py), expired blobs (log_expiry.py), format-1
+manifests (log_legacy.py), manifest pages (log_pages.py) and pending entries
+(log_pending.py).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, NoReturn, Protocol
+from typing import Final
 
-import numpy as np
-import numpy.typing as npt
 from filelock import FileLock, Timeout
 
 from .._catalog.catalog import Catalog
 from .._catalog.log_tables import LogTables
-from .._memory.inputs import new_memory_id
-from .._memory.rotation import older_generation, reseal_unfinished
-from .._recall.embeddings import Embedder
-from .._recall.index import IndexStore, index_file_stem
-from .._walrus.blobio import read_checked
-from .._walrus.expiry import BACKWARDS_KEY, JUMP_SLACK, EpochClock
-from .._walrus.publish_check import require_read_back
-from ..config import Settings
-from ..envelope import envelope_fingerprint, open_envelope, seal
+from .._recall.index import index_file_stem
+from .._recall.index_store import IndexStore
+from .._walrus.expiry import EpochClock
+from ..envelope import open_envelope
 from ..errors import (
-    AggregatorUnavailable,
-    BadRequest,
-    BlobNotFound,
     EnvelopeError,
-    ForbiddenBlob,
-    ForkedHead,
     HeadMismatch,
     InvalidHead,
-    InvalidInput,
     KeyMaterialError,
     LocalStoreError,
     LogError,
     RestoreIncomplete,
-    RotationIncomplete,
-    StaleDataDir,
     StaleManifest,
     StorageError,
     VerificationFailed,
@@ -75,21 +59,18 @@ from ..errors import (
 )
 from ..keys import NamespaceKeys
 from ..models import PullReport
-from ..walrus import WalrusClient
 from . import manifest as mf
-from .announce import announce, announce_pending, announce_record
-from .apply import Tally, apply_fetched, concurrent_check, local_state, record_rivals
-from .expired import name_expired, still_served
+from .context import ProgressCallback
 from .generation import foreign_head, generation_of, holds_nothing
-from .gone import clock_epoch, provably_gone, root_end_bound, store_root, stored_bound
+from .gone import stored_bound
 from .heads import HeadRef, HeadsFile, SeenHead, SeenHeads, parse_head
 from .heads_mirror import HeadsMirror, default_state_dir
+from .host import LogHost
 from .legacy import merge_legacy, read_legacy_root, split_legacy
 from .legacy_manifest import LegacyRoot
-from .merge import MergePlan, plan_merge
-from .older import split_older
+from .merging import Merging
 from .pages import ManifestPages, read_page
-from .pending import carry_pending, parse_pending, yield_pending
+from .publishing import MANIFEST_MAX_PLAINTEXT, Publishing
 
 __all__ = [
     "MANIFEST_MAX_PLAINTEXT",
@@ -100,81 +81,15 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-MANIFEST_MAX_PLAINTEXT: Final = 8 * 1024 * 1024
 MANIFEST_LOCK_TIMEOUT: Final = 300.0
-RESTORE_WORKERS: Final = 8
-RESTORE_CHUNK: Final = 256
 MAX_WALK = 10_000
 """Manifests an ancestry check visits at most; beyond, the heads count as concurrent."""
 MAX_FETCH = 1_000
 """Unseen manifests an ancestry check reads at most (one request each); beyond, the
 heads count as concurrent (they are then remembered, so the next check goes further)."""
 
-ProgressCallback = Callable[[int, int], object]
 
-_UNREADABLE: Final = (ForbiddenBlob, VerificationFailed, EnvelopeError, InvalidInput,
-                      BadRequest, ValueError)
-"""Fetch failures that are the entry's own (its location is blocked, 451, or serves no
-bytes that verify as the version listed): another writer's bad entry. A pull reports
-them (``unreadable``), completes, and later pulls retry them; they never keep the
-restore marker, or one bad entry would stop this data dir publishing for good."""
-
-
-class LogHost(Protocol):
-    """What the log needs from its Memory."""
-
-    settings: Settings
-    data_dir: Path
-
-    @property
-    def embedder(self) -> Embedder: ...
-
-    @property
-    def walrus(self) -> WalrusClient: ...
-
-    def keys_for(self, namespace: str | None = None) -> NamespaceKeys: ...
-
-    def derive_keys(self, namespace: str) -> NamespaceKeys: ...
-
-    def _derive(self, namespace: str, generation: int | None = None) -> NamespaceKeys: ...
-
-    def _adopt_keys(self, namespace: str, keys: NamespaceKeys) -> bool: ...
-
-    def embed_texts(self, texts: list[str]) -> npt.NDArray[np.float32]: ...
-
-    def check_model(self, namespace: str) -> None: ...
-
-    def reseal_fetched(self, namespace: str, ids: set[str]) -> int: ...
-
-    @property
-    def epoch_clock(self) -> EpochClock: ...
-
-    def epoch_estimate(
-        self, *, probe: bool = False, fresh_since: float | None = None
-    ) -> tuple[int | None, bool]: ...
-
-    def probe_epoch(self) -> int | None: ...
-
-    def reset_followed(self, namespace: str, ref: HeadRef) -> bool: ...
-
-    def settle_reset(self, namespace: str,
-                     backwards: tuple[int, int] | None = None) -> None: ...
-
-    def _delete_blobs(
-        self, blobs: Mapping[str, bool | None]
-    ) -> tuple[list[str], dict[str, str]]: ...
-
-
-@dataclass
-class _Read:
-    """A verified manifest: its head, root and every entry."""
-
-    ref: HeadRef
-    root: mf.Root
-    entries: list[mf.Entry] = field(default_factory=list)
-
-
-class NamespaceLog:
+class NamespaceLog(Merging, Publishing):
     """Manifests of every namespace of one data dir."""
 
     def __init__(self, host: LogHost, catalog: Catalog, indexes: IndexStore,
@@ -552,184 +467,8 @@ class NamespaceLog:
         finally:
             thread_lock.release()
 
-    def publish(self, ns: str) -> str:
-        """Merge what is unmerged, then seal and publish a manifest of ``ns``; its head.
-
-        One manifest of a namespace at a time, across threads and processes:
-        snapshot, stores and the recorded head of one manifest all happen
-        before the next one takes its snapshot.
-        """
-        if self.unfinished(ns) == "running":  # refused at once, not after the merge
-            raise RestoreIncomplete(
-                f"a pull or restore of namespace {ns!r} is under way (this or another "
-                "process); no manifest until it finishes: the next sync publishes one")
-        with self.turn(ns, wait=True):
-            return self.publish_now(ns)  # refuses an interrupted one (mark read under the lock)
-
-    def unfinished(self, ns: str) -> str | None:
-        """``"interrupted"`` when a restore / pull of ``ns`` was interrupted, ``"running"``
-        while one holds the namespace's manifest lock (this or another process), else None.
-
-        A pull sets and clears its mark holding that lock, so the mark is read again
-        once the lock is ours: one read before could be of a pull that finished since,
-        and calling that interrupted advised a needless restore (red team f9)."""
-        if self.tables.restoring(ns) is None:
-            return None
-        with self.turn(ns, wait=False) as ours:
-            if not ours:
-                return "running"
-            return None if self.tables.restoring(ns) is None else "interrupted"
-
-    def _refuse_unfinished(self, ns: str) -> NoReturn:
-        raise RestoreIncomplete(
-            f"a restore of namespace {ns!r} was interrupted; this data dir lacks part of "
-            f"it and publishes no manifest until `walrus-mem restore --namespace {ns}` "
-            "(Memory.restore) resumes and finishes it")
-
-    def publish_now(self, ns: str, *, again: bool = False) -> str:
-        """:meth:`publish` for a caller already holding :meth:`turn`. ``again``: the root
-        stored first named an epoch below the clock's (a wipe or reset not yet followed,
-        so it may list lost locations): it was not recorded, this one is."""
-        if self.tables.restoring(ns) is not None:
-            self._refuse_unfinished(ns)
-        if reseal_unfinished(self.catalog, ns):  # it would list the old generation's blobs
-            raise RotationIncomplete(
-                f"a key rotation of {ns!r} has not re-sealed every memory yet: no manifest "
-                f"until `walrus-mem -n {ns} keys rotate` (or the next sync) "
-                "finishes it")
-        keys = self.host.keys_for(ns)
-        self._refresh_from_mirror()
-        unmerged = self.unmerged(ns, keys)
-        if unmerged:  # never publish a manifest that forgets what it did not know
-            log.info("merging %d unmerged head(s) of %r before publishing", len(unmerged), ns)
-            report = self._merge(ns, keys, unmerged, progress=None, gone_ok=True)
-            self.merged_on_publish[ns] = report
-            if report.failed:
-                raise RestoreIncomplete(
-                    f"merging {len(unmerged)} head(s) of {ns!r} before publishing left "
-                    f"{len(report.failed)} memories unfetched; retry sync")
-        client = self.host.walrus
-        require_read_back(client, "a manifest")  # else each sync pays for pages and root
-        self.host.settle_reset(ns)  # never list what a wiped network lost (network_reset.py)
-        with self.lock:
-            self._fill_digests(ns)
-            snap = self.tables.snapshot(ns)
-        clock = self._clock()
-        # Never list a blob past its end epoch (expiry.py; on real Walrus the
-        # clock is learned from store answers, not the mock's admin route).
-        rows, expired = clock.drop_expired(snap.rows)
-        if expired:
-            rows += still_served(self.host, self._gone_blobs, ns, snap.rows, expired)
-        if len(rows) < len(snap.rows):
-            log.warning("manifest of %r leaves out %d memories whose blobs expired", ns,
-                        len(snap.rows) - len(rows))
-        info, known = snap.info, snap.pages
-        current_epoch = clock.current()
-        if current_epoch is None or (snap.current_epoch or 0) > current_epoch:
-            current_epoch = snap.current_epoch
-        writes_seen = int(info["writes_since_manifest"])
-        live = [mf.Entry(str(r["id"]), int(r["version"]), str(r["blob_id"]), r["quilt_patch_id"],
-                         r["end_epoch"], float(r["updated_at"]), str(r["digest"]))
-                for r in rows]
-        live = carry_pending(live, parse_pending(snap.pending), snap.tombstones, clock)
-        entries = live + [mf.Entry.tombstone(mid, v) for mid, v in sorted(snap.tombstones.items())]
-        deadline = self.host.settings.publish_deadline
-        inline: list[mf.Entry] | None = entries
-        layout: list[tuple[str, int]] = []  # (digest, entry count) in page order
-        placed: dict[str, tuple[str, str | None, int | None]] = {}  # digest -> location
-        to_store: list[tuple[str, bytes]] = []
-        if len(entries) > mf.INLINE_MAX:
-            changed: list[tuple[list[mf.Entry], dict[str, Any], str]] = []
-            for chunk in mf.chunk_entries(entries):
-                record, digest = mf.page_record(chunk)
-                reuse = known.get(digest)
-                if reuse is not None and (
-                    reuse[2] is None or current_epoch is None or reuse[2] > current_epoch + 1
-                ) and self.pages.intact(ns, keys, digest, reuse[0], reuse[1]):
-                    placed[digest] = reuse  # unchanged, intact and not about to expire
-                    layout.append((digest, len(chunk)))
-                else:
-                    changed.append((chunk, record, digest))
-            # Changed entries ride inline in the root (one store call) up to about
-            # 1 MiB of root; more become pages, stored together as one quilt.
-            if sum(len(chunk) for chunk, _, _ in changed) <= mf.CHANGED_INLINE_MAX:
-                inline = [entry for chunk, _, _ in changed for entry in chunk]
-            else:
-                inline = None
-                for chunk, record, digest in changed:
-                    layout.append((digest, len(chunk)))
-                    if digest not in placed:
-                        sealed_page = seal(keys, record, max_plaintext=MANIFEST_MAX_PLAINTEXT)
-                        to_store.append((digest, sealed_page))
-                        placed[digest] = ("", None, None)
-        new_pages = self.pages.store(keys, to_store, placed, deadline)
-        pages = [(placed[d][0], placed[d][1], d, n) for d, n in layout]
-        parents = self.merged(ns)
-        for parent in parents:  # heads.sqlite3 lost or new: learn the parents' origins
-            if self.seen.get(ns, parent.blob_id) is None:
-                try:
-                    self._learn(ns, keys, parent)
-                except (WalrusMemError, ValueError) as exc:
-                    log.warning("parent %s of the next manifest of %r is unreadable (%s)",
-                                parent, ns, type(exc).__name__)
-        origins = sorted(self.origins(ns))
-        seq = max((p.seq for p in parents), default=0) + 1
-        writer = self.seen.writer_id()
-        own = self.seen.max_own_seq(ns, writer)
-        if seq <= own:  # this writer's seq must only grow: never publish a second seq `own`
-            raise StaleDataDir(
-                f"this data dir already published manifest seq {own} of {ns!r}, but its state "
-                f"does not contain it (restored from a backup, or copied?) and it could not be "
-                f"merged; a manifest now (seq {seq}) would fork the namespace and drop what "
-                f"that one holds: `walrus-mem pull` its head, then sync",
-                served_seq=seq, expected_seq=own)
-        root = mf.root_record(
-            manifest_id=f"manifest-{new_memory_id()}", seq=seq, writer=writer,
-            parents=[str(p) for p in parents], origins=origins, created_at=time.time(),
-            model_id=info["model_id"], dim=info["dim"], count=len(entries), entries=inline,
-            pages=pages, clock=clock.export(),
-            ends_by=root_end_bound(clock, self.host.settings.epochs),
-        )
-        sealed, stored = store_root(client, keys, root, MANIFEST_MAX_PLAINTEXT, deadline)
-        self.catalog.note_epoch(stored.registered_epoch)
-        believed, now_epoch = clock_epoch(root.get("clock")), stored.registered_epoch
-        backwards = None if believed is None or now_epoch is None \
-            or now_epoch >= believed - JUMP_SLACK else (now_epoch, believed)
-        if not again and (backwards or self.catalog.get_meta(BACKWARDS_KEY)):
-            log.warning("manifest of %r stored while the network's epoch went back (a wipe or "
-                        "an epoch reset?): not recorded; checked, then published again", ns)
-            self.host.settle_reset(ns, backwards)
-            return self.publish_now(ns, again=True)
-        ref = HeadRef(seq, stored.blob_id, mf.sealed_digest(sealed))
-        self._read_back(ref, sealed)  # the head only once an aggregator serves it intact
-        seen = SeenHead(ref, writer, tuple(parents), tuple(origins) or (ref.blob_id,),
-                        stored.end_epoch, stored.registered_epoch)
-        with self.lock:
-            self.tables.record_manifest(
-                ns, seq=seq, blob_id=stored.blob_id, head=str(ref),
-                parents=[str(p) for p in parents], entries=len(entries), pages=len(pages),
-                end_epoch=stored.end_epoch, new_pages=new_pages, writes_seen=writes_seen,
-                registered_epoch=stored.registered_epoch, announce=announce_record(seen))
-        announce(self, ns, keys, seen, retry=False)
-        log.info("published manifest %d of %r (%d entries, %d pages)", seq, ns, len(entries),
-                 len(pages))
-        return str(ref)
-
-    def announce_pending(self, ns: str) -> str | None:
-        """Announce the head this data dir recorded but did not (log_announce.py)."""
-        return announce_pending(self, ns)
-
     def _clock(self) -> EpochClock:
         return self.host.epoch_clock  # configured, network-known or learned epoch length
-
-    def _read_back(self, ref: HeadRef, sealed: bytes) -> None:
-        """An aggregator must serve exactly the stored root (i11's read-back check)."""
-        self.host.walrus.read_back(sealed, blob_id=ref.blob_id)
-
-    def _fill_digests(self, ns: str) -> None:
-        missing = self.catalog.sealed_without_digest(ns)
-        if missing:
-            self.tables.fill_digests([(mf.sealed_digest(sealed), mid) for mid, sealed in missing])
 
     # -- merging -----------------------------------------------------------------------
 
@@ -897,308 +636,3 @@ class NamespaceLog:
                 out[ref] = found
         return out
 
-    def _merge(
-        self,
-        ns: str,
-        keys: NamespaceKeys,
-        refs: list[HeadRef],
-        *,
-        progress: ProgressCallback | None,
-        allow_unrelated: bool = True,
-        resumed: bool = False,
-        gone_ok: bool = False,
-        hold: Collection[HeadRef] = (),
-    ) -> PullReport:
-        """``gone_ok``: a seen head whose manifest answers 404 (BlobNotFound) is not merged
-        now, reported (``skipped``) and read again by the next sync or restore; one of
-        ``hold`` (a restore's) keeps the restore incomplete and marked meanwhile. Only once
-        the network has passed the manifest's end epoch (log_gone.py) is the head recorded
-        as merged, so the next manifest names it as a parent and never reuses its seq,
-        instead of blocking every sync for good; what only it listed cannot be merged."""
-        reads: list[_Read] = []
-        gone: list[HeadRef] = []
-        unread: dict[HeadRef, str] = {}
-        asked = False  # whether the network was reset: asked once per merge
-        for ref in refs:
-            try:
-                reads.append(_Read(ref, self._read_root(ns, keys, ref)))
-            except BlobNotFound as exc:
-                if self.seen.get(ns, ref.blob_id) is None:
-                    raise
-                expired, bound = provably_gone(self, ns, ref)
-                if not expired and not asked:
-                    asked = True  # a wipe or an epoch reset makes it gone (network_reset.py)
-                    if self.host.reset_followed(ns, ref):
-                        expired, bound = provably_gone(self, ns, ref)
-                if not gone_ok:
-                    if expired:
-                        raise BlobNotFound(
-                            f"manifest of head {ref} of {ns!r} is gone from Walrus (past its "
-                            f"end epoch {bound}, or lost in a wipe / epoch reset of the "
-                            "network): nothing can be restored from it") from exc
-                    raise
-                if not expired:
-                    unread[ref] = (
-                        f"{ref}: BlobNotFound: no aggregator serves its manifest now, and its "
-                        f"end epoch ({'unknown' if bound is None else f'at most {bound}'}) "
-                        "has not passed on the network: an aggregator lagging or missing it; "
-                        "not merged, read again by the next sync or restore")
-                    log.warning("manifest of seen head %s of %r answers 404 before its end "
-                                "epoch passed: not merged now, retried", ref, ns)
-                    continue
-                log.warning("manifest of seen head %s of %r is gone from Walrus (past its "
-                            "end epoch %s, or lost in a wipe / epoch reset): recorded as a "
-                            "parent; what only it listed is lost", ref, ns, bound)
-                gone.append(ref)
-        held = [ref for ref in unread if ref in hold]
-        if not reads and not gone and not held:
-            return PullReport(namespace=ns, skipped=list(unread.values()))
-        local_origins = self.origins(ns)
-        if local_origins and not allow_unrelated and not resumed:
-            for r in reads:
-                theirs = set(r.root.origins) or {r.ref.blob_id}
-                if not theirs & local_origins:
-                    raise ForkedHead(
-                        f"head seq {r.ref.seq} of {ns!r} shares no history with this data "
-                        "dir's (another start of the same namespace); pass "
-                        "allow_unrelated=True (`--allow-unrelated`) to merge it anyway")
-        for r in reads:
-            r.entries = self._read_entries(keys, r.root)
-        report = self._merge_read(ns, keys, reads, progress=progress, resumed=resumed,
-                                  gone=gone, unread=held)
-        if report.complete:
-            for ref in gone:
-                self.seen.mark_gone(ns, ref.blob_id, True)
-            for r in reads:
-                if self.seen.is_gone(ns, r.ref.blob_id):
-                    self.seen.mark_gone(ns, r.ref.blob_id, False)
-        if gone or unread:
-            report = report.model_copy(update={"skipped": [
-                *(f"{ref}: BlobNotFound: its manifest is gone from Walrus (past its end "
-                  "epoch, or lost in a wipe / epoch reset of the network); recorded as a "
-                  "parent, what only it listed cannot be merged"
-                  for ref in gone), *unread.values()]})
-        return report
-
-    def _merge_read(
-        self,
-        ns: str,
-        keys: NamespaceKeys,
-        reads: list[_Read],
-        *,
-        progress: ProgressCallback | None,
-        resumed: bool,
-        legacy: tuple[str, list[mf.Entry]] | None = None,
-        gone: Sequence[HeadRef] = (),
-        unread: Sequence[HeadRef] = (),
-    ) -> PullReport:
-        """Merge verified manifests (``legacy``: a format-1 manifest's blob id and entries,
-        which adds no head) into the local state. ``unread``: heads this merge owes and
-        could not read now: they stay in the restore mark and it stays incomplete."""
-        # Everything verified: from here on the data dir changes.
-        adopted = self.host._adopt_keys(ns, keys)  # a fresh data dir: a generation found
-        self.host.keys_for(ns)
-        self.host.check_model(ns)
-        for r in reads:
-            self._remember(ns, r.ref, r.root)
-        equivocations = self._equivocations(ns, [r.ref for r in reads])
-        marker: dict[str, Any] = {"heads": [*(str(r.ref) for r in reads),
-                                            *(str(h) for h in unread)],
-                                  "started": time.time()}
-        if legacy is not None:
-            marker["legacy"] = legacy[0]
-        with self.lock:
-            self.tables.set_restoring(ns, marker)
-            self._fill_digests(ns)
-        # Entries an earlier merge could not fetch merge again with the rest (retried),
-        # unless a copy of the same version is here or merged now (log_pending.py).
-        remote = [e for r in reads for e in r.entries] + (legacy[1] if legacy else [])
-        live, tombstones = local_state(self.catalog, ns)
-        remote += yield_pending(self._pending(ns), remote, live).values()
-        plan = plan_merge(remote, live, tombstones, concurrent_check(self.catalog, ns, keys))
-        # Progress counts live memories; tombstones are applied first, uncounted.
-        total = len({e.memory_id for e in remote} - {e.memory_id for e in remote if e.deleted})
-        tally = Tally()
-        clock = self._clock()
-        for r in reads:  # a fresh machine learns the epoch from the writers' sightings
-            clock.seed(r.root.clock)
-        # Past its end epoch by the clock: read anyway (the clock may be wrong), and named
-        # as expired, not missing, when the read answers 404.
-        fetches = list(plan.fetches)
-        past_end = {e.memory_id for e in fetches if clock.expired(e.end_epoch)}
-        done = total - len(fetches)
-        if progress is not None:
-            progress(done, total)
-        now = time.time()
-        with self.lock, self.catalog.write():
-            for entry in plan.forget:
-                blobs = self.catalog.forget_memory(ns, entry.memory_id, now, entry.version)
-                if blobs is not None:
-                    tally.forgotten += 1
-                    tally.forgotten_blobs.update(blobs)
-            for entry in plan.tombstones:
-                self.catalog.forget_memory(ns, entry.memory_id, now, entry.version)
-        if plan.forget:
-            with self.lock:
-                self.indexes.refresh(ns)
-        # Once a read got no answer from any aggregator within its deadline, the rest are
-        # not asked (each would wait out its own): they stay pending, the next pull or the
-        # resumed restore fetches them.
-        unanswered = threading.Event()
-
-        def fetch(entry: mf.Entry) -> tuple[mf.Entry, bytes, dict[str, Any]]:
-            if unanswered.is_set():
-                raise AggregatorUnavailable("not asked: no aggregator answered an earlier "
-                                            "read of this pull in time")
-            try:
-                return self._fetch(keys, entry)
-            except AggregatorUnavailable:
-                unanswered.set()
-                raise
-
-        older: set[str] = set()
-        with ThreadPoolExecutor(max_workers=RESTORE_WORKERS) as pool:
-            for start in range(0, len(fetches), RESTORE_CHUNK):
-                chunk = fetches[start : start + RESTORE_CHUNK]
-                futures = [(e, pool.submit(fetch, e)) for e in chunk]
-                fetched: list[tuple[mf.Entry, bytes, dict[str, Any]]] = []
-                for entry, future in futures:
-                    try:
-                        fetched.append(future.result())
-                    except BlobNotFound:
-                        (tally.expired if entry.memory_id in past_end else tally.missing
-                         ).append((entry.memory_id, str(entry.blob_id)))
-                    except _UNREADABLE as exc:  # the entry's fault, not an interruption
-                        tally.unreadable.append(
-                            (entry.memory_id, f"{type(exc).__name__}: {exc}"))
-                    except (WalrusMemError, ValueError) as exc:
-                        tally.failed.append((entry.memory_id, f"{type(exc).__name__}: {exc}"))
-                # a retired generation's copy: kept out, or re-sealed below (log_older.py)
-                fetched, more, dropped = split_older(keys, fetched, live,
-                                                     {e.memory_id for e in plan.kept})
-                older |= more
-                plan.unchanged += dropped
-                apply_fetched(self, ns, keys, plan, fetched, tally, live)
-                done += len(chunk)
-                if progress is not None:
-                    progress(done, total)
-        self.host.reseal_fetched(ns, older)  # they take part in the rotation (rotation.py)
-        record_rivals(self, ns, keys, [e for e in plan.rivals if not clock.expired(e.end_epoch)],
-                      tally)
-        if tally.missing and not clock.reading().known:
-            name_expired(self.host, tally, {e.memory_id: e.end_epoch for e in fetches})
-        # A winning entry whose blob could not be read (404 on every aggregator, a
-        # blocked or unverifiable location, or a failed read) stays pending: retried by
-        # later pulls and syncs, and listed in this data dir's manifests meanwhile, so
-        # its absence here never reads as a deletion to whoever restores from them
-        # (docs/sync.md).
-        unfetched = {mid for mid, _ in [*tally.missing, *tally.unreadable, *tally.failed]}
-        with self.lock:
-            self.tables.set_pending(ns, {e.memory_id: e.to_json()
-                                         for e in [*plan.add, *plan.replace]
-                                         if e.memory_id in unfetched})
-        if plan.forget or plan.tombstones:
-            # Text left the catalog: push it out of the FTS5 segments and the WAL,
-            # as Memory.forget does (a forget must not linger on the pulling machine).
-            with self.lock:
-                self.catalog.scrub()
-        # Delete this data dir's blobs of the forgotten memories as Memory.forget does
-        # (best effort, quilts still holding live memories kept), after the fetches so
-        # every memory restored by this pull counts as live; a blob any remote live
-        # entry lists is kept too (its memory may not have been fetched yet).
-        listed = {str(e.blob_id) for e in remote if not e.deleted and e.blob_id}
-        kept_blobs = {b: "a live memory in the merged heads is stored in this blob"
-                      for b in tally.forgotten_blobs if b in listed}
-        deleted_blobs, kept_now = self.host._delete_blobs(
-            {b: d for b, d in tally.forgotten_blobs.items() if b not in listed})
-        kept_blobs.update(kept_now)
-        complete = not tally.failed and not unread
-        if complete:
-            self._finish(ns, keys, [*(r.ref for r in reads), *gone], remote, plan)
-        with self.lock:
-            self.indexes.save_all()
-        return PullReport(
-            namespace=ns, heads=[str(r.ref) for r in reads],
-            legacy=None if legacy is None else legacy[0], total=total,
-            added=tally.added, updated=tally.updated, forgotten=tally.forgotten,
-            conflicts=tally.conflicts, deduplicated=tally.deduplicated,
-            deleted_blobs=deleted_blobs, kept_blobs=kept_blobs,
-            unchanged=plan.unchanged, missing=tally.missing, expired=tally.expired,
-            unreadable=tally.unreadable, failed=tally.failed, complete=complete,
-            resumed=resumed,
-            equivocations=equivocations,
-            key_generation=keys.generation if adopted else None,
-        )
-
-    def _equivocations(self, ns: str, refs: list[HeadRef]) -> list[str]:
-        """Seen manifests their writer also published with the seq of one of ``refs``
-        (being merged now): both are merged, and the pair named (warning + report)."""
-        out: list[str] = []
-        pairs: set[tuple[HeadRef, HeadRef]] = set()
-        for ref in refs:
-            head = self.seen.get(ns, ref.blob_id)
-            if head is None:
-                continue
-            for other in self.seen.same_seq(ns, head):
-                a, b = sorted((head.ref, other.ref), key=lambda r: r.blob_id)
-                if (a, b) in pairs:
-                    continue
-                pairs.add((a, b))
-                text = (f"writer {head.writer} published two manifests of {ns!r} with seq "
-                        f"{ref.seq}: {a} and {b} (a data dir restored from a backup or "
-                        "copied); both merged")
-                log.warning("equivocation: %s", text)
-                out.append(text)
-        return out
-
-    def _pending(self, ns: str) -> dict[str, mf.Entry]:
-        return parse_pending(self.tables.pending(ns))
-
-    def _fetch(self, keys: NamespaceKeys,
-               entry: mf.Entry) -> tuple[mf.Entry, bytes, dict[str, Any]]:
-        # A version sealed under a retired generation (a pending entry, a rotation
-        # elsewhere) opens with that generation's key: the manifest's digest binds it.
-        def opener(data: bytes) -> NamespaceKeys:
-            return keys if entry.digest is None else self._sealed_under(keys, data)
-
-        def check(data: bytes) -> None:
-            record = open_envelope(opener(data), data, expected_id=entry.memory_id,
-                                   expected_kind="fact")
-            if record.get("version") != entry.version:
-                raise InvalidInput(f"blob holds version {record.get('version')}, "
-                                   f"manifest says {entry.version}")
-            if entry.digest is not None and mf.sealed_digest(data) != entry.digest:
-                raise InvalidInput("blob is not the version the manifest lists (digest)")
-
-        data = read_checked(self.host.walrus, check, blob_id=entry.blob_id,
-                            patch_id=entry.patch_id)
-        record = open_envelope(opener(data), data, expected_id=entry.memory_id,
-                               expected_kind="fact")
-        return entry, data, record
-
-    def _sealed_under(self, keys: NamespaceKeys, data: bytes) -> NamespaceKeys:
-        """``keys``, or the retired generation of their namespace whose fingerprint
-        ``data`` carries (rotation.older_generation): only for bytes a digest binds."""
-        try:
-            fingerprint = envelope_fingerprint(data)
-        except EnvelopeError:
-            return keys  # opening it names what is wrong
-        if fingerprint == keys.fingerprint_bytes:
-            return keys
-        return older_generation(self.host, keys, fingerprint) or keys
-
-    def _finish(self, ns: str, keys: NamespaceKeys, refs: list[HeadRef],
-                remote: list[mf.Entry], plan: MergePlan) -> None:
-        """The merge is complete: record the heads the local state now contains."""
-        candidates = list(dict.fromkeys([*self.merged(ns), *refs]))
-        newest = [c for c in candidates
-                  if not any(o != c and self.descends(ns, keys, o, c) for o in candidates)]
-        listed = {e.memory_id: e for e in remote}
-        live, tombstones = local_state(self.catalog, ns)
-        ours_only = sum(1 for mid in live if mid not in listed or listed[mid].deleted) + sum(
-            1 for mid in tombstones if mid not in listed or not listed[mid].deleted)
-        ahead = ours_only + len(plan.kept) + (1 if len(newest) > 1 else 0)
-        with self.lock:
-            self.tables.set_head_state(ns, [str(h) for h in sorted(newest, reverse=True)],
-                                       ahead=ahead)
-            self.tables.set_restoring(ns, None)

@@ -1,0 +1,365 @@
+"""The merge side of :class:`~walrus_mem._log.namespace_log.NamespaceLog` (a mixin).
+
+Reads the heads a pull (or a publish) merges, checks they may be merged (gone,
+unrelated), plans the merge (merge.py), fetches the winning versions in chunks and
+applies them (apply.py), and records the merged heads once nothing is missing.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Collection, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Final
+
+from .._memory.rotation import older_generation
+from .._walrus.blobio import read_checked
+from ..envelope import envelope_fingerprint, open_envelope
+from ..errors import (
+    AggregatorUnavailable,
+    BadRequest,
+    BlobNotFound,
+    EnvelopeError,
+    ForbiddenBlob,
+    ForkedHead,
+    InvalidInput,
+    VerificationFailed,
+    WalrusMemError,
+)
+from ..keys import NamespaceKeys
+from ..models import PullReport
+from . import manifest as mf
+from .apply import Tally, apply_fetched, concurrent_check, local_state, record_rivals
+from .context import LogPart, ProgressCallback, _Read
+from .expired import name_expired
+from .gone import provably_gone
+from .heads import HeadRef
+from .merge import MergePlan, plan_merge
+from .older import split_older
+from .pending import parse_pending, yield_pending
+
+__all__ = ["RESTORE_CHUNK", "RESTORE_WORKERS", "Merging"]
+
+log = logging.getLogger(__name__)
+
+RESTORE_WORKERS: Final = 8
+RESTORE_CHUNK: Final = 256
+_UNREADABLE: Final = (ForbiddenBlob, VerificationFailed, EnvelopeError, InvalidInput,
+                      BadRequest, ValueError)
+"""Fetch failures that are the entry's own (its location is blocked, 451, or serves no
+bytes that verify as the version listed): another writer's bad entry. A pull reports
+them (``unreadable``), completes, and later pulls retry them; they never keep the
+restore marker, or one bad entry would stop this data dir publishing for good."""
+
+
+class Merging(LogPart):
+    """Merging verified heads into the local state of a namespace."""
+
+    def _merge(
+        self,
+        ns: str,
+        keys: NamespaceKeys,
+        refs: list[HeadRef],
+        *,
+        progress: ProgressCallback | None,
+        allow_unrelated: bool = True,
+        resumed: bool = False,
+        gone_ok: bool = False,
+        hold: Collection[HeadRef] = (),
+    ) -> PullReport:
+        """``gone_ok``: a seen head whose manifest answers 404 (BlobNotFound) is not merged
+        now, reported (``skipped``) and read again by the next sync or restore; one of
+        ``hold`` (a restore's) keeps the restore incomplete and marked meanwhile. Only once
+        the network has passed the manifest's end epoch (log_gone.py) is the head recorded
+        as merged, so the next manifest names it as a parent and never reuses its seq,
+        instead of blocking every sync for good; what only it listed cannot be merged."""
+        reads: list[_Read] = []
+        gone: list[HeadRef] = []
+        unread: dict[HeadRef, str] = {}
+        asked = False  # whether the network was reset: asked once per merge
+        for ref in refs:
+            try:
+                reads.append(_Read(ref, self._read_root(ns, keys, ref)))
+            except BlobNotFound as exc:
+                if self.seen.get(ns, ref.blob_id) is None:
+                    raise
+                expired, bound = provably_gone(self, ns, ref)
+                if not expired and not asked:
+                    asked = True  # a wipe or an epoch reset makes it gone (network_reset.py)
+                    if self.host.reset_followed(ns, ref):
+                        expired, bound = provably_gone(self, ns, ref)
+                if not gone_ok:
+                    if expired:
+                        raise BlobNotFound(
+                            f"manifest of head {ref} of {ns!r} is gone from Walrus (past its "
+                            f"end epoch {bound}, or lost in a wipe / epoch reset of the "
+                            "network): nothing can be restored from it") from exc
+                    raise
+                if not expired:
+                    unread[ref] = (
+                        f"{ref}: BlobNotFound: no aggregator serves its manifest now, and its "
+                        f"end epoch ({'unknown' if bound is None else f'at most {bound}'}) "
+                        "has not passed on the network: an aggregator lagging or missing it; "
+                        "not merged, read again by the next sync or restore")
+                    log.warning("manifest of seen head %s of %r answers 404 before its end "
+                                "epoch passed: not merged now, retried", ref, ns)
+                    continue
+                log.warning("manifest of seen head %s of %r is gone from Walrus (past its "
+                            "end epoch %s, or lost in a wipe / epoch reset): recorded as a "
+                            "parent; what only it listed is lost", ref, ns, bound)
+                gone.append(ref)
+        held = [ref for ref in unread if ref in hold]
+        if not reads and not gone and not held:
+            return PullReport(namespace=ns, skipped=list(unread.values()))
+        local_origins = self.origins(ns)
+        if local_origins and not allow_unrelated and not resumed:
+            for r in reads:
+                theirs = set(r.root.origins) or {r.ref.blob_id}
+                if not theirs & local_origins:
+                    raise ForkedHead(
+                        f"head seq {r.ref.seq} of {ns!r} shares no history with this data "
+                        "dir's (another start of the same namespace); pass "
+                        "allow_unrelated=True (`--allow-unrelated`) to merge it anyway")
+        for r in reads:
+            r.entries = self._read_entries(keys, r.root)
+        report = self._merge_read(ns, keys, reads, progress=progress, resumed=resumed,
+                                  gone=gone, unread=held)
+        if report.complete:
+            for ref in gone:
+                self.seen.mark_gone(ns, ref.blob_id, True)
+            for r in reads:
+                if self.seen.is_gone(ns, r.ref.blob_id):
+                    self.seen.mark_gone(ns, r.ref.blob_id, False)
+        if gone or unread:
+            report = report.model_copy(update={"skipped": [
+                *(f"{ref}: BlobNotFound: its manifest is gone from Walrus (past its end "
+                  "epoch, or lost in a wipe / epoch reset of the network); recorded as a "
+                  "parent, what only it listed cannot be merged"
+                  for ref in gone), *unread.values()]})
+        return report
+
+    def _merge_read(
+        self,
+        ns: str,
+        keys: NamespaceKeys,
+        reads: list[_Read],
+        *,
+        progress: ProgressCallback | None,
+        resumed: bool,
+        legacy: tuple[str, list[mf.Entry]] | None = None,
+        gone: Sequence[HeadRef] = (),
+        unread: Sequence[HeadRef] = (),
+    ) -> PullReport:
+        """Merge verified manifests (``legacy``: a format-1 manifest's blob id and entries,
+        which adds no head) into the local state. ``unread``: heads this merge owes and
+        could not read now: they stay in the restore mark and it stays incomplete."""
+        # Everything verified: from here on the data dir changes.
+        adopted = self.host._adopt_keys(ns, keys)  # a fresh data dir: a generation found
+        self.host.keys_for(ns)
+        self.host.check_model(ns)
+        for r in reads:
+            self._remember(ns, r.ref, r.root)
+        equivocations = self._equivocations(ns, [r.ref for r in reads])
+        marker: dict[str, Any] = {"heads": [*(str(r.ref) for r in reads),
+                                            *(str(h) for h in unread)],
+                                  "started": time.time()}
+        if legacy is not None:
+            marker["legacy"] = legacy[0]
+        with self.lock:
+            self.tables.set_restoring(ns, marker)
+            self._fill_digests(ns)
+        # Entries an earlier merge could not fetch merge again with the rest (retried),
+        # unless a copy of the same version is here or merged now (log_pending.py).
+        remote = [e for r in reads for e in r.entries] + (legacy[1] if legacy else [])
+        live, tombstones = local_state(self.catalog, ns)
+        remote += yield_pending(self._pending(ns), remote, live).values()
+        plan = plan_merge(remote, live, tombstones, concurrent_check(self.catalog, ns, keys))
+        # Progress counts live memories; tombstones are applied first, uncounted.
+        total = len({e.memory_id for e in remote} - {e.memory_id for e in remote if e.deleted})
+        tally = Tally()
+        clock = self._clock()
+        for r in reads:  # a fresh machine learns the epoch from the writers' sightings
+            clock.seed(r.root.clock)
+        # Past its end epoch by the clock: read anyway (the clock may be wrong), and named
+        # as expired, not missing, when the read answers 404.
+        fetches = list(plan.fetches)
+        past_end = {e.memory_id for e in fetches if clock.expired(e.end_epoch)}
+        done = total - len(fetches)
+        if progress is not None:
+            progress(done, total)
+        now = time.time()
+        with self.lock, self.catalog.write():
+            for entry in plan.forget:
+                blobs = self.catalog.forget_memory(ns, entry.memory_id, now, entry.version)
+                if blobs is not None:
+                    tally.forgotten += 1
+                    tally.forgotten_blobs.update(blobs)
+            for entry in plan.tombstones:
+                self.catalog.forget_memory(ns, entry.memory_id, now, entry.version)
+        if plan.forget:
+            with self.lock:
+                self.indexes.refresh(ns)
+        # Once a read got no answer from any aggregator within its deadline, the rest are
+        # not asked (each would wait out its own): they stay pending, the next pull or the
+        # resumed restore fetches them.
+        unanswered = threading.Event()
+
+        def fetch(entry: mf.Entry) -> tuple[mf.Entry, bytes, dict[str, Any]]:
+            if unanswered.is_set():
+                raise AggregatorUnavailable("not asked: no aggregator answered an earlier "
+                                            "read of this pull in time")
+            try:
+                return self._fetch(keys, entry)
+            except AggregatorUnavailable:
+                unanswered.set()
+                raise
+
+        older: set[str] = set()
+        with ThreadPoolExecutor(max_workers=RESTORE_WORKERS) as pool:
+            for start in range(0, len(fetches), RESTORE_CHUNK):
+                chunk = fetches[start : start + RESTORE_CHUNK]
+                futures = [(e, pool.submit(fetch, e)) for e in chunk]
+                fetched: list[tuple[mf.Entry, bytes, dict[str, Any]]] = []
+                for entry, future in futures:
+                    try:
+                        fetched.append(future.result())
+                    except BlobNotFound:
+                        (tally.expired if entry.memory_id in past_end else tally.missing
+                         ).append((entry.memory_id, str(entry.blob_id)))
+                    except _UNREADABLE as exc:  # the entry's fault, not an interruption
+                        tally.unreadable.append(
+                            (entry.memory_id, f"{type(exc).__name__}: {exc}"))
+                    except (WalrusMemError, ValueError) as exc:
+                        tally.failed.append((entry.memory_id, f"{type(exc).__name__}: {exc}"))
+                # a retired generation's copy: kept out, or re-sealed below (log_older.py)
+                fetched, more, dropped = split_older(keys, fetched, live,
+                                                     {e.memory_id for e in plan.kept})
+                older |= more
+                plan.unchanged += dropped
+                apply_fetched(self, ns, keys, plan, fetched, tally, live)
+                done += len(chunk)
+                if progress is not None:
+                    progress(done, total)
+        self.host.reseal_fetched(ns, older)  # they take part in the rotation (rotation.py)
+        record_rivals(self, ns, keys, [e for e in plan.rivals if not clock.expired(e.end_epoch)],
+                      tally)
+        if tally.missing and not clock.reading().known:
+            name_expired(self.host, tally, {e.memory_id: e.end_epoch for e in fetches})
+        # A winning entry whose blob could not be read (404 on every aggregator, a
+        # blocked or unverifiable location, or a failed read) stays pending: retried by
+        # later pulls and syncs, and listed in this data dir's manifests meanwhile, so
+        # its absence here never reads as a deletion to whoever restores from them
+        # (docs/sync.md).
+        unfetched = {mid for mid, _ in [*tally.missing, *tally.unreadable, *tally.failed]}
+        with self.lock:
+            self.tables.set_pending(ns, {e.memory_id: e.to_json()
+                                         for e in [*plan.add, *plan.replace]
+                                         if e.memory_id in unfetched})
+        if plan.forget or plan.tombstones:
+            # Text left the catalog: push it out of the FTS5 segments and the WAL,
+            # as Memory.forget does (a forget must not linger on the pulling machine).
+            with self.lock:
+                self.catalog.scrub()
+        # Delete this data dir's blobs of the forgotten memories as Memory.forget does
+        # (best effort, quilts still holding live memories kept), after the fetches so
+        # every memory restored by this pull counts as live; a blob any remote live
+        # entry lists is kept too (its memory may not have been fetched yet).
+        listed = {str(e.blob_id) for e in remote if not e.deleted and e.blob_id}
+        kept_blobs = {b: "a live memory in the merged heads is stored in this blob"
+                      for b in tally.forgotten_blobs if b in listed}
+        deleted_blobs, kept_now = self.host._delete_blobs(
+            {b: d for b, d in tally.forgotten_blobs.items() if b not in listed})
+        kept_blobs.update(kept_now)
+        complete = not tally.failed and not unread
+        if complete:
+            self._finish(ns, keys, [*(r.ref for r in reads), *gone], remote, plan)
+        with self.lock:
+            self.indexes.save_all()
+        return PullReport(
+            namespace=ns, heads=[str(r.ref) for r in reads],
+            legacy=None if legacy is None else legacy[0], total=total,
+            added=tally.added, updated=tally.updated, forgotten=tally.forgotten,
+            conflicts=tally.conflicts, deduplicated=tally.deduplicated,
+            deleted_blobs=deleted_blobs, kept_blobs=kept_blobs,
+            unchanged=plan.unchanged, missing=tally.missing, expired=tally.expired,
+            unreadable=tally.unreadable, failed=tally.failed, complete=complete,
+            resumed=resumed,
+            equivocations=equivocations,
+            key_generation=keys.generation if adopted else None,
+        )
+
+    def _equivocations(self, ns: str, refs: list[HeadRef]) -> list[str]:
+        """Seen manifests their writer also published with the seq of one of ``refs``
+        (being merged now): both are merged, and the pair named (warning + report)."""
+        out: list[str] = []
+        pairs: set[tuple[HeadRef, HeadRef]] = set()
+        for ref in refs:
+            head = self.seen.get(ns, ref.blob_id)
+            if head is None:
+                continue
+            for other in self.seen.same_seq(ns, head):
+                a, b = sorted((head.ref, other.ref), key=lambda r: r.blob_id)
+                if (a, b) in pairs:
+                    continue
+                pairs.add((a, b))
+                text = (f"writer {head.writer} published two manifests of {ns!r} with seq "
+                        f"{ref.seq}: {a} and {b} (a data dir restored from a backup or "
+                        "copied); both merged")
+                log.warning("equivocation: %s", text)
+                out.append(text)
+        return out
+
+    def _pending(self, ns: str) -> dict[str, mf.Entry]:
+        return parse_pending(self.tables.pending(ns))
+
+    def _fetch(self, keys: NamespaceKeys,
+               entry: mf.Entry) -> tuple[mf.Entry, bytes, dict[str, Any]]:
+        # A version sealed under a retired generation (a pending entry, a rotation
+        # elsewhere) opens with that generation's key: the manifest's digest binds it.
+        def opener(data: bytes) -> NamespaceKeys:
+            return keys if entry.digest is None else self._sealed_under(keys, data)
+
+        def check(data: bytes) -> None:
+            record = open_envelope(opener(data), data, expected_id=entry.memory_id,
+                                   expected_kind="fact")
+            if record.get("version") != entry.version:
+                raise InvalidInput(f"blob holds version {record.get('version')}, "
+                                   f"manifest says {entry.version}")
+            if entry.digest is not None and mf.sealed_digest(data) != entry.digest:
+                raise InvalidInput("blob is not the version the manifest lists (digest)")
+
+        data = read_checked(self.host.walrus, check, blob_id=entry.blob_id,
+                            patch_id=entry.patch_id)
+        record = open_envelope(opener(data), data, expected_id=entry.memory_id,
+                               expected_kind="fact")
+        return entry, data, record
+
+    def _sealed_under(self, keys: NamespaceKeys, data: bytes) -> NamespaceKeys:
+        """``keys``, or the retired generation of their namespace whose fingerprint
+        ``data`` carries (rotation.older_generation): only for bytes a digest binds."""
+        try:
+            fingerprint = envelope_fingerprint(data)
+        except EnvelopeError:
+            return keys  # opening it names what is wrong
+        if fingerprint == keys.fingerprint_bytes:
+            return keys
+        return older_generation(self.host, keys, fingerprint) or keys
+
+    def _finish(self, ns: str, keys: NamespaceKeys, refs: list[HeadRef],
+                remote: list[mf.Entry], plan: MergePlan) -> None:
+        """The merge is complete: record the heads the local state now contains."""
+        candidates = list(dict.fromkeys([*self.merged(ns), *refs]))
+        newest = [c for c in candidates
+                  if not any(o != c and self.descends(ns, keys, o, c) for o in candidates)]
+        listed = {e.memory_id: e for e in remote}
+        live, tombstones = local_state(self.catalog, ns)
+        ours_only = sum(1 for mid in live if mid not in listed or listed[mid].deleted) + sum(
+            1 for mid in tombstones if mid not in listed or not listed[mid].deleted)
+        ahead = ours_only + len(plan.kept) + (1 if len(newest) > 1 else 0)
+        with self.lock:
+            self.tables.set_head_state(ns, [str(h) for h in sorted(newest, reverse=True)],
+                                       ahead=ahead)
+            self.tables.set_restoring(ns, None)
+
