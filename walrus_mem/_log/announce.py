@@ -21,7 +21,7 @@ from ..keys import NamespaceKeys
 from .heads import HeadRef, HeadsFile, SeenHead
 
 if TYPE_CHECKING:
-    from .namespace_log import NamespaceLog
+    from .context import LogContext
 
 __all__ = ["announce", "announce_pending", "announce_record", "announced_in"]
 
@@ -44,7 +44,7 @@ def _announce_seen(record: Mapping[str, Any]) -> SeenHead:
                     stored if isinstance(stored, int) else None)
 
 
-def announce_pending(nslog: NamespaceLog, ns: str) -> str | None:
+def announce_pending(nslog: LogContext, ns: str) -> str | None:
     """Announce the head this data dir recorded but did not announce (a process
     killed between recording a manifest and writing heads.sqlite3 / the heads file,
     or a heads file that could not be written): else no other machine ever learns
@@ -68,7 +68,7 @@ def announce_pending(nslog: NamespaceLog, ns: str) -> str | None:
         return announce(nslog, ns, nslog.host.keys_for(ns), seen, retry=True)
 
 
-def announce(nslog: NamespaceLog, ns: str, keys: NamespaceKeys, seen: SeenHead, *,
+def announce(nslog: LogContext, ns: str, keys: NamespaceKeys, seen: SeenHead, *,
              retry: bool) -> str | None:
     """Add ``seen`` (this data dir's newest head) to heads.sqlite3 and the heads
     file, then clear its pending announcement; None, or why it stays pending."""
@@ -87,7 +87,7 @@ def announce(nslog: NamespaceLog, ns: str, keys: NamespaceKeys, seen: SeenHead, 
     return None
 
 
-def announced_in(nslog: NamespaceLog, ns: str, keys: NamespaceKeys, heads_file: HeadsFile,
+def announced_in(nslog: LogContext, ns: str, keys: NamespaceKeys, heads_file: HeadsFile,
                  ref: HeadRef) -> bool:
     """Whether the heads file already names ``ref`` or a head descending from it
     (another machine merged it: writing it again would add a superseded line)."""

@@ -30,7 +30,7 @@ from .lineage import descends, is_ancestor
 from .merge import LocalVersion, MergePlan
 
 if TYPE_CHECKING:
-    from .namespace_log import NamespaceLog
+    from .context import LogContext
 
 __all__ = ["Tally", "apply_fetched", "concurrent_check", "local_state", "record_rivals"]
 
@@ -102,7 +102,7 @@ def local_state(catalog: Catalog, ns: str) -> tuple[dict[str, LocalVersion], dic
     return live, catalog.tombstones(ns)
 
 
-def apply_fetched(nslog: NamespaceLog, ns: str, keys: NamespaceKeys, plan: MergePlan,
+def apply_fetched(nslog: LogContext, ns: str, keys: NamespaceKeys, plan: MergePlan,
                   fetched: list[tuple[mf.Entry, bytes, dict[str, Any]]], tally: Tally,
                   planned: Mapping[str, LocalVersion]) -> None:
     """Make the fetched winners current. ``planned``: the local versions the plan
@@ -225,7 +225,7 @@ def _keep_changed(catalog: Catalog, ns: str, keys: NamespaceKeys, current: Any,
     return True
 
 
-def record_rivals(nslog: NamespaceLog, ns: str, keys: NamespaceKeys, rivals: list[mf.Entry],
+def record_rivals(nslog: LogContext, ns: str, keys: NamespaceKeys, rivals: list[mf.Entry],
                   tally: Tally) -> None:
     """Remote versions that lost to another head of the same pull: each one concurrent
     with the version now current goes to history as CONFLICT and is counted, as in

@@ -17,7 +17,7 @@ from ..errors import AggregatorUnavailable, BlobNotFound, WalrusMemError
 from .apply import Tally
 
 if TYPE_CHECKING:
-    from .namespace_log import LogHost
+    from .host import LogHost
 
 __all__ = ["name_expired", "still_served"]
 

@@ -27,14 +27,14 @@ from . import manifest as mf
 from .heads import HeadRef
 
 if TYPE_CHECKING:
-    from .namespace_log import NamespaceLog
+    from .context import LogContext
 
 __all__ = ["foreign_head", "generation_of", "holds_nothing"]
 
 log = logging.getLogger(__name__)
 
 
-def generation_of(nslog: NamespaceLog, ns: str, ref: HeadRef) -> NamespaceKeys | None:
+def generation_of(nslog: LogContext, ns: str, ref: HeadRef) -> NamespaceKeys | None:
     """The keys of the generation of ``ns`` (0..MAX_PROBE) that sealed and signed the
     manifest ``ref`` names, checked as the module doc says; None when no generation's
     fingerprint matches (another key). A forgery raises (TamperedBlob, HeadMismatch)."""
@@ -59,7 +59,7 @@ def generation_of(nslog: NamespaceLog, ns: str, ref: HeadRef) -> NamespaceKeys |
     return None
 
 
-def holds_nothing(nslog: NamespaceLog, ns: str) -> bool:
+def holds_nothing(nslog: LogContext, ns: str) -> bool:
     """Whether this data dir holds nothing sealed of ``ns`` (no memory, no pending
     entry, no unfinished restore or rotation): it can take any generation as is."""
     return (nslog.catalog.count(ns) == 0 and not nslog.tables.pending(ns)
@@ -67,7 +67,7 @@ def holds_nothing(nslog: NamespaceLog, ns: str) -> bool:
             and not rotation_in_progress(nslog.catalog, ns))
 
 
-def foreign_head(nslog: NamespaceLog, ns: str, keys: NamespaceKeys, ref: HeadRef) -> str:
+def foreign_head(nslog: LogContext, ns: str, keys: NamespaceKeys, ref: HeadRef) -> str:
     """Why a heads-file head whose manifest is not sealed under ``keys`` is left out,
     with advice that fits it. A newer generation is recorded in ``nslog.ahead`` (to be
     adopted or followed, never cached as unusable); an older one or another key's is

@@ -3,7 +3,7 @@
 A 404 is "not yet / not here" (an aggregator lagging behind the publisher, one that
 lost the blob) until the manifest's own end epoch has passed on the network's
 clock. Only then may the namespace log record a seen head as merged without its
-content (namespace_log.py ``_merge``); before, the head is reported, left out of
+content (merging.py ``_merge``); before, the head is reported, left out of
 the next manifest's parents and read again by the next sync or restore.
 
 Each seen head keeps an upper bound of its manifest blob's end epoch
@@ -37,7 +37,7 @@ from .heads import HeadRef
 
 if TYPE_CHECKING:
     from .._walrus.expiry import EpochClock
-    from .namespace_log import NamespaceLog
+    from .context import LogContext
 
 __all__ = ["MAX_EPOCHS_AHEAD", "clock_epoch", "end_bound", "provably_gone", "root_end_bound",
            "store_root", "stored_bound"]
@@ -103,7 +103,7 @@ def store_root(client: WalrusClient, keys: NamespaceKeys, root: dict[str, Any],
     return sealed, stored
 
 
-def end_bound(nslog: NamespaceLog, ns: str, ref: HeadRef) -> int | None:
+def end_bound(nslog: LogContext, ns: str, ref: HeadRef) -> int | None:
     """The highest the end epoch of ``ref``'s manifest can be, None when unknown."""
     end, seen_at = nslog.seen.end_bound(ns, ref.blob_id)
     bounds = [] if end is None else [end]
@@ -120,7 +120,7 @@ def end_bound(nslog: NamespaceLog, ns: str, ref: HeadRef) -> int | None:
     return min(bounds, default=None)
 
 
-def provably_gone(nslog: NamespaceLog, ns: str, ref: HeadRef) -> tuple[bool, int | None]:
+def provably_gone(nslog: LogContext, ns: str, ref: HeadRef) -> tuple[bool, int | None]:
     """(whether the network has passed the end epoch of ``ref``'s manifest, that bound)."""
     bound = end_bound(nslog, ns, ref)
     if bound is None:

@@ -30,7 +30,7 @@ from .heads import HeadRef, parse_head
 from .legacy_manifest import LegacyRoot, is_format_1, parse_page_v1, parse_root_v1
 
 if TYPE_CHECKING:
-    from .namespace_log import NamespaceLog, ProgressCallback
+    from .context import LogContext, ProgressCallback
 
 __all__ = ["merge_legacy", "read_legacy_root", "split_legacy"]
 
@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 
 
 def split_legacy(
-    nslog: NamespaceLog, ns: str, keys: NamespaceKeys, heads: Sequence[str | HeadRef],
+    nslog: LogContext, ns: str, keys: NamespaceKeys, heads: Sequence[str | HeadRef],
     allow_legacy: bool,
 ) -> tuple[list[str | HeadRef], LegacyRoot | None]:
     """Take out a bare blob id that names a format-1 manifest (read to find out)."""
@@ -99,7 +99,7 @@ def read_legacy_root(client: WalrusClient, keys: NamespaceKeys, blob_id: str, *,
     return parse_root_v1(record, blob_id)
 
 
-def merge_legacy(nslog: NamespaceLog, ns: str, keys: NamespaceKeys, root: LegacyRoot, *,
+def merge_legacy(nslog: LogContext, ns: str, keys: NamespaceKeys, root: LegacyRoot, *,
                  progress: ProgressCallback | None, resumed: bool) -> PullReport:
     """Merge a format-1 manifest's memories as a root of no history: no head is
     recorded for it (the local state's heads, if any, stay as they were), so the

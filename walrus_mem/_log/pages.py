@@ -23,7 +23,7 @@ from ..walrus import WalrusClient
 from . import manifest as mf
 
 if TYPE_CHECKING:
-    from .namespace_log import LogHost
+    from .host import LogHost
 
 __all__ = ["ManifestPages", "read_page"]
 
