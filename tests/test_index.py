@@ -12,7 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from walrus_mem._catalog.catalog import Catalog, vector_to_blob
-from walrus_mem._recall.index import IndexStore, index_file_stem
+from walrus_mem._recall.index import index_file_stem
+from walrus_mem._recall.index_store import IndexStore
 from walrus_mem.errors import ModelMismatch
 
 DIM = 16

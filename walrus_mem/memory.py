@@ -86,7 +86,8 @@ from ._memory.rotation import (
 )
 from ._recall.embeddings import Embedder, embed_checked, make_embedder
 from ._recall.filters import compile_filters
-from ._recall.index import IndexStore, NamespaceIndex
+from ._recall.index import NamespaceIndex
+from ._recall.index_store import IndexStore
 from ._recall.ranking import (
     DEFAULT_MIN_SCORE,
     DEFAULT_PARAMS,

@@ -1,0 +1,289 @@
+"""All namespace indexes of one data dir: opened lazily, caught up with the catalog's
+change log before use, rebuilt from the catalog when a file is unusable (index.py tells
+how and why)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+from filelock import FileLock, Timeout
+
+from .._catalog.catalog import Catalog, vectors_from_blobs
+from ..errors import LocalStoreError, ModelMismatch, WalrusMemError
+from .index import (
+    LOCK_TIMEOUT,
+    VERIFIED_KEY,
+    NamespaceIndex,
+    _add,
+    _new_index,
+    index_file_stem,
+    log,  # index.py's logger: the warnings keep the name callers filter on
+)
+
+__all__ = ["IndexStore"]
+
+_REBUILD_BATCH: Final = 10_000
+
+
+def _batches(
+    conn: sqlite3.Connection, idx: NamespaceIndex
+) -> Iterator[tuple[list[int], npt.NDArray[np.float16], list[tuple[float, float, float | None]]]]:
+    """The namespace's keys, float16 vectors and ranking attributes, in key order by batch."""
+    last = 0
+    while True:
+        rows = conn.execute(
+            "SELECT key, vector, created_at, importance, expires_at FROM memories "
+            "WHERE namespace = ? AND key > ? ORDER BY key LIMIT ?",
+            (idx.namespace, last, _REBUILD_BATCH),
+        ).fetchall()
+        if not rows:
+            return
+        yield ([int(r[0]) for r in rows], vectors_from_blobs([r[1] for r in rows], idx.dim),
+               [(float(r[2]), float(r[3]), r[4]) for r in rows])
+        last = int(rows[-1][0])
+
+
+def _keys_agree(idx: NamespaceIndex, catalog: Catalog, sample: int = 16) -> bool:
+    """The graph and the rows hold exactly the catalog's keys, and sampled vectors are its.
+
+    A file with an intact header but damaged content must not survive the
+    open: a graph key the catalog does not know would surface in a recall.
+    The key sets are compared by count and sum (one index-only SQL scan, no
+    vectors read); 16 sampled vectors of the graph and of the rows are
+    compared with the catalog's.
+    """
+    row = catalog.query_one("SELECT count(*), total(key) FROM memories WHERE namespace = ?",
+                            (idx.namespace,))
+    count, total = (int(row[0]), float(row[1])) if row is not None else (0, 0.0)
+    held = idx.keys[idx.keys >= 0]  # the rows' keys, as numpy (1M in milliseconds)
+    if (len(idx.index) != count or idx.count() != count or len(held) != count
+            or float(held.sum(dtype=np.float64)) != total):
+        return False
+    if not len(held):
+        return len(idx.index) == 0
+    keys = held.astype(np.uint64)
+    if not bool(np.asarray(idx.index.contains(keys), dtype=bool).all()):
+        return False
+    chosen = keys[:: max(1, len(keys) // sample)][:sample]
+    truth = catalog.vectors_by_keys(idx.namespace, chosen.tolist())
+    if len(truth) != len(chosen):
+        return False
+    expected = np.stack([truth[int(k)] for k in chosen]).astype(np.float32)
+    graph = np.asarray(idx.index.get(chosen), dtype=np.float32).reshape(len(chosen), idx.dim)
+    found, at = idx.find(chosen.tolist())
+    if not found.all():
+        return False
+    rows = idx.vectors[at].astype(np.float32)
+    return _same(graph, expected) and _same(rows, expected)
+
+
+def _same(a: npt.NDArray[np.float32], b: npt.NDArray[np.float32]) -> bool:
+    """Row-wise: the same direction (float16 copies of one vector), or both zero."""
+    dots = np.einsum("ij,ij->i", a, b)
+    na, nb = np.linalg.norm(a, axis=1), np.linalg.norm(b, axis=1)
+    return bool(np.all((dots >= 0.99 * na * nb) & ((na > 0) == (nb > 0))))
+
+
+class IndexStore:
+    """All namespace indexes of one data dir, loaded lazily and caught up on use."""
+
+    def __init__(self, directory: Path, catalog: Catalog, *, save_every: int = 1000) -> None:
+        self.directory = Path(directory)
+        self.catalog = catalog
+        self.save_every = save_every
+        self._indexes: dict[str, NamespaceIndex] = {}
+        self._lock = threading.RLock()
+        # PRAGMA data_version when each namespace last caught up: unchanged means no other
+        # connection committed since, and our own writes call refresh() themselves.
+        self._seen_version: dict[str, int] = {}
+
+    def path_for(self, namespace: str) -> Path:
+        return self.directory / f"{index_file_stem(namespace)}.usearch"
+
+    def loaded(self, namespace: str) -> NamespaceIndex | None:
+        return self._indexes.get(namespace)
+
+    def current(self, namespace: str, model_id: str, dim: int) -> NamespaceIndex | None:
+        """The namespace's index if it is loaded and no other connection has committed
+        since it caught up, else None (then :meth:`get`). Reads nothing but the catalog's
+        data version, writes nothing: recall asks inside its read snapshot, whose one
+        staleness check this shares."""
+        with self._lock:
+            idx = self._loaded_as(namespace, model_id, dim)
+            if idx is None or self._seen_version.get(namespace) != self.catalog.data_version():
+                return None
+            return idx
+
+    def _loaded_as(self, namespace: str, model_id: str, dim: int) -> NamespaceIndex | None:
+        idx = self._indexes.get(namespace)
+        if idx is not None and (idx.model_id != model_id or idx.dim != dim):
+            raise ModelMismatch(
+                f"namespace {namespace!r} index uses {idx.model_id} (dim {idx.dim}), "
+                f"not {model_id} (dim {dim})"
+            )
+        return idx
+
+    def get(self, namespace: str, model_id: str, dim: int) -> NamespaceIndex:
+        """The namespace's index, loaded or rebuilt, with every catalog change applied."""
+        with self._lock:
+            idx = self._loaded_as(namespace, model_id, dim)
+            version = self.catalog.data_version()
+            if idx is None:
+                idx = self._open(namespace, model_id, dim)
+                self._indexes[namespace] = idx
+            elif self._seen_version.get(namespace) != version:
+                self._catch_up(idx)
+            self._seen_version[namespace] = version
+            return idx
+
+    def _verified_record(self, idx: NamespaceIndex) -> dict[str, Any] | None:
+        """The stamp and digest of the file as this data dir last verified or saved it."""
+        try:
+            raw = self.catalog.get_meta(VERIFIED_KEY + idx.path.stem)
+            data = json.loads(raw) if raw else None
+        except (ValueError, WalrusMemError, sqlite3.Error):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def _note_verified(self, idx: NamespaceIndex, before: object) -> None:
+        """Record what the last load verified or the last save wrote (best effort: a
+        catalog that cannot take it only costs a hash at the next open)."""
+        if idx.verified is None or idx.verified == before:
+            return
+        try:
+            self.catalog.set_meta(VERIFIED_KEY + idx.path.stem,
+                                  json.dumps(idx.verified, sort_keys=True))
+        except (WalrusMemError, sqlite3.Error) as exc:
+            log.info("could not record the verified index file (%s)", type(exc).__name__)
+
+    def _load_locked(self, idx: NamespaceIndex) -> bool:
+        """``idx.load`` under the index's file lock (no save replaces the file meanwhile)."""
+        verified = self._verified_record(idx)
+        try:
+            with FileLock(str(idx.lock_path), timeout=LOCK_TIMEOUT, mode=0o600):
+                loaded = idx.load(verified)
+        except Timeout as exc:
+            raise LocalStoreError(f"index lock {idx.lock_path} is held by another process") \
+                from exc
+        if loaded:
+            self._note_verified(idx, verified)
+        return loaded
+
+    def _open(self, namespace: str, model_id: str, dim: int) -> NamespaceIndex:
+        self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        idx = NamespaceIndex(namespace, self.directory, model_id, dim)
+        if self._load_locked(idx):
+            if not idx.rows_loaded:
+                self._load_rows(idx)
+                idx.unsaved = max(idx.unsaved, 1)  # saved at close: the next open maps them
+            if idx.applied_seq < self.catalog.changes_floor(namespace):
+                log.warning("index %s is older than the change log; rebuilding", idx.path.name)
+            else:
+                self._catch_up(idx)
+                if _keys_agree(idx, self.catalog):  # counts included: one scan, not two
+                    return idx
+                log.warning("index %s disagrees with the catalog; rebuilding", idx.path.name)
+        self._rebuild(idx)
+        return idx
+
+    def _load_rows(self, idx: NamespaceIndex) -> None:
+        """Fill the per-memory rows (vector copies, attributes) of a loaded index."""
+        idx.clear_rows()
+        idx.reserve(self.catalog.count(idx.namespace))
+        with self.catalog.snapshot() as conn:
+            for keys, vectors, attrs in _batches(conn, idx):
+                idx.set_rows(keys, vectors, attrs)
+
+    def _rebuild(self, idx: NamespaceIndex) -> None:
+        idx.index = _new_index(idx.dim)
+        idx.viewed = False
+        idx.clear_rows()
+        idx.reserve(self.catalog.count(idx.namespace))
+        with self.catalog.snapshot() as conn:
+            seq = conn.execute(
+                "SELECT max(seq) FROM changes WHERE namespace = ?", (idx.namespace,)
+            ).fetchone()[0]
+            floor = conn.execute(
+                "SELECT value FROM meta WHERE key = ?", (f"changes_floor:{idx.namespace}",)
+            ).fetchone()
+            for keys, vectors, attrs in _batches(conn, idx):
+                _add(idx.index, np.asarray(keys, dtype=np.uint64), vectors)
+                idx.set_rows(keys, vectors, attrs)
+        # The log may be pruned empty: the floor is then the newest applied change.
+        idx.applied_seq = max(int(seq or 0), int(floor[0]) if floor else 0)
+        idx.unsaved = max(len(idx.index), 1)
+        self._save(idx)
+
+    def _catch_up(self, idx: NamespaceIndex) -> None:
+        floor = self.catalog.changes_floor(idx.namespace)
+        if idx.applied_seq < floor:
+            # Another process saved and pruned the log past us: its file is newer.
+            reloaded = self._load_locked(idx)
+            if not reloaded or idx.applied_seq < floor:
+                self._rebuild(idx)
+                return
+            if not idx.rows_loaded:
+                self._load_rows(idx)
+        keys, newest = self.catalog.changes_since(idx.namespace, idx.applied_seq)
+        if self.catalog.changes_floor(idx.namespace) > idx.applied_seq:
+            # Another process pruned the log while we read it: start over from its file.
+            self._catch_up(idx)
+            return
+        if not keys:
+            return
+        rows = self.catalog.index_rows(idx.namespace, keys)
+        present = [k for k in keys if k in rows]
+        gone = [k for k in keys if k not in rows]
+        idx.remove(gone)
+        if present:
+            idx.upsert(present, np.stack([rows[k][0] for k in present]),
+                       [rows[k][1] for k in present])
+        idx.applied_seq = newest
+        idx.unsaved += len(keys)
+        if idx.unsaved >= self.save_every:
+            self._save(idx)
+
+    def _save(self, idx: NamespaceIndex) -> None:
+        if idx.save():
+            self._note_verified(idx, None)
+            self.catalog.prune_changes(idx.namespace, idx.applied_seq)
+
+    def refresh(self, namespace: str) -> None:
+        """Apply pending catalog changes to a loaded index (no-op if not loaded)."""
+        with self._lock:
+            idx = self._indexes.get(namespace)
+            if idx is not None:
+                self._catch_up(idx)
+
+    def forget_namespace_index(self, namespace: str) -> None:
+        """Drop the in-memory index (e.g. after reindex) so the next get rebuilds it."""
+        with self._lock:
+            self._indexes.pop(namespace, None)
+
+    def rebuild(self, namespace: str, model_id: str, dim: int) -> NamespaceIndex:
+        with self._lock:
+            idx = NamespaceIndex(namespace, self.directory, model_id, dim)
+            self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self._rebuild(idx)
+            self._indexes[namespace] = idx
+            return idx
+
+    def save_all(self) -> None:
+        with self._lock:
+            for idx in self._indexes.values():
+                if idx.unsaved:
+                    self._save(idx)
+
+    def close(self) -> None:
+        with self._lock:
+            try:
+                self.save_all()
+            finally:
+                self._indexes.clear()
