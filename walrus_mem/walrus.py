@@ -33,29 +33,21 @@ import anyio
 import httpx
 from pydantic import SecretStr
 
+from ._walrus.actions import Op, Outcome, Send, Sleep
 from ._walrus.bounded_io import Bounded, DeadlineTransport, send_async, send_sync
+from ._walrus.checks import MAX_BLOB_BODY, MAX_EPOCHS, MAX_QUILT_BODY, MAX_QUILT_PATCHES
 from ._walrus.core import (
-    MAX_BLOB_BODY,
-    MAX_EPOCHS,
-    MAX_QUILT_BODY,
-    MAX_QUILT_PATCHES,
     RECENT_STORE_TTL,
     USER_AGENT,
-    ClientStats,
     Core,
-    Op,
-    Outcome,
-    Send,
-    Sleep,
-    VerifyCallback,
     build,
-    check_range,
     log_response,
     quilt_identifier_path,
-    read_path_blob,
 )
+from ._walrus.reads import VerifyCallback, check_range, read_path_blob
 from ._walrus.responses import QuiltPatch, QuiltStoreResult, StoreResult, validate_patch_id
 from ._walrus.retry import RetryPolicy
+from ._walrus.stats import ClientStats
 
 __all__ = [
     "MAX_BLOB_BODY",
