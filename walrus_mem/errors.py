@@ -63,6 +63,7 @@ these with ``raise ... from exc``. Messages never contain key material.
     │   └── RotationIncomplete         a key rotation's re-sealing is unfinished: finish it first
     ├── EpochUnknown                   the current Walrus epoch cannot be told (expiring)
     ├── EmbeddingError                 model cannot be loaded / produced bad vectors
+    │   └── MissingExtra (ImportError)  the embedder chosen needs an extra not installed
     ├── ReadOnlySession (PermissionError)  subagent tried to write
     ├── NamespaceDenied (PermissionError)  a call named a namespace it is not bound to
     └── UnsafeContent (ValueError)     content refused by safety filters
@@ -108,6 +109,7 @@ __all__ = [
     "LogError",
     "MalformedKey",
     "MemoryNotFound",
+    "MissingExtra",
     "ModelMismatch",
     "NamespaceDenied",
     "NetworkResetPending",
@@ -476,3 +478,12 @@ class EpochUnknown(WalrusMemError):
 
 class EmbeddingError(WalrusMemError):
     """The embedding model could not be loaded or returned unusable vectors."""
+
+
+class MissingExtra(EmbeddingError, ImportError):
+    """The embedder chosen needs packages a core install leaves out; ``extra`` names the
+    extra that brings them (``pip install 'walrus-mem[torch]'``)."""
+
+    def __init__(self, message: str, *, extra: str) -> None:
+        super().__init__(message)
+        self.extra = extra

@@ -54,6 +54,7 @@ from .cmd_memory import (
 from .cmd_share import accept, share
 from .cmd_sync import expiring, extend, pull, restore, sync
 from .common import CliState, pass_state
+from .global_options import GLOBAL_HELP, hoist_global_options
 
 __all__ = ["cli", "main"]
 
@@ -70,6 +71,11 @@ LAZY_COMMANDS: dict[str, tuple[str, str]] = {
 }
 #: What to install when a lazy command's module cannot be imported.
 LAZY_EXTRAS = {"mcp": "pip install 'walrus-mem[mcp]'"}
+#: Their one-line help, so `walrus-mem --help` imports neither (the MCP SDK takes a second).
+LAZY_SHORT_HELP = {
+    "mcp": "Serve the memory tools over MCP (stdio) for Claude Desktop-style hosts.",
+    "relayer": "Serve a local, persistent, fault-injecting Walrus publisher and aggregator.",
+}
 
 
 class WalrusMemGroup(click.Group):
@@ -77,6 +83,28 @@ class WalrusMemGroup(click.Group):
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *LAZY_COMMANDS])
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # global options may follow the subcommand (global_options.py)
+        return super().parse_args(ctx, hoist_global_options(self, ctx, list(args)))
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # click's own listing, except that a lazy command's module is not imported for it
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(map(len, names))
+        rows = []
+        for name in names:
+            if name in LAZY_COMMANDS and name not in self.commands:
+                command: click.Command | None = click.Command(name, help=LAZY_SHORT_HELP[name])
+            else:
+                command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+        formatter.write_paragraph()
+        formatter.write_text(GLOBAL_HELP)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in LAZY_COMMANDS and cmd_name not in self.commands:

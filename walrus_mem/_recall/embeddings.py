@@ -45,7 +45,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._local.private_dirs import expand_path, make_private_dirs
-from ..errors import EmbeddingError, InvalidInput
+from ..errors import EmbeddingError, InvalidInput, MissingExtra
 from .minilm import model_cache_dir
 
 __all__ = [
@@ -319,6 +319,7 @@ class SentenceTransformerEmbedder:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         location = self._location()
+        _require_torch_extra()
         failed: str | None = None
         try:
             import torch
@@ -371,6 +372,18 @@ class SentenceTransformerEmbedder:
     def __repr__(self) -> str:
         state = "loaded" if self.loaded else "not loaded"
         return f"<SentenceTransformerEmbedder {self._model_id} on {self._backend} ({state})>"
+
+
+def _require_torch_extra() -> None:
+    """A core install has no sentence-transformers: say which extra brings it."""
+    from importlib.util import find_spec
+
+    if find_spec("sentence_transformers") is None or find_spec("torch") is None:
+        raise MissingExtra(
+            "this embedder runs on sentence-transformers (embedding_backend = \"torch\", or a "
+            "model other than the default all-MiniLM-L6-v2), which a core install leaves out: "
+            "pip install 'walrus-mem[torch]' (or set embedding_backend = \"auto\")",
+            extra="torch")
 
 
 def _quiet_transformers() -> None:

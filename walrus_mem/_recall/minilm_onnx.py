@@ -36,7 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from .._local.private_dirs import make_private_dirs
-from ..errors import EmbeddingError
+from ..errors import EmbeddingError, MissingExtra
 from .minilm import (
     _HEADS,
     _LAYERS,
@@ -107,8 +107,8 @@ def export(model_dir: Path, target: Path) -> None:
         import onnx
         from onnx import TensorProto, helper, numpy_helper
     except ImportError as exc:
-        raise EmbeddingError("the onnx backend needs the onnx extra: "
-                             "pip install 'walrus-mem[onnx]'") from exc
+        raise MissingExtra("the onnx backend needs the onnx extra: "
+                           "pip install 'walrus-mem[onnx]'", extra="onnx") from exc
     eps = float(_check_config(model_dir).get("layer_norm_eps", 1e-12))
     w = _read_safetensors(model_dir / "model.safetensors")
     nodes: list[Any] = []
@@ -253,8 +253,8 @@ class OnnxMiniLM:
                 import onnxruntime as ort
                 from tokenizers import Tokenizer
             except ImportError as exc:
-                raise EmbeddingError("the onnx backend needs the onnx extra: "
-                                     "pip install 'walrus-mem[onnx]'") from exc
+                raise MissingExtra("the onnx backend needs the onnx extra: "
+                                   "pip install 'walrus-mem[onnx]'", extra="onnx") from exc
             try:
                 path = cached_model(model_dir, self._cache_dir)
             except EmbeddingError:
