@@ -19,7 +19,7 @@ from starlette.routing import Route
 
 from ._params import PathError, QueryError, parse_bool, parse_uint, path_blob_id, path_object_id
 from ._responses import api_error, json_response
-from ._store import BlobUnavailable, NotDeletable
+from ._store_types import BlobUnavailable, NotDeletable
 from .faults import FaultConfig
 
 if TYPE_CHECKING:

@@ -37,7 +37,7 @@ from ._responses import (
     plain,
     quilt_patch_not_found,
 )
-from ._store import BlobBlocked, BlobInfo, BlobUnavailable, PatchRecord
+from ._store_types import BlobBlocked, BlobInfo, BlobUnavailable, PatchRecord
 
 
 def blob_unavailable() -> Response:

@@ -24,7 +24,7 @@ from ._responses import (
     plain,
     read_headers,
 )
-from ._store import BlobUnavailable
+from ._store_types import BlobUnavailable
 from .faults import FaultKind
 
 FAILURE_PHASES = ("register", "store", "certify")

@@ -34,7 +34,7 @@ from ._responses import (
     json_response,
     malformed,
 )
-from ._store import BlobBlocked, StagedBlob, StoreOutcome
+from ._store_types import BlobBlocked, StagedBlob, StoreOutcome
 from .auth import Claims
 from .faults import FaultKind
 
