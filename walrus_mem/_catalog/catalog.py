@@ -43,7 +43,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
@@ -53,17 +53,19 @@ import numpy.typing as npt
 
 from .._local.private_dirs import make_private_dirs
 from .._recall.ranking import FTS_TOKENIZE
-from .._walrus.epoch_guard import EpochGuard, plausible_end
+from .._walrus.epoch_guard import EpochGuard
 from .._walrus.expiry import record_seen
 from ..errors import LocalStoreError
 from . import postings
 from .changes import ChangeLog
+from .dedupe import Dedupe, plain_dedupe_hash, twin_slot
 from .fts import FtsQueries, fts_table
 from .guard import _guarded, _translate
 from .outbox import OutboxQueue
 from .postings_reads import PostingsQueries
 from .reads import MEMORY_COLUMNS, MemoryQueries
 from .schema import MIGRATIONS, SCHEMA_VERSION
+from .writes import MemoryWrites
 
 __all__ = [
     "MEMORY_COLUMNS",
@@ -101,13 +103,8 @@ def vectors_from_blobs(blobs: Sequence[bytes], dim: int) -> npt.NDArray[np.float
     return np.frombuffer(joined, dtype="<f2").reshape(len(blobs), dim)
 
 
-_MEMORY_DEFAULTS: Final[dict[str, Any]] = {
-    "blob_id": None, "quilt_patch_id": None, "end_epoch": None, "digest": None,
-    "status": "queued", "expires_at": None, "category": None,
-}
-
-
-class Catalog(FtsQueries, PostingsQueries, ChangeLog, OutboxQueue, MemoryQueries):
+class Catalog(FtsQueries, PostingsQueries, ChangeLog, OutboxQueue, MemoryQueries, Dedupe,
+              MemoryWrites):
     """A connection to the catalog file with the project's SQL in one place.
 
     Thread-safe: one connection, guarded by a re-entrant lock. ``write()``
@@ -560,13 +557,6 @@ class Catalog(FtsQueries, PostingsQueries, ChangeLog, OutboxQueue, MemoryQueries
         }
 
     @_guarded
-    def by_dedupe_hash(self, namespace: str, dedupe_hash: str) -> sqlite3.Row | None:
-        return self.query_one(
-            f"SELECT {MEMORY_COLUMNS} FROM memories WHERE namespace = ? AND dedupe_hash = ?",
-            (namespace, dedupe_hash),
-        )
-
-    @_guarded
     def count(self, namespace: str) -> int:
         row = self.query_one("SELECT count(*) FROM memories WHERE namespace = ?", (namespace,))
         return int(row[0]) if row else 0
@@ -586,57 +576,7 @@ class Catalog(FtsQueries, PostingsQueries, ChangeLog, OutboxQueue, MemoryQueries
             yield from rows
             last = int(rows[-1]["key"])
 
-    # -- write path (the SQL of Memory; callers hold write() around multi-step changes) --
-
-    @_guarded
-    def idempotency_result(self, namespace: str, key: str) -> str | None:
-        row = self.query_one(
-            "SELECT result FROM idempotency WHERE namespace = ? AND key = ?", (namespace, key)
-        )
-        return None if row is None else str(row[0])
-
-    def claim_idempotency(self, namespace: str, key: str, at: float) -> None:
-        """Reserve an idempotency key (sqlite3.IntegrityError if it was used before)."""
-        with self.write() as c:
-            c.execute(
-                "INSERT INTO idempotency (namespace, key, result, at) VALUES (?, ?, '{}', ?)",
-                (namespace, key, at),
-            )
-
-    @_guarded
-    def save_idempotency(self, namespace: str, key: str, result: str) -> None:
-        with self.write() as c:
-            c.execute(
-                "UPDATE idempotency SET result = ? WHERE namespace = ? AND key = ?",
-                (result, namespace, key),
-            )
-
-    @_guarded
-    def ids_by_dedupe_hash(self, namespace: str, hashes: Sequence[str]) -> dict[str, str]:
-        """dedupe hash -> memory id for the hashes held by live memories."""
-        rows = self.query(
-            "SELECT dedupe_hash, id FROM memories WHERE namespace = ? AND dedupe_hash IN "
-            "(SELECT value FROM json_each(?))",
-            (namespace, json.dumps(list(hashes))),
-        )
-        return {str(r[0]): str(r[1]) for r in rows}
-
-    @_guarded
-    def dedupe_slot(self, namespace: str, dedupe_hash: str, memory_id: str) -> str:
-        """The ``dedupe_hash`` column value for ``memory_id`` holding text of ``dedupe_hash``.
-
-        The plain hash, unless another live memory holds it: then ``<hash>:<id>``, a
-        *twin*. Two memories of one text written on two machines both stay (a merge
-        never forgets one for the other: docs/sync.md); remember() dedupes to the
-        plain holder, recall shows one of them, and a twin takes the plain hash back
-        when its holder is forgotten (:meth:`forget_memory`).
-        """
-        row = self.query_one(
-            "SELECT id FROM memories WHERE namespace = ? AND dedupe_hash = ?",
-            (namespace, dedupe_hash))
-        if row is None or str(row[0]) == memory_id:
-            return dedupe_hash
-        return twin_slot(dedupe_hash, memory_id)
+    # -- write path: the memories' writes are in writes.py, idempotency and dedupe in dedupe.py --
 
     @_guarded
     def adopt_model(self, namespace: str, model_id: str, dim: int) -> None:
@@ -646,221 +586,6 @@ class Catalog(FtsQueries, PostingsQueries, ChangeLog, OutboxQueue, MemoryQueries
                 "UPDATE namespaces SET model_id = ?, dim = ? WHERE name = ? AND model_id IS NULL",
                 (model_id, dim, namespace),
             )
-
-    @_guarded
-    def insert_memory(self, namespace: str, row: Mapping[str, Any], *, event: str,
-                      at: float) -> int | None:
-        """Insert a live memory (+ FTS, change log, history row); None if its text or id exists.
-
-        ``row`` holds the ``memories`` columns: id, text, metadata (JSON), category,
-        importance, created_at, updated_at, expires_at, version, dedupe_hash,
-        status, sealed, vector and optionally blob_id, quilt_patch_id,
-        end_epoch, digest.
-        """
-        values = {**_MEMORY_DEFAULTS, **row}
-        with self.write() as c:
-            cur = c.execute(
-                "INSERT INTO memories (id, namespace, text, metadata, category, importance, "
-                "created_at, updated_at, expires_at, version, dedupe_hash, status, blob_id, "
-                "quilt_patch_id, end_epoch, sealed, vector, digest) VALUES "
-                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
-                (values["id"], namespace, values["text"], values["metadata"],
-                 values["category"], values["importance"], values["created_at"],
-                 values["updated_at"], values["expires_at"], values["version"],
-                 values["dedupe_hash"], values["status"], values["blob_id"],
-                 values["quilt_patch_id"], values["end_epoch"], values["sealed"],
-                 values["vector"], values["digest"]),
-            )
-            if cur.rowcount == 0:
-                return None
-            key = int(cur.lastrowid or 0)
-            self.fts_add(namespace, key, str(values["text"]))
-            c.execute("INSERT INTO changes (namespace, key) VALUES (?, ?)", (namespace, key))
-            c.execute(
-                "INSERT OR IGNORE INTO versions (memory_id, namespace, version, event, text, "
-                "metadata, at, blob_id, quilt_patch_id, end_epoch) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (values["id"], namespace, values["version"], event, values["text"],
-                 values["metadata"], at, values["blob_id"], values["quilt_patch_id"],
-                 values["end_epoch"]),
-            )
-            return key
-
-    @_guarded
-    def record_location(self, namespace: str, versions: Mapping[str, int],
-                        locations: Mapping[str, str | None], blob: Any,
-                        *, only_if_longer: Mapping[str, int | None] | None = None,
-                        batch_id: int | None = None) -> dict[str, int | None]:
-        """Record where memory versions now live (a store result ``blob``).
-
-        Marks them published, updates their history rows, drops them from the
-        outbox and counts them as manifest-worthy writes. With ``only_if_longer``
-        (memory id -> current end epoch) a memory whose current blob already
-        lasts longer keeps it. Returns memory id -> end epoch now in effect.
-        """
-        deletable = None if blob.deletable is None else int(blob.deletable)
-        end_epoch = plausible_end(self.epoch_guard, blob)
-        result: dict[str, int | None] = {}
-        with self.write() as c:
-            for mid, patch in locations.items():
-                version = versions[mid]
-                if only_if_longer is not None:
-                    old_end = only_if_longer.get(mid)
-                    if old_end is not None and end_epoch is not None and old_end >= end_epoch:
-                        result[mid] = int(old_end)
-                        continue
-                c.execute(
-                    "UPDATE memories SET status = 'published', blob_id = ?, quilt_patch_id = ?, "
-                    "object_id = ?, end_epoch = ?, deletable = ? WHERE id = ? AND version = ?",
-                    (blob.blob_id, patch, blob.object_id, end_epoch, deletable, mid,
-                     version),
-                )
-                c.execute(
-                    "UPDATE versions SET blob_id = ?, quilt_patch_id = ?, end_epoch = ?, "
-                    "deletable = ? WHERE memory_id = ? AND version = ? AND event != 'CONFLICT'",
-                    (blob.blob_id, patch, end_epoch, deletable, mid, version),
-                )
-                c.execute("DELETE FROM outbox_items WHERE memory_id = ? AND version = ?",
-                          (mid, version))
-                if self.is_tombstoned(namespace, mid):  # forgotten while it was being stored
-                    c.execute("INSERT OR IGNORE INTO pending_deletions (blob_id, namespace, "
-                              "deletable, at) VALUES (?, ?, ?, ?)",
-                              (blob.blob_id, namespace, deletable, time.time()))
-                result[mid] = end_epoch
-            if batch_id is not None:
-                c.execute("DELETE FROM outbox WHERE id = ?", (batch_id,))
-            self._drop_empty_outbox(namespace)
-            self.bump_writes(namespace, len(locations))
-            self.note_epoch(blob.registered_epoch)
-        return result
-
-    @_guarded
-    def bump_writes(self, namespace: str, count: int) -> None:
-        """Count changes a future manifest must carry."""
-        with self.write() as c:
-            c.execute(
-                "UPDATE namespaces SET writes_since_manifest = writes_since_manifest + ? "
-                "WHERE name = ?", (count, namespace),
-            )
-
-    @_guarded
-    def replace_version(self, namespace: str, key: int, row: Mapping[str, Any], *,
-                        vector: bytes | None, event: str, at: float) -> None:
-        """Make ``row`` (text, metadata JSON, category, importance, updated_at,
-        expires_at, version, dedupe_hash, sealed, status and optionally blob_id,
-        quilt_patch_id, end_epoch, digest) the current version of memory ``key``."""
-        values = {**_MEMORY_DEFAULTS, **row}
-        with self.write() as c:
-            before = c.execute("SELECT dedupe_hash FROM memories WHERE key = ?",
-                               (key,)).fetchone()
-            c.execute(
-                "UPDATE memories SET text = ?, metadata = ?, category = ?, importance = ?, "
-                "updated_at = ?, expires_at = ?, version = ?, dedupe_hash = ?, status = ?, "
-                "blob_id = ?, quilt_patch_id = ?, object_id = NULL, end_epoch = ?, "
-                "deletable = NULL, sealed = ?, digest = ? WHERE key = ?",
-                (values["text"], values["metadata"], values["category"], values["importance"],
-                 values["updated_at"], values["expires_at"], values["version"],
-                 values["dedupe_hash"], values["status"], values["blob_id"],
-                 values["quilt_patch_id"], values["end_epoch"], values["sealed"],
-                 values["digest"], key),
-            )
-            if before is not None and str(before[0]) != values["dedupe_hash"]:
-                self._promote_twin(c, namespace, str(before[0]))
-            if vector is not None:
-                c.execute("UPDATE memories SET vector = ? WHERE key = ?", (vector, key))
-                self.fts_remove(namespace, key)
-                self.fts_add(namespace, key, str(values["text"]))
-            # Even without a new vector: the index keeps importance / expiry too.
-            c.execute("INSERT INTO changes (namespace, key) VALUES (?, ?)", (namespace, key))
-            mid = c.execute("SELECT id FROM memories WHERE key = ?", (key,)).fetchone()[0]
-            c.execute(
-                "INSERT OR REPLACE INTO versions (memory_id, namespace, version, event, text, "
-                "metadata, at, blob_id, quilt_patch_id, end_epoch) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (mid, namespace, values["version"], event, values["text"], values["metadata"],
-                 at, values["blob_id"], values["quilt_patch_id"], values["end_epoch"]),
-            )
-
-    @_guarded
-    def add_history(self, namespace: str, memory_id: str, version: int, event: str, at: float,
-                    *, text: str | None = None, metadata: str | None = None,
-                    blob_id: str | None = None, patch_id: str | None = None,
-                    end_epoch: int | None = None) -> None:
-        with self.write() as c:
-            c.execute(
-                "INSERT OR IGNORE INTO versions (memory_id, namespace, version, event, text, "
-                "metadata, at, blob_id, quilt_patch_id, end_epoch) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (memory_id, namespace, version, event, text, metadata, at, blob_id, patch_id,
-                 end_epoch),
-            )
-
-    @_guarded
-    def forget_memory(self, namespace: str, memory_id: str, at: float,
-                      version: int | None = None) -> dict[str, bool | None] | None:
-        """Delete a memory's row, FTS entry and queued publishes, blank its history's
-        text and add a DELETE tombstone (at ``version``, default current + 1).
-
-        Returns the blob ids its versions used (-> deletable flag), also recorded
-        in ``pending_deletions`` in this same transaction (walrus_mem._memory.deletions
-        clears them once deleted or kept for good), or None when
-        the memory is not live here (a tombstone is still written if
-        ``version`` is given, so a merge can record a forget it learned of).
-        """
-        with self.write() as c:
-            row = c.execute(
-                "SELECT key, version, dedupe_hash FROM memories WHERE id = ? AND namespace = ?",
-                (memory_id, namespace),
-            ).fetchone()
-            blobs: dict[str, bool | None] = {}
-            if row is not None:
-                key = int(row["key"])
-                for v in c.execute(
-                    "SELECT blob_id, deletable FROM versions WHERE memory_id = ? "
-                    "AND blob_id IS NOT NULL", (memory_id,),
-                ).fetchall():
-                    blobs[str(v[0])] = None if v[1] is None else bool(v[1])
-                c.executemany(
-                    "INSERT OR IGNORE INTO pending_deletions (blob_id, namespace, deletable, at) "
-                    "VALUES (?, ?, ?, ?)",
-                    [(b, namespace, None if d is None else int(d), at) for b, d in blobs.items()])
-                c.execute("DELETE FROM memories WHERE key = ?", (key,))
-                self._promote_twin(c, namespace, str(row["dedupe_hash"]))
-                self.fts_remove(namespace, key)
-                c.execute("INSERT INTO changes (namespace, key) VALUES (?, ?)", (namespace, key))
-                c.execute("DELETE FROM outbox_items WHERE memory_id = ?", (memory_id,))
-                self._drop_empty_outbox(namespace)
-            elif version is None:
-                return None
-            c.execute("UPDATE versions SET text = NULL, metadata = NULL WHERE memory_id = ?",
-                      (memory_id,))
-            if not self.is_tombstoned(namespace, memory_id):
-                tomb = version if version is not None else int(row["version"]) + 1
-                c.execute(
-                    "INSERT OR IGNORE INTO versions (memory_id, namespace, version, event, at) "
-                    "VALUES (?, ?, ?, 'DELETE', ?)", (memory_id, namespace, tomb, at),
-                )
-            return blobs if row is not None else None
-
-    @staticmethod
-    def _promote_twin(c: sqlite3.Connection, namespace: str, dedupe_hash: str) -> None:
-        """The plain hash's holder is gone: its oldest twin (if any) takes the hash, so
-        remember() of that text dedupes to it again."""
-        if ":" in dedupe_hash:
-            return
-        twin = c.execute(
-            "SELECT key FROM memories WHERE namespace = ? AND dedupe_hash >= ? AND "
-            "dedupe_hash < ? ORDER BY key LIMIT 1",
-            (namespace, dedupe_hash + ":", dedupe_hash + ";")).fetchone()
-        if twin is not None:
-            c.execute("UPDATE memories SET dedupe_hash = ? WHERE key = ?",
-                      (dedupe_hash, int(twin[0])))
-
-    @_guarded
-    def set_vectors(self, pairs: Sequence[tuple[bytes, int]]) -> None:
-        """(vector bytes, key) pairs."""
-        with self.write() as c:
-            c.executemany("UPDATE memories SET vector = ? WHERE key = ?", pairs)
 
     @_guarded
     def stats_counts(self, namespace: str) -> dict[str, int]:
@@ -878,16 +603,6 @@ class Catalog(FtsQueries, PostingsQueries, ChangeLog, OutboxQueue, MemoryQueries
             "forgotten": int(forgotten[0]) if forgotten else 0,
             "outbox_batches": self.outbox_count(namespace),
         }
-
-
-def twin_slot(dedupe_hash: str, memory_id: str) -> str:
-    """The ``dedupe_hash`` column of a twin (:meth:`Catalog.dedupe_slot`)."""
-    return f"{plain_dedupe_hash(dedupe_hash)}:{memory_id}"
-
-
-def plain_dedupe_hash(value: str) -> str:
-    """The text's dedupe hash from a ``dedupe_hash`` column value (a twin's included)."""
-    return value.split(":", 1)[0]
 
 
 def _split_sql(script: str) -> list[str]:
