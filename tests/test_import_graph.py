@@ -255,7 +255,6 @@ def _subpackage(module: str, table: dict[str, tuple[Path, bool]]) -> str:
     return module if table[module][1] else module.rpartition(".")[0]
 
 
-@OPEN_SEAMS
 def test_no_private_names_from_another_subpackage():
     table = module_table()
     reached_into = []
