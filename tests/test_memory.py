@@ -504,7 +504,7 @@ def test_conversational_context_brings_in_the_following_memory(mem: Memory, monk
     (first_keys, _, _), (last_keys, last_dense, last_lexical) = fused[0], fused[-1]
     assert question_key in first_keys and answer_key not in first_keys
     at = last_keys.index(answer_key)  # joined the second fusion with its own signals
-    expected = mem._indexes.loaded("default").similarities([answer_key], mem._embed_query(
+    expected = mem._indexes.loaded("default").similarities([answer_key], mem._embedding.embed_query(
         "concert you went to last week"))[0]
     assert math.isnan(last_lexical[at]) and last_dense[at] == pytest.approx(expected)
     other = mem.remember("unrelated later fact", namespace="elsewhere")
@@ -521,7 +521,7 @@ def test_recall_sees_another_connections_commit_and_skips_catching_up_otherwise(
         reader.remember("the first fact about otters")
         assert [h.text for h in reader.recall("otters", min_score=0)] == [
             "the first fact about otters"]
-        emb = reader._embedder
+        emb = reader.embedder
         with reader._catalog.snapshot():
             assert reader._indexes.current("default", emb.model_id, emb.dim) is not None
         writer.remember("a second fact about otters")  # another connection commits

@@ -92,11 +92,11 @@ def test_update_argument_errors(mem: Memory) -> None:
 
 def test_update_while_queued_publishes_only_the_new_version(mem: Memory) -> None:
     admin = mock_admin(mem)
-    mem._breaker_until = float("inf")  # publisher "down"
+    mem._publisher.breaker_until = float("inf")  # publisher "down"
     rec = mem.remember("draft one")
     new = mem.update(rec.id, "draft two")
     assert rec.status == new.status == "queued"
-    mem._breaker_until = 0.0
+    mem._publisher.breaker_until = 0.0
     before = store_count(admin)
     report = mem.sync()
     assert report.published == 1 and report.still_queued == 0
@@ -206,11 +206,11 @@ def test_forget_on_real_walrus_keeps_blob_and_says_why(mem_dir, fake_embedder) -
 
 def test_forget_a_queued_memory_never_publishes_it(mem: Memory) -> None:
     admin = mock_admin(mem)
-    mem._breaker_until = float("inf")
+    mem._publisher.breaker_until = float("inf")
     rec = mem.remember("queued then forgotten")
     assert rec.status == "queued"
     mem.forget(rec.id)
-    mem._breaker_until = 0.0
+    mem._publisher.breaker_until = 0.0
     before = store_count(admin)
     report = mem.sync()
     assert report.published == 0 and store_count(admin) == before

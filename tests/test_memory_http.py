@@ -69,7 +69,7 @@ def test_faulty_relayer_loses_nothing(tmp_path: Path) -> None:
             for _ in range(5):
                 if mem.sync().still_queued == 0:
                     break
-                mem._breaker_until = 0.0
+                mem._publisher.breaker_until = 0.0
             assert mem.stats().queued == 0
             for rec in recs:
                 assert mem.get(rec.id, verify=True).text == rec.text

@@ -158,7 +158,7 @@ def test_settings_carry_the_thread_policy(tmp_path: Path, monkeypatch: pytest.Mo
     settings = Settings(data_dir=tmp_path, use_keyring=False)
     memory = Memory(settings, master_key=MASTER_HEX)
     try:
-        embedder = memory._embedder
+        embedder = memory.embedder
         assert isinstance(embedder, SentenceTransformerEmbedder)
         assert (embedder.threads, embedder.backend) == (2, "torch")
         assert not embedder.loaded  # nothing loads before the first embed

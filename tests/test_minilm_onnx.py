@@ -131,7 +131,7 @@ from walrus_mem.memory import Memory
 m = Memory(Settings(data_dir=sys.argv[1], use_keyring=False), master_key="{key}")
 m.remember("User is allergic to peanuts.", namespace="default")
 m.recall("what can't I eat", namespace="default", k=3)
-assert m._embedder.warm(timeout=300) and m._embedder.backend == "onnx"
+assert m.embedder.warm(timeout=300) and m.embedder.backend == "onnx"
 hits = m.recall("food allergies", namespace="default", k=3)
 assert hits and "peanuts" in hits[0].record.text, hits
 m.close()

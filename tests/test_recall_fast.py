@@ -54,7 +54,7 @@ def test_common_words_are_pruned_from_the_first_pass_only(
         assert first == '"zebra" OR "common"'  # filler pushed the rows over the budget
         pruned = mem.recall("zebra common filler", k=10, min_score=0)
         monkeypatch.setattr(lexical_mod, "FTS_BUDGET_FACTOR", 10**9)  # no pruning
-        mem._query_cache.clear()
+        mem._embedding.query_cache.clear()
         full = mem.recall("zebra common filler", k=10, min_score=0)
         zebras = {"rare zebra sighting with common filler", "rare zebra sighting"}
         assert zebras <= {h.record.text for h in pruned}
@@ -110,8 +110,8 @@ def _plain_recall(mem: Memory, query: str, k: int, cutoff: float,
 def _plain_pass(mem: Memory, query: str, n: int, cutoff: float,
                 params: FusionParams) -> tuple[list[tuple[str, float]], int, bool]:
     ns = "default"
-    idx = mem._indexes.get(ns, mem._embedder.model_id, mem._embedder.dim)
-    vector = mem._embed_query(query)
+    idx = mem._indexes.get(ns, mem.embedder.model_id, mem.embedder.dim)
+    vector = mem._embedding.embed_query(query)
     dense_keys, dense_sims = (idx.search(vector, n) if n < len(idx)
                               else idx.search_all(vector))
     # The documented query: words in over half the rows left out (bm25 weight <= 2.2e-6;
@@ -222,7 +222,7 @@ def test_words_in_over_half_the_rows_never_reach_fts5(
         assert hits[0].lexical / hits[1].lexical == pytest.approx(a / b, rel=1e-5)
         # Only common words: dense recall, no FTS5 call at all.
         seen.clear()
-        mem._query_cache.clear()
+        mem._embedding.query_cache.clear()
         assert len(mem.recall("user user garden item", k=3, min_score=0)) == 3
         assert seen == []
 

@@ -39,7 +39,7 @@ def _flip_bit(mem: Memory, memory_id: str) -> None:
 
 
 def _hold_publishing(mem: Memory) -> None:
-    mem._breaker_until = time.monotonic() + 3600  # as after a publisher outage
+    mem._publisher.breaker_until = time.monotonic() + 3600  # as after a publisher outage
 
 
 def test_sync_re_enqueues_queued_memories_whose_outbox_rows_were_lost(mem: Memory) -> None:
@@ -50,7 +50,7 @@ def test_sync_re_enqueues_queued_memories_whose_outbox_rows_were_lost(mem: Memor
     _sql(mem, "DELETE FROM outbox_items")
     _sql(mem, "DELETE FROM outbox")
     assert len(queued_without_outbox(mem._catalog, "default")) == 30
-    mem._breaker_until = 0.0
+    mem._publisher.breaker_until = 0.0
     report = mem.sync()
     assert report.published == 30 and report.still_queued == 0 and not report.errors
     assert queued_without_outbox(mem._catalog) == []
@@ -86,7 +86,7 @@ def test_outbox_replay_does_not_publish_a_damaged_copy(mem: Memory) -> None:
     good, bad = mem.remember_many(["a queued fact that is fine",
                                    "a queued fact whose sealed copy rots"]).records
     _flip_bit(mem, bad.id)
-    mem._breaker_until = 0.0
+    mem._publisher.breaker_until = 0.0
     admin = mock_admin(mem)
     report = mem.sync()
     assert report.published == 1 and report.still_queued == 1

@@ -140,7 +140,7 @@ def test_rotation_with_the_publisher_down_stays_in_progress(tmp_path, monkeypatc
             patched.setattr(mem.walrus, "store_blob", down)
             first = mem.rotate_key("notes")
         assert not first.complete and first.resealed == 4 and first.errors
-        mem._breaker_until = 0.0
+        mem._publisher.breaker_until = 0.0
         second = mem.rotate_key("notes")
         assert second.complete and second.resealed == 0 and second.published == 4
         assert second.generation == 1  # the same rotation finished, not a second one

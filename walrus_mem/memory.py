@@ -27,11 +27,9 @@ from __future__ import annotations
 import builtins
 import json
 import logging
-import os
 import sqlite3
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -42,21 +40,19 @@ import numpy as np
 import numpy.typing as npt
 
 from ._catalog.catalog import Catalog, vector_to_blob
-from ._catalog.outbox_poison import REFUSED, is_poisoned, refused_for_good
-from ._catalog.outbox_poison import describe as describe_poisoned
+from ._catalog.outbox_poison import is_poisoned
 from ._catalog.rows import expired, loads_metadata, record_from_row, view_of_row
-from ._keys.access import check_access
-from ._keys.keystore import key_file_in_use
+from ._keys.chain import KeyChain
 from ._local.datadir_lock import DataDirLock
 from ._local.dir_trust import check_private_dir
 from ._log import manifest as mf
 from ._log.heads_mirror import default_state_dir
 from ._log.lineage import next_lineage
 from ._log.namespace_log import NamespaceLog, ProgressCallback
-from ._memory import deletions, restate
+from ._memory import restate
+from ._memory.epochs import Epochs
 from ._memory.follow import pull_following
 from ._memory.inputs import (
-    MAX_METADATA_BYTES,
     UNSET,
     new_memory_id,
     normalise_text,
@@ -67,24 +63,24 @@ from ._memory.inputs import (
     validate_memory_id,
     validate_metadata,
 )
-from ._memory.integrity import split_damaged
 from ._memory.network_reset import check_served
 from ._memory.network_reset import follow as follow_network_reset
 from ._memory.network_reset import settle as settle_network_reset
 from ._memory.network_reset import suspect as suspect_network_reset
+from ._memory.publisher import Publisher
 from ._memory.records import Item, Replay, fact_record
 from ._memory.renewal import renew_due, republish
 from ._memory.repair import requeue_lost
 from ._memory.rotation import (
     RotationReport,
     adopt_keys,
-    current_generation,
     finish_rotation,
     reseal_fetched,
     rotate_key,
     rotation_in_progress,
 )
-from ._recall.embeddings import Embedder, embed_checked, make_embedder
+from ._recall.embedding import Embedding
+from ._recall.embeddings import Embedder, make_embedder
 from ._recall.filters import compile_filters
 from ._recall.index import NamespaceIndex
 from ._recall.index_store import IndexStore
@@ -94,24 +90,18 @@ from ._recall.ranking import (
     FusionParams,
 )
 from ._recall.recall import hybrid_recall
-from ._walrus.blobio import check_patches, read_checked, store_batches
+from ._walrus.blobio import read_checked, store_batches
 from ._walrus.epoch_guard import clock_guard
-from ._walrus.expiry import NETWORK_EPOCH_SECONDS, EpochClock, network_of
-from ._walrus.publish_check import require_read_back, verify_published
+from ._walrus.expiry import EpochClock
 from ._walrus.retry import call_deadline
-from ._walrus.storage import Backend, open_backend
+from ._walrus.storage import Backend
 from .config import Settings
 from .envelope import open_envelope, seal
 from .errors import (
-    ConfigError,
     EpochUnknown,
     InvalidInput,
-    KeyMaterialError,
     LocalStoreError,
     MemoryNotFound,
-    ModelMismatch,
-    PublisherUnavailable,
-    RateLimited,
     RestoreIncomplete,
     RotationIncomplete,
     StorageError,
@@ -158,9 +148,7 @@ CATEGORY_IMPORTANCE: Final = {
     "project": 0.75,
     "operational": 0.60,
 }
-BREAKER_SECONDS: Final = 30.0
 MAX_K: Final = 1000
-_QUERY_CACHE: Final = 256
 
 
 def _recallable(info: sqlite3.Row | None) -> bool:
@@ -201,23 +189,20 @@ class Memory:
         self.settings = settings if settings is not None else Settings.load()
         if embedder is not None and not isinstance(embedder, Embedder):
             raise InvalidInput("embedder must have model_id, dim and embed(texts)")
-        self._embedder: Embedder = embedder if embedder is not None else make_embedder(
+        embedder_ = embedder if embedder is not None else make_embedder(
             self.settings.embedding_model, batch_size=self.settings.embedding_batch_size,
             threads=self.settings.embedding_threads, backend=self.settings.embedding_backend,
             shown=self.settings.from_placeholder("embedding_model"),
         )
         # Parsed now, so no raw key string is kept (MasterSeed shows only a fingerprint),
         # and before the data dir is touched: a malformed key changes nothing there.
-        self._master: MasterSeed | None = (
-            None if master_key is None else resolve_master_seed(master_key)[0]
-        )
+        master = None if master_key is None else resolve_master_seed(master_key)[0]
         self.data_dir = Path(self.settings.data_dir).expanduser()
         # Refused before anything is opened there if another user could change it.
         check_private_dir(self.data_dir, "data dir", create=True)
         check_private_dir(self.settings.state_dir or default_state_dir(), "state dir",
                           create=False)
         self._lock = threading.RLock()
-        self._embed_lock = threading.Lock()
         # Shared for this Memory's lifetime: repair (exclusive) refuses while it is open.
         self._dir_lock = DataDirLock(self.data_dir).shared()
         try:
@@ -227,19 +212,20 @@ class Memory:
         except BaseException:
             self._dir_lock.release()
             raise
-        self._keys: dict[str, NamespaceKeys] = {}
-        self._injected_walrus = walrus
-        self._backend: Backend | None = None
-        self._breaker_until = 0.0
-        self._query_cache: OrderedDict[str, npt.NDArray[np.float32]] = OrderedDict()
-        self._log = NamespaceLog(self, self._catalog, self._indexes, self._lock)
         self._closed = False
+        self._keychain = KeyChain(self.settings, self._catalog, self._lock, master)
+        self._embedding = Embedding(self.settings, self._catalog, embedder_, self._lock)
+        self._publisher = Publisher(self.settings, self._catalog, self._lock, self._keychain,
+                                    walrus, self._check_open)
+        self._epochs = Epochs(self.settings, self._catalog, self._publisher)
+        self._log = NamespaceLog(self, self._catalog, self._indexes, self._lock)
+        self._publisher.log = self._log
 
     # -- plumbing -----------------------------------------------------------------
 
     def __repr__(self) -> str:
         mode = "embedded" if self.settings.embedded else "remote"
-        return f"<Memory data_dir={str(self.data_dir)!r} {mode} model={self._embedder.model_id}>"
+        return f"<Memory data_dir={str(self.data_dir)!r} {mode} model={self.embedder.model_id}>"
 
     def __enter__(self) -> Memory:
         return self
@@ -254,7 +240,7 @@ class Memory:
 
     @property
     def embedder(self) -> Embedder:
-        return self._embedder
+        return self._embedding.embedder
 
     @property
     def catalog_path(self) -> Path:
@@ -263,7 +249,7 @@ class Memory:
     @property
     def walrus(self) -> WalrusClient:
         """The Walrus client (built on first use; embedded relayer when no URL is set)."""
-        return self._get_backend().client
+        return self._publisher.client
 
     def close(self) -> None:
         """Save indexes, close the Walrus client and the catalog. Idempotent."""
@@ -275,8 +261,7 @@ class Memory:
                 self._indexes.close()
             finally:
                 try:
-                    if self._backend is not None:
-                        self._backend.close()
+                    self._publisher.close()
                 finally:
                     try:
                         self._log.close()
@@ -288,42 +273,21 @@ class Memory:
         if self._closed:
             raise InvalidInput("this Memory is closed")
 
-    def _get_backend(self) -> Backend:
-        with self._lock:
-            self._check_open()
-            if self._backend is None:
-                self._backend = open_backend(self.settings, self._injected_walrus)
-            return self._backend
+    def _get_backend(self) -> Backend:  # tests and the CLI's doctor call it
+        return self._publisher.backend()
 
     def _ns(self, namespace: str | None) -> str:
         name = self.settings.default_namespace if namespace is None else namespace
         return validate_namespace(name)
 
-    def _master_seed(self) -> MasterSeed:
-        if self._master is None:
-            seed, source = resolve_master_seed(
-                config_value=self.settings.master_key_value(),
-                key_file=key_file_in_use(self.settings),
-                use_keyring=self.settings.use_keyring,
-            )
-            log.debug("master key from %s (fingerprint %s)", source, seed.fingerprint)
-            self._master = seed
-        return self._master
-
-    def derive_keys(self, namespace: str) -> NamespaceKeys:
-        """The namespace's keys, without registering the namespace in the catalog."""
-        return self._derive(self._ns(namespace))
+    def derive_keys(self, namespace: str, *, generation: int | None = None) -> NamespaceKeys:
+        """The namespace's keys (of ``generation``, default the current one), without
+        registering the namespace in the catalog."""
+        return self._keychain.derive(self._ns(namespace), generation)
 
     def _derive(self, namespace: str, generation: int | None = None) -> NamespaceKeys:
-        # Only this namespace's agent ${VAR} is resolved: other agents' are never read.
-        if generation is None:  # the current one: 0 unless rotated (walrus_mem._memory.rotation)
-            generation = current_generation(self._catalog, namespace)
-        found = self.settings.agent_for_namespace(namespace)
-        if found is not None and found[1].key is not None:
-            seed = found[1].agent_seed(found[0])
-            assert seed is not None
-            return NamespaceKeys.from_agent_key(seed, namespace, generation)
-        return NamespaceKeys.derive(self._master_seed(), namespace, generation)
+        # the log's LogHost contract (walrus_mem._log): KeyChain.derive
+        return self._keychain.derive(namespace, generation)
 
     def _adopt_keys(self, namespace: str, keys: NamespaceKeys) -> bool:
         """Make a verified generation current for a namespace held nothing of (rotation.py)."""
@@ -340,78 +304,15 @@ class Memory:
         Raises :class:`AccessDenied` if the namespace was created under a
         different key than the one configured now.
         """
-        ns = self._ns(namespace)
-        with self._lock:
-            keys = self._keys.get(ns)
-            if keys is None:
-                keys = self._derive(ns)
-                row = self._catalog.ensure_namespace(ns, keys.fingerprint)
-                check_access(ns, row["key_fingerprint"], keys)
-                self._keys[ns] = keys
-            return keys
-
-    def _authorize(self, namespace: str) -> None:
-        """Local access check of every read: the configured key must be the one the
-        namespace was created with (else :class:`AccessDenied`, no plaintext). A
-        namespace this data dir does not know holds nothing to read: no check."""
-        with self._lock:
-            if namespace in self._keys:
-                return
-            row = self._catalog.namespace(namespace)
-            if row is None or row["key_fingerprint"] is None:
-                return
-            keys = self._derive(namespace)
-            check_access(namespace, row["key_fingerprint"], keys)
-            self._keys[namespace] = keys
-
-    def _readable(self, namespace: str) -> bool:
-        try:
-            self._authorize(namespace)
-        except (KeyMaterialError, ConfigError):
-            return False
-        return True
+        return self._keychain.for_namespace(self._ns(namespace))
 
     def check_model(self, namespace: str) -> None:
         """Raise ModelMismatch if ``namespace`` was indexed with another embedding model."""
-        self._check_model(namespace)
+        self._embedding.check_model(namespace)
 
     def embed_texts(self, texts: builtins.list[str]) -> npt.NDArray[np.float32]:
         """Embed with this Memory's embedder (batched, checked, one caller at a time)."""
-        return self._embed(texts)
-
-    def _check_model(self, namespace: str, row: sqlite3.Row | None = None) -> None:
-        row = row if row is not None else self._catalog.namespace(namespace)
-        if row is None or row["model_id"] is None:
-            return
-        emb = self._embedder
-        if row["model_id"] != emb.model_id or row["dim"] != emb.dim:
-            raise ModelMismatch(
-                f"namespace {namespace!r} is indexed with {row['model_id']} (dim {row['dim']}) "
-                f"but this Memory embeds with {emb.model_id} (dim {emb.dim}); re-embed with "
-                f"`walrus-mem reindex --namespace {namespace}` or Memory.reindex({namespace!r}), "
-                "or configure the original model"
-            )
-
-    def _embed(self, texts: list[str]) -> npt.NDArray[np.float32]:
-        with self._embed_lock:
-            return embed_checked(self._embedder, texts, self.settings.embedding_batch_size)
-
-    def _embed_query(self, text: str) -> npt.NDArray[np.float32]:
-        key = f"{self._embedder.model_id}\x00{text}"
-        with self._lock:
-            cached = self._query_cache.get(key)
-            if cached is not None:
-                self._query_cache.move_to_end(key)
-                return cached
-        vector: npt.NDArray[np.float32] = self._embed([text])[0]
-        with self._lock:
-            self._query_cache[key] = vector
-            while len(self._query_cache) > _QUERY_CACHE:
-                self._query_cache.popitem(last=False)
-        return vector
-
-    def _max_plaintext(self) -> int:
-        return self.settings.max_fact_bytes + MAX_METADATA_BYTES + 4096
+        return self._embedding.embed(texts)
 
     def _prepare(
         self,
@@ -599,7 +500,7 @@ class Memory:
     ) -> RememberManyResult:
         started = time.time()
         keys = self.keys_for(ns)
-        self._check_model(ns)
+        self._embedding.check_model(ns)
         if idem_key is not None:
             replay = self._replay(ns, idem_key)
             if replay is not None:
@@ -619,7 +520,7 @@ class Memory:
         snaps = restate.snapshot(self._catalog, ns, {
             it.dedupe_hash: existing[it.dedupe_hash] for it in items
             if it.memory_id is None and it.dedupe_hash in existing})
-        vectors = self._embed([it.text for it in new_items])
+        vectors = self._embedding.embed([it.text for it in new_items])
         now = time.time()
         ids = [it.memory_id or new_memory_id() for it in new_items]
         sealed = [
@@ -627,11 +528,11 @@ class Memory:
                 keys,
                 fact_record(mid, 1, it.text, it.metadata, it.category, it.importance,
                              now, now, it.expires_at),
-                max_plaintext=self._max_plaintext(),
+                max_plaintext=self._publisher.max_plaintext(),
             )
             for mid, it in zip(ids, new_items, strict=True)
         ]
-        emb = self._embedder
+        emb = self._embedding.embedder
         batch_ids: list[int] = []
         old_blobs: dict[str, bool | None] = {}
 
@@ -639,7 +540,7 @@ class Memory:
             return seal(keys, fact_record(mid, 1, snap.text, snap.metadata, snap.category,
                                            snap.importance, snap.created_at, at,
                                            snap.expires_at),
-                        max_plaintext=self._max_plaintext())
+                        max_plaintext=self._publisher.max_plaintext())
 
         try:
             with self._lock, self._catalog.write():
@@ -650,7 +551,7 @@ class Memory:
                         raise Replay from exc
                 if new_items:
                     self._catalog.adopt_model(ns, emb.model_id, emb.dim)
-                    self._check_model(ns)
+                    self._embedding.check_model(ns)
                 inserted: list[int] = []  # positions in new_items
                 for pos, (mid, item) in enumerate(zip(ids, new_items, strict=True)):
                     metadata = json.dumps(item.metadata, sort_keys=True)
@@ -704,9 +605,9 @@ class Memory:
         # read-backs and a periodic manifest (which gets what is left, else waits for sync).
         with call_deadline(self.settings.publish_deadline * max(1, len(batch_ids))):
             for batch_id in batch_ids:
-                if self._breaker_open():  # publisher down: the rest wait for sync()
+                if self._publisher.breaker_open():  # publisher down: the rest wait for sync()
                     break
-                _, _, failing = self._publish_batch(batch_id, replay=False)  # sealed here
+                _, _, failing = self._publisher.publish_batch(batch_id, replay=False)  # sealed here
                 if failing:  # the next batch would spend its own deadline the same way
                     break
             self._maybe_manifest(ns, started)
@@ -732,132 +633,8 @@ class Memory:
 
     # -- publishing -----------------------------------------------------------------
 
-    def _breaker_open(self) -> bool:
-        return time.monotonic() < self._breaker_until
-
-    def _trip_breaker(self, exc: StorageError) -> None:
-        if isinstance(exc, RateLimited):
-            self._breaker_until = time.monotonic() + min(exc.retry_after or BREAKER_SECONDS, 300.0)
-        elif isinstance(exc, PublisherUnavailable):
-            self._breaker_until = time.monotonic() + BREAKER_SECONDS
-
-    def _publish_batch(self, batch_id: int, *, replay: bool = True
-                       ) -> tuple[int, str | None, bool]:
-        """Publish one outbox batch; return (facts published, error message or None,
-        whether the publish path is failing: a store or read-back error other than a
-        refusal of these very bytes, which the next batch would most likely meet too).
-
-        A replay (sync, or a batch another call left) opens every sealed copy
-        first (~0.2 ms each) and never stores one that fails; the first attempt
-        right after sealing skips that.
-        """
-        with self._lock:
-            batch = self._catalog.outbox_batch(batch_id)
-            if batch is None:
-                return 0, None, False  # already published (another thread/process)
-            payload = self._catalog.outbox_payload(batch_id)
-            if not payload:
-                self._catalog.delete_outbox_batch(batch_id)
-                return 0, None, False
-        ns = str(batch["namespace"])
-        damaged: str | None = None
-        if replay:
-            payload, damaged = self._sound_outbox(ns, batch_id, payload)
-            if not payload:
-                return 0, damaged, False
-        try:
-            client = self._get_backend().client
-            if self.settings.verify_publish != "none":
-                require_read_back(client, f"verify_publish = {self.settings.verify_publish!r}")
-            deadline = self.settings.publish_deadline
-            # A quilt's patch names are public: a keyed hash, never the memory id
-            # (keys.quilt_identifier), so nothing ties versions or key generations.
-            keys = self.keys_for(ns)
-            names = {keys.quilt_identifier(str(r["memory_id"]), int(r["version"])):
-                     str(r["memory_id"]) for r in payload}
-            files = {name: bytes(r["sealed"]) for name, r in zip(names, payload, strict=True)}
-            if len(payload) == 1:
-                stored = client.store_blob(bytes(payload[0]["sealed"]), deadline=deadline)
-                blob = stored
-                locations: dict[str, str | None] = {str(payload[0]["memory_id"]): None}
-            else:
-                quilt = client.store_quilt(files, deadline=deadline)
-                blob = quilt.blob
-                check_patches(quilt.patches, list(files))
-                locations = {mid: quilt.patches.get(name) for name, mid in names.items()}
-            # a failed read-back keeps the batch queued (walrus_mem/_walrus/publish_check.py)
-            verify_published(client, self.settings.verify_publish,
-                             blob if len(payload) == 1 else quilt, files, deadline=deadline)
-        except StorageError as exc:
-            self._trip_breaker(exc)
-            message = f"{type(exc).__name__}: {exc}"
-            log.info("publish of outbox batch %d deferred: %s", batch_id, message)
-            if refused_for_good(exc):  # outbox_poison.py: split it, or count towards poison
-                message = REFUSED + message
-                if len(payload) > 1:
-                    with self._lock:
-                        parts = self._catalog.split_outbox_batch(batch_id)
-                    return 0, (f"{message} (split into {len(parts)} batches, each tried "
-                               "alone)"), False
-            with self._lock:
-                self._catalog.outbox_failed(batch_id, message)
-            return 0, message, not message.startswith(REFUSED)
-        self._breaker_until = 0.0
-        versions = {str(r["memory_id"]): int(r["version"]) for r in payload}
-        with self._lock:  # damaged members stay in the batch, queued, for repair
-            self._catalog.record_location(ns, versions, locations, blob,
-                                          batch_id=None if damaged else batch_id)
-        # A member forgotten while the store was in flight: its blob is recorded as a
-        # pending deletion (record_location); delete it now, not only at the next sync.
-        gone = deletions.pending(self._catalog, ns, blobs=[blob.blob_id])
-        if gone:
-            self._delete_blobs(gone)
-        return len(locations), damaged, False
-
-    def _sound_outbox(
-        self, ns: str, batch_id: int, payload: builtins.list[sqlite3.Row]
-    ) -> tuple[builtins.list[sqlite3.Row], str | None]:
-        """The batch members whose sealed bytes verify; damaged ones stay queued (repair)."""
-        try:
-            good, damaged = split_damaged(self.keys_for(ns), payload)
-        except KeyMaterialError as exc:
-            good, damaged = [], [("*", f"cannot verify sealed bytes: {exc}")]
-        if not damaged:
-            return good, None
-        message = (f"{len(damaged)} sealed copies fail verification, not published "
-                   f"(run `walrus-mem repair`): {damaged[0][0]}: {damaged[0][1]}")
-        log.warning("outbox batch %d: %s", batch_id, message)
-        with self._lock:
-            self._catalog.outbox_failed(batch_id, message)
-        return good, message
-
-    def _flush(self, namespace: str | None) -> tuple[int, list[str]]:
-        published, errors = 0, builtins.list[str]()
-        tried: set[int] = set()
-        while True:  # a batch split on a permanent refusal: its parts are tried too
-            batches = [b for b in self._catalog.outbox_batches(namespace)
-                       if int(b["id"]) not in tried]
-            if not batches:
-                return published, errors
-            for batch in batches:
-                batch_id = int(batch["id"])
-                tried.add(batch_id)
-                with call_deadline(self.settings.publish_deadline):  # store + read-back
-                    n, error, failing = self._publish_batch(batch_id)
-                published += n
-                if not error:
-                    continue
-                now = self._catalog.outbox_batch(batch_id)
-                if now is not None and is_poisoned(now):
-                    error = describe_poisoned(now, self._catalog.outbox_members(batch_id))
-                errors.append(f"outbox batch {batch_id} ({batch['namespace']}): {error}")
-                if failing:  # each further batch would spend a whole deadline the same way
-                    left = sum(1 for b in self._catalog.outbox_batches(namespace)
-                               if int(b["id"]) not in tried)
-                    if left > 0:
-                        errors.append(f"{left} more outbox batch(es) not tried in this sync "
-                                      "(the publish path is failing); the next sync tries them")
-                    return published, errors
+    def _flush(self, namespace: str | None) -> tuple[int, list[str]]:  # tests call it
+        return self._publisher.flush(namespace)
 
     # -- recall --------------------------------------------------------------------
 
@@ -893,21 +670,21 @@ class Memory:
             raise InvalidInput("min_score must be a number")
         else:
             cutoff = float(min_score)
-        self._authorize(ns)
+        self._keychain.authorize(ns)
         # Nothing to embed the query for in a namespace with no memories: the namespace
         # row as last read answers that (a read that found it needs no re-check here:
         # the snapshot below checks it again), an unknown one is read afresh.
         if not _recallable(self._catalog.cached_namespace(ns)) \
                 and not _recallable(self._catalog.namespace(ns)):
             return RecallResult()
-        vector = self._embed_query(query.strip())
+        vector = self._embedding.embed_query(query.strip())
         def run(idx: NamespaceIndex) -> RecallResult:
             return hybrid_recall(self._catalog, idx, query, vector, k=k, predicate=predicate,
                                  cutoff=cutoff, include_expired=include_expired,
                                  params=params or DEFAULT_PARAMS)
 
         with self._lock:
-            emb = self._embedder
+            emb = self._embedding.embedder
             # One read snapshot: one view of the rows, postings and counts, and one check
             # that nothing changed. An index that must catch up first does so outside it
             # (catching up may write the catalog), and the recall takes a new snapshot.
@@ -915,7 +692,7 @@ class Memory:
                 info = self._catalog.namespace(ns)
                 if not _recallable(info):
                     return RecallResult()
-                self._check_model(ns, info)
+                self._embedding.check_model(ns, info)
                 idx = self._indexes.current(ns, emb.model_id, emb.dim)
                 if idx is not None:
                     return run(idx)
@@ -940,7 +717,7 @@ class Memory:
         self._check_open()
         ns = self._ns(namespace)
         mid = validate_memory_id(memory_id)
-        self._authorize(ns)
+        self._keychain.authorize(ns)
         row = self._catalog.memory(ns, mid)
         if row is None:
             raise MemoryNotFound(f"no memory {mid} in namespace {ns!r}")
@@ -968,7 +745,7 @@ class Memory:
 
         sealed = self._catalog.sealed_of(ns, record.id)  # its size bounds the read
         with call_deadline(self.settings.read_deadline):  # the plain and the verified read
-            read_checked(self._get_backend().client, check, blob_id=record.blob_id,
+            read_checked(self._publisher.backend().client, check, blob_id=record.blob_id,
                          patch_id=record.quilt_patch_id,
                          max_size=len(sealed[0]) if sealed is not None else None)
 
@@ -988,7 +765,7 @@ class Memory:
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise InvalidInput(f"{name} must be an integer >= {low}")
         predicate = compile_filters(filters)
-        self._authorize(ns)
+        self._keychain.authorize(ns)
         now = time.time()
         out: list[MemoryRecord] = []
         skipped = 0
@@ -1036,7 +813,7 @@ class Memory:
     def query_vector(self, text: str) -> npt.NDArray[np.float32]:
         """The embedding recall uses for ``text`` (cached: right after a recall it is free)."""
         self._check_open()
-        return self._embed_query(text.strip())
+        return self._embedding.embed_query(text.strip())
 
     def stored_vectors(
         self, ids: Sequence[str], *, namespace: str | None = None
@@ -1044,7 +821,7 @@ class Memory:
         """The embeddings computed at remember time, by memory id (no re-embedding)."""
         self._check_open()
         ns = self._ns(namespace)
-        self._authorize(ns)  # embeddings say much about the texts they embed
+        self._keychain.authorize(ns)  # embeddings say much about the texts they embed
         rows = self._catalog.memories_by_ids(ns, list(ids))
         by_key = self._catalog.vectors_by_keys(ns, [int(r["key"]) for r in rows.values()])
         return {mid: by_key[int(r["key"])] for mid, r in rows.items() if int(r["key"]) in by_key}
@@ -1056,7 +833,7 @@ class Memory:
         self._check_open()
         ns = self._ns(namespace)
         mid = validate_memory_id(memory_id)
-        self._authorize(ns)
+        self._keychain.authorize(ns)
         rows = self._catalog.history_rows(ns, mid)
         if not rows:
             raise MemoryNotFound(f"no memory {mid} in namespace {ns!r}")
@@ -1097,7 +874,7 @@ class Memory:
         ns = self._ns(namespace)
         mid = validate_memory_id(memory_id)
         keys = self.keys_for(ns)
-        self._check_model(ns)
+        self._embedding.check_model(ns)
         row = self._catalog.memory(ns, mid)
         if row is None:
             raise MemoryNotFound(f"no memory {mid} in namespace {ns!r}")
@@ -1126,13 +903,13 @@ class Memory:
         if unchanged:
             return record_from_row(row)
         text_changed = item.text != row["text"]
-        vector = self._embed([item.text])[0] if text_changed else None
+        vector = self._embedding.embed([item.text])[0] if text_changed else None
         now = time.time()
         version = int(row["version"]) + 1
         record = fact_record(mid, version, item.text, item.metadata, item.category,
                               item.importance, float(row["created_at"]), now, item.expires_at)
         record.update(self._lineage_after(keys, ns, mid))
-        sealed = seal(keys, record, max_plaintext=self._max_plaintext())
+        sealed = seal(keys, record, max_plaintext=self._publisher.max_plaintext())
         with self._lock, self._catalog.write():
             current = self._catalog.memory(ns, mid)
             if current is None:
@@ -1157,8 +934,8 @@ class Memory:
         with self._lock:
             self._indexes.refresh(ns)
         with call_deadline(self.settings.publish_deadline):  # as in _store
-            if not self._breaker_open():
-                self._publish_batch(batch_id, replay=False)  # sealed by this very call
+            if not self._publisher.breaker_open():
+                self._publisher.publish_batch(batch_id, replay=False)  # sealed by this very call
             self._maybe_manifest(ns, started)
         return self.get(mid, namespace=ns)
 
@@ -1173,7 +950,7 @@ class Memory:
         self._check_open()
         ns = self._ns(namespace)
         mid = validate_memory_id(memory_id)
-        self._authorize(ns)
+        self._keychain.authorize(ns)
         if self._catalog.memory(ns, mid) is None:
             raise MemoryNotFound(f"no memory {mid} in namespace {ns!r}")
         return self._forget(ns, [mid])
@@ -1184,7 +961,7 @@ class Memory:
         ns = self._ns(namespace)
         if confirm is not True:
             raise InvalidInput("forget_all needs confirm=True")
-        self._authorize(ns)
+        self._keychain.authorize(ns)
         return self._forget(ns, self._catalog.memory_ids(ns))
 
     def _forget(self, ns: str, ids: builtins.list[str]) -> ForgetReport:
@@ -1214,7 +991,7 @@ class Memory:
         manifest_id = None
         info = self._catalog.namespace(ns)
         if forgotten and info is not None and info["manifest_blob_id"] is not None \
-                and self._epoch_ok_for_manifest(ns, now):
+                and self._epochs.ok_for_manifest(ns, now):
             try:
                 manifest_id = self._publish_manifest(ns)
             except (StorageError, WalrusMemError) as exc:
@@ -1225,13 +1002,8 @@ class Memory:
     def _delete_blobs(
         self, blobs: Mapping[str, bool | None]
     ) -> tuple[builtins.list[str], dict[str, str]]:
-        """Delete blobs of forgotten memories where nothing live is stored in them; settle
-        their ``pending_deletions`` rows, except where a later retry may do better."""
-        return deletions.delete_blobs(self, blobs)
-
-    def _retry_deletions(self, namespace: str | None) -> builtins.list[str]:
-        """Run the deletions a forget recorded but did not finish (deletions.py)."""
-        return deletions.retry(self, namespace)
+        """The log's LogHost contract (walrus_mem._log): Publisher.delete_blobs."""
+        return self._publisher.delete_blobs(blobs)
 
     # -- sync / manifests / restore ------------------------------------------------------
 
@@ -1255,7 +1027,7 @@ class Memory:
         ns = None if namespace is None else self._ns(namespace)
         requeue_lost(self._catalog, ns)  # queued memories whose outbox row was lost
         published, errors = self._flush(ns)
-        errors += self._retry_deletions(ns)  # forgets killed before deleting their blobs
+        errors += self._publisher.retry_deletions(ns)  # forgets killed before deleting their blobs
         epoch: tuple[int | None, bool] | None = None  # (current, known), asked once
         renewed = 0
         manifests: dict[str, str] = {}
@@ -1410,11 +1182,11 @@ class Memory:
         info = self._catalog.namespace(ns)
         if info is None or int(info["writes_since_manifest"]) < self.settings.manifest_every:
             return
-        if self._breaker_open():
+        if self._publisher.breaker_open():
             return
         if self._catalog.outbox_count(ns) > 0:
             return
-        if not self._epoch_ok_for_manifest(ns, since):
+        if not self._epochs.ok_for_manifest(ns, since):
             return
         try:
             with self._log.turn(ns, wait=False) as ours:
@@ -1425,21 +1197,6 @@ class Memory:
             # defers only the manifest, which the next sync reports (and the rotation
             # finishes); raising here failed a good remember.
             log.info("periodic manifest for %r deferred: %s", ns, exc)
-
-    def _epoch_ok_for_manifest(self, ns: str, since: float) -> bool:
-        """A manifest published outside ``sync`` (periodic, after forget or extend) only
-        when the epoch is known or a store answer since ``since`` told it: else it
-        could list an expired blob, and the next ``sync`` (which probes) publishes it."""
-        if not self._catalog.has_end_epochs(ns):
-            return True
-        try:
-            known = self.epoch_estimate(fresh_since=since)[1]
-        except WalrusMemError:
-            known = False
-        if not known:
-            log.info("manifest of %r deferred to the next sync: the current epoch is unknown",
-                     ns)
-        return known
 
     def _publish_manifest(self, ns: str) -> str:
         """Publish a manifest of ``ns`` now (see :meth:`NamespaceLog.publish`); its head."""
@@ -1493,7 +1250,7 @@ class Memory:
         ns = self._ns(namespace)
         # The access check first: a restore into a namespace this catalog holds under
         # another key (even an empty one) must write nothing (issue 23, item 14).
-        self._authorize(ns)
+        self._keychain.authorize(ns)
         if isinstance(manifest_blob_id, str) or manifest_blob_id is None:
             heads = None if manifest_blob_id is None else [manifest_blob_id]
         else:
@@ -1510,7 +1267,7 @@ class Memory:
         report, _ = pull_following(self, ns, heads, allow_stale=allow_stale,
                                    allow_unrelated=allow_unrelated, progress=progress,
                                    recheck=True, allow_legacy=allow_legacy)
-        self._retry_deletions(ns)  # e.g. a pulled forget killed before its deletions
+        self._publisher.retry_deletions(ns)  # e.g. a pulled forget killed before its deletions
         head = report.heads[0] if report.heads else (
             report.legacy or self.stats(ns).manifest_blob_id or "")
         return RestoreReport(
@@ -1550,7 +1307,7 @@ class Memory:
         """
         self._check_open()
         ns = self._ns(namespace)
-        self._authorize(ns)  # as in restore: nothing is written under another key
+        self._keychain.authorize(ns)  # as in restore: nothing is written under another key
         if isinstance(heads, str):
             heads = [heads]
         elif heads is not None:
@@ -1560,7 +1317,7 @@ class Memory:
         report, _ = pull_following(self, ns, heads, allow_stale=allow_stale,
                                    allow_unrelated=allow_unrelated, progress=progress,
                                    allow_legacy=allow_legacy)
-        self._retry_deletions(ns)  # e.g. a pulled forget killed before its deletions
+        self._publisher.retry_deletions(ns)  # e.g. a pulled forget killed before its deletions
         return report
 
     def rotate_key(self, namespace: str | None = None, *, delete_old: bool = False
@@ -1581,20 +1338,13 @@ class Memory:
     def epoch_clock(self) -> EpochClock:
         """The epoch clock learned from store responses (see :mod:`walrus_mem._walrus.expiry`);
         its epoch length is ``epoch_seconds``, else the network's the endpoints name."""
-        s = self.settings
-        network = network_of([s.publisher_url, *s.publisher_urls, *s.aggregator_urls])
-        return EpochClock(self._catalog, epoch_seconds=s.epoch_seconds,
-                          network_seconds=NETWORK_EPOCH_SECONDS.get(network or ""))
+        return self._epochs.clock
 
     def current_epoch(self) -> int | None:
         """The current Walrus epoch: the mock's clock if it has one, else the epoch clock
         (its lagging estimate; see :meth:`epoch_estimate` for whether it can be trusted)."""
         self._check_open()
-        backend_epoch = self._get_backend().current_epoch()
-        if backend_epoch is not None:
-            self._catalog.note_epoch(backend_epoch, trusted=True)
-            return self._catalog.current_epoch()
-        return self.epoch_clock.current()
+        return self._epochs.current_epoch()
 
     def probe_epoch(self) -> int | None:
         """Read the current epoch from the publisher: store 32 random bytes for one epoch
@@ -1604,20 +1354,7 @@ class Memory:
         epoch). Raises the store's :class:`StorageError` when the publisher fails.
         """
         self._check_open()
-        policy = self.settings.verify_publish
-        if policy != "none":
-            require_read_back(self.walrus, f"verify_publish = {policy!r}")
-        probe = os.urandom(32)
-        with call_deadline(self.settings.publish_deadline):  # store + read-back
-            stored = self.walrus.store_blob(probe, epochs=1,
-                                            deadline=self.settings.publish_deadline)
-            # the epoch of an answer that did not store anything is not the network's
-            verify_published(self.walrus, policy, stored, {"probe": probe},
-                             deadline=self.settings.publish_deadline)
-        if stored.registered_epoch is None:
-            return None
-        self._catalog.note_epoch(stored.registered_epoch)
-        return int(stored.registered_epoch)
+        return self._epochs.probe_epoch()
 
     def epoch_estimate(
         self, *, probe: bool = False, fresh_since: float | None = None
@@ -1627,19 +1364,7 @@ class Memory:
         later); else, with ``probe``, the epoch a probe store names (:meth:`probe_epoch`).
         Otherwise the clock's lagging estimate and ``known=False``."""
         self._check_open()
-        exact = self._get_backend().current_epoch()
-        if exact is not None:
-            self._catalog.note_epoch(exact, trusted=True)
-            return self._catalog.current_epoch(), True
-        reading = self.epoch_clock.reading()
-        if reading.known or (fresh_since is not None and reading.last_seen is not None
-                             and reading.last_seen >= fresh_since):
-            return reading.current, True
-        if probe:
-            epoch = self.probe_epoch()
-            if epoch is not None:
-                return max(epoch, reading.current or epoch), True
-        return reading.current, False
+        return self._epochs.epoch_estimate(probe=probe, fresh_since=fresh_since)
 
     def expiring(
         self, within_epochs: int = 1, *, namespace: str | None = None, probe: bool = False
@@ -1659,7 +1384,7 @@ class Memory:
             raise InvalidInput("within_epochs must be an integer >= 0")
         ns = None if namespace is None else self._ns(namespace)
         if ns is not None:
-            self._authorize(ns)
+            self._keychain.authorize(ns)
         if not self._catalog.has_end_epochs(ns):
             return []  # nothing published: nothing can expire, whatever the epoch
         current, known = self.epoch_estimate(probe=probe)
@@ -1671,7 +1396,7 @@ class Memory:
         limit = current + within_epochs
         if ns is None:  # every namespace: only those whose key this process holds
             rows = self._catalog.expiring(None, limit)
-            readable = {n: self._readable(n) for n in {str(r["namespace"]) for r in rows}}
+            readable = {n: self._keychain.readable(n) for n in {str(r["namespace"]) for r in rows}}
             rows = [r for r in rows if readable[str(r["namespace"])]]
         else:
             rows = self._catalog.expiring(ns, limit)
@@ -1705,7 +1430,7 @@ class Memory:
             ids = [validate_memory_id(m) for m in memory_ids]
         started = time.time()
         report = republish(self, ns, ids, epochs)
-        if report.extended and self._epoch_ok_for_manifest(ns, started):
+        if report.extended and self._epochs.ok_for_manifest(ns, started):
             try:
                 self._publish_manifest(ns)
             except (StorageError, RestoreIncomplete, RotationIncomplete) as exc:
@@ -1722,15 +1447,15 @@ class Memory:
         """
         self._check_open()
         ns = self._ns(namespace)
-        self._authorize(ns)  # it reads every plaintext of the namespace
-        emb = self._embedder
+        self._keychain.authorize(ns)  # it reads every plaintext of the namespace
+        emb = self._embedding.embedder
         done = 0
         last = 0
         while True:
             rows = self._catalog.texts_after(ns, last)
             if not rows:
                 break
-            vectors = self._embed([str(r["text"]) for r in rows])
+            vectors = self._embedding.embed([str(r["text"]) for r in rows])
             with self._lock:
                 self._catalog.set_vectors([(vector_to_blob(v), int(r["key"]))
                                            for r, v in zip(rows, vectors, strict=True)])
@@ -1790,6 +1515,6 @@ class Memory:
             manifest_at=None if info is None else from_timestamp(info["manifest_at"]),
             outbox_batches=counts["outbox_batches"],
             current_epoch=self.epoch_clock.current(),
-            embedded=self.settings.embedded and self._injected_walrus is None,
+            embedded=self.settings.embedded and self._publisher.injected_walrus is None,
             data_dir=self.data_dir,
         )

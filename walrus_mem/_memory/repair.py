@@ -210,7 +210,7 @@ def _replace_sealed(mem: Memory, ns: str, report: RepairReport) -> None:
             mid, version, str(row["text"]), json.loads(row["metadata"] or "{}"),
             row["category"], float(row["importance"]), float(row["created_at"]),
             float(row["updated_at"]), row["expires_at"])
-        data = seal(keys, record, max_plaintext=mem._max_plaintext())
+        data = seal(keys, record, max_plaintext=mem._publisher.max_plaintext())
         report.resealed.append(mid)  # flagged: its text comes from the unauthenticated row
         log.warning("memory %s: sealed copy does not open (%s); sealed again from the catalog "
                     "row's text, which nothing authenticates: check it", mid, problem)
@@ -232,7 +232,7 @@ def _rebuild_row(mem: Memory, ns: str, row: Any, sealed: bytes, report: RepairRe
     metadata = json.dumps(record.get("metadata") or {}, sort_keys=True)
     catalog = mem._catalog
     try:
-        vector = vector_to_blob(mem._embed([text])[0])
+        vector = vector_to_blob(mem._embedding.embed([text])[0])
         with mem._lock, catalog.write() as c:
             key = int(row["key"])
             c.execute(
@@ -529,7 +529,7 @@ def salvage_forgets(mem: Memory, aside: Path, rebuild: CatalogRebuild) -> None:
             mem._indexes.refresh(ns)
             catalog.scrub()
     for ns in sorted(touched | pending):
-        mem._retry_deletions(ns)
+        mem._publisher.retry_deletions(ns)
     if rebuild.salvaged_forgets:
         log.warning("carried %d forgets from %s into the restored catalog",
                     len(rebuild.salvaged_forgets), aside)

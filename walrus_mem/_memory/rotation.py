@@ -64,6 +64,7 @@ from filelock import FileLock, Timeout
 
 from .._catalog.catalog import twin_slot
 from .._catalog.outbox_poison import is_poisoned
+from .._keys.chain import older_generation
 from .._keys.generations import (
     MAX_PROBE,
     current_generation,
@@ -91,7 +92,6 @@ from .rotation_cleanup import delete_retired
 
 if TYPE_CHECKING:
     from .._catalog.catalog import Catalog
-    from .._log.namespace_log import LogHost
     from ..memory import Memory
 
 __all__ = ["MAX_PROBE", "RotationReport", "adopt_keys", "current_generation",
@@ -123,22 +123,6 @@ class RotationReport:
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
-
-
-def older_generation(memory: LogHost, keys: NamespaceKeys,
-                     fingerprint: bytes) -> NamespaceKeys | None:
-    """The keys of the generation of ``keys``' namespace older than ``keys`` whose
-    fingerprint is ``fingerprint`` (retired generations stay derivable), else None.
-
-    An envelope's fingerprint is unauthenticated: it only picks the key to try, and
-    callers use an older generation only for bytes a digest already binds (an entry
-    or page of a verified manifest, a head this data dir has seen), so a leaked old
-    key cannot bring in anything new."""
-    for generation in range(keys.generation - 1, -1, -1):
-        older = memory._derive(keys.namespace, generation)
-        if older.fingerprint_bytes == fingerprint:
-            return older
-    return None
 
 
 def adopt_keys(memory: Memory, namespace: str, keys: NamespaceKeys) -> bool:
@@ -215,7 +199,7 @@ def _switch(memory: Memory, namespace: str, keys: NamespaceKeys, state: dict[str
                   "SET value = excluded.value", (meta_key(namespace), json.dumps(state)))
         c.execute("UPDATE namespaces SET key_fingerprint = ? WHERE name = ?",
                   (keys.fingerprint, namespace))
-    memory._keys[namespace] = keys
+    memory._keychain.use(namespace, keys)
 
 
 def rotate_key(memory: Memory, namespace: str, *, delete_old: bool = False) -> RotationReport:
@@ -279,7 +263,7 @@ def _rotate(memory: Memory, ns: str, *, delete_old: bool) -> RotationReport:
             log.info("rotating %r from key generation %d to %d", ns, old_gen, old_gen + 1)
     old_keys = memory._derive(ns, int(rotating["from"]))
     new_keys = memory._derive(ns, int(rotating["to"]))
-    memory._keys[ns] = new_keys
+    memory._keychain.use(ns, new_keys)
     report = RotationReport(namespace=ns, old_generation=old_keys.generation,
                             generation=new_keys.generation, fingerprint=new_keys.fingerprint)
     report.resealed = _reseal(memory, ns, old_keys, new_keys, state)
@@ -328,7 +312,7 @@ def _reseal(memory: Memory, ns: str, old: NamespaceKeys | None, new: NamespaceKe
     fingerprint names: a memory merged from a blob of a retired generation (a pending
     entry fetched late) takes part in the rotation like every other."""
     catalog = memory._catalog
-    limit = memory._max_plaintext()
+    limit = memory._publisher.max_plaintext()
     done = 0
     last = 0
     only = "" if ids is None else " AND id IN (SELECT value FROM json_each(?))"

@@ -1,0 +1,278 @@
+"""A Memory's way out to Walrus: the backend (built on first use), the circuit breaker
+that keeps a down publisher from costing every call its deadline, the outbox publish of
+sealed batches, and the deletion of forgotten memories' blobs.
+
+A batch's sealed bytes are made once and kept, so a retry after a crash or a lost
+response stores identical bytes (same blob id, no duplicate blobs).
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Final
+
+from .._catalog.outbox_poison import REFUSED, is_poisoned, refused_for_good
+from .._catalog.outbox_poison import describe as describe_poisoned
+from .._walrus.blobio import check_patches
+from .._walrus.publish_check import require_read_back, verify_published
+from .._walrus.retry import call_deadline
+from .._walrus.storage import Backend, open_backend
+from ..errors import (
+    KeyMaterialError,
+    PublisherUnavailable,
+    RateLimited,
+    StorageError,
+    WalrusMemError,
+)
+from . import deletions
+from .inputs import MAX_METADATA_BYTES
+from .integrity import split_damaged
+
+if TYPE_CHECKING:
+    from .._catalog.catalog import Catalog
+    from .._keys.chain import KeyChain
+    from .._log.namespace_log import NamespaceLog
+    from ..config import Settings
+    from ..walrus import WalrusClient
+
+__all__ = ["BREAKER_SECONDS", "Publisher"]
+
+log = logging.getLogger(__name__)
+
+BREAKER_SECONDS: Final = 30.0
+
+
+class Publisher:
+    """Publishes the outbox and deletes blobs for one Memory."""
+
+    def __init__(self, settings: Settings, catalog: Catalog, lock: threading.RLock,
+                 keys: KeyChain, walrus: WalrusClient | None,
+                 check_open: Callable[[], None]) -> None:
+        self.settings = settings
+        self.catalog = catalog
+        self.lock = lock
+        self.keys = keys
+        self.injected_walrus = walrus
+        self.check_open = check_open
+        self.log: NamespaceLog | None = None  # set by Memory once the log is built
+        self.opened: Backend | None = None
+        self.breaker_until = 0.0
+
+    def backend(self) -> Backend:
+        """The storage backend (built on first use; embedded relayer when no URL is set)."""
+        with self.lock:
+            self.check_open()
+            if self.opened is None:
+                self.opened = open_backend(self.settings, self.injected_walrus)
+            return self.opened
+
+    @property
+    def client(self) -> WalrusClient:
+        """The Walrus client of :meth:`backend`."""
+        return self.backend().client
+
+    def close(self) -> None:
+        """Close the backend if it was opened."""
+        if self.opened is not None:
+            self.opened.close()
+
+    def max_plaintext(self) -> int:
+        """The largest plaintext a fact's envelope may hold."""
+        return self.settings.max_fact_bytes + MAX_METADATA_BYTES + 4096
+
+    def breaker_open(self) -> bool:
+        """Whether a recent outage says not to try the publisher now (sync still does)."""
+        return time.monotonic() < self.breaker_until
+
+    def trip_breaker(self, exc: StorageError) -> None:
+        """Keep away from a publisher that rate-limits or is down, for a while."""
+        if isinstance(exc, RateLimited):
+            self.breaker_until = time.monotonic() + min(exc.retry_after or BREAKER_SECONDS,
+                                                        300.0)
+        elif isinstance(exc, PublisherUnavailable):
+            self.breaker_until = time.monotonic() + BREAKER_SECONDS
+
+    def publish_batch(self, batch_id: int, *, replay: bool = True
+                      ) -> tuple[int, str | None, bool]:
+        """Publish one outbox batch; return (facts published, error message or None,
+        whether the publish path is failing: a store or read-back error other than a
+        refusal of these very bytes, which the next batch would most likely meet too).
+
+        A replay (sync, or a batch another call left) opens every sealed copy
+        first (~0.2 ms each) and never stores one that fails; the first attempt
+        right after sealing skips that.
+        """
+        with self.lock:
+            batch = self.catalog.outbox_batch(batch_id)
+            if batch is None:
+                return 0, None, False  # already published (another thread/process)
+            payload = self.catalog.outbox_payload(batch_id)
+            if not payload:
+                self.catalog.delete_outbox_batch(batch_id)
+                return 0, None, False
+        ns = str(batch["namespace"])
+        damaged: str | None = None
+        if replay:
+            payload, damaged = self.sound_outbox(ns, batch_id, payload)
+            if not payload:
+                return 0, damaged, False
+        try:
+            client = self.backend().client
+            if self.settings.verify_publish != "none":
+                require_read_back(client, f"verify_publish = {self.settings.verify_publish!r}")
+            deadline = self.settings.publish_deadline
+            # A quilt's patch names are public: a keyed hash, never the memory id
+            # (keys.quilt_identifier), so nothing ties versions or key generations.
+            keys = self.keys.for_namespace(ns)
+            names = {keys.quilt_identifier(str(r["memory_id"]), int(r["version"])):
+                     str(r["memory_id"]) for r in payload}
+            files = {name: bytes(r["sealed"]) for name, r in zip(names, payload, strict=True)}
+            if len(payload) == 1:
+                stored = client.store_blob(bytes(payload[0]["sealed"]), deadline=deadline)
+                blob = stored
+                locations: dict[str, str | None] = {str(payload[0]["memory_id"]): None}
+            else:
+                quilt = client.store_quilt(files, deadline=deadline)
+                blob = quilt.blob
+                check_patches(quilt.patches, list(files))
+                locations = {mid: quilt.patches.get(name) for name, mid in names.items()}
+            # a failed read-back keeps the batch queued (walrus_mem/_walrus/publish_check.py)
+            verify_published(client, self.settings.verify_publish,
+                             blob if len(payload) == 1 else quilt, files, deadline=deadline)
+        except StorageError as exc:
+            self.trip_breaker(exc)
+            message = f"{type(exc).__name__}: {exc}"
+            log.info("publish of outbox batch %d deferred: %s", batch_id, message)
+            if refused_for_good(exc):  # outbox_poison.py: split it, or count towards poison
+                message = REFUSED + message
+                if len(payload) > 1:
+                    with self.lock:
+                        parts = self.catalog.split_outbox_batch(batch_id)
+                    return 0, (f"{message} (split into {len(parts)} batches, each tried "
+                               "alone)"), False
+            with self.lock:
+                self.catalog.outbox_failed(batch_id, message)
+            return 0, message, not message.startswith(REFUSED)
+        self.breaker_until = 0.0
+        versions = {str(r["memory_id"]): int(r["version"]) for r in payload}
+        with self.lock:  # damaged members stay in the batch, queued, for repair
+            self.catalog.record_location(ns, versions, locations, blob,
+                                         batch_id=None if damaged else batch_id)
+        # A member forgotten while the store was in flight: its blob is recorded as a
+        # pending deletion (record_location); delete it now, not only at the next sync.
+        gone = deletions.pending(self.catalog, ns, blobs=[blob.blob_id])
+        if gone:
+            self.delete_blobs(gone)
+        return len(locations), damaged, False
+
+    def sound_outbox(
+        self, ns: str, batch_id: int, payload: builtins.list[sqlite3.Row]
+    ) -> tuple[builtins.list[sqlite3.Row], str | None]:
+        """The batch members whose sealed bytes verify; damaged ones stay queued (repair)."""
+        try:
+            good, damaged = split_damaged(self.keys.for_namespace(ns), payload)
+        except KeyMaterialError as exc:
+            good, damaged = [], [("*", f"cannot verify sealed bytes: {exc}")]
+        if not damaged:
+            return good, None
+        message = (f"{len(damaged)} sealed copies fail verification, not published "
+                   f"(run `walrus-mem repair`): {damaged[0][0]}: {damaged[0][1]}")
+        log.warning("outbox batch %d: %s", batch_id, message)
+        with self.lock:
+            self.catalog.outbox_failed(batch_id, message)
+        return good, message
+
+    def flush(self, namespace: str | None) -> tuple[int, list[str]]:
+        """Publish every outbox batch (of ``namespace``); (facts published, error lines)."""
+        published, errors = 0, builtins.list[str]()
+        tried: set[int] = set()
+        while True:  # a batch split on a permanent refusal: its parts are tried too
+            batches = [b for b in self.catalog.outbox_batches(namespace)
+                       if int(b["id"]) not in tried]
+            if not batches:
+                return published, errors
+            for batch in batches:
+                batch_id = int(batch["id"])
+                tried.add(batch_id)
+                with call_deadline(self.settings.publish_deadline):  # store + read-back
+                    n, error, failing = self.publish_batch(batch_id)
+                published += n
+                if not error:
+                    continue
+                now = self.catalog.outbox_batch(batch_id)
+                if now is not None and is_poisoned(now):
+                    error = describe_poisoned(now, self.catalog.outbox_members(batch_id))
+                errors.append(f"outbox batch {batch_id} ({batch['namespace']}): {error}")
+                if failing:  # each further batch would spend a whole deadline the same way
+                    left = sum(1 for b in self.catalog.outbox_batches(namespace)
+                               if int(b["id"]) not in tried)
+                    if left > 0:
+                        errors.append(f"{left} more outbox batch(es) not tried in this sync "
+                                      "(the publish path is failing); the next sync tries them")
+                    return published, errors
+
+    def delete_blobs(
+        self, blobs: Mapping[str, bool | None]
+    ) -> tuple[list[str], dict[str, str]]:
+        """Delete blobs of forgotten memories where nothing live is stored in them; settle
+        their ``pending_deletions`` rows, except where a later retry may do better."""
+        assert self.log is not None
+        deleted: list[str] = []
+        kept: dict[str, str] = {}
+        retry_later: dict[str, str] = {}
+        members: dict[str, dict[str, set[str]] | str] = {}  # namespace -> quilts known
+        for blob_id, deletable in blobs.items():
+            live = self.catalog.live_versions_in_blob(blob_id)
+            if live > 0:
+                kept[blob_id] = (
+                    f"quilt still holds {live} other live memory version(s); "
+                    "a single quilt patch cannot be deleted"
+                )
+                continue
+            if deletable is False:
+                kept[blob_id] = "permanent blob: cannot be deleted before its end epoch"
+                continue
+            backend = self.backend()
+            if not backend.can_delete:  # real Walrus over HTTP: no reads for nothing
+                kept[blob_id] = backend.delete_blob(blob_id)[1]
+                if backend.delete_unknown:  # the server was unreachable: ask again later
+                    retry_later[blob_id] = kept[blob_id]
+                continue
+            others = deletions.quilt_members_elsewhere(self.catalog, self.log, blob_id, members)
+            if isinstance(others, str):
+                kept[blob_id] = retry_later[blob_id] = others
+                continue
+            if others:
+                kept[blob_id] = (
+                    f"quilt holds {len(others)} live memory(ies) this data dir knows of but "
+                    "does not hold (not fetched yet, or in a head not merged yet): kept"
+                )
+                continue
+            ok, reason = backend.delete_blob(blob_id)
+            if ok:
+                deleted.append(blob_id)
+            else:
+                kept[blob_id] = retry_later[blob_id] = reason  # a failed request: retry later
+        with self.lock:
+            deletions.settle(self.catalog, [b for b in blobs if b not in retry_later])
+            deletions.failed(self.catalog, retry_later)
+        return deleted, kept
+
+    def retry_deletions(self, namespace: str | None) -> list[str]:
+        """Run the deletions recorded but not finished (a process killed, a backend that
+        failed the request); return error lines for what is still waiting (never raises)."""
+        todo = deletions.pending(self.catalog, namespace)
+        if not todo:
+            return []
+        try:
+            _, kept = self.delete_blobs(todo)
+        except WalrusMemError as exc:
+            return [f"pending blob deletions: {type(exc).__name__}: {exc}"]
+        left = deletions.pending(self.catalog, namespace, blobs=kept)
+        return [f"{len(left)} blob(s) of forgotten memories not deleted yet, retried by the "
+                f"next sync: {next(iter(kept[b] for b in left))}"] if left else []
