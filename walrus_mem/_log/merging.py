@@ -14,7 +14,7 @@ from collections.abc import Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
 
-from .._memory.rotation import older_generation
+from .._keys.chain import older_generation
 from .._walrus.blobio import read_checked
 from ..envelope import envelope_fingerprint, open_envelope
 from ..errors import (
