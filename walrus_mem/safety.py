@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
-from ._safety import injection, injection_concepts, injection_intents
+from ._safety import classifier, injection, injection_concepts, injection_intents
 from ._safety.capture_patterns import (
     DROP_WHOLE,
     EMOJI,
@@ -41,6 +41,7 @@ from ._safety.capture_patterns import (
     SYSTEM_CONTENT,
     UNINFORMATIVE,
 )
+from ._safety.format_chars import reveal_format_chars
 from ._safety.injection_patterns import (
     INJECTION_PATTERNS,
     OBFUSCATION_SIGNS,
@@ -96,7 +97,8 @@ class InjectionResult:
     ``labels`` are the families that matched (``override``, ``role_hijack``,
     ``tag_spoof``, ``fake_tool_result``, ``tool_coercion``, ``exfiltration``,
     ``prompt_leak``, ``poisoning``, ``non_english``, ``obfuscated``,
-    ``encoded``); ``reasons`` give the matched snippets (truncated).
+    ``encoded``, ``classifier``: the learned layer); ``reasons`` give the matched
+    snippets (truncated).
     """
 
     flagged: bool
@@ -141,8 +143,13 @@ def detect_injection(text: str) -> InjectionResult:
     """
     if not text or not text.strip():
         return InjectionResult(False)
+    text = reveal_format_chars(text)  # tag-character text is read, other Cf dropped
     labels: list[str] = []
     reasons: list[str] = []
+    learned = classifier.flagged_score(text)  # first layer: the learned screen
+    if learned is not None:
+        labels.append("classifier")
+        reasons.append(f"classifier: {learned:.2f}")
     for window in injection.windows(text):
         all_views = injection.views(window)
         decoded = set(all_views) - set(injection.views(window, decode=False))

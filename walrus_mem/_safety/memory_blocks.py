@@ -17,6 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from .format_chars import reveal_format_chars
+
 __all__ = [
     "BLOCK_TAG",
     "ITEM_TAG",
@@ -42,11 +44,12 @@ _NEWLINES: Final = re.compile(r"\s*[\r\n\u2028\u2029\x85]+\s*")
 def escape_for_prompt(text: str, *, single_line: bool = True) -> str:
     """Make ``text`` inert inside a prompt: it can no longer open or close a tag.
 
-    HTML-escapes ``& < > " '``, removes control and bidi-override characters,
-    and (by default) folds line breaks into `` / `` so stored text cannot
-    start a line with a fake ``System:`` or ``### Instruction:`` header.
+    HTML-escapes ``& < > " '``, removes control characters and Unicode format
+    characters (tag characters become the ASCII they hide), and (by default)
+    folds line breaks into `` / `` so stored text cannot start a line with a
+    fake ``System:`` or ``### Instruction:`` header.
     """
-    text = _CONTROL.sub("", text)
+    text = _CONTROL.sub("", reveal_format_chars(text))
     if single_line:
         text = _NEWLINES.sub(" / ", text.strip())
     return html.escape(text, quote=True)
