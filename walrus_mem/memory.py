@@ -67,6 +67,7 @@ from ._memory.network_reset import check_served
 from ._memory.network_reset import follow as follow_network_reset
 from ._memory.network_reset import settle as settle_network_reset
 from ._memory.network_reset import suspect as suspect_network_reset
+from ._memory.parts import Parts
 from ._memory.publisher import Publisher
 from ._memory.records import Item, Replay, fact_record
 from ._memory.renewal import renew_due, republish
@@ -220,6 +221,9 @@ class Memory:
         self._epochs = Epochs(self.settings, self._catalog, self._publisher)
         self._log = NamespaceLog(self, self._catalog, self._indexes, self._lock)
         self._publisher.log = self._log
+        self._parts = Parts(self.settings, self.data_dir, self._catalog, self._indexes,
+                            self._lock, self._keychain, self._embedding, self._publisher,
+                            self._epochs, self._log)
 
     # -- plumbing -----------------------------------------------------------------
 
@@ -291,12 +295,12 @@ class Memory:
 
     def _adopt_keys(self, namespace: str, keys: NamespaceKeys) -> bool:
         """Make a verified generation current for a namespace held nothing of (rotation.py)."""
-        return adopt_keys(self, namespace, keys)
+        return adopt_keys(self._parts, namespace, keys)
 
     def reseal_fetched(self, namespace: str, ids: set[str]) -> int:
         """Seal again under the current generation what a merge took from blobs of a
         retired one (log_older.py, rotation.py); queued for the next publish."""
-        return reseal_fetched(self, namespace, ids)
+        return reseal_fetched(self._parts, namespace, ids)
 
     def keys_for(self, namespace: str | None = None) -> NamespaceKeys:
         """The namespace's keys (resolved lazily, cached); registers the namespace.
@@ -1037,7 +1041,7 @@ class Memory:
         for name in names:
             try:
                 # an idle machine sees no store answer showing a wipe: its head answers 404
-                check_served(self, name, errors)
+                check_served(self._parts, name, errors)
                 problem = self._log.announce_pending(name)  # a sync killed before announcing
                 if problem is not None:
                     errors.append(f"announce for {name!r}: {problem}")
@@ -1053,14 +1057,14 @@ class Memory:
                         f"restore of {name!r} was interrupted: run `walrus-mem restore "
                         f"--namespace {name}` to finish it; no manifest until then")
                 if rotation_in_progress(self._catalog, name):  # interrupted: finish it first
-                    finished = finish_rotation(self, name)
+                    finished = finish_rotation(self._parts, name)
                     published += finished.published
                     errors += [f"key rotation of {name!r}: {e}" for e in finished.errors]
                     if finished.manifest_blob_id is not None:
                         manifests[name] = finished.manifest_blob_id
                     if not finished.complete:
                         continue
-                report, rotation = pull_following(self, name, None)
+                report, rotation = pull_following(self._parts, name, None)
                 if not report.up_to_date and any(
                         not is_poisoned(b) for b in self._catalog.outbox_batches(name)):
                     more, failures = self._flush(name)  # re-sealed by the pull (log_older.py)
@@ -1088,7 +1092,7 @@ class Memory:
                     errors.append(f"manifest for {name!r}: the current Walrus epoch is unknown, "
                                   "so a manifest could list expired blobs; not published")
                     continue
-                renewed += renew_due(self, name, errors, epoch[0])  # ending within the margin
+                renewed += renew_due(self._parts, name, errors, epoch[0])  # ending soon
             info = self._catalog.namespace(name)
             assert info is not None
             if info["manifest_blob_id"] is None:
@@ -1123,9 +1127,9 @@ class Memory:
         answer of this sync counting as fresh, else probed. A wiped or reset network
         (epochs gone backwards, our blobs lost) is followed first (network_reset.py)."""
         try:
-            follow_network_reset(self, errors)
+            follow_network_reset(self._parts, errors)
             epoch = self.epoch_estimate(probe=True, fresh_since=started)
-            if follow_network_reset(self, errors):  # the probe's answer told it
+            if follow_network_reset(self._parts, errors):  # the probe's answer told it
                 epoch = self.epoch_estimate(probe=True, fresh_since=started)
             return epoch
         except WalrusMemError as exc:
@@ -1136,7 +1140,7 @@ class Memory:
         """A seen head of ``namespace`` answered 404 before its end epoch: whether the
         network was wiped or its epochs reset, which is then followed (network_reset.py)."""
         errors: builtins.list[str] = []
-        followed = suspect_network_reset(self, namespace, ref, errors)
+        followed = suspect_network_reset(self._parts, namespace, ref, errors)
         for error in errors:
             log.warning("%s", error)
         return followed
@@ -1145,7 +1149,7 @@ class Memory:
                      backwards: tuple[int, int] | None = None) -> None:
         """Before a manifest of ``namespace``: a suspected wipe / epoch reset is settled and
         what the network lost stored again first (network_reset.py)."""
-        settle_network_reset(self, namespace, backwards)
+        settle_network_reset(self._parts, namespace, backwards)
 
     def _lineage_after(self, keys: NamespaceKeys, ns: str,
                        mid: str) -> dict[str, builtins.list[str]]:
@@ -1264,7 +1268,7 @@ class Memory:
                 "heads_file)")
         # A head of another key generation (a rotation made elsewhere) is adopted or
         # followed only once it verifies under it (log_generation.py, follow.py).
-        report, _ = pull_following(self, ns, heads, allow_stale=allow_stale,
+        report, _ = pull_following(self._parts, ns, heads, allow_stale=allow_stale,
                                    allow_unrelated=allow_unrelated, progress=progress,
                                    recheck=True, allow_legacy=allow_legacy)
         self._publisher.retry_deletions(ns)  # e.g. a pulled forget killed before its deletions
@@ -1314,7 +1318,7 @@ class Memory:
             heads = list(heads)
             if not heads:
                 raise InvalidInput("pull needs at least one head reference")
-        report, _ = pull_following(self, ns, heads, allow_stale=allow_stale,
+        report, _ = pull_following(self._parts, ns, heads, allow_stale=allow_stale,
                                    allow_unrelated=allow_unrelated, progress=progress,
                                    allow_legacy=allow_legacy)
         self._publisher.retry_deletions(ns)  # e.g. a pulled forget killed before its deletions
@@ -1330,7 +1334,7 @@ class Memory:
         data dir knows (versions, manifests, pages, accepted grants) where the backend
         allows, and reports the rest (``kept_blobs``; docs/keys.md)."""
         self._check_open()
-        return rotate_key(self, self._ns(namespace), delete_old=delete_old)
+        return rotate_key(self._parts, self._ns(namespace), delete_old=delete_old)
 
     # -- expiry ------------------------------------------------------------------------
 
@@ -1429,7 +1433,7 @@ class Memory:
                 memory_ids = [memory_ids]
             ids = [validate_memory_id(m) for m in memory_ids]
         started = time.time()
-        report = republish(self, ns, ids, epochs)
+        report = republish(self._parts, ns, ids, epochs)
         if report.extended and self._epochs.ok_for_manifest(ns, started):
             try:
                 self._publish_manifest(ns)

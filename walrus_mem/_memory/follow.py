@@ -22,18 +22,18 @@ from .rotation import RotationReport, follow_rotation
 
 if TYPE_CHECKING:
     from .._log.heads import HeadRef
-    from ..memory import Memory
+    from .parts import Parts
 
 __all__ = ["pull_following"]
 
 log = logging.getLogger(__name__)
 
 
-def pull_following(memory: Memory, ns: str, heads: Sequence[str | HeadRef] | None,
+def pull_following(parts: Parts, ns: str, heads: Sequence[str | HeadRef] | None,
                    **kw: Any) -> tuple[PullReport, RotationReport | None]:
     """``NamespaceLog.pull(ns, heads, **kw)``, following a rotation it meets; the
     report, and the rotation's when one was followed."""
-    nslog = memory._log
+    nslog = parts.log
     try:
         report = nslog.pull(ns, heads, **kw)
     except WrongNamespace:
@@ -55,7 +55,7 @@ def pull_following(memory: Memory, ns: str, heads: Sequence[str | HeadRef] | Non
                                  f"`walrus-mem restore -n {ns}` finishes that first")
         return report, None
     nslog.merged_on_publish.pop(ns, None)
-    rotation = follow_rotation(memory, ns, ahead.generation)
+    rotation = follow_rotation(parts, ns, ahead.generation)
     merged = nslog.merged_on_publish.pop(ns, None)  # what the rotation's manifest merged
     if not rotation.complete:
         log.warning("following the rotation of %r to key generation %d is not complete (%s); "

@@ -57,7 +57,7 @@ from .integrity import split_sound
 from .renewal import renew_due
 
 if TYPE_CHECKING:
-    from ..memory import Memory
+    from .parts import Parts
 
 __all__ = ["RESET_KEY", "check_served", "follow", "settle", "suspect"]
 
@@ -70,8 +70,8 @@ RECENT: Final = 300.0  # seconds a sighting counts as the current epoch
 SERVED_DEADLINE: Final = 5.0  # seconds the per-sync "is our newest head served?" read may take
 
 
-def _held(mem: Memory) -> dict[str, Any] | None:
-    raw = mem._catalog.get_meta(BACKWARDS_KEY)
+def _held(parts: Parts) -> dict[str, Any] | None:
+    raw = parts.catalog.get_meta(BACKWARDS_KEY)
     try:
         held = json.loads(raw) if raw else None
     except ValueError:
@@ -79,24 +79,24 @@ def _held(mem: Memory) -> dict[str, Any] | None:
     return held if isinstance(held, dict) and held.get("seen") else None
 
 
-def follow(mem: Memory, errors: list[str], witnesses: Collection[str] = ()) -> bool:
+def follow(parts: Parts, errors: list[str], witnesses: Collection[str] = ()) -> bool:
     """Settle a sighting the clock held apart (see the module doc); True when a reset was
     followed (the caller asks the clock again). ``witnesses``: blobs that must still be
     live by the old clock and were just answered 404 (no need to read a sample)."""
-    held = _held(mem)
+    held = _held(parts)
     if held is None:
-        witness = _below_heads(mem)
+        witness = _below_heads(parts)
         if witness is None:
             return False
-        held, witnesses = _held(mem), [*witnesses, witness]
+        held, witnesses = _held(parts), [*witnesses, witness]
         assert held is not None
-    catalog = mem._catalog
+    catalog = parts.catalog
     verdict: dict[str, bool] = dict.fromkeys(witnesses, False)  # blob id -> still served
     if not verdict:
-        old_now = mem.epoch_clock.current()  # still on the old network's sightings
-        for blob in dict.fromkeys(_sample(mem, old_now or 0)):
+        old_now = parts.epochs.clock.current()  # still on the old network's sightings
+        for blob in dict.fromkeys(_sample(parts, old_now or 0)):
             try:
-                verdict[blob] = _served(mem, blob)
+                verdict[blob] = _served(parts, blob)
             except (WalrusMemError, ValueError) as exc:
                 errors.append(f"network reset check: {type(exc).__name__}: {exc}")
                 return False  # decided at a later sync
@@ -114,20 +114,20 @@ def follow(mem: Memory, errors: list[str], witnesses: Collection[str] = ()) -> b
     new = max(e for e, _, _ in seen)
     due = {str(b) for (b,) in catalog.query(
         "SELECT DISTINCT blob_id FROM memories WHERE status = 'published' AND blob_id IS NOT "
-        "NULL AND end_epoch > ?", (new + mem.settings.epochs + JUMP_SLACK,))}
+        "NULL AND end_epoch > ?", (new + parts.settings.epochs + JUMP_SLACK,))}
     for (blob,) in catalog.query("SELECT DISTINCT blob_id FROM memories WHERE status = "
                                  "'published' AND blob_id IS NOT NULL", ()):
         if str(blob) not in verdict and str(blob) not in due:
             try:
-                verdict[str(blob)] = _served(mem, str(blob))
+                verdict[str(blob)] = _served(parts, str(blob))
             except (WalrusMemError, ValueError):
                 verdict[str(blob)] = False  # unconfirmed: storing it again loses nothing
     lost = [b for b, ok in verdict.items() if not ok and b not in witnesses]  # heads aside
-    _apply(mem, seen, held.get("newest"), [*due, *lost])
+    _apply(parts, seen, held.get("newest"), [*due, *lost])
     return True
 
 
-def settle(mem: Memory, ns: str, backwards: tuple[int, int] | None = None) -> None:
+def settle(parts: Parts, ns: str, backwards: tuple[int, int] | None = None) -> None:
     """Before a manifest of ``ns`` (any path: sync, a rotation, a forget's, a periodic
     one): settle a sighting held apart, and once a reset was followed, store the lost
     memories of ``ns`` again first, so the manifest never lists a location the network
@@ -135,37 +135,37 @@ def settle(mem: Memory, ns: str, backwards: tuple[int, int] | None = None) -> No
     ``backwards``: (the epoch a store answer named, the higher one the clock said): held
     apart first when the clock held nothing (it had no sighting of its own above it)."""
     errors: list[str] = []
-    if backwards is not None and _held(mem) is None:
-        _hold(mem, *backwards)
-    follow(mem, errors)
-    row = mem._catalog.get_meta(RESET_KEY)
+    if backwards is not None and _held(parts) is None:
+        _hold(parts, *backwards)
+    follow(parts, errors)
+    row = parts.catalog.get_meta(RESET_KEY)
     try:
         at = float(json.loads(row)["at"]) if row else None
     except (ValueError, KeyError, TypeError):
         at = None
-    last = mem._catalog.query_one("SELECT max(at) FROM manifests WHERE namespace = ?", (ns,))
+    last = parts.catalog.query_one("SELECT max(at) FROM manifests WHERE namespace = ?", (ns,))
     if at is not None and (last is None or last[0] is None or float(last[0]) < at):
-        current = mem.epoch_clock.current()
-        renew_due(mem, ns, errors, current)
-        _require_renewed(mem, ns, current, errors)
+        current = parts.epochs.clock.current()
+        renew_due(parts, ns, errors, current)
+        _require_renewed(parts, ns, current, errors)
     for error in errors:
         log.warning("before the manifest of %r: %s", ns, error)
 
 
-def _require_renewed(mem: Memory, ns: str, current: int | None, errors: list[str]) -> None:
+def _require_renewed(parts: Parts, ns: str, current: int | None, errors: list[str]) -> None:
     """Raise NetworkResetPending while memories of ``ns`` the reset lost are not stored
     again (their renewal failed: publisher or read-back): a manifest would list them at
     lost locations, or leave them out. One whose local sealed copy is damaged is never
     stored again (renewal.py: never push damage) and does not hold the manifest back."""
     if current is None:
         return
-    catalog = mem._catalog
+    catalog = parts.catalog
     left = [str(r["id"]) for r in catalog.expiring(ns, current) if r["status"] == "published"]
     if not left:
         return
     rows = catalog.memories_by_ids(ns, left)
     payload = [(m, s) for m in left if m in rows and (s := catalog.sealed_of(ns, m)) is not None]
-    sound, _ = split_sound(mem.keys_for(ns), payload, rows)
+    sound, _ = split_sound(parts.keys.for_namespace(ns), payload, rows)
     if sound:
         raise NetworkResetPending(
             f"{len(sound)} memories of {ns!r} the network lost in a wipe or an epoch reset are "
@@ -173,10 +173,10 @@ def _require_renewed(mem: Memory, ns: str, current: int | None, errors: list[str
             "manifest until they are; the next sync retries")
 
 
-def _sample(mem: Memory, old_now: int) -> list[str]:
+def _sample(parts: Parts, old_now: int) -> list[str]:
     """Blobs that must still be live by the old clock: the newest ones our memories live
     in, our newest manifest, the newest head of each namespace's local state."""
-    catalog = mem._catalog
+    catalog = parts.catalog
     sample = [str(r[0]) for r in catalog.query(
         "SELECT blob_id FROM memories WHERE status = 'published' AND blob_id IS NOT NULL "
         "AND end_epoch > ? GROUP BY blob_id ORDER BY max(end_epoch) DESC LIMIT ?",
@@ -185,35 +185,35 @@ def _sample(mem: Memory, old_now: int) -> list[str]:
         "SELECT blob_id FROM manifests WHERE end_epoch > ? ORDER BY seq DESC LIMIT 1",
         (old_now,))]
     for ns in catalog.namespaces():
-        merged = mem._log.merged(ns)
+        merged = parts.log.merged(ns)
         if merged:
-            bound, _ = mem._log.seen.end_bound(ns, merged[0].blob_id)
+            bound, _ = parts.log.seen.end_bound(ns, merged[0].blob_id)
             if bound is not None and bound > old_now:
                 sample.append(merged[0].blob_id)
     return sample
 
 
-def check_served(mem: Memory, ns: str, errors: list[str]) -> bool:
+def check_served(parts: Parts, ns: str, errors: list[str]) -> bool:
     """Each sync: is the newest head the local state of ``ns`` contains still served? A
     machine that stores nothing sees no store answer that would show it a wipe; this
     one GET (one byte) does. A 404 before its end epoch asks the network (:func:`suspect`);
     True when a reset was followed."""
-    merged = mem._log.merged(ns)
-    if not merged or mem._log.seen.is_gone(ns, merged[0].blob_id):
+    merged = parts.log.merged(ns)
+    if not merged or parts.log.seen.is_gone(ns, merged[0].blob_id):
         return False
     try:
         # A head past its end epoch is not read: its 404 says nothing, and the client
         # waits out a 404 for a blob it stored itself (a read-after-store lag) until
         # the read deadline, which every sync after an expiry paid (30 s).
-        expired, _ = provably_gone(mem._log, ns, merged[0])
-        if expired or _served(mem, merged[0].blob_id):
+        expired, _ = provably_gone(parts.log, ns, merged[0])
+        if expired or _served(parts, merged[0].blob_id):
             return False
     except (WalrusMemError, ValueError):
         return False  # an outage: the pull and the manifest of this sync say so
-    return suspect(mem, ns, merged[0], errors)
+    return suspect(parts, ns, merged[0], errors)
 
 
-def suspect(mem: Memory, ns: str, ref: HeadRef, errors: list[str]) -> bool:
+def suspect(parts: Parts, ns: str, ref: HeadRef, errors: list[str]) -> bool:
     """A head of ``ns`` this data dir needs answered 404 before its end epoch passed: was
     the network wiped or reset? True when it was, and the reset was followed.
 
@@ -222,22 +222,22 @@ def suspect(mem: Memory, ns: str, ref: HeadRef, errors: list[str]) -> bool:
     or below the epoch the head was stored in (minus :data:`JUMP_SLACK`), it is a
     reset: impossible on the same network, and the 404 confirms the loss. Otherwise
     the 404 is "not yet" (a lagging aggregator): nothing changes."""
-    if _held(mem) is None:
+    if _held(parts) is None:
         try:
-            epoch = mem.probe_epoch()
+            epoch = parts.epochs.probe_epoch()
         except (WalrusMemError, ValueError) as exc:
             errors.append(f"network reset check: {type(exc).__name__}: {exc}")
             return False
-        head = mem._log.seen.get(ns, ref.blob_id)
+        head = parts.log.seen.get(ns, ref.blob_id)
         stored = None if head is None else head.stored_epoch
-        if _held(mem) is None:
+        if _held(parts) is None:
             if epoch is None or stored is None or epoch >= stored - JUMP_SLACK:
                 return False  # the network is where it was: "not yet"
-            _hold(mem, epoch, stored)
-    return follow(mem, errors, witnesses=[ref.blob_id])
+            _hold(parts, epoch, stored)
+    return follow(parts, errors, witnesses=[ref.blob_id])
 
 
-def _below_heads(mem: Memory) -> str | None:
+def _below_heads(parts: Parts) -> str | None:
     """A clock with no sighting of the old network (its catalog rebuilt, its wall clock
     ahead when it saw it, only restores) would never notice that its memories' blobs
     are gone: here the current epoch is compared with the highest epoch a seen head was
@@ -248,56 +248,56 @@ def _below_heads(mem: Memory) -> str | None:
     blob id returned: the witness of the loss. A head still served says the network
     was not reset (a lying publisher): nothing is held."""
     now = time.time()
-    seen = mem.epoch_clock.sightings(now)
+    seen = parts.epochs.clock.sightings(now)
     if not seen:
         return None
     newest = max(seen)
-    upper = newest if seen[newest][1] >= now - RECENT else mem.epoch_clock.reading(now).latest
-    found = mem._log.seen.stored_floor()
+    upper = newest if seen[newest][1] >= now - RECENT else parts.epochs.clock.reading(now).latest
+    found = parts.log.seen.stored_floor()
     if upper is None or found is None or upper >= found[0] - JUMP_SLACK:
         return None
     floor, _, ref = found
     try:
-        if _served(mem, ref.blob_id):
+        if _served(parts, ref.blob_id):
             return None
     except (WalrusMemError, ValueError):
         return None  # no answer: decided at a later check
-    _hold(mem, newest, floor)
+    _hold(parts, newest, floor)
     return ref.blob_id
 
 
-def _hold(mem: Memory, epoch: int, stored: int) -> None:
+def _hold(parts: Parts, epoch: int, stored: int) -> None:
     """Hold the network's epoch apart as record_seen does for one below the clock's: here
     it is below the epoch a head was stored in, or one the clock believed without a
     sighting of its own (it stored nothing since, its catalog was rebuilt, its wall clock
     ran ahead when it saw the old network). What it saw below is the new network's."""
     now = time.time()
-    seen = {e: [f, last] for e, (f, last) in mem.epoch_clock.sightings(now).items()
+    seen = {e: [f, last] for e, (f, last) in parts.epochs.clock.sightings(now).items()
             if e < stored - JUMP_SLACK}
     first, last = seen.get(epoch, [now, now])
     seen[epoch] = [min(first, now), max(last, now)]
-    mem._catalog.set_meta(BACKWARDS_KEY, json.dumps({
+    parts.catalog.set_meta(BACKWARDS_KEY, json.dumps({
         "newest": stored, "seen": [[e, f, last] for e, (f, last) in sorted(seen.items())]}))
     log.warning("the network names epoch %d, below epoch %d it had reached (a head stored "
                 "then, or the clock's): wiped or its epochs reset? checking", epoch, stored)
 
 
-def _served(mem: Memory, blob: str) -> bool:
+def _served(parts: Parts, blob: str) -> bool:
     """Whether an aggregator serves ``blob`` (one byte read); other failures raise."""
     try:  # one question, not a wait: a 404 only leads to asking the network's epoch
-        mem.walrus.read_byte_range(blob, 0, 1,
-                                   deadline=min(SERVED_DEADLINE, mem.settings.read_deadline))
+        parts.publisher.client.read_byte_range(blob, 0, 1,
+                                   deadline=min(SERVED_DEADLINE, parts.settings.read_deadline))
         return True
     except BlobNotFound:
         return False
 
 
-def _apply(mem: Memory, seen: list[tuple[int, float, float]], old: object,
+def _apply(parts: Parts, seen: list[tuple[int, float, float]], old: object,
            lost: list[str]) -> None:
     new = max(e for e, _, _ in seen)
     now = time.time()
     first_new = min(f for _, f, _ in seen)  # the new network's epochs first seen
-    with mem._lock, mem._catalog.write() as c:
+    with parts.lock, parts.catalog.write() as c:
         c.execute("UPDATE meta SET value = ? WHERE key = ?",
                   (json.dumps({"seen": [list(s) for s in seen]}), META_KEY))
         c.execute("UPDATE meta SET value = ? WHERE key = 'current_epoch'", (str(new),))
@@ -311,7 +311,7 @@ def _apply(mem: Memory, seen: list[tuple[int, float, float]], old: object,
         c.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE "
                   "SET value = excluded.value",
                   (RESET_KEY, json.dumps({"at": now, "from": old, "to": new})))
-    mem._log.seen.end_all(new, stored_above=new + JUMP_SLACK, seen_before=first_new)
+    parts.log.seen.end_all(new, stored_above=new + JUMP_SLACK, seen_before=first_new)
     log.warning("the network lost this data dir's blobs and its epochs went back from %s "
                 "to %d: a wipe or an epoch reset. The epoch clock follows the new network; "
                 "the memories of the %d lost blob(s) are stored again by this sync and a new "

@@ -38,14 +38,14 @@ from ..walrus import QuiltStoreResult, StoreResult, WalrusClient
 from .integrity import split_sound
 
 if TYPE_CHECKING:
-    from ..memory import Memory
+    from .parts import Parts
 
 __all__ = ["renew_due", "republish"]
 
 log = logging.getLogger(__name__)
 
 
-def renew_due(mem: Memory, namespace: str, errors: list[str], current: int | None) -> int:
+def renew_due(parts: Parts, namespace: str, errors: list[str], current: int | None) -> int:
     """Renew ``namespace``'s blobs ending within the margin of ``current`` (the
     epoch sync trusts); return how many were renewed.
 
@@ -54,17 +54,17 @@ def renew_due(mem: Memory, namespace: str, errors: list[str], current: int | Non
     """
     if current is None:
         return 0  # no store answer seen yet: nothing can be known to expire
-    margin = mem.settings.renew_margin_epochs
+    margin = parts.settings.renew_margin_epochs
     limit = current + margin
     # Storing for `epochs` <= margin cannot move an end past the margin: then only
     # what has already expired is stored again (each sync would re-store all else).
-    reach = limit if mem.settings.epochs > margin else current
-    catalog = mem._catalog
+    reach = limit if parts.settings.epochs > margin else current
+    catalog = parts.catalog
     rows = [r for r in catalog.expiring(namespace, reach) if r["status"] == "published"]
     due = [str(r["id"]) for r in rows]
     renewed = 0
     if due:
-        report = republish(mem, namespace, due, None)
+        report = republish(parts, namespace, due, None)
         # What was stored again: its location or end epoch moved (the same bytes in the
         # same quilt keep their blob id). Counting ends past `reach` said 0 whenever the
         # clock ran ahead of the network, though every memory was stored again.
@@ -86,19 +86,19 @@ def _where(row: Any) -> tuple[object, object, object]:
     return row["blob_id"], row["quilt_patch_id"], row["end_epoch"]
 
 
-def republish(mem: Memory, ns: str, ids: Sequence[str], epochs: int | None) -> ExtendReport:
+def republish(parts: Parts, ns: str, ids: Sequence[str], epochs: int | None) -> ExtendReport:
     """Store the verified sealed bytes of ``ids`` again (extend and sync's renewal)."""
-    rows = mem._catalog.memories_by_ids(ns, ids)
+    rows = parts.catalog.memories_by_ids(ns, ids)
     failed = [(m, "MemoryNotFound: not in this namespace") for m in ids if m not in rows]
     payload = [
-        (m, r) for m in ids if (r := mem._catalog.sealed_of(ns, m)) is not None and m in rows
+        (m, r) for m in ids if (r := parts.catalog.sealed_of(ns, m)) is not None and m in rows
     ]
-    payload, damaged = split_sound(mem.keys_for(ns), payload, rows)  # never push damage
+    payload, damaged = split_sound(parts.keys.for_namespace(ns), payload, rows)  # never push damage
     failed.extend(damaged)
     extended: dict[str, int | None] = {}
-    client = mem._get_backend().client
-    policy = mem.settings.verify_publish
-    deadline = mem.settings.publish_deadline
+    client = parts.publisher.backend().client
+    policy = parts.settings.verify_publish
+    deadline = parts.settings.publish_deadline
     if payload and policy != "none":
         require_read_back(client, f"verify_publish = {policy!r}")
     failing: str | None = None
@@ -108,7 +108,7 @@ def republish(mem: Memory, ns: str, ids: Sequence[str], epochs: int | None) -> E
             failed.extend((m, f"not tried: the publish path is failing ({failing})")
                           for m, _ in part)
             continue
-        keys = mem.keys_for(ns)  # public patch names: keyed hashes (keys.quilt_identifier)
+        keys = parts.keys.for_namespace(ns)  # public patch names: keyed (keys.quilt_identifier)
         names = {m: keys.quilt_identifier(m, version) for m, (_, version) in part}
         files = {names[m]: s for m, (s, _) in part}
         try:
@@ -136,8 +136,8 @@ def republish(mem: Memory, ns: str, ids: Sequence[str], epochs: int | None) -> E
         for mid in _lost(client, [rows[m] for m, end in longer.items()
                                   if end is not None and end >= blob.end_epoch]):
             longer[mid] = None
-        with mem._lock:
-            extended.update(mem._catalog.record_location(
+        with parts.lock:
+            extended.update(parts.catalog.record_location(
                 ns, {mid: version for mid, (_, version) in part}, locations, blob,
                 only_if_longer=longer))
     return ExtendReport(extended=extended, failed=failed)

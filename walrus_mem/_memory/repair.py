@@ -300,7 +300,7 @@ def _finish_interrupted(mem: Memory, ns: str, report: RepairReport) -> None:
             return
     if rotation_in_progress(mem._catalog, ns):
         try:
-            rotation = finish_rotation(mem, ns)
+            rotation = finish_rotation(mem._parts, ns)
         except WalrusMemError as exc:
             report.unrepaired.append(("*", f"the interrupted key rotation was not finished: "
                                            f"{type(exc).__name__}: {exc}"))

@@ -92,7 +92,7 @@ from .rotation_cleanup import delete_retired
 
 if TYPE_CHECKING:
     from .._catalog.catalog import Catalog
-    from ..memory import Memory
+    from .parts import Parts
 
 __all__ = ["MAX_PROBE", "RotationReport", "adopt_keys", "current_generation",
            "finish_rotation", "follow_rotation", "older_generation", "reseal_fetched",
@@ -125,7 +125,7 @@ class RotationReport:
         return dict(self.__dict__)
 
 
-def adopt_keys(memory: Memory, namespace: str, keys: NamespaceKeys) -> bool:
+def adopt_keys(parts: Parts, namespace: str, keys: NamespaceKeys) -> bool:
     """Make ``keys``' generation current for a namespace this data dir holds nothing of
     (a fresh data dir restoring a rotated namespace); whether that changed anything.
 
@@ -133,8 +133,8 @@ def adopt_keys(memory: Memory, namespace: str, keys: NamespaceKeys) -> bool:
     (log_generation.py): the fingerprint in an envelope's header alone is
     unauthenticated, and a failed restore must change nothing (issue 23, item 11).
     """
-    catalog = memory._catalog
-    with memory._lock:
+    catalog = parts.catalog
+    with parts.lock:
         state = load_state(catalog, namespace)
         if keys.generation == int(state["generation"]):
             return False
@@ -143,14 +143,14 @@ def adopt_keys(memory: Memory, namespace: str, keys: NamespaceKeys) -> bool:
                 f"namespace {namespace!r} holds memories under key generation "
                 f"{state['generation']}: it follows generation {keys.generation} by a rotation "
                 "(follow_rotation), not by adopting it")
-        _switch(memory, namespace, keys, {**state, "generation": keys.generation,
+        _switch(parts, namespace, keys, {**state, "generation": keys.generation,
                                           "rotating": None})
         log.info("namespace %r uses key generation %d (found in a verified manifest)",
                  namespace, keys.generation)
         return True
 
 
-def follow_rotation(memory: Memory, namespace: str, generation: int) -> RotationReport:
+def follow_rotation(parts: Parts, namespace: str, generation: int) -> RotationReport:
     """Move a namespace this data dir holds under an older key generation to
     ``generation``, the one another machine rotated it to (a manifest of it verified:
     log_generation.py): a rotation to that generation, begun here and carried out by
@@ -158,9 +158,9 @@ def follow_rotation(memory: Memory, namespace: str, generation: int) -> Rotation
     retire). A rotation already in progress is finished instead (a later sync follows
     on from there). The caller has made sure no pull or restore of it is unfinished
     (follow.py), as rotate_key refuses to go on over one."""
-    ns = memory.keys_for(namespace).namespace  # the access check, as rotate_key's
-    catalog = memory._catalog
-    with _rotate_lock(memory, ns), memory._lock:
+    ns = parts.keys.for_namespace(namespace).namespace  # the access check, as rotate_key's
+    catalog = parts.catalog
+    with _rotate_lock(parts, ns), parts.lock:
         state = load_state(catalog, ns)
         if state.get("rotating") is None and int(state["generation"]) < generation:
             old_gen = int(state["generation"])
@@ -170,17 +170,17 @@ def follow_rotation(memory: Memory, namespace: str, generation: int) -> Rotation
                 "from": old_gen, "to": generation, "old_blobs": [],
                 "old_manifest": None if info is None else info["manifest_blob_id"],
                 "started_at": time.time()}
-            _switch(memory, ns, memory._derive(ns, generation),
+            _switch(parts, ns, parts.keys.derive(ns, generation),
                     {**state, "generation": generation, "rotating": rotating})
             log.warning("following the rotation of %r from key generation %d to %d made on "
                         "another machine: re-sealing this data dir's memories", ns, old_gen,
                         generation)
-    return rotate_key(memory, ns)
+    return rotate_key(parts, ns)
 
 
 @contextmanager
-def _rotate_lock(memory: Memory, ns: str) -> Iterator[None]:
-    path = memory.data_dir / "locks" / f"rotate-{index_file_stem(ns)}.lock"
+def _rotate_lock(parts: Parts, ns: str) -> Iterator[None]:
+    path = parts.data_dir / "locks" / f"rotate-{index_file_stem(ns)}.lock"
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     try:
         with FileLock(str(path), timeout=_LOCK_TIMEOUT, mode=0o600):
@@ -190,55 +190,55 @@ def _rotate_lock(memory: Memory, ns: str) -> Iterator[None]:
                               f"{_LOCK_TIMEOUT:.0f} s") from None
 
 
-def _switch(memory: Memory, namespace: str, keys: NamespaceKeys, state: dict[str, Any]) -> None:
+def _switch(parts: Parts, namespace: str, keys: NamespaceKeys, state: dict[str, Any]) -> None:
     """Record ``state`` and make ``keys`` the namespace's current keys (one transaction)."""
-    catalog = memory._catalog
+    catalog = parts.catalog
     with catalog.write() as c:
         catalog.ensure_namespace(namespace, keys.fingerprint)  # a fresh machine has no row
         c.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE "
                   "SET value = excluded.value", (meta_key(namespace), json.dumps(state)))
         c.execute("UPDATE namespaces SET key_fingerprint = ? WHERE name = ?",
                   (keys.fingerprint, namespace))
-    memory._keychain.use(namespace, keys)
+    parts.keys.use(namespace, keys)
 
 
-def rotate_key(memory: Memory, namespace: str, *, delete_old: bool = False) -> RotationReport:
+def rotate_key(parts: Parts, namespace: str, *, delete_old: bool = False) -> RotationReport:
     """Rotate ``namespace`` to a new key generation, or finish an interrupted rotation."""
-    current = memory.keys_for(namespace)  # the access check: only the key holder rotates
+    current = parts.keys.for_namespace(namespace)  # the access check: only the key holder rotates
     ns = current.namespace
-    path = memory.data_dir / "locks" / f"rotate-{index_file_stem(ns)}.lock"
+    path = parts.data_dir / "locks" / f"rotate-{index_file_stem(ns)}.lock"
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     try:
         with FileLock(str(path), timeout=_LOCK_TIMEOUT, mode=0o600):
-            _refuse_while_restoring(memory, ns)
-            return _rotate(memory, ns, delete_old=delete_old)
+            _refuse_while_restoring(parts, ns)
+            return _rotate(parts, ns, delete_old=delete_old)
     except Timeout:
         raise LocalStoreError(f"another process has been rotating {ns!r} for over "
                               f"{_LOCK_TIMEOUT:.0f} s") from None
 
 
-def finish_rotation(memory: Memory, namespace: str) -> RotationReport:
+def finish_rotation(parts: Parts, namespace: str) -> RotationReport:
     """Finish a rotation of ``namespace`` that was interrupted (what ``sync`` and
     ``repair`` do before anything else of it). Never waits for a rotation another
     process is running: RotationIncomplete, and the next sync tries again."""
-    ns = memory.keys_for(namespace).namespace
-    path = memory.data_dir / "locks" / f"rotate-{index_file_stem(ns)}.lock"
+    ns = parts.keys.for_namespace(namespace).namespace
+    path = parts.data_dir / "locks" / f"rotate-{index_file_stem(ns)}.lock"
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     try:
         with FileLock(str(path), timeout=0, mode=0o600):
-            _refuse_while_restoring(memory, ns)
-            return _rotate(memory, ns, delete_old=False)
+            _refuse_while_restoring(parts, ns)
+            return _rotate(parts, ns, delete_old=False)
     except Timeout:
         raise RotationIncomplete(
             f"a key rotation of {ns!r} is running in another process; no manifest of it "
             "until that finishes (the next sync checks again)") from None
 
 
-def _refuse_while_restoring(memory: Memory, ns: str) -> None:
+def _refuse_while_restoring(parts: Parts, ns: str) -> None:
     """A rotation never begins (or goes on) while a pull or restore of ``ns`` is
     unfinished: that restore reads heads of the current generation, and the rotation's
     manifest would be refused until it is done (issue 23, item 3)."""
-    state = memory._log.unfinished(ns)
+    state = parts.log.unfinished(ns)
     if state is not None:
         raise RestoreIncomplete(
             f"a pull or restore of namespace {ns!r} is "
@@ -247,9 +247,9 @@ def _refuse_while_restoring(memory: Memory, ns: str) -> None:
             "nothing was changed")
 
 
-def _rotate(memory: Memory, ns: str, *, delete_old: bool) -> RotationReport:
-    catalog = memory._catalog
-    with memory._lock:
+def _rotate(parts: Parts, ns: str, *, delete_old: bool) -> RotationReport:
+    catalog = parts.catalog
+    with parts.lock:
         state = load_state(catalog, ns)
         rotating = state.get("rotating")
         if rotating is None:  # begin: the new generation is current from now on
@@ -259,21 +259,21 @@ def _rotate(memory: Memory, ns: str, *, delete_old: bool) -> RotationReport:
                         "old_manifest": None if info is None else info["manifest_blob_id"],
                         "started_at": time.time()}
             state = {**state, "generation": old_gen + 1, "rotating": rotating}
-            _switch(memory, ns, memory._derive(ns, old_gen + 1), state)
+            _switch(parts, ns, parts.keys.derive(ns, old_gen + 1), state)
             log.info("rotating %r from key generation %d to %d", ns, old_gen, old_gen + 1)
-    old_keys = memory._derive(ns, int(rotating["from"]))
-    new_keys = memory._derive(ns, int(rotating["to"]))
-    memory._keychain.use(ns, new_keys)
+    old_keys = parts.keys.derive(ns, int(rotating["from"]))
+    new_keys = parts.keys.derive(ns, int(rotating["to"]))
+    parts.keys.use(ns, new_keys)
     report = RotationReport(namespace=ns, old_generation=old_keys.generation,
                             generation=new_keys.generation, fingerprint=new_keys.fingerprint)
-    report.resealed = _reseal(memory, ns, old_keys, new_keys, state)
-    with memory._lock:  # from now on no memory is left under the old key: manifests may go
+    report.resealed = _reseal(parts, ns, old_keys, new_keys, state)
+    with parts.lock:  # from now on no memory is left under the old key: manifests may go
         state = load_state(catalog, ns)
         rotating = state["rotating"]  # with the old blob ids _reseal recorded
         if not rotating.get("resealed"):
             rotating["resealed"] = True
             save_state(catalog, ns, state)
-    published, errors = memory._flush(ns)
+    published, errors = parts.publisher.flush(ns)
     report.published = published
     report.errors.extend(errors)
     # A poisoned batch (outbox_poison.py) is refused for good: waiting for it would keep
@@ -285,12 +285,12 @@ def _rotate(memory: Memory, ns: str, *, delete_old: bool) -> RotationReport:
         report.old_blobs = list(rotating["old_blobs"])
         return report
     try:
-        report.manifest_blob_id = memory._log.publish(ns) if catalog.count(ns) else None
+        report.manifest_blob_id = parts.log.publish(ns) if catalog.count(ns) else None
     except (StorageError, WalrusMemError) as exc:
         report.errors.append(f"manifest: {type(exc).__name__}: {exc}")
         report.old_blobs = list(rotating["old_blobs"])
         return report
-    with memory._lock:
+    with parts.lock:
         state = load_state(catalog, ns)
         retired = list(state.get("retired", []))
         retired.append({"generation": int(rotating["from"]), "fingerprint": old_keys.fingerprint,
@@ -301,18 +301,18 @@ def _rotate(memory: Memory, ns: str, *, delete_old: bool) -> RotationReport:
     report.old_blobs = list(rotating["old_blobs"])
     report.complete = True
     if delete_old:
-        report.deleted_blobs, report.kept_blobs = delete_retired(memory, ns, state)
+        report.deleted_blobs, report.kept_blobs = delete_retired(parts, ns, state)
     return report
 
 
-def _reseal(memory: Memory, ns: str, old: NamespaceKeys | None, new: NamespaceKeys,
+def _reseal(parts: Parts, ns: str, old: NamespaceKeys | None, new: NamespaceKeys,
             state: dict[str, Any] | None = None, *, ids: Collection[str] | None = None) -> int:
     """Seal every live memory (of ``ids``) again under ``new``; queue it. Resumable (see
     module doc). A copy is opened with ``old``, or with the older generation its
     fingerprint names: a memory merged from a blob of a retired generation (a pending
     entry fetched late) takes part in the rotation like every other."""
-    catalog = memory._catalog
-    limit = memory._publisher.max_plaintext()
+    catalog = parts.catalog
+    limit = parts.publisher.max_plaintext()
     done = 0
     last = 0
     only = "" if ids is None else " AND id IN (SELECT value FROM json_each(?))"
@@ -334,7 +334,7 @@ def _reseal(memory: Memory, ns: str, old: NamespaceKeys | None, new: NamespaceKe
             if fpr == new.fingerprint_bytes:
                 continue  # done before an interruption, or written after the switch
             opener = old if old is not None and fpr == old.fingerprint_bytes else (
-                older_generation(memory, new, fpr))
+                older_generation(parts.keys, new, fpr))
             try:
                 if opener is None:
                     raise WrongNamespace("no earlier key generation has this fingerprint")
@@ -350,7 +350,7 @@ def _reseal(memory: Memory, ns: str, old: NamespaceKeys | None, new: NamespaceKe
         if not work:
             continue
         poisoned = _poisoned_members(catalog, ns)
-        with memory._lock, catalog.write() as c:
+        with parts.lock, catalog.write() as c:
             full = load_state(catalog, ns)
             # the old blob ids go with the rotation (retired with it); a late straggler's,
             # after it, to the stray ones (both deleted by delete_old: rotation_cleanup.py)
@@ -387,11 +387,11 @@ def _reseal(memory: Memory, ns: str, old: NamespaceKeys | None, new: NamespaceKe
         _progress_hook(done)
 
 
-def reseal_fetched(memory: Memory, ns: str, ids: Collection[str]) -> int:
+def reseal_fetched(parts: Parts, ns: str, ids: Collection[str]) -> int:
     """Seal again under the current generation the memories of ``ids`` a merge just
     took from blobs of an older one (pending entries of a rotated namespace): they take
     part in the rotation like the rest, and are queued for publishing."""
-    return _reseal(memory, ns, None, memory.keys_for(ns), ids=ids) if ids else 0
+    return _reseal(parts, ns, None, parts.keys.for_namespace(ns), ids=ids) if ids else 0
 
 
 def _poisoned_members(catalog: Catalog, ns: str) -> dict[str, tuple[int, str]]:
