@@ -40,7 +40,8 @@ import binascii
 import hmac
 import json
 import time
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import nacl.exceptions
 import nacl.hash
@@ -54,14 +55,39 @@ from .._walrus.publish_check import require_read_back, verify_published
 from .._walrus.retry import call_deadline
 from ..envelope import bucket_size
 from ..errors import GrantError, InvalidInput, MalformedKey
-from ..keys import fingerprint_of, short_fingerprint
+from ..keys import NamespaceKeys, fingerprint_of, short_fingerprint
 from .inputs import validate_memory_id
 
 if TYPE_CHECKING:
-    from ..memory import Memory
-    from ..models import RememberManyResult
+    from ..config import Settings
+    from ..models import MemoryRecord, RememberManyResult
+    from ..walrus import WalrusClient
 
-__all__ = ["GRANT_MAGIC", "Grant", "accept", "parse_public_key", "parse_reference", "share"]
+__all__ = ["GRANT_MAGIC", "Grant", "GrantHost", "accept", "parse_public_key", "parse_reference",
+           "share"]
+
+
+
+class GrantHost(Protocol):
+    """What sharing and accepting use of a Memory: its public methods only."""
+
+    settings: Settings
+
+    @property
+    def walrus(self) -> WalrusClient: ...
+
+    def keys_for(self, namespace: str | None = None) -> NamespaceKeys: ...
+
+    def derive_keys(self, namespace: str, *, generation: int | None = None
+                    ) -> NamespaceKeys: ...
+
+    def get(self, memory_id: str, *, namespace: str | None = None,
+            verify: bool = False) -> MemoryRecord: ...
+
+    def remember_many(self, items: Sequence[str | bytes | Mapping[str, Any]], *,
+                      namespace: str | None = None,
+                      idempotency_key: str | None = None) -> RememberManyResult: ...
+
 
 GRANT_MAGIC: Final = b"WMGRANT1"
 REFERENCE_PREFIX: Final = "wmgrant1"
@@ -120,7 +146,7 @@ def parse_reference(reference: str) -> tuple[str, str]:
     return parts[1], parts[2]
 
 
-def share(memory: Memory, memory_ids: list[str] | tuple[str, ...] | str, *,
+def share(memory: GrantHost, memory_ids: list[str] | tuple[str, ...] | str, *,
           to: str | bytes, namespace: str | None = None) -> Grant:
     """Seal copies of ``memory_ids`` (of ``namespace``) for the holder of ``to`` and
     publish them as one blob. Reading them needs this namespace's key (access check)."""
@@ -173,7 +199,7 @@ def _padded_json(payload: dict[str, Any]) -> bytes:
     return json.dumps({**payload, "pad": " " * spaces}, sort_keys=True).encode("utf-8")
 
 
-def open_grant(memory: Memory, reference: str, *, namespace: str | None = None
+def open_grant(memory: GrantHost, reference: str, *, namespace: str | None = None
                ) -> dict[str, Any]:
     """Fetch and open a grant with ``namespace``'s key; return its verified payload."""
     blob_id, digest = parse_reference(reference)
@@ -189,8 +215,8 @@ def open_grant(memory: Memory, reference: str, *, namespace: str | None = None
     signed: bytes | None = None
     # A grant sealed before a rotation of this namespace is opened by an older generation.
     for generation in range(keys.generation, -1, -1):
-        candidate = keys if generation == keys.generation else memory._derive(
-            keys.namespace, generation)
+        candidate = keys if generation == keys.generation else memory.derive_keys(
+            keys.namespace, generation=generation)
         box = nacl.public.SealedBox(candidate.signing_key.to_curve25519_private_key())
         try:
             signed = box.decrypt(data[len(GRANT_MAGIC):])
@@ -217,7 +243,7 @@ def open_grant(memory: Memory, reference: str, *, namespace: str | None = None
     return body
 
 
-def accept(memory: Memory, reference: str, *, namespace: str | None = None
+def accept(memory: GrantHost, reference: str, *, namespace: str | None = None
            ) -> RememberManyResult:
     """Open a grant with ``namespace``'s key and remember its memories there."""
     body = open_grant(memory, reference, namespace=namespace)
