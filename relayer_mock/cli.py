@@ -48,6 +48,9 @@ def default_data_dir() -> Path:
     env = os.environ.get("RELAYER_MOCK_DATA_DIR")
     if env:
         return Path(env)
+    home = os.environ.get("WALRUS_MEM_HOME")  # walrus_mem's one root for its files
+    if home:
+        return Path(home).expanduser() / "data" / "relayer"
     import platformdirs
 
     return Path(platformdirs.user_data_dir("walrus-mem")) / "relayer"
@@ -116,8 +119,8 @@ def build_fault_config(
 @click.option("--port", default=DEFAULT_PORT, type=click.IntRange(0, 65535),
               help="Port to bind; 0 picks a free one.")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="State directory [default: $RELAYER_MOCK_DATA_DIR or the user data dir "
-                   "walrus-mem/relayer].")
+              help="State directory [default: $RELAYER_MOCK_DATA_DIR, "
+                   "$WALRUS_MEM_HOME/data/relayer or the user data dir walrus-mem/relayer].")
 @click.option("--fault-rate", type=click.FloatRange(0.0, 1.0), default=0.0,
               help="Probability that a publisher/aggregator request gets a fault from the mix.")
 @click.option("--seed", type=int, default=None, help="Seed of the fault sequence.")

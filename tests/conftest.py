@@ -41,6 +41,14 @@ def pytest_configure(config: pytest.Config) -> None:
     (walrus_mem._log.heads_mirror) too: each test then gets its own (clean_environ)."""
     state = Path(tempfile.mkdtemp(prefix="walrus-mem-test-state-"))
     config.add_cleanup(lambda: shutil.rmtree(state, ignore_errors=True))
+    # No test writes the real home (issue 27): HOME (what platformdirs and "~" fall back
+    # to, here and in subprocesses) and WALRUS_MEM_HOME (stripped per test by
+    # clean_environ, so it covers collection and session fixtures) are temp dirs.
+    saved = {name: os.environ.get(name) for name in ("HOME", "WALRUS_MEM_HOME")}
+    config.add_cleanup(lambda: _restore_environ(saved))
+    (state / "home").mkdir()
+    os.environ["HOME"] = str(state / "home")
+    os.environ["WALRUS_MEM_HOME"] = str(state / "walrus-mem-home")
     os.environ["WALRUS_MEM_STATE_DIR"] = str(state / "walrus-mem")
     os.environ["XDG_STATE_HOME"] = str(state)
     # Derived model files (ONNX graph, prototype vectors): one cache for the session,
@@ -49,6 +57,14 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 _MODEL_CACHE = [""]
+
+
+def _restore_environ(saved: dict[str, str | None]) -> None:
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
 
 # The quick tier (`make check` = `pytest -m "not slow"`) leaves these out; `make test`
 # runs everything. One table, so what is slow is decided in one place: whole files

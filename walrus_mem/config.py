@@ -55,6 +55,7 @@ from ._local.placeholders import (
     resolve_string,
 )
 from ._local.private_dirs import expand_path
+from ._local.user_dirs import home_dir
 from ._recall.ranking import DEFAULT_MIN_SCORE
 from ._walrus.url_secrets import redact_userinfo
 from .errors import ConfigError, InvalidNamespace, PlaceholderError, UnknownAgent
@@ -77,7 +78,7 @@ CONFIG_FILE_ENV = "WALRUS_MEM_CONFIG_FILE"  # the field's own env name; also hon
 
 
 def _default_data_dir() -> Path:
-    return Path(platformdirs.user_data_dir("walrus-mem", appauthor=False))
+    return home_dir("data") or Path(platformdirs.user_data_dir("walrus-mem", appauthor=False))
 
 
 def default_key_file() -> Path:
@@ -118,8 +119,12 @@ def resolve_secret(template: SecretStr | None, where: str) -> str | None:
 def default_config_path() -> Path:
     """Where ``walrus-mem init`` writes the starter config, read when nothing names
     another file: ``<user config dir>/walrus-mem/config.toml`` (platformdirs), e.g.
-    ``~/.config/walrus-mem/config.toml`` on Linux."""
-    return Path(platformdirs.user_config_dir("walrus-mem", appauthor=False)) / "config.toml"
+    ``~/.config/walrus-mem/config.toml`` on Linux; ``$WALRUS_MEM_HOME/config.toml`` when
+    that is set (walrus_mem._local.user_dirs)."""
+    config_dir = home_dir("config")
+    if config_dir is None:
+        config_dir = Path(platformdirs.user_config_dir("walrus-mem", appauthor=False))
+    return config_dir / "config.toml"
 
 
 def named_config_file() -> Path | None:

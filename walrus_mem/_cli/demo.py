@@ -9,6 +9,7 @@ user's keyring, config file and data dir are never touched.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import tempfile
@@ -25,6 +26,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.rule import Rule
 
+from .._local.user_dirs import HOME_ENV
 from ..config import DEFAULT_EMBEDDING_MODEL, AgentConfig, Settings
 from ..envelope import HEADER_SIZE, open_envelope
 from ..errors import TamperedBlob, WalrusMemError, WrongNamespace
@@ -107,6 +109,9 @@ class _Narrator:
         raise DemoFailure(claim + (f": {why_not}" if why_not else ""))
 
 
+_MODEL_CACHE_ENV = "WALRUS_MEM_MODEL_CACHE"
+
+
 def _words(text: str) -> set[str]:
     return {w for w in re.findall(r"[a-z0-9']+", text.lower()) if w not in _STOP_WORDS}
 
@@ -118,7 +123,8 @@ def _settings(s: _State, name: str, namespace: str, **extra: Any) -> Settings:
     data_dir = s.workdir / name
     return Settings.load(
         config_file=empty, data_dir=data_dir, publisher_url=None, aggregator_urls=[],
-        use_keyring=False, key_file=data_dir / "no.key", default_namespace=namespace,
+        use_keyring=False, key_file=data_dir / "no.key", state_dir=data_dir / "state",
+        default_namespace=namespace,
         embedding_model=DEFAULT_EMBEDDING_MODEL, **extra,
     )
 
@@ -369,6 +375,10 @@ def run_demo(
     ok = True
     started = time.perf_counter()
     model_ready = started
+    # nothing outside the work dir: the seen-heads mirror and the model cache go there too
+    saved = {name: os.environ.get(name) for name in (HOME_ENV, _MODEL_CACHE_ENV)}
+    os.environ[HOME_ENV] = str(root / "home")
+    os.environ[_MODEL_CACHE_ENV] = str(root / "home" / "cache" / "models")
     try:
         for number, (title, fn) in enumerate(_STEPS, start=1):
             narrator.step(number, len(_STEPS), title)
@@ -389,6 +399,11 @@ def run_demo(
                 close()
             except Exception as exc:  # cleanup must not hide the result
                 console.print(f"[dim]cleanup: {type(exc).__name__}: {escape(str(exc))}[/dim]")
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
         if own_dir:
             shutil.rmtree(root, ignore_errors=True)
     if ok:

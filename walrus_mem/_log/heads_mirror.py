@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Final, TypeVar
 import platformdirs
 
 from .._local.private_dirs import make_private_dirs
+from .._local.user_dirs import home_dir
 
 if TYPE_CHECKING:
     from .head_types import SeenHead
@@ -65,8 +66,9 @@ def add_columns(conn: sqlite3.Connection, table: str,
 
 
 def default_state_dir() -> Path:
-    """``$XDG_STATE_HOME/walrus-mem`` or ``~/.local/state/walrus-mem`` (platform's equivalent)."""
-    return Path(platformdirs.user_state_dir("walrus-mem", appauthor=False))
+    """``$XDG_STATE_HOME/walrus-mem`` or ``~/.local/state/walrus-mem`` (platform's equivalent);
+    ``$WALRUS_MEM_HOME/state`` when that is set."""
+    return home_dir("state") or Path(platformdirs.user_state_dir("walrus-mem", appauthor=False))
 
 
 class HeadsMirror:

@@ -59,14 +59,17 @@ def default_model_dir() -> Path:
 def model_cache_dir() -> Path:
     """Where derived model files live: the ONNX graph, fixed texts' vectors.
 
-    ``WALRUS_MEM_MODEL_CACHE``, else the user cache dir's ``walrus-mem/models``.
+    ``WALRUS_MEM_MODEL_CACHE``, else the user cache dir's ``walrus-mem/models`` (under
+    ``WALRUS_MEM_HOME`` when that is set).
     """
     override = os.environ.get("WALRUS_MEM_MODEL_CACHE")
     if override:
         return Path(expand_path(override))
     from platformdirs import user_cache_dir
 
-    return Path(user_cache_dir("walrus-mem")) / "models"
+    from .._local.user_dirs import home_dir
+
+    return (home_dir("cache") or Path(user_cache_dir("walrus-mem"))) / "models"
 
 
 def _erf(x: _F32) -> _F32:
