@@ -22,7 +22,7 @@ from tests.helpers_log import machine
 from tests.helpers_memory import MASTER_HEX, make_settings
 from walrus_mem import InsecureDataDir, Memory
 from walrus_mem._cli.doctor import run_checks
-from walrus_mem._memory.repair import repair_data_dir
+from walrus_mem._memory.repair_run import repair_data_dir
 from walrus_mem.testing import HashEmbedder
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX owners and modes")

@@ -15,7 +15,7 @@ from relayer_mock.server import RelayerServer
 from tests.helpers_log import live, machine
 from tests.helpers_memory import MASTER_HEX, OTHER_MASTER_HEX
 from walrus_mem import Memory
-from walrus_mem._memory.repair import repair_data_dir
+from walrus_mem._memory.repair_run import repair_data_dir
 from walrus_mem.config import AgentConfig, Settings
 from walrus_mem.errors import AccessDenied, ConfigError, InvalidSessionKey
 from walrus_mem.sessions import AgentDirectory

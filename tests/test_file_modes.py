@@ -19,7 +19,8 @@ import pytest
 from tests.helpers_cli import invoke
 from tests.helpers_memory import MASTER_HEX, make_settings
 from walrus_mem import Memory
-from walrus_mem._memory.repair import _write_marker, repair_data_dir
+from walrus_mem._memory.repair import _write_marker
+from walrus_mem._memory.repair_run import repair_data_dir
 from walrus_mem._recall.embeddings import DEFAULT_MODEL_ID, constant_vectors
 from walrus_mem.hooks import MemoryHooks
 from walrus_mem.testing import HashEmbedder

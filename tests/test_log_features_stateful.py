@@ -102,7 +102,7 @@ from tests.helpers_memory import MASTER_HEX, make_settings
 from tests.helpers_proxy import HookProxy
 from walrus_mem import Memory
 from walrus_mem._memory import rotation as rot
-from walrus_mem._memory.repair import repair_data_dir
+from walrus_mem._memory.repair_run import repair_data_dir
 from walrus_mem._walrus import expiry as expiry_mod
 from walrus_mem.config import Settings
 from walrus_mem.errors import (

@@ -24,7 +24,7 @@ from walrus_mem._log import manifest as mf
 from walrus_mem._log.gone import store_root
 from walrus_mem._log.heads import HeadRef
 from walrus_mem._memory.network_reset import RESET_KEY
-from walrus_mem._memory.repair import repair_data_dir
+from walrus_mem._memory.repair_run import repair_data_dir
 from walrus_mem._walrus.expiry import BACKWARDS_KEY, learn_epoch_seconds
 from walrus_mem.config import Settings
 from walrus_mem.envelope import open_envelope

@@ -271,7 +271,7 @@ def test_doctor_warns_about_a_seen_head_not_merged(tmp_path: Path) -> None:
 def test_a_repair_whose_restore_failed_is_finished_by_the_next_one(tmp_path: Path) -> None:
     from relayer_mock.faults import FaultConfig
     from relayer_mock.server import RelayerServer
-    from walrus_mem._memory.repair import repair_data_dir
+    from walrus_mem._memory.repair_run import repair_data_dir
 
     with RelayerServer(tmp_path / "walrus") as srv:
         settings = make_settings(tmp_path / "d", publisher_url=srv.url, aggregator_urls=srv.url,
@@ -302,7 +302,7 @@ def test_repair_salvages_queued_memories_from_a_damaged_catalog(mem_settings) ->
     """A catalog SQLite still opens but whose integrity check fails (a broken index page):
     it is moved aside, restored from the head, and the never-published memories it still
     holds are written again instead of being lost with it."""
-    from walrus_mem._memory.repair import repair_data_dir
+    from walrus_mem._memory.repair_run import repair_data_dir
 
     settings = make_settings(mem_settings.data_dir, master_key=MASTER_HEX)
     with Memory(settings, embedder=HashEmbedder(), master_key=MASTER_HEX) as mem:
@@ -399,7 +399,7 @@ def test_index_check_passes_a_healthy_index_full_of_duplicate_embeddings(mem_set
 def test_repair_salvages_memories_published_after_the_last_manifest(mem_settings) -> None:
     """Acknowledged and published, but in no manifest yet: a repair that restores the head
     must not lose them (it salvaged only queued rows: 50/55)."""
-    from walrus_mem._memory.repair import repair_data_dir
+    from walrus_mem._memory.repair_run import repair_data_dir
 
     settings = make_settings(mem_settings.data_dir, master_key=MASTER_HEX)
     with Memory(settings, embedder=HashEmbedder(), master_key=MASTER_HEX) as mem:
@@ -443,7 +443,7 @@ def test_repair_moves_a_corrupt_heads_store_aside_and_rebuilds_it(mem_settings) 
     """A garbled heads.sqlite3 made every sync fail (LocalStoreError) and repair itself
     exit 1; repair now moves it aside and reads the catalog's heads back into a new one."""
     from walrus_mem._cli.doctor import check_local_store
-    from walrus_mem._memory.repair import repair_data_dir
+    from walrus_mem._memory.repair_run import repair_data_dir
 
     settings = make_settings(mem_settings.data_dir, master_key=MASTER_HEX)
     with Memory(settings, embedder=HashEmbedder(), master_key=MASTER_HEX) as mem:

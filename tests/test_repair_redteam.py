@@ -20,7 +20,8 @@ from tests.helpers_proxy import HookProxy
 from walrus_mem import Memory, Settings
 from walrus_mem._cli.doctor import check_integrity
 from walrus_mem._local.datadir_lock import DataDirLock
-from walrus_mem._memory.repair import repair_data_dir, repair_namespace
+from walrus_mem._memory.repair import repair_namespace
+from walrus_mem._memory.repair_run import repair_data_dir
 from walrus_mem.errors import DataDirBusy
 from walrus_mem.testing import HashEmbedder
 
@@ -96,7 +97,7 @@ import walrus_mem._log.merging as log_merging
 log_merging.RESTORE_CHUNK = 10
 from tests.helpers_memory import make_settings, MASTER_HEX
 from walrus_mem.testing import HashEmbedder
-from walrus_mem._memory.repair import repair_data_dir
+from walrus_mem._memory.repair_run import repair_data_dir
 s = make_settings(Path({data!r}), publisher_url={url!r}, aggregator_urls={url!r},
                   read_deadline=3.0, publish_deadline=3.0, master_key=MASTER_HEX,
                   state_dir=Path({state!r}))

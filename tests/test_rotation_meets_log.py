@@ -203,7 +203,7 @@ def test_a_data_dir_stuck_by_an_earlier_rotation_recovers(
     """What an earlier version left: a rotation begun during an unfinished pull (its
     manifest refused: RestoreIncomplete). `restore` raised WrongNamespace, every sync
     refused, `repair` said there was nothing to fix: the namespace never published again."""
-    from walrus_mem._memory.repair import repair_data_dir
+    from walrus_mem._memory.repair_run import repair_data_dir
 
     head, ids = _half_pulled(tmp_path, server.url, monkeypatch)
     with _machine(tmp_path, "b", server.url) as b:

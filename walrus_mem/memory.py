@@ -223,7 +223,7 @@ class Memory:
         self._publisher.log = self._log
         self._parts = Parts(self.settings, self.data_dir, self._catalog, self._indexes,
                             self._lock, self._keychain, self._embedding, self._publisher,
-                            self._epochs, self._log)
+                            self._epochs, self._log, self._remember_as)
 
     # -- plumbing -----------------------------------------------------------------
 
@@ -280,9 +280,19 @@ class Memory:
     def _get_backend(self) -> Backend:  # tests and the CLI's doctor call it
         return self._publisher.backend()
 
-    def _ns(self, namespace: str | None) -> str:
+    @property
+    def parts(self) -> Parts:
+        """The collaborators this Memory built (catalog, keys, publisher, log, ...), for
+        walrus_mem's own modules (repair, doctor); not a stable API."""
+        return self._parts
+
+    def namespace_name(self, namespace: str | None) -> str:
+        """``namespace`` validated, or the configured default namespace."""
         name = self.settings.default_namespace if namespace is None else namespace
         return validate_namespace(name)
+
+    def _ns(self, namespace: str | None) -> str:
+        return self.namespace_name(namespace)
 
     def derive_keys(self, namespace: str, *, generation: int | None = None) -> NamespaceKeys:
         """The namespace's keys (of ``generation``, default the current one), without

@@ -65,7 +65,7 @@ def repair(state: CliState, manifest_blob_id: str | None) -> None:
     Every namespace unless -n or --agent is given. Exit code 1 when something is left
     unrepaired.
     """
-    from .._memory.repair import repair_data_dir
+    from .._memory.repair_run import repair_data_dir
 
     settings = state.settings
     with _progress(state, "restoring", None) as advance:

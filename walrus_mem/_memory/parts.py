@@ -7,6 +7,7 @@ They name no Memory: memory.py imports them, so they sit below it.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from .._recall.embedding import Embedding
     from .._recall.index_store import IndexStore
     from ..config import Settings
+    from ..models import MemoryRecord
     from .epochs import Epochs
     from .publisher import Publisher
 
@@ -39,3 +41,6 @@ class Parts:
     publisher: Publisher
     epochs: Epochs
     log: NamespaceLog
+    # Store a fact under an id it already had (repair's salvage of a memory no head
+    # lists): Memory's write path, keyword arguments as Memory.remember's.
+    remember_as: Callable[..., MemoryRecord]

@@ -37,8 +37,9 @@ import logging
 import os
 import sqlite3
 import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -48,26 +49,60 @@ from .._local.dir_trust import check_private_dir
 from .._log.manifest import sealed_digest
 from ..envelope import seal
 from ..errors import CatalogCorrupt, InvalidInput, StorageError, WalrusMemError
-from ..models import RestoreReport
+from ..keys import NamespaceKeys
+from ..models import MemoryRecord, RestoreReport
+from ..walrus import WalrusClient
 from .integrity import catalog_problems, check_index_file, damaged_sealed, sealed_problem
 from .records import fact_record
 
 if TYPE_CHECKING:
-    from .._recall.embeddings import Embedder
+    from .._log.context import ProgressCallback
     from ..config import Settings
-    from ..memory import Memory, ProgressCallback
+    from .parts import Parts
 
 __all__ = [
     "CatalogRebuild",
     "RepairReport",
     "move_catalog_aside",
     "pending_salvage",
-    "repair_data_dir",
+    "RepairHost",
     "repair_namespace",
+    "repair_with",
     "requeue_lost",
 ]
 
 log = logging.getLogger(__name__)
+
+
+class RepairHost(Protocol):
+    """What repair uses of an open Memory: its public methods and its :class:`Parts`."""
+
+    @property
+    def parts(self) -> Parts: ...
+
+    @property
+    def walrus(self) -> WalrusClient: ...
+
+    def namespace_name(self, namespace: str | None) -> str: ...
+
+    def keys_for(self, namespace: str | None = None) -> NamespaceKeys: ...
+
+    def namespaces(self) -> list[str]: ...
+
+    def restore(self, namespace: str | None = None,
+                manifest_blob_id: str | Sequence[str] | None = None,
+                progress: ProgressCallback | None = None) -> RestoreReport: ...
+
+    def update(self, memory_id: str, text: str | bytes | None = None, *,
+               namespace: str | None = None, metadata: Mapping[str, Any] | None = None,
+               category: str | None = None, importance: float | None = None,
+               expires_at: Any = ...) -> MemoryRecord: ...
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> RepairHost: ...
+
+    def __exit__(self, *exc: object) -> None: ...
 
 _BATCH_FACTS: Final = 666  # Walrus quilt limit
 _BATCH_BYTES: Final = 9 * 1024 * 1024  # public publishers cap requests at 10 MiB
@@ -161,12 +196,12 @@ def requeue_lost(catalog: Catalog, namespace: str | None = None) -> list[str]:
     return done
 
 
-def _replace_sealed(mem: Memory, ns: str, report: RepairReport) -> None:
+def _replace_sealed(mem: RepairHost, ns: str, report: RepairReport) -> None:
     """Fix rows whose sealed copy and catalog columns disagree. The sealed copy is signed
     and authenticated, the text column is not: a copy that opens rebuilds the row; one
     that does not is replaced by the verified copy on Walrus (which also rebuilds the
     row); only a queued memory, which nothing else holds, is sealed again from the row."""
-    catalog = mem._catalog
+    catalog = mem.parts.catalog
     keys = mem.keys_for(ns)
     for mid, problem in damaged_sealed(catalog, keys, ns):
         row = catalog.query_one(
@@ -210,7 +245,7 @@ def _replace_sealed(mem: Memory, ns: str, report: RepairReport) -> None:
             mid, version, str(row["text"]), json.loads(row["metadata"] or "{}"),
             row["category"], float(row["importance"]), float(row["created_at"]),
             float(row["updated_at"]), row["expires_at"])
-        data = seal(keys, record, max_plaintext=mem._publisher.max_plaintext())
+        data = seal(keys, record, max_plaintext=mem.parts.publisher.max_plaintext())
         report.resealed.append(mid)  # flagged: its text comes from the unauthenticated row
         log.warning("memory %s: sealed copy does not open (%s); sealed again from the catalog "
                     "row's text, which nothing authenticates: check it", mid, problem)
@@ -219,7 +254,7 @@ def _replace_sealed(mem: Memory, ns: str, report: RepairReport) -> None:
                       (data, sealed_digest(data), mid, version))
 
 
-def _rebuild_row(mem: Memory, ns: str, row: Any, sealed: bytes, report: RepairReport,
+def _rebuild_row(mem: RepairHost, ns: str, row: Any, sealed: bytes, report: RepairReport,
                  problem: str) -> None:
     """Rewrite a row's text, metadata, category, importance, expiry, dedupe hash, FTS entry
     and vector from its authenticated sealed copy (same version, nothing to publish)."""
@@ -230,10 +265,10 @@ def _rebuild_row(mem: Memory, ns: str, row: Any, sealed: bytes, report: RepairRe
     record = open_envelope(mem.keys_for(ns), sealed, expected_id=mid, expected_kind="fact")
     text = str(record["text"])
     metadata = json.dumps(record.get("metadata") or {}, sort_keys=True)
-    catalog = mem._catalog
+    catalog = mem.parts.catalog
     try:
-        vector = vector_to_blob(mem._embedding.embed([text])[0])
-        with mem._lock, catalog.write() as c:
+        vector = vector_to_blob(mem.parts.embedding.embed([text])[0])
+        with mem.parts.lock, catalog.write() as c:
             key = int(row["key"])
             c.execute(
                 "UPDATE memories SET text = ?, metadata = ?, category = ?, importance = ?, "
@@ -246,8 +281,8 @@ def _rebuild_row(mem: Memory, ns: str, row: Any, sealed: bytes, report: RepairRe
             c.execute("UPDATE versions SET text = ?, metadata = ? WHERE memory_id = ? AND "
                       "version = ? AND event != 'CONFLICT'", (text, metadata, mid,
                                                               int(row["version"])))
-        with mem._lock:
-            mem._indexes.refresh(ns)
+        with mem.parts.lock:
+            mem.parts.indexes.refresh(ns)
     except (WalrusMemError, sqlite3.Error, KeyError, TypeError, ValueError) as exc:
         report.unrepaired.append((mid, f"row differs from its sealed copy ({problem}) and could "
                                        f"not be rebuilt from it: {type(exc).__name__}: {exc}"))
@@ -256,36 +291,36 @@ def _rebuild_row(mem: Memory, ns: str, row: Any, sealed: bytes, report: RepairRe
     log.warning("memory %s: catalog row rebuilt from its sealed copy (%s)", mid, problem)
 
 
-def repair_namespace(mem: Memory, namespace: str | None = None) -> RepairReport:
+def repair_namespace(mem: RepairHost, namespace: str | None = None) -> RepairReport:
     """Repair one namespace of an open Memory (see the module doc); local writes only,
     plus reads from Walrus for damaged sealed copies of published memories."""
-    ns = mem._ns(namespace)
-    report = RepairReport(namespace=ns, catalog_problems=catalog_problems(mem._catalog))
+    ns = mem.namespace_name(namespace)
+    report = RepairReport(namespace=ns, catalog_problems=catalog_problems(mem.parts.catalog))
     _finish_interrupted(mem, ns, report)
     try:
         _replace_sealed(mem, ns, report)
     except WalrusMemError as exc:  # e.g. no key for this namespace here
         report.unrepaired.append(("*", f"sealed copies not checked: {type(exc).__name__}: {exc}"))
-    report.requeued = requeue_lost(mem._catalog, ns)
-    info = mem._catalog.namespace(ns)
+    report.requeued = requeue_lost(mem.parts.catalog, ns)
+    info = mem.parts.catalog.namespace(ns)
     if info is not None and info["model_id"] is not None:
         model_id, dim = str(info["model_id"]), int(info["dim"])
-        health = check_index_file(mem._catalog, mem._indexes.directory, ns, model_id, dim)
+        health = check_index_file(mem.parts.catalog, mem.parts.indexes.directory, ns, model_id, dim)
         report.index_detail = health.describe()
         if not health.ok:
-            with mem._lock:
-                mem._indexes.rebuild(ns, model_id, dim)
+            with mem.parts.lock:
+                mem.parts.indexes.rebuild(ns, model_id, dim)
             report.index_rebuilt = True
     return report
 
 
-def _finish_interrupted(mem: Memory, ns: str, report: RepairReport) -> None:
+def _finish_interrupted(mem: RepairHost, ns: str, report: RepairReport) -> None:
     """Resume an interrupted restore, then finish an interrupted key rotation: until both
     are done the namespace publishes no manifest (a data dir an earlier version left with
     a rotation begun during an unfinished pull: issue 23, item 3)."""
     from .rotation import finish_rotation, rotation_in_progress
 
-    if mem._log.unfinished(ns) == "interrupted":
+    if mem.parts.log.unfinished(ns) == "interrupted":
         try:
             restored = mem.restore(ns)
         except WalrusMemError as exc:
@@ -298,9 +333,9 @@ def _finish_interrupted(mem: Memory, ns: str, report: RepairReport) -> None:
                                            f"{len(restored.failed)} not fetched; run repair "
                                            "again"))
             return
-    if rotation_in_progress(mem._catalog, ns):
+    if rotation_in_progress(mem.parts.catalog, ns):
         try:
-            rotation = finish_rotation(mem._parts, ns)
+            rotation = finish_rotation(mem.parts, ns)
         except WalrusMemError as exc:
             report.unrepaired.append(("*", f"the interrupted key rotation was not finished: "
                                            f"{type(exc).__name__}: {exc}"))
@@ -411,18 +446,18 @@ def move_heads_store_aside(path: Path) -> tuple[Path, str | None]:
     return aside, writer
 
 
-def rebuild_heads_store(mem: Memory, rebuild: CatalogRebuild, writer: str | None) -> None:
+def rebuild_heads_store(mem: RepairHost, rebuild: CatalogRebuild, writer: str | None) -> None:
     """Fill a fresh heads store from what the catalog knows: each namespace's merged heads,
     read back from Walrus (writer, parents, origins) under the namespace key."""
     from .._log.heads import SeenHead
 
-    log_ = mem._log
+    log_ = mem.parts.log
     if writer is not None:
         log_.seen.set_writer(writer)
     for ns in mem.namespaces():
         for ref in log_.merged(ns):
             try:
-                log_._learn(ns, mem._derive(ns), ref)
+                log_._learn(ns, mem.parts.keys.derive(ns), ref)
                 rebuild.heads_relearned.append(f"{ns} {ref}")
             except (WalrusMemError, ValueError) as exc:
                 # still remembered, so a later restore starts from it; parents are learnt
@@ -447,7 +482,7 @@ def remembered_heads(data_dir: Path) -> dict[str, list[str]]:
         seen.close()
 
 
-def salvage_queued(mem: Memory, aside: Path, rebuild: CatalogRebuild) -> None:
+def salvage_queued(mem: RepairHost, aside: Path, rebuild: CatalogRebuild) -> None:
     """Put every memory still readable in a moved-aside catalog that the restored state lacks
     back into the new one.
 
@@ -473,11 +508,11 @@ def salvage_queued(mem: Memory, aside: Path, rebuild: CatalogRebuild) -> None:
     for mid, ns, text, metadata, category, importance, expires_at, version, status in rows:
         try:
             if ns not in tombstones:
-                tombstones[ns] = mem._catalog.tombstones(ns)
+                tombstones[ns] = mem.parts.catalog.tombstones(ns)
             if str(mid) in tombstones[ns]:
                 rebuild.unsalvaged.append(f"{mid}: forgotten in the restored state")
                 continue
-            held = mem._catalog.memory(ns, mid)
+            held = mem.parts.catalog.memory(ns, mid)
             if held is not None and int(held["version"]) >= int(version) and (
                     status != "queued" or int(held["version"]) > int(version)
                     or str(held["text"]) == str(text)):
@@ -488,7 +523,7 @@ def salvage_queued(mem: Memory, aside: Path, rebuild: CatalogRebuild) -> None:
                 rec = mem.update(mid, text, namespace=ns, metadata=meta, category=category,
                                  importance=importance, expires_at=expires_at)
             else:  # no head lists it: the same id, so no machine ever sees it twice
-                rec = mem._remember_as(str(mid), text, namespace=ns, metadata=meta,
+                rec = mem.parts.remember_as(str(mid), text, namespace=ns, metadata=meta,
                                        category=category, importance=importance,
                                        expires_at=expires_at)
             rebuild.salvaged[str(mid)] = rec.id
@@ -501,7 +536,7 @@ def salvage_queued(mem: Memory, aside: Path, rebuild: CatalogRebuild) -> None:
                     len(rebuild.salvaged), tried, aside)
 
 
-def salvage_forgets(mem: Memory, aside: Path, rebuild: CatalogRebuild) -> None:
+def salvage_forgets(mem: RepairHost, aside: Path, rebuild: CatalogRebuild) -> None:
     """Carry the forgets (DELETE tombstones) still readable in a moved-aside catalog into
     the restored one: a forget made while no manifest could carry it (publisher down)
     is in no head, and without this the restore would bring the memory back. Each is
@@ -512,30 +547,30 @@ def salvage_forgets(mem: Memory, aside: Path, rebuild: CatalogRebuild) -> None:
     if error is not None and not rebuild.salvage_note:
         rebuild.salvage_note = (f"part of {aside.name} is unreadable ({error}): "
                                 f"{len(found)} forgets read from it")
-    catalog = mem._catalog
+    catalog = mem.parts.catalog
     now = time.time()
     pending = _carry_pending_deletions(mem, aside)
     touched: set[str] = set()
     for ns, mid, version in found:
         if ns not in mem.namespaces() or catalog.is_tombstoned(ns, mid):
             continue
-        with mem._lock, catalog.write():
+        with mem.parts.lock, catalog.write():
             catalog.forget_memory(ns, mid, now, version)
             catalog.bump_writes(ns, 1)  # the next manifest carries the tombstone
         rebuild.salvaged_forgets.append(mid)
         touched.add(ns)
     for ns in touched:
-        with mem._lock:
-            mem._indexes.refresh(ns)
+        with mem.parts.lock:
+            mem.parts.indexes.refresh(ns)
             catalog.scrub()
     for ns in sorted(touched | pending):
-        mem._publisher.retry_deletions(ns)
+        mem.parts.publisher.retry_deletions(ns)
     if rebuild.salvaged_forgets:
         log.warning("carried %d forgets from %s into the restored catalog",
                     len(rebuild.salvaged_forgets), aside)
 
 
-def _carry_pending_deletions(mem: Memory, aside: Path) -> set[str]:
+def _carry_pending_deletions(mem: RepairHost, aside: Path) -> set[str]:
     """Copy the old file's unfinished blob deletions (walrus_mem._memory.deletions) into the new
     catalog; return their namespaces. A file without the table carries none."""
     try:
@@ -547,7 +582,7 @@ def _carry_pending_deletions(mem: Memory, aside: Path) -> set[str]:
             conn.close()
     except sqlite3.Error:
         return set()
-    with mem._catalog.write() as c:
+    with mem.parts.catalog.write() as c:
         c.executemany("INSERT OR IGNORE INTO pending_deletions (blob_id, namespace, deletable, "
                       "at) VALUES (?, ?, ?, ?)", rows)
     return {str(r[1]) for r in rows}
@@ -602,8 +637,8 @@ def _readable_rows(path: Path) -> tuple[list[Any], str | None]:
     return list(found.values()), error
 
 
-def _lacks_head(mem: Memory, ns: str) -> bool:
-    info = mem._catalog.namespace(ns)
+def _lacks_head(mem: RepairHost, ns: str) -> bool:
+    info = mem.parts.catalog.namespace(ns)
     return info is None or info["manifest_blob_id"] is None
 
 
@@ -638,10 +673,10 @@ def pending_salvage(data_dir: Path) -> list[Path]:
     return [p for p in found if p.exists()]
 
 
-def repair_data_dir(
+def repair_with(
     settings: Settings,
+    open_memory: Callable[[], RepairHost],
     *,
-    embedder: Embedder | None = None,
     namespace: str | None = None,
     manifest_blob_id: str | None = None,
     progress: ProgressCallback | None = None,
@@ -657,21 +692,18 @@ def repair_data_dir(
     data_dir = Path(settings.data_dir).expanduser()
     check_private_dir(data_dir, "data dir", create=True)  # before the lock file is made
     with DataDirLock(data_dir).exclusive():
-        return _repair_locked(settings, data_dir, embedder=embedder, namespace=namespace,
+        return _repair_locked(data_dir, open_memory, namespace=namespace,
                               manifest_blob_id=manifest_blob_id, progress=progress)
 
 
 def _repair_locked(
-    settings: Settings,
     data_dir: Path,
+    open_memory: Callable[[], RepairHost],
     *,
-    embedder: Embedder | None,
     namespace: str | None,
     manifest_blob_id: str | None,
     progress: ProgressCallback | None,
 ) -> tuple[CatalogRebuild | None, list[RepairReport]]:
-    from ..memory import Memory
-
     rebuild: CatalogRebuild | None = None
     problems: list[str] = []
     heads_path = data_dir / "heads.sqlite3"
@@ -681,8 +713,8 @@ def _repair_locked(
     if heads_problem is not None:
         heads_aside, writer = move_heads_store_aside(heads_path)
     try:
-        mem = Memory(settings, embedder=embedder)
-        problems = catalog_problems(mem._catalog)
+        mem = open_memory()
+        problems = catalog_problems(mem.parts.catalog)
     except CatalogCorrupt as exc:
         problems = [str(exc)]
         mem = None
@@ -693,16 +725,16 @@ def _repair_locked(
         aside = aside_path(data_dir)
         _write_marker(data_dir, [*unfinished, aside])
         rebuild = CatalogRebuild(moved_to=move_catalog_aside(data_dir, aside), problems=problems)
-        mem = Memory(settings, embedder=embedder)
+        mem = open_memory()
     assert mem is not None
     with mem:
         heads = remembered_heads(data_dir)
         if rebuild is None:  # a usable catalog: only what it lacks of the remembered log
             heads = {ns: h for ns, h in heads.items() if _lacks_head(mem, ns)}
         if namespace is not None:
-            heads = {ns: h for ns, h in heads.items() if ns == mem._ns(namespace)}
+            heads = {ns: h for ns, h in heads.items() if ns == mem.namespace_name(namespace)}
         if manifest_blob_id is not None:
-            heads[mem._ns(namespace)] = [manifest_blob_id]
+            heads[mem.namespace_name(namespace)] = [manifest_blob_id]
         if rebuild is None and (heads or unfinished):
             rebuild = CatalogRebuild(moved_to=None)
         if rebuild is not None:
@@ -712,7 +744,7 @@ def _repair_locked(
                 except WalrusMemError as exc:  # the next repair tries again
                     rebuild.failed[ns] = f"{type(exc).__name__}: {exc}"
             if not heads and rebuild.moved_to is not None:
-                rebuild.missing_heads.append(mem._ns(namespace))
+                rebuild.missing_heads.append(mem.namespace_name(namespace))
             sources = [*unfinished, *([rebuild.moved_to] if rebuild.moved_to else [])]
             for source in sources:  # salvage skips what the catalog already holds
                 rebuild.salvaged_from.append(source)
@@ -732,6 +764,6 @@ def _repair_locked(
                 rebuild = CatalogRebuild(moved_to=None)
             rebuild.heads_moved_to, rebuild.heads_problem = heads_aside, heads_problem or ""
             rebuild_heads_store(mem, rebuild, writer)
-        names = [mem._ns(namespace)] if namespace is not None else mem.namespaces()
+        names = [mem.namespace_name(namespace)] if namespace is not None else mem.namespaces()
         reports = [repair_namespace(mem, ns) for ns in names if ns in mem.namespaces()]
     return rebuild, reports
