@@ -94,10 +94,10 @@ def _with_catalog(state: CliState, rows: list[dict[str, Any]],
             rows.append(row)
         row["memories"] = st.memories
         row["manifest_blob_id"] = st.manifest_blob_id
-        generation = current_generation(mem._catalog, ns)
+        generation = current_generation(mem.parts.catalog, ns)
         if generation and row["fingerprint"] is not None:  # rotated: show the current key
             try:
-                row.update(_key_row(row["agent"], mem._derive(ns, generation)))
+                row.update(_key_row(row["agent"], mem.derive_keys(ns, generation=generation)))
             except WalrusMemError:
                 pass
             row["generation"] = generation

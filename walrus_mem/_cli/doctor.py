@@ -368,13 +368,13 @@ def _writable(directory: Path) -> bool:
 def _check_seen_heads_mirror(mem: Any) -> list[Check]:
     """What the per-user seen-heads mirror (heads_mirror.py) said when the data dir opened."""
     out = []
-    for ns, refs in sorted(mem._log.rolled_back.items()):
+    for ns, refs in sorted(mem.parts.log.rolled_back.items()):
         out.append(Check(
             f"heads {ns}", "warn",
             f"this data dir had forgotten {len(refs)} manifest(s) of {ns!r} it had seen "
             f"(newest seq {refs[0].seq}): restored from a backup or copied; the next sync "
             "merges them before publishing", f"walrus-mem -n {ns} sync"))
-    mirror = mem._log.seen.mirror
+    mirror = mem.parts.log.seen.mirror
     problem = None if mirror is None else mirror.unwritable()
     if mirror is not None and problem is not None:
         out.append(Check(
@@ -460,7 +460,7 @@ def check_local_store(settings: Settings, *, embedder: Any = None) -> list[Check
 def _no_sync_advice_while_restoring(mem: Any, namespaces: list[str], checks: list[Check]) -> None:
     """``sync`` refuses (RestoreIncomplete) while a restore is unfinished: advise the restore."""
     for ns in namespaces:
-        if mem._log.unfinished(ns) != "interrupted":
+        if mem.parts.log.unfinished(ns) != "interrupted":
             continue
         advice = f"walrus-mem -n {ns} sync"
         for i, check in enumerate(checks):
@@ -479,7 +479,7 @@ def check_integrity(mem: Any) -> list[Check]:
     from .._memory.integrity import catalog_problems
     from .._memory.repair import pending_salvage
 
-    problems = catalog_problems(mem._catalog)
+    problems = catalog_problems(mem.parts.catalog)
     checks = [Check("catalog integrity", "fail" if problems else "ok",
                     "; ".join(problems[:3]) if problems else "SQLite integrity_check: ok",
                     "walrus-mem repair (moves the catalog aside and restores from Walrus)"
@@ -490,7 +490,7 @@ def check_integrity(mem: Any) -> list[Check]:
                             f"{unfinished[0].name} was moved aside by a repair that stopped "
                             "before salvaging it (queued memories, forgets)",
                             "walrus-mem repair (finishes the salvage)"))
-    waiting = deletions.pending(mem._catalog)
+    waiting = deletions.pending(mem.parts.catalog)
     if waiting:
         checks.append(Check("blob deletions", "warn",
                             f"{len(waiting)} blob(s) of forgotten memories not deleted yet",
@@ -507,32 +507,32 @@ def _namespace_integrity(mem: Any, ns: str) -> list[Check]:
 
     checks: list[Check] = []
     fix = f"walrus-mem -n {ns} repair"
-    info = mem._catalog.namespace(ns)
+    info = mem.parts.catalog.namespace(ns)
     if info is not None and info["model_id"] is not None:
-        health = check_index_file(mem._catalog, mem._indexes.directory, ns,
+        health = check_index_file(mem.parts.catalog, mem.parts.indexes.directory, ns,
                                   str(info["model_id"]), int(info["dim"]))
         checks.append(Check(f"index {ns}", "ok" if health.ok else "fail", health.describe(),
                             "" if health.ok else fix))
-    lost = queued_without_outbox(mem._catalog, ns)
+    lost = queued_without_outbox(mem.parts.catalog, ns)
     if lost:
         checks.append(Check(f"outbox {ns}", "warn",
                             f"{len(lost)} queued memories have no outbox row (e.g. {lost[0]})",
                             f"{fix} (or walrus-mem -n {ns} sync, which re-enqueues them)"))
     else:
         checks.append(Check(f"outbox {ns}", "ok",
-                            f"{mem._catalog.queued_count(ns)} queued, every one enqueued"))
-    for batch in mem._catalog.outbox_batches(ns):
+                            f"{mem.parts.catalog.queued_count(ns)} queued, every one enqueued"))
+    for batch in mem.parts.catalog.outbox_batches(ns):
         if is_poisoned(batch):
             checks.append(Check(
                 f"outbox {ns}", "fail",
                 f"batch {batch['id']} " + describe_poisoned(
-                    batch, mem._catalog.outbox_members(int(batch["id"]))),
+                    batch, mem.parts.catalog.outbox_members(int(batch["id"]))),
                 f"walrus-mem -n {ns} forget ID (or a publisher that accepts it)"))
-    count = mem._catalog.count(ns)
+    count = mem.parts.catalog.count(ns)
     sample = (f"all {count}" if count <= SEALED_SAMPLE
               else f"the queued and ~{SEALED_SAMPLE} of {count} (repair checks all)")
     try:
-        damaged = damaged_sealed(mem._catalog, mem.keys_for(ns), ns, limit=SEALED_SAMPLE)
+        damaged = damaged_sealed(mem.parts.catalog, mem.keys_for(ns), ns, limit=SEALED_SAMPLE)
     except WalrusMemError as exc:
         checks.append(Check(f"sealed copies {ns}", "warn", f"not checked: {exc}",
                             "configure this namespace's key"))
@@ -551,8 +551,8 @@ def _namespace_integrity(mem: Any, ns: str) -> list[Check]:
 
 def _restore_check(mem: Any, ns: str) -> Check:
     """An interrupted restore / pull leaves the namespace marked (no manifest until done)."""
-    marker = mem._log.tables.restoring(ns)
-    state = None if marker is None else mem._log.unfinished(ns)
+    marker = mem.parts.log.tables.restoring(ns)
+    state = None if marker is None else mem.parts.log.unfinished(ns)
     if marker is None or state is None:
         return Check(f"restore {ns}", "ok", "no unfinished restore")
     if state == "running":  # it holds the namespace lock: not to be resumed by hand
@@ -569,11 +569,11 @@ def _rotation_check(mem: Any, ns: str) -> Check:
     """A key rotation that began and was not finished (killed, publisher down)."""
     from .._keys.generations import load_state
 
-    rotating = load_state(mem._catalog, ns).get("rotating")
+    rotating = load_state(mem.parts.catalog, ns).get("rotating")
     name = f"key rotation {ns}"
     if rotating is None:
         return Check(name, "ok", "no unfinished rotation")
-    first = (f"walrus-mem -n {ns} restore, then " if mem._log.unfinished(ns) is not None
+    first = (f"walrus-mem -n {ns} restore, then " if mem.parts.log.unfinished(ns) is not None
              else "")
     moved = f"from key generation {rotating['from']} to {rotating['to']}"
     if not rotating.get("resealed"):
@@ -595,13 +595,13 @@ def _expiry_check(mem: Any, ns: str) -> Check:
     """What expires when, by the epoch clock learned from store answers."""
     exact = None
     try:
-        exact = mem._get_backend().current_epoch()  # relayer_mock's admin route only
+        exact = mem.parts.publisher.backend().current_epoch()  # relayer_mock's admin route only
         mem.current_epoch()  # notes it in the clock
     except WalrusMemError:
         pass  # the clock still answers from what store answers showed
     reading = mem.epoch_clock.reading()
     margin = mem.settings.renew_margin_epochs
-    rows = mem._catalog.query(
+    rows = mem.parts.catalog.query(
         "SELECT end_epoch, count(*) FROM memories WHERE namespace = ? AND status = 'published' "
         "AND end_epoch IS NOT NULL GROUP BY end_epoch ORDER BY end_epoch", (ns,))
     name = f"expiry {ns}"
@@ -636,12 +636,12 @@ def _expiry_check(mem: Any, ns: str) -> Check:
 
 def _head_check(mem: Any, ns: str) -> Check:
     """The newest manifest this data dir published or restored opens from Walrus."""
-    info = mem._catalog.namespace(ns)
+    info = mem.parts.catalog.namespace(ns)
     head = None if info is None else info["manifest_blob_id"]
     name = f"head {ns}"
     if head is None:
         return Check(name, "ok", "no manifest yet")
-    row = mem._catalog.query_one(
+    row = mem.parts.catalog.query_one(
         "SELECT end_epoch FROM manifests WHERE namespace = ? ORDER BY seq DESC LIMIT 1", (ns,))
     end = None if row is None else row[0]
     if mem.epoch_clock.expired(end):
@@ -650,12 +650,12 @@ def _head_check(mem: Any, ns: str) -> Check:
                      f"walrus-mem -n {ns} sync (publishes a new manifest)")
     try:
         # digest, seq and parents of the root the head reference names
-        mem._log.verify_head(ns, str(head), deadline=HEAD_READ_SECONDS)
+        mem.parts.log.verify_head(ns, str(head), deadline=HEAD_READ_SECONDS)
     except WalrusMemError as exc:
         return Check(name, "fail", f"newest manifest {head} is not readable: "
                                    f"{type(exc).__name__}: {exc}",
                      f"walrus-mem -n {ns} sync (publishes a new manifest)")
-    others = [str(t.ref) for t in mem._log.seen.newest(ns) if str(t.ref) != str(head)]
+    others = [str(t.ref) for t in mem.parts.log.seen.newest(ns) if str(t.ref) != str(head)]
     if others:
         return Check(name, "warn", f"newest manifest {head} opens, but {len(others)} other "
                                    f"head(s) seen here are not merged into it (e.g. {others[0]})",
