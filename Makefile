@@ -11,11 +11,17 @@ STAMP := $(VENV)/.installed
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 
+# pip's own lines (Collecting / Downloading / Installing) are the progress: about 100 s on a
+# fresh machine, so it does not run silently.
 $(STAMP): $(BIN)/python pyproject.toml
+	@echo "==> [1/3] pip (.venv)"
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet torch==2.13.0
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@echo "==> [2/3] CPU torch 2.13.0 (for the sentence-transformers tests; the library needs no torch)"
+	$(BIN)/python -m pip install --progress-bar off torch==2.13.0
+	@echo "==> [3/3] walrus-mem with its dev extras (editable)"
+	$(BIN)/python -m pip install --progress-bar off -e '.[dev]'
 	touch $(STAMP)
+	@echo "==> .venv ready"
 
 install: $(STAMP)
 
@@ -28,11 +34,11 @@ test: $(STAMP)
 # The quick tier for a change-and-test loop: everything not marked slow
 # (tests/conftest.py says what is), about 4 minutes here.
 check: $(STAMP)
-	$(BIN)/ruff check walrus_mem relayer_mock tests bench
+	$(BIN)/ruff check walrus_mem relayer_mock tests examples bench
 	$(BIN)/python -m pytest -m "not slow" -q
 
 lint: $(STAMP)
-	$(BIN)/ruff check walrus_mem relayer_mock tests bench
+	$(BIN)/ruff check walrus_mem relayer_mock tests examples bench
 	$(BIN)/mypy
 
 bench: $(STAMP)
