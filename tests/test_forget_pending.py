@@ -79,11 +79,11 @@ _KILL_AT_DELETE = """
 import os, signal, sys
 sys.path.insert(0, {root!r})
 from pathlib import Path
-from walrus_mem.memory import Memory
+from walrus_mem._memory.publisher import Publisher
 from tests.helpers_log import machine
 def killed(self, blobs):
     os.kill(os.getpid(), signal.SIGKILL)  # after the tombstone's commit, before any delete
-Memory._delete_blobs = killed
+Publisher.delete_blobs = killed  # forget and pull (through Memory._delete_blobs) call it
 mem = machine(Path({data!r}), {url!r}, state_dir=Path({state!r}))
 if {op!r} == "forget":
     mem.forget({arg!r}, namespace="fk")

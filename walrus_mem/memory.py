@@ -40,7 +40,6 @@ import numpy as np
 import numpy.typing as npt
 
 from ._catalog.catalog import Catalog, vector_to_blob
-from ._catalog.outbox_poison import is_poisoned
 from ._catalog.rows import expired, loads_metadata, record_from_row, view_of_row
 from ._keys.chain import KeyChain
 from ._local.datadir_lock import DataDirLock
@@ -49,7 +48,7 @@ from ._log import manifest as mf
 from ._log.heads_mirror import default_state_dir
 from ._log.lineage import next_lineage
 from ._log.namespace_log import NamespaceLog, ProgressCallback
-from ._memory import restate
+from ._memory import deletions, restate, syncing
 from ._memory.epochs import Epochs
 from ._memory.follow import pull_following
 from ._memory.inputs import (
@@ -63,22 +62,17 @@ from ._memory.inputs import (
     validate_memory_id,
     validate_metadata,
 )
-from ._memory.network_reset import check_served
-from ._memory.network_reset import follow as follow_network_reset
 from ._memory.network_reset import settle as settle_network_reset
 from ._memory.network_reset import suspect as suspect_network_reset
 from ._memory.parts import Parts
 from ._memory.publisher import Publisher
 from ._memory.records import Item, Replay, fact_record
-from ._memory.renewal import renew_due, republish
-from ._memory.repair import requeue_lost
+from ._memory.renewal import republish
 from ._memory.rotation import (
     RotationReport,
     adopt_keys,
-    finish_rotation,
     reseal_fetched,
     rotate_key,
-    rotation_in_progress,
 )
 from ._recall.embedding import Embedding
 from ._recall.embeddings import Embedder, make_embedder
@@ -101,7 +95,6 @@ from .envelope import open_envelope, seal
 from .errors import (
     EpochUnknown,
     InvalidInput,
-    LocalStoreError,
     MemoryNotFound,
     RestoreIncomplete,
     RotationIncomplete,
@@ -624,7 +617,7 @@ class Memory:
                 _, _, failing = self._publisher.publish_batch(batch_id, replay=False)  # sealed here
                 if failing:  # the next batch would spend its own deadline the same way
                     break
-            self._maybe_manifest(ns, started)
+            syncing.maybe_manifest(self._parts, ns, started)
         if old_blobs:  # the re-stated memories' old ids, as forget deletes them
             self._delete_blobs(old_blobs)
         rows = self._catalog.memories_by_ids(ns, order)
@@ -950,7 +943,7 @@ class Memory:
         with call_deadline(self.settings.publish_deadline):  # as in _store
             if not self._publisher.breaker_open():
                 self._publisher.publish_batch(batch_id, replay=False)  # sealed by this very call
-            self._maybe_manifest(ns, started)
+            syncing.maybe_manifest(self._parts, ns, started)
         return self.get(mid, namespace=ns)
 
     def forget(self, memory_id: str, *, namespace: str | None = None) -> ForgetReport:
@@ -967,7 +960,7 @@ class Memory:
         self._keychain.authorize(ns)
         if self._catalog.memory(ns, mid) is None:
             raise MemoryNotFound(f"no memory {mid} in namespace {ns!r}")
-        return self._forget(ns, [mid])
+        return deletions.forget(self._parts, ns, [mid])
 
     def forget_all(self, namespace: str | None = None, *, confirm: bool = False) -> ForgetReport:
         """Forget every memory of a namespace. Requires ``confirm=True``."""
@@ -976,42 +969,7 @@ class Memory:
         if confirm is not True:
             raise InvalidInput("forget_all needs confirm=True")
         self._keychain.authorize(ns)
-        return self._forget(ns, self._catalog.memory_ids(ns))
-
-    def _forget(self, ns: str, ids: builtins.list[str]) -> ForgetReport:
-        now = time.time()
-        forgotten: list[str] = []
-        blob_refs: dict[str, bool | None] = {}
-        for start in range(0, len(ids), 500):
-            chunk = ids[start : start + 500]
-            with self._lock, self._catalog.write():
-                for mid in chunk:
-                    blobs = self._catalog.forget_memory(ns, mid, now)
-                    if blobs is None:
-                        continue
-                    blob_refs.update(blobs)
-                    forgotten.append(mid)
-                self._catalog.bump_writes(ns, len(chunk))
-            with self._lock:
-                self._indexes.refresh(ns)
-        with self._lock:
-            self._catalog.scrub()
-            if forgotten and self._catalog.count(ns) == 0:
-                # Nothing left: an empty rebuild is free and drops removed vectors from disk.
-                info = self._catalog.namespace(ns)
-                if info is not None and info["model_id"] is not None:
-                    self._indexes.rebuild(ns, str(info["model_id"]), int(info["dim"]))
-        deleted, kept = self._delete_blobs(blob_refs)
-        manifest_id = None
-        info = self._catalog.namespace(ns)
-        if forgotten and info is not None and info["manifest_blob_id"] is not None \
-                and self._epochs.ok_for_manifest(ns, now):
-            try:
-                manifest_id = self._publish_manifest(ns)
-            except (StorageError, WalrusMemError) as exc:
-                log.warning("manifest after forget deferred to the next sync: %s", exc)
-        return ForgetReport(forgotten=forgotten, deleted_blobs=deleted, kept_blobs=kept,
-                            manifest_blob_id=manifest_id)
+        return deletions.forget(self._parts, ns, self._catalog.memory_ids(ns))
 
     def _delete_blobs(
         self, blobs: Mapping[str, bool | None]
@@ -1037,114 +995,7 @@ class Memory:
         stay queued.
         """
         self._check_open()
-        started = time.time()
-        ns = None if namespace is None else self._ns(namespace)
-        requeue_lost(self._catalog, ns)  # queued memories whose outbox row was lost
-        published, errors = self._flush(ns)
-        errors += self._publisher.retry_deletions(ns)  # forgets killed before deleting their blobs
-        epoch: tuple[int | None, bool] | None = None  # (current, known), asked once
-        renewed = 0
-        manifests: dict[str, str] = {}
-        pulled: dict[str, PullReport] = {}
-        skipped: list[str] = []
-        names = [ns] if ns is not None else self._known_namespaces()
-        for name in names:
-            try:
-                # an idle machine sees no store answer showing a wipe: its head answers 404
-                check_served(self._parts, name, errors)
-                problem = self._log.announce_pending(name)  # a sync killed before announcing
-                if problem is not None:
-                    errors.append(f"announce for {name!r}: {problem}")
-                state = self._log.unfinished(name)
-                if state == "running":
-                    errors.append(
-                        f"pull for {name!r}: a pull or restore of it is running in another "
-                        "process or thread; no manifest of it from this sync (the next "
-                        "sync publishes one when that has finished)")
-                    continue
-                if state == "interrupted":
-                    raise RestoreIncomplete(
-                        f"restore of {name!r} was interrupted: run `walrus-mem restore "
-                        f"--namespace {name}` to finish it; no manifest until then")
-                if rotation_in_progress(self._catalog, name):  # interrupted: finish it first
-                    finished = finish_rotation(self._parts, name)
-                    published += finished.published
-                    errors += [f"key rotation of {name!r}: {e}" for e in finished.errors]
-                    if finished.manifest_blob_id is not None:
-                        manifests[name] = finished.manifest_blob_id
-                    if not finished.complete:
-                        continue
-                report, rotation = pull_following(self._parts, name, None)
-                if not report.up_to_date and any(
-                        not is_poisoned(b) for b in self._catalog.outbox_batches(name)):
-                    more, failures = self._flush(name)  # re-sealed by the pull (log_older.py)
-                    published += more
-                    errors += failures
-                skipped += [f"{name} {line}" for line in report.skipped]
-                if not report.up_to_date:
-                    pulled[name] = report
-                if rotation is not None:  # followed one made elsewhere: its manifest is ours
-                    errors += [f"key rotation of {name!r}: {e}" for e in rotation.errors]
-                    if rotation.manifest_blob_id is not None:
-                        manifests[name] = rotation.manifest_blob_id
-            except WalrusMemError as exc:
-                errors.append(f"pull for {name!r}: {type(exc).__name__}: {exc}")
-                continue
-            info = self._catalog.namespace(name)
-            if info is None:
-                continue
-            if any(not is_poisoned(b) for b in self._catalog.outbox_batches(name)):
-                continue  # a manifest now would miss facts about to be published
-            if self._catalog.has_end_epochs(name):
-                if epoch is None:
-                    epoch = self._sync_epoch(started, errors)
-                if not epoch[1]:
-                    errors.append(f"manifest for {name!r}: the current Walrus epoch is unknown, "
-                                  "so a manifest could list expired blobs; not published")
-                    continue
-                renewed += renew_due(self._parts, name, errors, epoch[0])  # ending soon
-            info = self._catalog.namespace(name)
-            assert info is not None
-            if info["manifest_blob_id"] is None:
-                # no point in a first manifest that lists nothing
-                due = self._catalog.count(name) > 0
-            else:
-                due = int(info["writes_since_manifest"]) > 0
-            if not due:
-                continue
-            try:
-                manifests[name] = self._publish_manifest(name)
-            except WalrusMemError as exc:  # storage, or a key that cannot be resolved
-                errors.append(f"manifest for {name!r}: {type(exc).__name__}: {exc}")
-            if name in manifests and self._log.tables.unannounced(name) is not None:
-                errors.append(f"announce for {name!r}: head {manifests[name]} published but "
-                              "not written to heads.sqlite3 / the heads file (logged why); "
-                              "the next sync writes it")
-        with self._lock:
-            self._indexes.save_all()
-        return SyncReport(
-            published=published,
-            still_queued=self._catalog.queued_count(ns),
-            errors=errors,
-            manifests=manifests,
-            renewed=renewed,
-            pulled=pulled,
-            skipped_heads=skipped,
-        )
-
-    def _sync_epoch(self, started: float, errors: builtins.list[str]) -> tuple[int | None, bool]:
-        """The epoch sync renews against: trusted as in :meth:`epoch_estimate`, a store
-        answer of this sync counting as fresh, else probed. A wiped or reset network
-        (epochs gone backwards, our blobs lost) is followed first (network_reset.py)."""
-        try:
-            follow_network_reset(self._parts, errors)
-            epoch = self.epoch_estimate(probe=True, fresh_since=started)
-            if follow_network_reset(self._parts, errors):  # the probe's answer told it
-                epoch = self.epoch_estimate(probe=True, fresh_since=started)
-            return epoch
-        except WalrusMemError as exc:
-            errors.append(f"epoch probe: {type(exc).__name__}: {exc}")
-            return self.epoch_clock.current(), False
+        return syncing.sync(self._parts, None if namespace is None else self._ns(namespace))
 
     def reset_followed(self, namespace: str, ref: HeadRef) -> bool:
         """A seen head of ``namespace`` answered 404 before its end epoch: whether the
@@ -1176,41 +1027,6 @@ class Memory:
         except (WalrusMemError, ValueError):
             previous = None
         return next_lineage(previous, row[1] or mf.sealed_digest(data))
-
-    def _known_namespaces(self) -> builtins.list[str]:
-        """Namespaces of the catalog, plus this configuration's own namespaces (the
-        default one, the agents') that only the heads file names yet. A shared heads
-        file may list other people's namespaces: those are not ours to sync."""
-        names = self._catalog.namespaces()
-        heads_file = self._log.heads_file()
-        if heads_file is not None:
-            own = {self.settings.default_namespace, *(
-                agent.namespace or name for name, agent in self.settings.agents.items())}
-            try:
-                names += [n for n, _ in heads_file.read() if n in own]
-            except LocalStoreError as exc:  # each namespace's pull reports it
-                log.warning("%s", exc)
-        return list(dict.fromkeys(names))
-
-    def _maybe_manifest(self, ns: str, since: float) -> None:
-        info = self._catalog.namespace(ns)
-        if info is None or int(info["writes_since_manifest"]) < self.settings.manifest_every:
-            return
-        if self._publisher.breaker_open():
-            return
-        if self._catalog.outbox_count(ns) > 0:
-            return
-        if not self._epochs.ok_for_manifest(ns, since):
-            return
-        try:
-            with self._log.turn(ns, wait=False) as ours:
-                if ours:  # else another thread or process is publishing one right now
-                    self._log.publish_now(ns)
-        except (StorageError, RestoreIncomplete, RotationIncomplete) as exc:
-            # The write is stored: an interrupted restore or key rotation (or an outage)
-            # defers only the manifest, which the next sync reports (and the rotation
-            # finishes); raising here failed a good remember.
-            log.info("periodic manifest for %r deferred: %s", ns, exc)
 
     def _publish_manifest(self, ns: str) -> str:
         """Publish a manifest of ``ns`` now (see :meth:`NamespaceLog.publish`); its head."""
