@@ -37,6 +37,8 @@ from functools import lru_cache
 from typing import Final
 
 from .secret_ids import id_spans
+from .secret_labelled import labelled_spans
+from .secret_languages import language_spans
 from .secret_phrases import phrase_spans
 
 __all__ = [
@@ -457,6 +459,7 @@ def validated_spans(view: str) -> list[Span]:
     """Every span the validated detectors find in a normalised view."""
     spans: list[Span] = []
     for detector in (_prefixed, _cards, _ibans, _ssns, _seed_phrases, _keys, _assignments,
-                     _natural_passwords, phrase_spans, id_spans):
+                     _natural_passwords, phrase_spans, language_spans, labelled_spans,
+                     id_spans):
         spans.extend(detector(view))
     return spans

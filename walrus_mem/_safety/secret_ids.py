@@ -30,6 +30,7 @@ __all__ = [
     "cnpj_valid", "codice_fiscale_valid", "cpf_valid", "dni_valid", "id_spans", "nino_valid",
     "nir_valid", "steuer_id_valid", "verhoeff_valid", "nhs_valid", "pesel_valid",
     "hetu_valid", "za_id_valid", "au_tfn_valid", "pt_nif_valid", "be_national_valid",
+    "jp_my_number_valid", "tr_tc_kimlik_valid", "cl_rut_valid", "sg_nric_valid",
 ]
 
 Span = tuple[int, int, str]
@@ -308,6 +309,47 @@ def kr_rrn_valid(value: str) -> bool:
     return check == int(d[12])
 
 
+def jp_my_number_valid(value: str) -> bool:
+    """Japan's My Number (個人番号): 11 digits, a check digit (weights 2-7 then 2-6)."""
+    d = _digits(value)
+    if len(d) != 12:
+        return False
+    total = sum(int(d[10 - i]) * (i + 2 if i < 6 else i - 4) for i in range(11))
+    remainder = total % 11
+    return (0 if remainder <= 1 else 11 - remainder) == int(d[11])
+
+
+def tr_tc_kimlik_valid(value: str) -> bool:
+    """Turkish T.C. Kimlik No: 11 digits, first not 0, two check digits."""
+    d = [int(c) for c in _digits(value)]
+    if len(d) != 11 or d[0] == 0:
+        return False
+    tenth = (sum(d[0:9:2]) * 7 - sum(d[1:8:2])) % 10
+    return tenth == d[9] and sum(d[:10]) % 10 == d[10]
+
+
+def cl_rut_valid(value: str) -> bool:
+    """Chilean RUT / RUN: 7-8 digits and a mod-11 check character (0-9 or K)."""
+    v = re.sub(r"[\s.]", "", value).upper()
+    m = re.fullmatch(r"(\d{7,8})-?([\dK])", v)
+    if not m:
+        return False
+    total = sum(int(c) * (2 + i % 6) for i, c in enumerate(reversed(m.group(1))))
+    check = 11 - total % 11
+    return {11: "0", 10: "K"}.get(check, str(check)) == m.group(2)
+
+
+def sg_nric_valid(value: str) -> bool:
+    """Singapore NRIC / FIN (S, T, F, G series): 7 digits and a check letter."""
+    v = value.upper()
+    if not re.fullmatch(r"[STFG]\d{7}[A-Z]", v):
+        return False
+    total = sum(int(c) * w for c, w in zip(v[1:8], (2, 7, 6, 5, 4, 3, 2), strict=True))
+    total += 4 if v[0] in "TG" else 0
+    letters = "JZIHGFEDCBA" if v[0] in "ST" else "XWUTRQPNMLK"
+    return letters[total % 11] == v[8]
+
+
 def dk_cpr_valid(value: str) -> bool:
     """Danish CPR DDMMYY-SSSS: a real date (no checksum since 2007: label needed)."""
     d = _digits(value)
@@ -399,6 +441,17 @@ _RULES: Final[tuple[_Rule, ...]] = (
      _ALWAYS),
     ("kr_rrn", re.compile(_NUM_L + r"\d{6}-?\d{7}" + _NUM_R), kr_rrn_valid,
      _label(r"주민등록번호|주민번호|resident\s+registration|\brrn\b"), _ALWAYS),
+    ("jp_my_number", re.compile(_NUM_L + r"\d{4}[ -]?\d{4}[ -]?\d{4}" + _NUM_R),
+     jp_my_number_valid,
+     # "My Number" capitalised only: "my number is ..." is usually a phone number
+     _label(r"マイナンバー|個人番号|My\s?Number|MyNumber|(?i:individual\s+number)", 0), _ALWAYS),
+    ("tr_tc_kimlik", re.compile(_NUM_L + r"[1-9]\d{10}" + _NUM_R), tr_tc_kimlik_valid,
+     _label(r"\bt\.?\s?c\.?\s+kimlik|kimlik\s*(?:no|numara)|\btckn\b|\btc\s*no\b"
+            r"|turkish\s+(?:national\s+)?id"), _ALWAYS),
+    ("cl_rut", re.compile(_NUM_L + r"\d{1,2}\.?\d{3}\.?\d{3}-?[\dK]" + _R, _F), cl_rut_valid,
+     _label(r"\brut\b|\brun\b|rol\s+[úu]nico"), lambda v: not re.fullmatch(
+         r"\d{1,2}\.\d{3}\.\d{3}-[\dKk]", v)),
+    ("sg_nric", re.compile(_L + r"[STFG]\d{7}[A-Z]" + _R, _F), sg_nric_valid, None, _NEVER),
     ("dk_cpr", re.compile(_NUM_L + r"\d{6}-?\d{4}" + _NUM_R), dk_cpr_valid,
      _label(r"\bcpr\b|cpr-?nummer"), _ALWAYS),
 )

@@ -85,7 +85,24 @@ _ACCOUNT_CONTEXT: Final = re.compile(
     r"|netflix|amazon|spotify|steam|epic|portal|laptop|computer|vpn|router|wi-?fi|everything"
     r"|banque|compte|banco|cuenta|conta|konto|anmelden|einloggen|entrar|acceder|connecter"
     r"|portail|correo|posta|mail|icloud|apple\s+id|facebook|instagram)\b|\bbanken\b", _F)
+# "my passphrase is correct horse battery staple": three to eight plain words that run
+# to the end of the clause; a function word among them makes it prose ("is too short")
+_PASSPHRASE: Final = re.compile(
+    r"\b(?:pass\s*phrase|password|pass\s*word)"
+    r"(?:\s+(?:for|to|of|on)\s+[\w.@ -]{1,30}?)?\s*(?:is|was|=|:|is\s+now)\s+"
+    r"[\"'`“]?(?P<secret>[^\W\d_]+(?:[ -][^\W\d_]+){2,7})(?=[\"'`”]?\s*(?:[.,;!?)]|$|\n"
+    r"|\s(?:and|but|so)\s))", _F)
+_PROSE_WORDS: Final = frozenset(
+    "the a an to for in of and or my your our his her their is was be not too very stored kept "
+    "saved written same different required long short strong weak secure something nothing "
+    "what that this it on at by from with as than still also never always changed reset "
+    "expired wrong stuck managed set needs need must should will can".split()
+)
 _WORDLIKE: Final = re.compile(r"^[^\W\d_]+$")
+# An e-mail address or a handle, not a value: "@" inside a password ("Lua@2024mar") is fine
+_ADDRESS: Final = re.compile(r"^@|@[\w-]+(?:\.[\w-]+)+$")
+# A template, not a value: "<your-password>", "${DB_PASS}", "{{ secret }}"
+_TEMPLATE: Final = re.compile(r"^(?:<[^>]*>|\$\{?[\w.:-]+\}?|\{\{.*\}\}|%\w+%)$")
 _HYPHENATED: Final = re.compile(r"^\(?[^\W\d_]+(?:['’-][^\W\d_]+)+\)?$")
 _NOT_VALUES: Final = frozenset(
     "stored saved kept written taped somewhere inside under behind on in at the a an my your our "
@@ -106,7 +123,8 @@ def password_shaped(value: str, *, strict: bool = True, symbol: bool = False) ->
     if not 6 <= len(core) <= 64 or core.lower() in _NOT_VALUES or core.startswith("[REDACTED"):
         return False
     if _WORDLIKE.match(core) or _HYPHENATED.match(core) or core.isdigit() \
-            or "@" in core or "://" in core:
+            or _ADDRESS.search(core) or _TEMPLATE.match(value.strip(" =:.,;!?")) \
+            or "://" in core:
         return False
     if re.search(r"\d\.\d|^(?:www\.|/|~)|\.(?:com|org|net|io|pdf|png|jpg)$", core, _F):
         return False
@@ -166,7 +184,7 @@ def _first_value(view: str, pos: int, *, strict: bool) -> tuple[int, int] | None
             start, end = token.span()
             while end > start and view[end - 1] in _TRIM:
                 end -= 1
-            while start < end and view[start] in "\"'`«“([":
+            while start < end and view[start] in "\"'`«“([=:":
                 start += 1
             return start, end
         if linked and not candidate_next:
@@ -215,6 +233,10 @@ def phrase_spans(view: str) -> Iterator[Span]:
             span = _span(match, group)
             if span:
                 yield (*span, "password")
+    for match in _PASSPHRASE.finditer(view):
+        words = re.split(r"[ -]", match.group("secret").lower())
+        if not _PROSE_WORDS.intersection(words[:-1]) and words[0] not in _PROSE_WORDS:
+            yield (*match.span("secret"), "password")
     for match in _USE.finditer(view):
         if password_shaped(match.group("secret"), strict=True, symbol=True) and \
                 _ACCOUNT_CONTEXT.search(_sentence(view, match.start())):

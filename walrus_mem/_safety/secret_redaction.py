@@ -40,6 +40,17 @@ _NOT_A_PASSWORD = (
     r"|behind|inside|also|\[redacted)\b)"
 )
 _SECRET_TAIL = r"[^\s\"'`<>]*[^\s\"'`<>.,;:!?)\]]"
+# After a foreign credential noun: an adverb or adjective ("ist zu kurz", "es muy larga",
+# "est expiré") is prose; the value itself is ASCII ("パスワードは8文字以上" has none).
+_NOT_A_FOREIGN_PASSWORD = (
+    r"(?!(?:zu|sehr|nicht|abgelaufen|falsch|korrekt|richtig|sicher|stark|schwach|lang|kurz|neu"
+    r"|gleich|geheim|einfach|schwierig|muy|demasiado|incorrecta|incorrecto|caducada|segura"
+    r"|seguro|fuerte|débil|larga|largo|corta|corto|nueva|nuevo|igual|secreta|secreto|difícil"
+    r"|fácil|trop|très|pas|expiré|expirée|incorrect|sûr|forte|faible|longue|long|courte|court"
+    r"|nouveau|nouvelle|même|difficile|facile|muito|errada|errado|fraca|curta|nova|novo|mesma"
+    r"|mesmo|el|la|le|les|der|die|das|mi|mon|ma|mein|meine|tu|ton|dein|su|son|sein|um|uma"
+    r"|un|una|une|ein|eine)\b)"
+)
 
 # (kind, pattern); a named group "secret" marks the part to replace, else the
 # whole match. Order matters only for ties: earlier entries win.
@@ -140,7 +151,8 @@ _SECRET_PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = tuple(
         (
             "password",
             r"(?:contraseña|clave|mot\s+de\s+passe|passwort|kennwort|senha|пароль|密码|パスワード)"
-            r"\s*(?:es|est|ist|é|:|=|—|是|は)\s*[\"'`]?(?P<secret>" + _SECRET_TAIL + ")",
+            r"\s*(?:est|es|ist|é|:|=|—|是|は)\s*[\"'`]?" + _NOT_A_FOREIGN_PASSWORD
+            + r"(?P<secret>[!-~]{3,}(?<![.,;:!?)\]]))",
             re.IGNORECASE,
         ),
         (
