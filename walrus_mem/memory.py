@@ -46,27 +46,20 @@ from ._local.datadir_lock import DataDirLock
 from ._local.dir_trust import check_private_dir
 from ._log import manifest as mf
 from ._log.heads_mirror import default_state_dir
-from ._log.lineage import next_lineage
 from ._log.namespace_log import NamespaceLog, ProgressCallback
-from ._memory import deletions, restate, syncing
+from ._memory import deletions, syncing, writer
 from ._memory.epochs import Epochs
 from ._memory.follow import pull_following
 from ._memory.inputs import (
     UNSET,
-    new_memory_id,
-    normalise_text,
-    to_timestamp,
-    validate_category,
     validate_idempotency_key,
-    validate_importance,
     validate_memory_id,
-    validate_metadata,
 )
 from ._memory.network_reset import settle as settle_network_reset
 from ._memory.network_reset import suspect as suspect_network_reset
 from ._memory.parts import Parts
 from ._memory.publisher import Publisher
-from ._memory.records import Item, Replay, fact_record
+from ._memory.records import Item, fact_record
 from ._memory.renewal import republish
 from ._memory.rotation import (
     RotationReport,
@@ -74,6 +67,7 @@ from ._memory.rotation import (
     reseal_fetched,
     rotate_key,
 )
+from ._memory.writer import CATEGORY_IMPORTANCE, DEFAULT_IMPORTANCE
 from ._recall.embedding import Embedding
 from ._recall.embeddings import Embedder, make_embedder
 from ._recall.filters import compile_filters
@@ -85,7 +79,7 @@ from ._recall.ranking import (
     FusionParams,
 )
 from ._recall.recall import hybrid_recall
-from ._walrus.blobio import read_checked, store_batches
+from ._walrus.blobio import read_checked
 from ._walrus.epoch_guard import clock_guard
 from ._walrus.expiry import EpochClock
 from ._walrus.retry import call_deadline
@@ -131,17 +125,6 @@ __all__ = ["CATEGORY_IMPORTANCE", "DEFAULT_IMPORTANCE", "Memory", "ProgressCallb
 
 log = logging.getLogger(__name__)
 
-DEFAULT_IMPORTANCE: Final = 0.5
-CATEGORY_IMPORTANCE: Final = {
-    # OpenClaw memory_store defaults (see docs/architecture.md)
-    "identity": 0.95,
-    "configuration": 0.95,
-    "rule": 0.90,
-    "preference": 0.85,
-    "decision": 0.80,
-    "project": 0.75,
-    "operational": 0.60,
-}
 MAX_K: Final = 1000
 
 
@@ -321,28 +304,6 @@ class Memory:
         """Embed with this Memory's embedder (batched, checked, one caller at a time)."""
         return self._embedding.embed(texts)
 
-    def _prepare(
-        self,
-        index: int,
-        text: object,
-        metadata: object = None,
-        category: object = None,
-        importance: object = None,
-        expires_at: object = None,
-        *,
-        check_expiry: bool = True,
-    ) -> Item:
-        norm = normalise_text(text, max_bytes=self.settings.max_fact_bytes)
-        cat = validate_category(category)
-        if importance is None:
-            imp = CATEGORY_IMPORTANCE.get(cat or "", DEFAULT_IMPORTANCE)
-        else:
-            imp = validate_importance(importance)
-        exp = None if expires_at is None else to_timestamp(expires_at, what="expires_at")
-        if check_expiry and exp is not None and exp <= time.time():
-            raise InvalidInput("expires_at is in the past")
-        return Item(index, norm, validate_metadata(metadata), cat, imp, exp)
-
     # -- write path -----------------------------------------------------------------
 
     def remember(
@@ -371,8 +332,8 @@ class Memory:
         self._check_open()
         ns = self._ns(namespace)
         key = validate_idempotency_key(idempotency_key)
-        item = self._prepare(0, text, metadata, category, importance, expires_at)
-        result = self._store(ns, [item], [], key)
+        item = writer.prepare(self.settings, 0, text, metadata, category, importance, expires_at)
+        result = writer.store(self._parts, ns, [item], [], key)
         if not result.records:  # replay of a memory forgotten since
             raise MemoryNotFound(
                 f"the memory stored under idempotency key {key!r} has been forgotten"
@@ -388,9 +349,9 @@ class Memory:
         A live memory with the same text wins as in :meth:`remember`."""
         self._check_open()
         ns = self._ns(namespace)
-        item = self._prepare(0, text, metadata, category, importance, expires_at)
+        item = writer.prepare(self.settings, 0, text, metadata, category, importance, expires_at)
         item.memory_id = validate_memory_id(memory_id)
-        return self._store(ns, [item], [], None).records[0]
+        return writer.store(self._parts, ns, [item], [], None).records[0]
 
     def remember_many(
         self,
@@ -428,15 +389,15 @@ class Memory:
                         raise InvalidInput(f"unknown item fields: {names}")
                     if "text" not in raw:
                         raise InvalidInput("item has no 'text'")
-                    prepared.append(self._prepare(
+                    prepared.append(writer.prepare(self.settings, 
                         i, raw["text"], raw.get("metadata"), raw.get("category"),
                         raw.get("importance"), raw.get("expires_at"),
                     ))
                 else:
-                    prepared.append(self._prepare(i, raw))
+                    prepared.append(writer.prepare(self.settings, i, raw))
             except (InvalidInput, WalrusMemError) as exc:
                 failed.append((i, f"{type(exc).__name__}: {exc}"))
-        return self._store(ns, prepared, failed, key)
+        return writer.store(self._parts, ns, prepared, failed, key)
 
     def share(
         self, memory_ids: Sequence[str] | str, *, to: str | bytes, namespace: str | None = None
@@ -479,163 +440,6 @@ class Memory:
         return analyze(
             self, text_or_messages, namespace=namespace, extractor=extractor,
             metadata=metadata, idempotency_key=idempotency_key,
-        )
-
-    def _replay(self, ns: str, key: str) -> RememberManyResult | None:
-        result = self._catalog.idempotency_result(ns, key)
-        if result is None:
-            return None
-        saved = json.loads(result)
-        ids: list[str] = saved.get("ids", [])
-        rows = self._catalog.memories_by_ids(ns, ids)
-        records = [record_from_row(rows[i]) for i in ids if i in rows]
-        return RememberManyResult(
-            records=records,
-            stored=saved.get("stored", 0),
-            deduplicated=saved.get("deduplicated", 0),
-            queued=sum(r.status == "queued" for r in records),
-            failed=[(int(i), str(m)) for i, m in saved.get("failed", [])],
-            replayed=True,
-        )
-
-    def _store(
-        self,
-        ns: str,
-        items: list[Item],
-        failed: list[tuple[int, str]],
-        idem_key: str | None,
-    ) -> RememberManyResult:
-        started = time.time()
-        keys = self.keys_for(ns)
-        self._embedding.check_model(ns)
-        if idem_key is not None:
-            replay = self._replay(ns, idem_key)
-            if replay is not None:
-                return replay
-        for item in items:
-            item.dedupe_hash = keys.dedupe_hash(item.text)
-        # Dedupe against the catalog and within the batch.
-        hashes = list(dict.fromkeys(it.dedupe_hash for it in items))
-        existing = self._catalog.ids_by_dedupe_hash(ns, hashes)
-        new_items: list[Item] = []
-        first_of: dict[str, int] = {}
-        for item in items:
-            if item.dedupe_hash not in existing and item.dedupe_hash not in first_of:
-                first_of[item.dedupe_hash] = item.index
-                new_items.append(item)
-        # A text a live memory holds is re-stated: that memory moves to a new id (restate.py)
-        snaps = restate.snapshot(self._catalog, ns, {
-            it.dedupe_hash: existing[it.dedupe_hash] for it in items
-            if it.memory_id is None and it.dedupe_hash in existing})
-        vectors = self._embedding.embed([it.text for it in new_items])
-        now = time.time()
-        ids = [it.memory_id or new_memory_id() for it in new_items]
-        sealed = [
-            seal(
-                keys,
-                fact_record(mid, 1, it.text, it.metadata, it.category, it.importance,
-                             now, now, it.expires_at),
-                max_plaintext=self._publisher.max_plaintext(),
-            )
-            for mid, it in zip(ids, new_items, strict=True)
-        ]
-        emb = self._embedding.embedder
-        batch_ids: list[int] = []
-        old_blobs: dict[str, bool | None] = {}
-
-        def seal_fact(mid: str, snap: restate.Snapshot, at: float) -> bytes:
-            return seal(keys, fact_record(mid, 1, snap.text, snap.metadata, snap.category,
-                                           snap.importance, snap.created_at, at,
-                                           snap.expires_at),
-                        max_plaintext=self._publisher.max_plaintext())
-
-        try:
-            with self._lock, self._catalog.write():
-                if idem_key is not None:
-                    try:
-                        self._catalog.claim_idempotency(ns, idem_key, now)
-                    except sqlite3.IntegrityError as exc:
-                        raise Replay from exc
-                if new_items:
-                    self._catalog.adopt_model(ns, emb.model_id, emb.dim)
-                    self._embedding.check_model(ns)
-                inserted: list[int] = []  # positions in new_items
-                for pos, (mid, item) in enumerate(zip(ids, new_items, strict=True)):
-                    metadata = json.dumps(item.metadata, sort_keys=True)
-                    key = self._catalog.insert_memory(ns, {
-                        "id": mid, "text": item.text, "metadata": metadata,
-                        "category": item.category, "importance": item.importance,
-                        "created_at": now, "updated_at": now, "expires_at": item.expires_at,
-                        "version": 1, "dedupe_hash": item.dedupe_hash, "status": "queued",
-                        "sealed": sealed[pos], "vector": vector_to_blob(vectors[pos]),
-                        "digest": mf.sealed_digest(sealed[pos]),
-                    }, event="ADD", at=now)
-                    if key is None:  # another writer stored the same text meanwhile
-                        existing.update(self._catalog.ids_by_dedupe_hash(ns, [item.dedupe_hash]))
-                        continue
-                    existing[item.dedupe_hash] = mid
-                    inserted.append(pos)
-                moved: list[restate.Moved] = []
-                for dedupe_hash, snap in snaps.items():
-                    done = restate.move(self._catalog, ns, dedupe_hash, snap, now, seal_fact)
-                    if done is None:  # re-stated or stored by another writer meanwhile
-                        existing.update(self._catalog.ids_by_dedupe_hash(ns, [dedupe_hash]))
-                        continue
-                    existing[dedupe_hash] = done.memory_id
-                    moved.append(done)
-                    old_blobs.update(done.old_blobs)
-                queue = [(ids[p], len(sealed[p])) for p in inserted] + [
-                    (m.memory_id, len(m.sealed)) for m in moved]
-                for span in store_batches([size for _, size in queue]):
-                    batch_ids.append(self._catalog.add_outbox_batch(
-                        ns, [(queue[j][0], 1) for j in span], now))
-                order: list[str] = []
-                dedup_count = 0
-                inserted_ids = {ids[p] for p in inserted}
-                for item in items:
-                    mid = existing[item.dedupe_hash]
-                    order.append(mid)
-                    if mid not in inserted_ids or first_of.get(item.dedupe_hash) != item.index:
-                        dedup_count += 1
-                if idem_key is not None:
-                    self._catalog.save_idempotency(ns, idem_key, json.dumps(
-                        {"ids": order, "stored": len(inserted), "deduplicated": dedup_count,
-                         "failed": failed}))
-        except Replay:
-            replay = self._replay(ns, idem_key or "")
-            assert replay is not None
-            return replay
-        if inserted or moved:
-            with self._lock:
-                self._indexes.refresh(ns)
-        # One publish_deadline per batch for everything this call sends: stores, their
-        # read-backs and a periodic manifest (which gets what is left, else waits for sync).
-        with call_deadline(self.settings.publish_deadline * max(1, len(batch_ids))):
-            for batch_id in batch_ids:
-                if self._publisher.breaker_open():  # publisher down: the rest wait for sync()
-                    break
-                _, _, failing = self._publisher.publish_batch(batch_id, replay=False)  # sealed here
-                if failing:  # the next batch would spend its own deadline the same way
-                    break
-            syncing.maybe_manifest(self._parts, ns, started)
-        if old_blobs:  # the re-stated memories' old ids, as forget deletes them
-            self._delete_blobs(old_blobs)
-        rows = self._catalog.memories_by_ids(ns, order)
-        records: list[MemoryRecord] = []
-        deduped_flags: list[bool] = []
-        for item, mid in zip(items, order, strict=True):
-            if mid not in rows:  # forgotten by another thread in between
-                continue
-            is_dup = mid not in inserted_ids or first_of.get(item.dedupe_hash) != item.index
-            records.append(record_from_row(rows[mid], deduplicated=is_dup))
-            deduped_flags.append(is_dup)
-        return RememberManyResult(
-            records=records,
-            stored=len(inserted),
-            deduplicated=dedup_count,
-            queued=sum(1 for r, d in zip(records, deduped_flags, strict=True)
-                       if not d and r.status == "queued"),
-            failed=sorted(failed),
         )
 
     # -- publishing -----------------------------------------------------------------
@@ -890,7 +694,7 @@ class Memory:
             raise InvalidInput("update needs at least one of text, metadata, category, "
                                "importance, expires_at")
         old_exp = row["expires_at"]
-        item = self._prepare(
+        item = writer.prepare(self.settings, 
             0,
             row["text"] if text is None else text,
             loads_metadata(row["metadata"]) if metadata is None else metadata,
@@ -915,7 +719,7 @@ class Memory:
         version = int(row["version"]) + 1
         record = fact_record(mid, version, item.text, item.metadata, item.category,
                               item.importance, float(row["created_at"]), now, item.expires_at)
-        record.update(self._lineage_after(keys, ns, mid))
+        record.update(writer.lineage_after(self._catalog, keys, ns, mid))
         sealed = seal(keys, record, max_plaintext=self._publisher.max_plaintext())
         with self._lock, self._catalog.write():
             current = self._catalog.memory(ns, mid)
@@ -1011,22 +815,6 @@ class Memory:
         """Before a manifest of ``namespace``: a suspected wipe / epoch reset is settled and
         what the network lost stored again first (network_reset.py)."""
         settle_network_reset(self._parts, namespace, backwards)
-
-    def _lineage_after(self, keys: NamespaceKeys, ns: str,
-                       mid: str) -> dict[str, builtins.list[str]]:
-        """Lineage of a version updated from the current one (lineage.py): the merge
-        tells a concurrent update from a later one by it."""
-        row = self._catalog.query_one(
-            "SELECT sealed, digest FROM memories WHERE id = ? AND namespace = ?", (mid, ns))
-        if row is None or row[0] is None:
-            return {}
-        data = bytes(row[0])
-        previous: dict[str, Any] | None
-        try:
-            previous = open_envelope(keys, data, expected_id=mid, expected_kind="fact")
-        except (WalrusMemError, ValueError):
-            previous = None
-        return next_lineage(previous, row[1] or mf.sealed_digest(data))
 
     def _publish_manifest(self, ns: str) -> str:
         """Publish a manifest of ``ns`` now (see :meth:`NamespaceLog.publish`); its head."""

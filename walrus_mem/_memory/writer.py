@@ -1,0 +1,255 @@
+"""Memory's write path: validate a fact, dedupe it (keyed hash), embed, seal, write
+the row, vector, FTS entry, history and outbox in one catalog transaction, then
+publish (a blob, or one quilt per <= 666 facts) while the publisher answers.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from typing import TYPE_CHECKING, Any, Final
+
+from .._catalog.catalog import vector_to_blob
+from .._catalog.rows import record_from_row
+from .._log import manifest as mf
+from .._log.lineage import next_lineage
+from .._walrus.blobio import store_batches
+from .._walrus.retry import call_deadline
+from ..envelope import open_envelope, seal
+from ..errors import InvalidInput, WalrusMemError
+from ..models import MemoryRecord, RememberManyResult
+from . import restate, syncing
+from .inputs import (
+    new_memory_id,
+    normalise_text,
+    to_timestamp,
+    validate_category,
+    validate_importance,
+    validate_metadata,
+)
+from .records import Item, Replay, fact_record
+
+if TYPE_CHECKING:
+    from .._catalog.catalog import Catalog
+    from ..config import Settings
+    from ..keys import NamespaceKeys
+    from .parts import Parts
+
+__all__ = ["CATEGORY_IMPORTANCE", "DEFAULT_IMPORTANCE", "lineage_after", "prepare", "replayed",
+           "store"]
+
+DEFAULT_IMPORTANCE: Final = 0.5
+CATEGORY_IMPORTANCE: Final = {
+    # OpenClaw memory_store defaults (see docs/architecture.md)
+    "identity": 0.95,
+    "configuration": 0.95,
+    "rule": 0.90,
+    "preference": 0.85,
+    "decision": 0.80,
+    "project": 0.75,
+    "operational": 0.60,
+}
+
+
+def prepare(
+    settings: Settings,
+    index: int,
+    text: object,
+    metadata: object = None,
+    category: object = None,
+    importance: object = None,
+    expires_at: object = None,
+    *,
+    check_expiry: bool = True,
+) -> Item:
+    """A fact as the caller passed it, validated; importance defaults by category."""
+    norm = normalise_text(text, max_bytes=settings.max_fact_bytes)
+    cat = validate_category(category)
+    if importance is None:
+        imp = CATEGORY_IMPORTANCE.get(cat or "", DEFAULT_IMPORTANCE)
+    else:
+        imp = validate_importance(importance)
+    exp = None if expires_at is None else to_timestamp(expires_at, what="expires_at")
+    if check_expiry and exp is not None and exp <= time.time():
+        raise InvalidInput("expires_at is in the past")
+    return Item(index, norm, validate_metadata(metadata), cat, imp, exp)
+
+
+def replayed(catalog: Catalog, ns: str, key: str) -> RememberManyResult | None:
+    """The result saved under an idempotency key already used in ``ns``, else None."""
+    result = catalog.idempotency_result(ns, key)
+    if result is None:
+        return None
+    saved = json.loads(result)
+    ids: list[str] = saved.get("ids", [])
+    rows = catalog.memories_by_ids(ns, ids)
+    records = [record_from_row(rows[i]) for i in ids if i in rows]
+    return RememberManyResult(
+        records=records,
+        stored=saved.get("stored", 0),
+        deduplicated=saved.get("deduplicated", 0),
+        queued=sum(r.status == "queued" for r in records),
+        failed=[(int(i), str(m)) for i, m in saved.get("failed", [])],
+        replayed=True,
+    )
+
+
+def store(
+    parts: Parts,
+    ns: str,
+    items: list[Item],
+    failed: list[tuple[int, str]],
+    idem_key: str | None,
+) -> RememberManyResult:
+    """Store validated facts of ``ns`` (Memory.remember_many's doc): dedupe, embed, seal,
+    one catalog transaction, then publish while the publisher answers."""
+    started = time.time()
+    keys = parts.keys.for_namespace(ns)
+    parts.embedding.check_model(ns)
+    if idem_key is not None:
+        replay = replayed(parts.catalog, ns, idem_key)
+        if replay is not None:
+            return replay
+    for item in items:
+        item.dedupe_hash = keys.dedupe_hash(item.text)
+    # Dedupe against the catalog and within the batch.
+    hashes = list(dict.fromkeys(it.dedupe_hash for it in items))
+    existing = parts.catalog.ids_by_dedupe_hash(ns, hashes)
+    new_items: list[Item] = []
+    first_of: dict[str, int] = {}
+    for item in items:
+        if item.dedupe_hash not in existing and item.dedupe_hash not in first_of:
+            first_of[item.dedupe_hash] = item.index
+            new_items.append(item)
+    # A text a live memory holds is re-stated: that memory moves to a new id (restate.py)
+    snaps = restate.snapshot(parts.catalog, ns, {
+        it.dedupe_hash: existing[it.dedupe_hash] for it in items
+        if it.memory_id is None and it.dedupe_hash in existing})
+    vectors = parts.embedding.embed([it.text for it in new_items])
+    now = time.time()
+    ids = [it.memory_id or new_memory_id() for it in new_items]
+    sealed = [
+        seal(
+            keys,
+            fact_record(mid, 1, it.text, it.metadata, it.category, it.importance,
+                         now, now, it.expires_at),
+            max_plaintext=parts.publisher.max_plaintext(),
+        )
+        for mid, it in zip(ids, new_items, strict=True)
+    ]
+    emb = parts.embedding.embedder
+    batch_ids: list[int] = []
+    old_blobs: dict[str, bool | None] = {}
+
+    def seal_fact(mid: str, snap: restate.Snapshot, at: float) -> bytes:
+        return seal(keys, fact_record(mid, 1, snap.text, snap.metadata, snap.category,
+                                       snap.importance, snap.created_at, at,
+                                       snap.expires_at),
+                    max_plaintext=parts.publisher.max_plaintext())
+
+    try:
+        with parts.lock, parts.catalog.write():
+            if idem_key is not None:
+                try:
+                    parts.catalog.claim_idempotency(ns, idem_key, now)
+                except sqlite3.IntegrityError as exc:
+                    raise Replay from exc
+            if new_items:
+                parts.catalog.adopt_model(ns, emb.model_id, emb.dim)
+                parts.embedding.check_model(ns)
+            inserted: list[int] = []  # positions in new_items
+            for pos, (mid, item) in enumerate(zip(ids, new_items, strict=True)):
+                metadata = json.dumps(item.metadata, sort_keys=True)
+                key = parts.catalog.insert_memory(ns, {
+                    "id": mid, "text": item.text, "metadata": metadata,
+                    "category": item.category, "importance": item.importance,
+                    "created_at": now, "updated_at": now, "expires_at": item.expires_at,
+                    "version": 1, "dedupe_hash": item.dedupe_hash, "status": "queued",
+                    "sealed": sealed[pos], "vector": vector_to_blob(vectors[pos]),
+                    "digest": mf.sealed_digest(sealed[pos]),
+                }, event="ADD", at=now)
+                if key is None:  # another writer stored the same text meanwhile
+                    existing.update(parts.catalog.ids_by_dedupe_hash(ns, [item.dedupe_hash]))
+                    continue
+                existing[item.dedupe_hash] = mid
+                inserted.append(pos)
+            moved: list[restate.Moved] = []
+            for dedupe_hash, snap in snaps.items():
+                done = restate.move(parts.catalog, ns, dedupe_hash, snap, now, seal_fact)
+                if done is None:  # re-stated or stored by another writer meanwhile
+                    existing.update(parts.catalog.ids_by_dedupe_hash(ns, [dedupe_hash]))
+                    continue
+                existing[dedupe_hash] = done.memory_id
+                moved.append(done)
+                old_blobs.update(done.old_blobs)
+            queue = [(ids[p], len(sealed[p])) for p in inserted] + [
+                (m.memory_id, len(m.sealed)) for m in moved]
+            for span in store_batches([size for _, size in queue]):
+                batch_ids.append(parts.catalog.add_outbox_batch(
+                    ns, [(queue[j][0], 1) for j in span], now))
+            order: list[str] = []
+            dedup_count = 0
+            inserted_ids = {ids[p] for p in inserted}
+            for item in items:
+                mid = existing[item.dedupe_hash]
+                order.append(mid)
+                if mid not in inserted_ids or first_of.get(item.dedupe_hash) != item.index:
+                    dedup_count += 1
+            if idem_key is not None:
+                parts.catalog.save_idempotency(ns, idem_key, json.dumps(
+                    {"ids": order, "stored": len(inserted), "deduplicated": dedup_count,
+                     "failed": failed}))
+    except Replay:
+        replay = replayed(parts.catalog, ns, idem_key or "")
+        assert replay is not None
+        return replay
+    if inserted or moved:
+        with parts.lock:
+            parts.indexes.refresh(ns)
+    # One publish_deadline per batch for everything this call sends: stores, their
+    # read-backs and a periodic manifest (which gets what is left, else waits for sync).
+    with call_deadline(parts.settings.publish_deadline * max(1, len(batch_ids))):
+        for batch_id in batch_ids:
+            if parts.publisher.breaker_open():  # publisher down: the rest wait for sync()
+                break
+            _, _, failing = parts.publisher.publish_batch(batch_id, replay=False)  # sealed here
+            if failing:  # the next batch would spend its own deadline the same way
+                break
+        syncing.maybe_manifest(parts, ns, started)
+    if old_blobs:  # the re-stated memories' old ids, as forget deletes them
+        parts.publisher.delete_blobs(old_blobs)
+    rows = parts.catalog.memories_by_ids(ns, order)
+    records: list[MemoryRecord] = []
+    deduped_flags: list[bool] = []
+    for item, mid in zip(items, order, strict=True):
+        if mid not in rows:  # forgotten by another thread in between
+            continue
+        is_dup = mid not in inserted_ids or first_of.get(item.dedupe_hash) != item.index
+        records.append(record_from_row(rows[mid], deduplicated=is_dup))
+        deduped_flags.append(is_dup)
+    return RememberManyResult(
+        records=records,
+        stored=len(inserted),
+        deduplicated=dedup_count,
+        queued=sum(1 for r, d in zip(records, deduped_flags, strict=True)
+                   if not d and r.status == "queued"),
+        failed=sorted(failed),
+    )
+
+
+def lineage_after(catalog: Catalog, keys: NamespaceKeys, ns: str,
+                  mid: str) -> dict[str, list[str]]:
+    """Lineage of a version updated from the current one (lineage.py): the merge
+    tells a concurrent update from a later one by it."""
+    row = catalog.query_one(
+        "SELECT sealed, digest FROM memories WHERE id = ? AND namespace = ?", (mid, ns))
+    if row is None or row[0] is None:
+        return {}
+    data = bytes(row[0])
+    previous: dict[str, Any] | None
+    try:
+        previous = open_envelope(keys, data, expected_id=mid, expected_kind="fact")
+    except (WalrusMemError, ValueError):
+        previous = None
+    return next_lineage(previous, row[1] or mf.sealed_digest(data))
