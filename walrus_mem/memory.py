@@ -47,7 +47,7 @@ from ._local.dir_trust import check_private_dir
 from ._log import manifest as mf
 from ._log.heads_mirror import default_state_dir
 from ._log.namespace_log import NamespaceLog, ProgressCallback
-from ._memory import deletions, syncing, writer
+from ._memory import forgetting, syncing, writer
 from ._memory.epochs import Epochs
 from ._memory.follow import pull_following
 from ._memory.inputs import (
@@ -764,7 +764,7 @@ class Memory:
         self._keychain.authorize(ns)
         if self._catalog.memory(ns, mid) is None:
             raise MemoryNotFound(f"no memory {mid} in namespace {ns!r}")
-        return deletions.forget(self._parts, ns, [mid])
+        return forgetting.forget(self._parts, ns, [mid])
 
     def forget_all(self, namespace: str | None = None, *, confirm: bool = False) -> ForgetReport:
         """Forget every memory of a namespace. Requires ``confirm=True``."""
@@ -773,7 +773,7 @@ class Memory:
         if confirm is not True:
             raise InvalidInput("forget_all needs confirm=True")
         self._keychain.authorize(ns)
-        return deletions.forget(self._parts, ns, self._catalog.memory_ids(ns))
+        return forgetting.forget(self._parts, ns, self._catalog.memory_ids(ns))
 
     def _delete_blobs(
         self, blobs: Mapping[str, bool | None]

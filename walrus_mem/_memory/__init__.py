@@ -1,12 +1,16 @@
 """Memory's collaborators: memory.py is the facade, these do the work it delegates.
 
-    Memory.remember/forget -> inputs (validation), restate (re-statements),
-                              deletions (blobs still to delete)
-    Memory.sync            -> renewal (re-publish what is about to expire),
-                              network_reset (a wiped network)
+    Memory.__init__        -> parts (what the others are handed: catalog, indexes, lock,
+                              keys (_keys.chain), embedding (_recall.embedding),
+                              publisher, epochs, log)
+    Memory.remember/update -> writer (prepare, dedupe, seal, store), inputs (validation),
+                              records (a fact's plaintext), restate (re-statements)
+    Memory.forget          -> forgetting; deletions (blobs still to delete), publisher
+    Memory.sync            -> syncing; renewal (re-publish what is about to expire),
+                              network_reset (a wiped network), publisher (the outbox)
     Memory.rotate_key      -> rotation, rotation_cleanup (delete_old); follow (pulls
                               that follow a rotation made elsewhere)
     Memory.share/accept    -> grants
-    doctor / repair        -> integrity (checks), repair (fixes)
+    doctor / repair        -> integrity (checks), repair (fixes), repair_run (the CLI's)
     AsyncMemory (async_memory): the same API as coroutines
 """
