@@ -25,29 +25,26 @@ the data-dir lock shared, so ``repair`` (exclusive) never runs under it.
 from __future__ import annotations
 
 import builtins
-import json
 import logging
-import sqlite3
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 
 from ._catalog.catalog import Catalog, vector_to_blob
-from ._catalog.rows import expired, loads_metadata, record_from_row, view_of_row
+from ._catalog.rows import record_from_row
 from ._keys.chain import KeyChain
 from ._local.datadir_lock import DataDirLock
 from ._local.dir_trust import check_private_dir
-from ._log import manifest as mf
 from ._log.heads_mirror import default_state_dir
 from ._log.namespace_log import NamespaceLog, ProgressCallback
-from ._memory import forgetting, syncing, writer
+from ._memory import forgetting, reading, syncing, writer
 from ._memory.epochs import Epochs
 from ._memory.follow import pull_following
 from ._memory.inputs import (
@@ -59,7 +56,7 @@ from ._memory.network_reset import settle as settle_network_reset
 from ._memory.network_reset import suspect as suspect_network_reset
 from ._memory.parts import Parts
 from ._memory.publisher import Publisher
-from ._memory.records import Item, fact_record
+from ._memory.records import Item
 from ._memory.renewal import republish
 from ._memory.rotation import (
     RotationReport,
@@ -70,22 +67,14 @@ from ._memory.rotation import (
 from ._memory.writer import CATEGORY_IMPORTANCE, DEFAULT_IMPORTANCE
 from ._recall.embedding import Embedding
 from ._recall.embeddings import Embedder, make_embedder
-from ._recall.filters import compile_filters
-from ._recall.index import NamespaceIndex
 from ._recall.index_store import IndexStore
 from ._recall.ranking import (
-    DEFAULT_MIN_SCORE,
-    DEFAULT_PARAMS,
     FusionParams,
 )
-from ._recall.recall import hybrid_recall
-from ._walrus.blobio import read_checked
 from ._walrus.epoch_guard import clock_guard
 from ._walrus.expiry import EpochClock
-from ._walrus.retry import call_deadline
 from ._walrus.storage import Backend
 from .config import Settings
-from .envelope import open_envelope, seal
 from .errors import (
     EpochUnknown,
     InvalidInput,
@@ -125,12 +114,7 @@ __all__ = ["CATEGORY_IMPORTANCE", "DEFAULT_IMPORTANCE", "Memory", "ProgressCallb
 
 log = logging.getLogger(__name__)
 
-MAX_K: Final = 1000
 
-
-def _recallable(info: sqlite3.Row | None) -> bool:
-    """Whether a namespace row says the namespace holds memories to recall."""
-    return info is not None and info["model_id"] is not None
 
 class Memory:
     """Encrypted long-term memory: remember facts, recall them by meaning.
@@ -469,47 +453,9 @@ class Memory:
         ``below_min_score`` counts.
         """
         self._check_open()
-        ns = self._ns(namespace)
-        if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
-            raise InvalidInput(f"k must be an integer between 1 and {MAX_K}")
-        if not isinstance(query, str) or not query.strip():
-            raise InvalidInput("query must be a non-empty string")
-        predicate = compile_filters(filters)
-        if min_score is None:
-            cutoff = self.settings.min_score or DEFAULT_MIN_SCORE
-        elif isinstance(min_score, bool) or not isinstance(min_score, int | float):
-            raise InvalidInput("min_score must be a number")
-        else:
-            cutoff = float(min_score)
-        self._keychain.authorize(ns)
-        # Nothing to embed the query for in a namespace with no memories: the namespace
-        # row as last read answers that (a read that found it needs no re-check here:
-        # the snapshot below checks it again), an unknown one is read afresh.
-        if not _recallable(self._catalog.cached_namespace(ns)) \
-                and not _recallable(self._catalog.namespace(ns)):
-            return RecallResult()
-        vector = self._embedding.embed_query(query.strip())
-        def run(idx: NamespaceIndex) -> RecallResult:
-            return hybrid_recall(self._catalog, idx, query, vector, k=k, predicate=predicate,
-                                 cutoff=cutoff, include_expired=include_expired,
-                                 params=params or DEFAULT_PARAMS)
-
-        with self._lock:
-            emb = self._embedding.embedder
-            # One read snapshot: one view of the rows, postings and counts, and one check
-            # that nothing changed. An index that must catch up first does so outside it
-            # (catching up may write the catalog), and the recall takes a new snapshot.
-            with self._catalog.snapshot():
-                info = self._catalog.namespace(ns)
-                if not _recallable(info):
-                    return RecallResult()
-                self._embedding.check_model(ns, info)
-                idx = self._indexes.current(ns, emb.model_id, emb.dim)
-                if idx is not None:
-                    return run(idx)
-            idx = self._indexes.get(ns, emb.model_id, emb.dim)
-            with self._catalog.snapshot():
-                return run(idx)
+        return reading.recall(self._parts, self._ns(namespace), query, k=k, filters=filters,
+                              min_score=min_score, include_expired=include_expired,
+                              params=params)
 
 
     # -- reads ------------------------------------------------------------------------
@@ -538,27 +484,7 @@ class Memory:
         return record
 
     def _verify_remote(self, ns: str, record: MemoryRecord) -> None:
-        if record.blob_id is None:
-            raise InvalidInput(
-                f"memory {record.id} is queued (not yet on Walrus); run sync() before verifying"
-            )
-        keys = self.keys_for(ns)
-
-        def check(data: bytes) -> None:
-            opened = open_envelope(keys, data, expected_id=record.id, expected_kind="fact")
-            if (
-                opened.get("version") != record.version
-                or opened.get("text") != record.text
-                or opened.get("metadata") != record.metadata
-                or opened.get("category") != record.category
-            ):
-                raise InvalidInput("blob content differs from the local catalog")
-
-        sealed = self._catalog.sealed_of(ns, record.id)  # its size bounds the read
-        with call_deadline(self.settings.read_deadline):  # the plain and the verified read
-            read_checked(self._publisher.backend().client, check, blob_id=record.blob_id,
-                         patch_id=record.quilt_patch_id,
-                         max_size=len(sealed[0]) if sealed is not None else None)
+        reading.verify_remote(self._parts, ns, record)
 
     def list(
         self,
@@ -571,33 +497,8 @@ class Memory:
     ) -> builtins.list[MemoryRecord]:
         """Memories of a namespace, newest first, optionally filtered."""
         self._check_open()
-        ns = self._ns(namespace)
-        for name, value, low in (("limit", limit, 1), ("offset", offset, 0)):
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise InvalidInput(f"{name} must be an integer >= {low}")
-        predicate = compile_filters(filters)
-        self._keychain.authorize(ns)
-        now = time.time()
-        out: list[MemoryRecord] = []
-        skipped = 0
-        cursor: tuple[float, int] | None = None
-        while len(out) < limit:
-            rows = self._catalog.newest_first(ns, cursor)
-            if not rows:
-                break
-            for row in rows:
-                if not include_expired and expired(row, now):
-                    continue
-                if predicate is not None and not predicate(view_of_row(row)):
-                    continue
-                if skipped < offset:
-                    skipped += 1
-                    continue
-                out.append(record_from_row(row))
-                if len(out) >= limit:
-                    break
-            cursor = (float(rows[-1]["created_at"]), int(rows[-1]["key"]))
-        return out
+        return reading.newest(self._parts, self._ns(namespace), filters=filters, limit=limit,
+                              offset=offset, include_expired=include_expired)
 
     def namespaces(self) -> builtins.list[str]:
         """Namespaces known to this data dir."""
@@ -642,24 +543,7 @@ class Memory:
     ) -> builtins.list[HistoryEntry]:
         """Every version of a memory, oldest first; a forgotten one ends in a DELETE tombstone."""
         self._check_open()
-        ns = self._ns(namespace)
-        mid = validate_memory_id(memory_id)
-        self._keychain.authorize(ns)
-        rows = self._catalog.history_rows(ns, mid)
-        if not rows:
-            raise MemoryNotFound(f"no memory {mid} in namespace {ns!r}")
-        entries = []
-        for r in rows:
-            at = from_timestamp(r["at"])
-            assert at is not None
-            entries.append(HistoryEntry(
-                memory_id=mid, namespace=ns, version=r["version"], event=r["event"],
-                text=r["text"],
-                metadata=None if r["metadata"] is None else loads_metadata(r["metadata"]),
-                at=at, blob_id=r["blob_id"], quilt_patch_id=r["quilt_patch_id"],
-                end_epoch=r["end_epoch"],
-            ))
-        return entries
+        return reading.history(self._parts, self._ns(namespace), memory_id)
 
     # -- update / forget ---------------------------------------------------------------
 
@@ -681,74 +565,8 @@ class Memory:
         expiry. Re-embeds when the text changes.
         """
         self._check_open()
-        started = time.time()
-        ns = self._ns(namespace)
-        mid = validate_memory_id(memory_id)
-        keys = self.keys_for(ns)
-        self._embedding.check_model(ns)
-        row = self._catalog.memory(ns, mid)
-        if row is None:
-            raise MemoryNotFound(f"no memory {mid} in namespace {ns!r}")
-        if text is None and metadata is None and category is None and importance is None \
-                and expires_at is UNSET:
-            raise InvalidInput("update needs at least one of text, metadata, category, "
-                               "importance, expires_at")
-        old_exp = row["expires_at"]
-        item = writer.prepare(self.settings, 
-            0,
-            row["text"] if text is None else text,
-            loads_metadata(row["metadata"]) if metadata is None else metadata,
-            row["category"] if category is None else category,
-            row["importance"] if importance is None else importance,
-            old_exp if expires_at is UNSET else expires_at,
-            check_expiry=expires_at is not UNSET,
-        )
-        item.dedupe_hash = keys.dedupe_hash(item.text)
-        unchanged = (
-            item.text == row["text"]
-            and item.metadata == loads_metadata(row["metadata"])
-            and item.category == row["category"]
-            and item.importance == row["importance"]
-            and item.expires_at == old_exp
-        )
-        if unchanged:
-            return record_from_row(row)
-        text_changed = item.text != row["text"]
-        vector = self._embedding.embed([item.text])[0] if text_changed else None
-        now = time.time()
-        version = int(row["version"]) + 1
-        record = fact_record(mid, version, item.text, item.metadata, item.category,
-                              item.importance, float(row["created_at"]), now, item.expires_at)
-        record.update(writer.lineage_after(self._catalog, keys, ns, mid))
-        sealed = seal(keys, record, max_plaintext=self._publisher.max_plaintext())
-        with self._lock, self._catalog.write():
-            current = self._catalog.memory(ns, mid)
-            if current is None:
-                raise MemoryNotFound(f"no memory {mid} in namespace {ns!r}")
-            if int(current["version"]) != version - 1:
-                raise InvalidInput(f"memory {mid} was updated concurrently; retry")
-            if text_changed:
-                clash = self._catalog.ids_by_dedupe_hash(
-                    ns, [item.dedupe_hash]).get(item.dedupe_hash)
-                if clash is not None and clash != mid:
-                    raise InvalidInput(f"memory {clash} already holds that text")
-            else:  # a twin (same text, merged from another machine) keeps its slot
-                item.dedupe_hash = self._catalog.dedupe_slot(ns, item.dedupe_hash, mid)
-            self._catalog.replace_version(ns, int(current["key"]), {
-                "text": item.text, "metadata": json.dumps(item.metadata, sort_keys=True),
-                "category": item.category, "importance": item.importance, "updated_at": now,
-                "expires_at": item.expires_at, "version": version,
-                "dedupe_hash": item.dedupe_hash, "status": "queued", "sealed": sealed,
-                "digest": mf.sealed_digest(sealed),
-            }, vector=None if vector is None else vector_to_blob(vector), event="UPDATE", at=now)
-            batch_id = self._catalog.add_outbox_batch(ns, [(mid, version)], now)
-        with self._lock:
-            self._indexes.refresh(ns)
-        with call_deadline(self.settings.publish_deadline):  # as in _store
-            if not self._publisher.breaker_open():
-                self._publisher.publish_batch(batch_id, replay=False)  # sealed by this very call
-            syncing.maybe_manifest(self._parts, ns, started)
-        return self.get(mid, namespace=ns)
+        return writer.update(self._parts, self._ns(namespace), validate_memory_id(memory_id),
+                             text, metadata, category, importance, expires_at)
 
     def forget(self, memory_id: str, *, namespace: str | None = None) -> ForgetReport:
         """Forget a memory: index, FTS, catalog text, outbox and later manifests.

@@ -8,19 +8,21 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from .._catalog.catalog import vector_to_blob
-from .._catalog.rows import record_from_row
+from .._catalog.rows import loads_metadata, record_from_row
 from .._log import manifest as mf
 from .._log.lineage import next_lineage
 from .._walrus.blobio import store_batches
 from .._walrus.retry import call_deadline
 from ..envelope import open_envelope, seal
-from ..errors import InvalidInput, WalrusMemError
+from ..errors import InvalidInput, MemoryNotFound, WalrusMemError
 from ..models import MemoryRecord, RememberManyResult
 from . import restate, syncing
 from .inputs import (
+    UNSET,
     new_memory_id,
     normalise_text,
     to_timestamp,
@@ -37,7 +39,7 @@ if TYPE_CHECKING:
     from .parts import Parts
 
 __all__ = ["CATEGORY_IMPORTANCE", "DEFAULT_IMPORTANCE", "lineage_after", "prepare", "replayed",
-           "store"]
+           "store", "update"]
 
 DEFAULT_IMPORTANCE: Final = 0.5
 CATEGORY_IMPORTANCE: Final = {
@@ -253,3 +255,79 @@ def lineage_after(catalog: Catalog, keys: NamespaceKeys, ns: str,
     except (WalrusMemError, ValueError):
         previous = None
     return next_lineage(previous, row[1] or mf.sealed_digest(data))
+
+
+def update(parts: Parts, ns: str, mid: str, text: str | bytes | None,
+           metadata: Mapping[str, Any] | None, category: str | None,
+           importance: float | None, expires_at: Any) -> MemoryRecord:
+    """A new version of memory ``mid`` of ``ns`` (Memory.update's doc), sealed and queued,
+    published while the publisher answers; its record."""
+    started = time.time()
+    keys = parts.keys.for_namespace(ns)
+    parts.embedding.check_model(ns)
+    row = parts.catalog.memory(ns, mid)
+    if row is None:
+        raise MemoryNotFound(f"no memory {mid} in namespace {ns!r}")
+    if text is None and metadata is None and category is None and importance is None \
+            and expires_at is UNSET:
+        raise InvalidInput("update needs at least one of text, metadata, category, "
+                           "importance, expires_at")
+    old_exp = row["expires_at"]
+    item = prepare(parts.settings,
+        0,
+        row["text"] if text is None else text,
+        loads_metadata(row["metadata"]) if metadata is None else metadata,
+        row["category"] if category is None else category,
+        row["importance"] if importance is None else importance,
+        old_exp if expires_at is UNSET else expires_at,
+        check_expiry=expires_at is not UNSET,
+    )
+    item.dedupe_hash = keys.dedupe_hash(item.text)
+    unchanged = (
+        item.text == row["text"]
+        and item.metadata == loads_metadata(row["metadata"])
+        and item.category == row["category"]
+        and item.importance == row["importance"]
+        and item.expires_at == old_exp
+    )
+    if unchanged:
+        return record_from_row(row)
+    text_changed = item.text != row["text"]
+    vector = parts.embedding.embed([item.text])[0] if text_changed else None
+    now = time.time()
+    version = int(row["version"]) + 1
+    record = fact_record(mid, version, item.text, item.metadata, item.category,
+                          item.importance, float(row["created_at"]), now, item.expires_at)
+    record.update(lineage_after(parts.catalog, keys, ns, mid))
+    sealed = seal(keys, record, max_plaintext=parts.publisher.max_plaintext())
+    with parts.lock, parts.catalog.write():
+        current = parts.catalog.memory(ns, mid)
+        if current is None:
+            raise MemoryNotFound(f"no memory {mid} in namespace {ns!r}")
+        if int(current["version"]) != version - 1:
+            raise InvalidInput(f"memory {mid} was updated concurrently; retry")
+        if text_changed:
+            clash = parts.catalog.ids_by_dedupe_hash(
+                ns, [item.dedupe_hash]).get(item.dedupe_hash)
+            if clash is not None and clash != mid:
+                raise InvalidInput(f"memory {clash} already holds that text")
+        else:  # a twin (same text, merged from another machine) keeps its slot
+            item.dedupe_hash = parts.catalog.dedupe_slot(ns, item.dedupe_hash, mid)
+        parts.catalog.replace_version(ns, int(current["key"]), {
+            "text": item.text, "metadata": json.dumps(item.metadata, sort_keys=True),
+            "category": item.category, "importance": item.importance, "updated_at": now,
+            "expires_at": item.expires_at, "version": version,
+            "dedupe_hash": item.dedupe_hash, "status": "queued", "sealed": sealed,
+            "digest": mf.sealed_digest(sealed),
+        }, vector=None if vector is None else vector_to_blob(vector), event="UPDATE", at=now)
+        batch_id = parts.catalog.add_outbox_batch(ns, [(mid, version)], now)
+    with parts.lock:
+        parts.indexes.refresh(ns)
+    with call_deadline(parts.settings.publish_deadline):  # as in _store
+        if not parts.publisher.breaker_open():
+            parts.publisher.publish_batch(batch_id, replay=False)  # sealed by this very call
+        syncing.maybe_manifest(parts, ns, started)
+    stored = parts.catalog.memory(ns, mid)
+    if stored is None:  # forgotten by another thread in between
+        raise MemoryNotFound(f"no memory {mid} in namespace {ns!r}")
+    return record_from_row(stored)
