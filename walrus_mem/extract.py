@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, runtime_checkab
 
 from pydantic import BaseModel, Field, ValidationError
 
-from .safety import SecretPolicy, screen_fact, strip_memory_blocks
+from ._safety.capture_hedges import HEDGE, HYPOTHETICAL, clauses, is_guess
+from ._safety.capture_patterns import PLACEHOLDER
+from .safety import SecretPolicy, redact_secrets, screen_fact, strip_memory_blocks
 
 if TYPE_CHECKING:
     from .models import RememberManyResult
@@ -472,6 +474,8 @@ class HeuristicExtractor:
             return None
         if _CHITCHAT.match(s) or _REQUEST_START.match(s):
             return None
+        if is_guess(s):
+            return None  # "Maybe I'll try Rust someday": a guess, not a fact
         if s.startswith(("<", "{", "[", "|")) or ("http" in s and len(words) < 4):
             return None
         if role == "assistant":
@@ -498,6 +502,30 @@ class HeuristicExtractor:
         text = text[0].upper() + text[1:]
         return Fact(text, category, importance, role)
 
+    @staticmethod
+    def _pieces(sentence: str) -> list[str]:
+        """A sentence holding a secret or a hedge splits into clauses, each judged alone.
+
+        "My daughter Lina starts school in September and my password is X" keeps
+        the clause about Lina (the password clause is then dropped by screen_fact);
+        "I live in Porto, and maybe I'll move to Lisbon" keeps Porto. The secret is
+        redacted before the split, so no clause carries its value without its label.
+        A sentence opening with a hypothetical condition stays whole: its
+        consequence is a guess too.
+        """
+        if HYPOTHETICAL.match(sentence):
+            return [sentence]
+        redacted, found = redact_secrets(sentence)
+        if not (found or PLACEHOLDER.search(sentence) or HEDGE.search(sentence)):
+            return [sentence]
+        pieces: list[str] = []
+        for piece in clauses(redacted):
+            if pieces and len(piece.split()) <= 3 and is_guess(piece):
+                pieces[-1] += f", {piece}"  # a hedge tag ("..., maybe") qualifies its clause
+            else:
+                pieces.append(piece)
+        return pieces or [redacted]
+
     def extract(self, messages: Sequence[ChatMessage]) -> list[Fact]:
         facts: list[Fact] = []
         seen: set[str] = set()
@@ -506,7 +534,9 @@ class HeuristicExtractor:
                 continue
             if message.role == "assistant" and not self.include_assistant:
                 continue
-            for sentence in _split_sentences(strip_memory_blocks(message.text)):
+            pieces = [piece for sentence in _split_sentences(strip_memory_blocks(message.text))
+                      for piece in self._pieces(sentence)]
+            for sentence in pieces:
                 fact = self._candidate(sentence, message.role)
                 if fact is None:
                     continue
