@@ -148,7 +148,7 @@ def test_expired_memories_are_hidden_unless_asked(mem: Memory, monkeypatch) -> N
     rec = mem.remember("temporary parking spot B4", expires_at=soon)
     assert rec.expires_at is not None
     assert mem.recall("parking spot", min_score=0)
-    import walrus_mem.memory as memory_module
+    import walrus_mem._memory.reading as memory_module  # list and recall read the clock there
 
     real_time = memory_module.time.time
     monkeypatch.setattr(memory_module.time, "time", lambda: real_time() + 3600)

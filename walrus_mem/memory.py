@@ -27,7 +27,6 @@ from __future__ import annotations
 import builtins
 import logging
 import threading
-import time
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -37,59 +36,33 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from ._catalog.catalog import Catalog, vector_to_blob
+from ._catalog.catalog import Catalog
 from ._catalog.rows import record_from_row
 from ._keys.chain import KeyChain
 from ._local.datadir_lock import DataDirLock
 from ._local.dir_trust import check_private_dir
 from ._log.heads_mirror import default_state_dir
 from ._log.namespace_log import NamespaceLog, ProgressCallback
-from ._memory import forgetting, reading, syncing, writer
+from ._memory import follow, forgetting, maintenance, reading, syncing, writer
 from ._memory.epochs import Epochs
-from ._memory.follow import pull_following
-from ._memory.inputs import (
-    UNSET,
-    validate_idempotency_key,
-    validate_memory_id,
-)
+from ._memory.inputs import UNSET, validate_idempotency_key, validate_memory_id
 from ._memory.network_reset import settle as settle_network_reset
 from ._memory.network_reset import suspect as suspect_network_reset
 from ._memory.parts import Parts
 from ._memory.publisher import Publisher
 from ._memory.records import Item
-from ._memory.renewal import republish
-from ._memory.rotation import (
-    RotationReport,
-    adopt_keys,
-    reseal_fetched,
-    rotate_key,
-)
+from ._memory.rotation import RotationReport, adopt_keys, reseal_fetched, rotate_key
 from ._memory.writer import CATEGORY_IMPORTANCE, DEFAULT_IMPORTANCE
 from ._recall.embedding import Embedding
 from ._recall.embeddings import Embedder, make_embedder
 from ._recall.index_store import IndexStore
-from ._recall.ranking import (
-    FusionParams,
-)
+from ._recall.ranking import FusionParams
 from ._walrus.epoch_guard import clock_guard
 from ._walrus.expiry import EpochClock
 from ._walrus.storage import Backend
 from .config import Settings
-from .errors import (
-    EpochUnknown,
-    InvalidInput,
-    MemoryNotFound,
-    RestoreIncomplete,
-    RotationIncomplete,
-    StorageError,
-    WalrusMemError,
-)
-from .keys import (
-    MasterSeed,
-    NamespaceKeys,
-    resolve_master_seed,
-    validate_namespace,
-)
+from .errors import InvalidInput, MemoryNotFound, WalrusMemError
+from .keys import MasterSeed, NamespaceKeys, resolve_master_seed, validate_namespace
 from .models import (
     ExtendReport,
     ForgetReport,
@@ -101,7 +74,6 @@ from .models import (
     RememberManyResult,
     RestoreReport,
     SyncReport,
-    from_timestamp,
 )
 from .walrus import WalrusClient
 
@@ -113,7 +85,6 @@ if TYPE_CHECKING:
 __all__ = ["CATEGORY_IMPORTANCE", "DEFAULT_IMPORTANCE", "Memory", "ProgressCallback"]
 
 log = logging.getLogger(__name__)
-
 
 
 class Memory:
@@ -683,40 +654,9 @@ class Memory:
         in the report says so (docs/keys.md, "Following a rotation").
         """
         self._check_open()
-        ns = self._ns(namespace)
-        # The access check first: a restore into a namespace this catalog holds under
-        # another key (even an empty one) must write nothing (issue 23, item 14).
-        self._keychain.authorize(ns)
-        if isinstance(manifest_blob_id, str) or manifest_blob_id is None:
-            heads = None if manifest_blob_id is None else [manifest_blob_id]
-        else:
-            heads = list(manifest_blob_id)
-            if not heads:
-                raise InvalidInput("restore needs at least one head reference, or None")
-        if heads is None and self._log.tables.restoring(ns) is None and not self._log.newest(ns):
-            raise InvalidInput(
-                f"no head of namespace {ns!r} is known here: pass manifest_blob_id, the head "
-                "reference `walrus-mem sync` printed where it was written (or configure "
-                "heads_file)")
-        # A head of another key generation (a rotation made elsewhere) is adopted or
-        # followed only once it verifies under it (log_generation.py, follow.py).
-        report, _ = pull_following(self._parts, ns, heads, allow_stale=allow_stale,
-                                   allow_unrelated=allow_unrelated, progress=progress,
-                                   recheck=True, allow_legacy=allow_legacy)
-        self._publisher.retry_deletions(ns)  # e.g. a pulled forget killed before its deletions
-        head = report.heads[0] if report.heads else (
-            report.legacy or self.stats(ns).manifest_blob_id or "")
-        return RestoreReport(
-            namespace=ns, manifest_blob_id=head, total=report.total,
-            restored=report.added + report.updated,
-            skipped=report.total - report.added - report.updated - len(report.failed)
-            - len(report.unreadable),
-            failed=report.failed, missing=report.missing, expired=report.expired,
-            unreadable=report.unreadable,
-            forgotten=report.forgotten, conflicts=report.conflicts,
-            equivocations=report.equivocations,
-            complete=report.complete, resumed=report.resumed,
-            key_generation=report.key_generation, skipped_heads=report.skipped)
+        return follow.restore(self._parts, self._ns(namespace), manifest_blob_id, progress,
+                              allow_stale=allow_stale, allow_unrelated=allow_unrelated,
+                              allow_legacy=allow_legacy)
 
     def pull(
         self,
@@ -742,19 +682,9 @@ class Memory:
         A head of a newer key generation is followed as :meth:`restore` says.
         """
         self._check_open()
-        ns = self._ns(namespace)
-        self._keychain.authorize(ns)  # as in restore: nothing is written under another key
-        if isinstance(heads, str):
-            heads = [heads]
-        elif heads is not None:
-            heads = list(heads)
-            if not heads:
-                raise InvalidInput("pull needs at least one head reference")
-        report, _ = pull_following(self._parts, ns, heads, allow_stale=allow_stale,
-                                   allow_unrelated=allow_unrelated, progress=progress,
-                                   allow_legacy=allow_legacy)
-        self._publisher.retry_deletions(ns)  # e.g. a pulled forget killed before its deletions
-        return report
+        return follow.pull(self._parts, self._ns(namespace), heads, allow_stale=allow_stale,
+                           allow_unrelated=allow_unrelated, progress=progress,
+                           allow_legacy=allow_legacy)
 
     def rotate_key(self, namespace: str | None = None, *, delete_old: bool = False
                    ) -> RotationReport:
@@ -815,28 +745,8 @@ class Memory:
         then stores one small blob to read it (:meth:`probe_epoch`).
         """
         self._check_open()
-        if isinstance(within_epochs, bool) or not isinstance(within_epochs, int) \
-                or within_epochs < 0:
-            raise InvalidInput("within_epochs must be an integer >= 0")
-        ns = None if namespace is None else self._ns(namespace)
-        if ns is not None:
-            self._keychain.authorize(ns)
-        if not self._catalog.has_end_epochs(ns):
-            return []  # nothing published: nothing can expire, whatever the epoch
-        current, known = self.epoch_estimate(probe=probe)
-        if current is None or not known:
-            raise EpochUnknown(
-                f"cannot tell what expires: {self.epoch_clock.reading().describe()}. Set "
-                "epoch_seconds, or probe the network (expiring(probe=True), `walrus-mem "
-                "expiring --probe`, or `walrus-mem sync`): each stores one small blob")
-        limit = current + within_epochs
-        if ns is None:  # every namespace: only those whose key this process holds
-            rows = self._catalog.expiring(None, limit)
-            readable = {n: self._keychain.readable(n) for n in {str(r["namespace"]) for r in rows}}
-            rows = [r for r in rows if readable[str(r["namespace"])]]
-        else:
-            rows = self._catalog.expiring(ns, limit)
-        return [record_from_row(r) for r in rows]
+        return maintenance.expiring(self._parts, within_epochs,
+                                    None if namespace is None else self._ns(namespace), probe)
 
     def extend(
         self,
@@ -854,24 +764,7 @@ class Memory:
         epochs are updated, and the next manifest lists the new locations.
         """
         self._check_open()
-        ns = self._ns(namespace)
-        if epochs is not None and (isinstance(epochs, bool) or not isinstance(epochs, int)
-                                   or not 1 <= epochs <= 53):
-            raise InvalidInput("epochs must be an integer between 1 and 53")
-        if memory_ids is None:
-            ids = self._catalog.memory_ids(ns, published_only=True)
-        else:
-            if isinstance(memory_ids, str):
-                memory_ids = [memory_ids]
-            ids = [validate_memory_id(m) for m in memory_ids]
-        started = time.time()
-        report = republish(self._parts, ns, ids, epochs)
-        if report.extended and self._epochs.ok_for_manifest(ns, started):
-            try:
-                self._publish_manifest(ns)
-            except (StorageError, RestoreIncomplete, RotationIncomplete) as exc:
-                log.info("manifest after extend deferred: %s", exc)
-        return report
+        return maintenance.extend(self._parts, self._ns(namespace), memory_ids, epochs)
 
     # -- maintenance -------------------------------------------------------------------
 
@@ -882,26 +775,7 @@ class Memory:
         changing the embedding model. Local only; returns the count.
         """
         self._check_open()
-        ns = self._ns(namespace)
-        self._keychain.authorize(ns)  # it reads every plaintext of the namespace
-        emb = self._embedding.embedder
-        done = 0
-        last = 0
-        while True:
-            rows = self._catalog.texts_after(ns, last)
-            if not rows:
-                break
-            vectors = self._embedding.embed([str(r["text"]) for r in rows])
-            with self._lock:
-                self._catalog.set_vectors([(vector_to_blob(v), int(r["key"]))
-                                           for r, v in zip(rows, vectors, strict=True)])
-            done += len(rows)
-            last = int(rows[-1]["key"])
-        with self._lock:
-            self._catalog.ensure_namespace(ns, None)
-            self._catalog.set_model(ns, emb.model_id, emb.dim)
-            self._indexes.rebuild(ns, emb.model_id, emb.dim)
-        return done
+        return maintenance.reindex(self._parts, self._ns(namespace))
 
     def compact(self, namespace: str | None = None) -> None:
         """Rewrite local files so nothing forgotten lingers in them.
@@ -911,46 +785,9 @@ class Memory:
         VACUUMs the catalog. O(n): run it after forgetting, not on every call.
         """
         self._check_open()
-        ns = self._ns(namespace)
-        with self._lock:
-            info = self._catalog.namespace(ns)
-            if info is not None and info["model_id"] is not None:
-                self._indexes.rebuild(ns, str(info["model_id"]), int(info["dim"]))
-            self._catalog.scrub()
-            self._catalog.vacuum()
+        maintenance.compact(self._parts, self._ns(namespace))
 
     def stats(self, namespace: str | None = None) -> MemoryStats:
         """Counts, sizes, model and latest manifest of a namespace (local, no network)."""
         self._check_open()
-        ns = self._ns(namespace)
-        counts = self._catalog.stats_counts(ns)
-        info = self._catalog.namespace(ns)
-        index_path = self._indexes.path_for(ns)
-        loaded = self._indexes.loaded(ns)
-        catalog_bytes = sum(
-            p.stat().st_size for p in self.data_dir.glob("catalog.sqlite3*") if p.exists()
-        )
-        return MemoryStats(
-            namespace=ns,
-            memories=counts["memories"],
-            published=counts["published"],
-            queued=counts["queued"],
-            forgotten=counts["forgotten"],
-            text_bytes=counts["text_bytes"],
-            sealed_bytes=counts["sealed_bytes"],
-            index_vectors=len(loaded) if loaded is not None else counts["memories"],
-            index_path=index_path,
-            index_bytes=index_path.stat().st_size if index_path.exists() else 0,
-            catalog_path=self._catalog.path,
-            catalog_bytes=catalog_bytes,
-            model_id=None if info is None else info["model_id"],
-            dim=None if info is None else info["dim"],
-            key_fingerprint=None if info is None else info["key_fingerprint"],
-            manifest_blob_id=None if info is None else info["manifest_blob_id"],
-            manifest_seq=0 if info is None else int(info["manifest_seq"]),
-            manifest_at=None if info is None else from_timestamp(info["manifest_at"]),
-            outbox_batches=counts["outbox_batches"],
-            current_epoch=self.epoch_clock.current(),
-            embedded=self.settings.embedded and self._publisher.injected_walrus is None,
-            data_dir=self.data_dir,
-        )
+        return maintenance.stats(self._parts, self._ns(namespace))

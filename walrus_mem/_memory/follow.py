@@ -16,15 +16,16 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import WrongNamespace
-from ..models import PullReport
+from ..errors import InvalidInput, WrongNamespace
+from ..models import PullReport, RestoreReport
 from .rotation import RotationReport, follow_rotation
 
 if TYPE_CHECKING:
+    from .._log.context import ProgressCallback
     from .._log.heads import HeadRef
     from .parts import Parts
 
-__all__ = ["pull_following"]
+__all__ = ["pull", "pull_following", "restore"]
 
 log = logging.getLogger(__name__)
 
@@ -69,3 +70,65 @@ def pull_following(parts: Parts, ns: str, heads: Sequence[str | HeadRef] | None,
         base = report
     return base.model_copy(update={"key_generation": ahead.generation,
                                    "skipped": again.skipped, "up_to_date": False}), rotation
+
+
+def restore(parts: Parts, ns: str, manifest_blob_id: str | Sequence[str] | None,
+            progress: ProgressCallback | None, *, allow_stale: bool, allow_unrelated: bool,
+            allow_legacy: bool) -> RestoreReport:
+    """Memory.restore of ``ns`` (validated), as its doc says."""
+    # The access check first: a restore into a namespace this catalog holds under
+    # another key (even an empty one) must write nothing (issue 23, item 14).
+    parts.keys.authorize(ns)
+    if isinstance(manifest_blob_id, str) or manifest_blob_id is None:
+        heads = None if manifest_blob_id is None else [manifest_blob_id]
+    else:
+        heads = list(manifest_blob_id)
+        if not heads:
+            raise InvalidInput("restore needs at least one head reference, or None")
+    if heads is None and parts.log.tables.restoring(ns) is None and not parts.log.newest(ns):
+        raise InvalidInput(
+            f"no head of namespace {ns!r} is known here: pass manifest_blob_id, the head "
+            "reference `walrus-mem sync` printed where it was written (or configure "
+            "heads_file)")
+    # A head of another key generation (a rotation made elsewhere) is adopted or
+    # followed only once it verifies under it (log_generation.py, follow.py).
+    report, _ = pull_following(parts, ns, heads, allow_stale=allow_stale,
+                               allow_unrelated=allow_unrelated, progress=progress,
+                               recheck=True, allow_legacy=allow_legacy)
+    parts.publisher.retry_deletions(ns)  # e.g. a pulled forget killed before its deletions
+    head = report.heads[0] if report.heads else (
+        report.legacy or _manifest_of(parts, ns) or "")
+    return RestoreReport(
+        namespace=ns, manifest_blob_id=head, total=report.total,
+        restored=report.added + report.updated,
+        skipped=report.total - report.added - report.updated - len(report.failed)
+        - len(report.unreadable),
+        failed=report.failed, missing=report.missing, expired=report.expired,
+        unreadable=report.unreadable,
+        forgotten=report.forgotten, conflicts=report.conflicts,
+        equivocations=report.equivocations,
+        complete=report.complete, resumed=report.resumed,
+        key_generation=report.key_generation, skipped_heads=report.skipped)
+
+
+def pull(parts: Parts, ns: str, heads: str | Sequence[str] | None, *, allow_stale: bool,
+         allow_unrelated: bool, progress: ProgressCallback | None,
+         allow_legacy: bool) -> PullReport:
+    """Memory.pull into ``ns`` (validated), as its doc says."""
+    parts.keys.authorize(ns)  # as in restore: nothing is written under another key
+    if isinstance(heads, str):
+        heads = [heads]
+    elif heads is not None:
+        heads = list(heads)
+        if not heads:
+            raise InvalidInput("pull needs at least one head reference")
+    report, _ = pull_following(parts, ns, heads, allow_stale=allow_stale,
+                               allow_unrelated=allow_unrelated, progress=progress,
+                               allow_legacy=allow_legacy)
+    parts.publisher.retry_deletions(ns)  # e.g. a pulled forget killed before its deletions
+    return report
+
+
+def _manifest_of(parts: Parts, ns: str) -> str | None:
+    info = parts.catalog.namespace(ns)
+    return None if info is None else info["manifest_blob_id"]
