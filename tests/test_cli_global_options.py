@@ -69,8 +69,9 @@ def test_remember_and_recall_as_people_type_them():
     assert out["hits"] == []
 
 
-def test_subcommand_help_names_the_global_options():
+def test_help_names_the_global_options():
     assert "Global options" in invoke(["--help"]).stdout
+    assert "go before or after the command" in invoke(["recall", "--help"]).stdout
 
 
 def test_lazy_commands_short_help_matches_theirs():

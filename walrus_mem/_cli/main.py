@@ -85,8 +85,10 @@ class WalrusMemGroup(click.Group):
         return sorted([*super().list_commands(ctx), *LAZY_COMMANDS])
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        # global options may follow the subcommand (global_options.py)
-        return super().parse_args(ctx, hoist_global_options(self, ctx, list(args)))
+        # global options may follow the subcommand (global_options.py); not while completing
+        if not ctx.resilient_parsing:
+            args = hoist_global_options(self, ctx, list(args))
+        return super().parse_args(ctx, args)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # click's own listing, except that a lazy command's module is not imported for it
@@ -355,6 +357,7 @@ def demo(state: CliState) -> None:
 for _command in (keys, remember, recall, get, list_, update, forget, forget_all, consolidate_cmd,
                  history, stats, analyze, compact, reindex, import_, export, restore, pull,
                  sync, expiring, extend, share, accept, doctor, repair):
+    _command.epilog = _command.epilog or GLOBAL_HELP  # each command's --help says it too
     cli.add_command(_command)
 
 
