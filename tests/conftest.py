@@ -127,6 +127,8 @@ SLOW_TESTS: Final = frozenset({
     "test_peak_rss_stays_bounded_against_huge_answers", "test_memory_calls_against_drips",
     "test_huge_bodies_are_cut_off_typed", "test_no_fact_stays_published_after_sync",
     "test_unknown_model_fails_offline_with_embedding_error",
+    "test_a_cli_session_writes_only_under_walrus_mem_home",
+    "test_the_onnxruntime_path_writes_nothing_in_home",
 })
 
 

@@ -88,6 +88,23 @@ def test_a_cli_session_writes_only_under_walrus_mem_home(tmp_path):
     assert (root / "state" / "seen-heads.sqlite3").is_file()
 
 
+def test_the_onnxruntime_path_writes_nothing_in_home(tmp_path):
+    """onnxruntime keeps telemetry files in ~/.cache/Microsoft unless told not to."""
+    pytest.importorskip("onnxruntime")
+    home = _read_only_home(tmp_path)
+    code = ("from walrus_mem._recall.minilm_onnx import OnnxMiniLM\n"
+            "print(OnnxMiniLM().encode(['hello']).shape)")
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             env=_fresh_env(home, WALRUS_MEM_HOME=str(tmp_path / "wm")),
+                             cwd=tmp_path, timeout=TIMEOUT)
+    finally:
+        home.chmod(0o700)
+    assert out.returncode == 0 and "(1, 384)" in out.stdout, out.stderr
+    assert list(home.iterdir()) == []
+    assert any((tmp_path / "wm" / "cache" / "models").glob("*.onnx"))
+
+
 @pytest.mark.model
 def test_the_demo_writes_nothing_in_home(tmp_path):
     """`walrus-mem demo` with no WALRUS_MEM_HOME at all: still nothing in HOME."""

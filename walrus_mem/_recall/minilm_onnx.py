@@ -249,6 +249,9 @@ class OnnxMiniLM:
                 raise EmbeddingError("onnxruntime cannot be loaded into this process: usearch "
                                      "was imported before walrus_mem "
                                      "(see walrus_mem._recall.native)")
+            # onnxruntime's telemetry would keep a device id and a database under
+            # ~/.cache/Microsoft (outside WALRUS_MEM_HOME); a user's own setting wins
+            os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
             try:
                 import onnxruntime as ort
                 from tokenizers import Tokenizer
