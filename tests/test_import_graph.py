@@ -27,8 +27,6 @@ from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("walrus_mem", "relayer_mock")
 MAX_LINES = 800
@@ -200,11 +198,6 @@ def shortest_cycle(graph: dict[str, set[str]], component: list[str]) -> list[str
 
 
 
-# Issue 24's code changes (plan: .ci/house24/plan.md) make these hold one by one; each
-# mark goes when its check passes (strict: a check that starts passing fails the run).
-OPEN_SEAMS = pytest.mark.xfail(strict=True, reason="issue 24: seams not cut yet")
-
-@OPEN_SEAMS
 def test_no_import_cycles():
     graph = import_graph()
     cycles = [
@@ -214,7 +207,6 @@ def test_no_import_cycles():
     assert cycles == [], "import circles:\n" + "\n".join(cycles)
 
 
-@OPEN_SEAMS
 def test_no_module_over_the_line_limit():
     too_long = {
         str(path.relative_to(ROOT)): n
@@ -296,7 +288,6 @@ def _members_by_package(table: dict[str, tuple[Path, bool]]) -> dict[str, set[st
     return {pkg: {m for m in names if _private(m)} for pkg, names in members.items()}
 
 
-@OPEN_SEAMS
 def test_no_reaching_into_another_subpackages_private_members():
     table = module_table()
     members = _members_by_package(table)

@@ -228,7 +228,7 @@ class NamespaceLog(Merging, Publishing):
             if reason is None:
                 try:
                     try:
-                        self._learn(ns, keys, ref) if seen is None else self._read_root(
+                        self.learn(ns, keys, ref) if seen is None else self._read_root(
                             ns, keys, ref)
                     except WrongNamespace:  # another generation's, or another key's
                         reason = foreign_head(self, ns, keys, ref)
@@ -274,7 +274,7 @@ class NamespaceLog(Merging, Publishing):
                 if fetched > MAX_FETCH:
                     return self._beyond_window(ns, newer, older, "reads")
                 try:
-                    known = self._learn(ns, keys, node)
+                    known = self.learn(ns, keys, node)
                 except (WalrusMemError, ValueError) as exc:
                     log.info("ancestry of %s not readable (%s); treated as unrelated",
                              node, type(exc).__name__)
@@ -296,7 +296,7 @@ class NamespaceLog(Merging, Publishing):
                  MAX_FETCH if what == "reads" else MAX_WALK, what)
         return False
 
-    def _learn(self, ns: str, keys: NamespaceKeys, ref: HeadRef) -> SeenHead:
+    def learn(self, ns: str, keys: NamespaceKeys, ref: HeadRef) -> SeenHead:
         root = self._read_root(ns, keys, ref)
         return self._remember(ns, ref, root)
 

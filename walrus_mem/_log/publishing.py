@@ -151,7 +151,7 @@ class Publishing(LogPart):
         for parent in parents:  # heads.sqlite3 lost or new: learn the parents' origins
             if self.seen.get(ns, parent.blob_id) is None:
                 try:
-                    self._learn(ns, keys, parent)
+                    self.learn(ns, keys, parent)
                 except (WalrusMemError, ValueError) as exc:
                     log.warning("parent %s of the next manifest of %r is unreadable (%s)",
                                 parent, ns, type(exc).__name__)

@@ -457,7 +457,7 @@ def rebuild_heads_store(mem: RepairHost, rebuild: CatalogRebuild, writer: str | 
     for ns in mem.namespaces():
         for ref in log_.merged(ns):
             try:
-                log_._learn(ns, mem.parts.keys.derive(ns), ref)
+                log_.learn(ns, mem.parts.keys.derive(ns), ref)
                 rebuild.heads_relearned.append(f"{ns} {ref}")
             except (WalrusMemError, ValueError) as exc:
                 # still remembered, so a later restore starts from it; parents are learnt
