@@ -21,8 +21,8 @@ This bench measures four on the same corpus and queries, in the same run:
 
 Corpus and queries are bench/recall.py's common-word mix: ``make_corpus(N, rng(N))``
 and the query texts ``run_size`` draws from ``rng(N + 1)`` after the query vectors
-(so ``--docs 100000 --queries 600`` are ``recall.py --queries 600``'s queries).
-The catalog is filled by recall.py's ``bulk_load`` (FTS5 rows, then the postings).
+(so ``--docs 100000 --queries 600`` are ``bench/recall.py --queries 600``'s queries).
+The catalog is filled by bench/recall.py's ``bulk_load`` (FTS5 rows, then the postings).
 
 Reported per engine: index build time and on-disk size; raw top-50 latency
 (p50/p95/p99, the engines interleaved per query in rotating order, so drifting
@@ -94,7 +94,7 @@ def optional(module: str, package: str, missing: str = "its engine is skipped"
 
 
 def bench_texts(docs: int, queries: int) -> tuple[list[str], list[str]]:
-    """recall.py's corpus and query texts for ``docs`` memories (same rng draws)."""
+    """bench/recall.py's corpus and query texts for ``docs`` memories (same rng draws)."""
     texts, _, centres = make_corpus(docs, np.random.default_rng(docs))
     qrng = np.random.default_rng(docs + 1)
     qrng.integers(0, len(centres), queries)  # the query vectors, drawn first in run_size

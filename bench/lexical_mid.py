@@ -11,7 +11,7 @@ read, and past the candidate budget it only scores the candidates. This measures
 the lexical work of recall for such queries (the informative words, the lexical
 pass, and the full query's scores of the candidates: the top 50 and 100 other
 keys) on the postings and on FTS5, in one catalog, alternating per query.
-Texts are recall.py's Zipf words (6 a row) plus "alpha" (10 % of the rows),
+Texts are bench/recall.py's Zipf words (6 a row) plus "alpha" (10 % of the rows),
 "bravo" (25 %) and "charlie" (45 %); each query is 3 Zipf words and one of those.
 """
 

@@ -1,4 +1,4 @@
-"""recall.py's shortcuts give the same result as the plain computation."""
+"""_recall/recall.py's shortcuts give the same result as the plain computation."""
 
 from __future__ import annotations
 

@@ -240,7 +240,7 @@ class Memory:
 
     def reseal_fetched(self, namespace: str, ids: set[str]) -> int:
         """Seal again under the current generation what a merge took from blobs of a
-        retired one (log_older.py, rotation.py); queued for the next publish."""
+        retired one (_log/older.py, rotation.py); queued for the next publish."""
         return reseal_fetched(self._parts, namespace, ids)
 
     def keys_for(self, namespace: str | None = None) -> NamespaceKeys:

@@ -121,7 +121,7 @@ class Catalog(FtsQueries, PostingsQueries, ChangeLog, OutboxQueue, MemoryQueries
         # (data_version, total_changes) pair, i.e. until any connection writes.
         self._df_cache: dict[str, dict[str, int]] = {}
         self._df_version: tuple[int, int] | None = None
-        self._lex_counts: dict[str, dict[str, int]] = {}  # the postings' (catalog_postings)
+        self._lex_counts: dict[str, dict[str, int]] = {}  # the postings' (postings_reads.py)
         self._lex_stats: dict[str, tuple[int, int] | None] = {}
         self._ns_rows: dict[str, sqlite3.Row | None] = {}  # namespace(): one read per change
         # Rows (key, text) added in the open write transaction: their postings are written

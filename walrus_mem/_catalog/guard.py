@@ -1,7 +1,8 @@
 """What the catalog's mixins share: sqlite3 error translation and the Catalog surface they use.
 
-Kept apart from catalog.py so the mixins (catalog_fts, catalog_changes,
-catalog_outbox, catalog_reads) can use :func:`_guarded` without importing the Catalog class.
+Kept apart from catalog.py so the mixins (fts.py, changes.py, outbox.py, reads.py,
+writes.py, dedupe.py, postings_reads.py) can use :func:`_guarded` without importing the
+Catalog class.
 """
 
 from __future__ import annotations

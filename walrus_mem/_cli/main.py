@@ -7,8 +7,8 @@ exit code 1 (the traceback only with ``--verbose``); usage errors exit 2.
 No command ever prints key material: only public fingerprints.
 
 This module is the root group (global options, error handling, lazily mounted
-commands), ``init`` and ``demo``; the other commands live in ``cli_*`` modules by
-group, and what they share (CliState, parsing, output) in ``cli_common``.
+commands), ``init`` and ``demo``; the other commands live in ``cmd_*`` modules by
+group, and what they share (CliState, parsing, output) in ``common``.
 """
 
 from __future__ import annotations

@@ -57,7 +57,7 @@ def rotation_in_progress(catalog: Catalog, namespace: str) -> bool:
 
 def reseal_unfinished(catalog: Catalog, namespace: str) -> bool:
     """Whether a rotation of ``namespace`` began and has not re-sealed every memory yet:
-    a manifest now would list blobs of the previous generation (namespace_log.py
+    a manifest now would list blobs of the previous generation (_log/publishing.py
     refuses, RotationIncomplete; sync finishes the rotation first)."""
     rotating = load_state(catalog, namespace).get("rotating")
     return rotating is not None and not rotating.get("resealed")

@@ -9,7 +9,7 @@ bytes match the head reference's digest, the envelope opens and its signature
 verifies under ``g``'s key, and the root parses and agrees with the reference
 (seq, parents). Only the namespace's key holder can make one, so a newer verified
 generation is the owner's rotation: a data dir holding nothing of the namespace
-adopts it (namespace_log.py, committed when the merge starts), one holding
+adopts it (_log/merging.py, committed when the merge starts), one holding
 memories under an older generation follows it (Memory: ``rotation.follow_rotation``).
 Nothing here writes.
 """

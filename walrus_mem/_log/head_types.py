@@ -79,7 +79,7 @@ class SeenHead:
     end_epoch: int | None = None
     """The highest its manifest blob's end epoch can be (the store answer's, for a head
     this data dir published; the root's ``ends_by`` for another's), None when unknown:
-    a 404 for it proves nothing before that epoch has passed (log_gone.py)."""
+    a 404 for it proves nothing before that epoch has passed (_log/gone.py)."""
     stored_epoch: int | None = None
     """An epoch the network had reached when the manifest was stored (a lower bound: the
     store answer's for a head this data dir published, the writer's clock in the root

@@ -274,7 +274,7 @@ class SeenHeads:
         wipe, an epoch reset: network_reset.py), so a 404 for one proves it gone. Such a
         head was stored at an epoch above ``stored_above`` (impossible on the new
         network so far: a writer never names an epoch above the one its root was
-        stored in, log_gone.store_root) or, where that epoch is unknown, seen before
+        stored in, gone.store_root) or, where that epoch is unknown, seen before
         ``seen_before`` (when the new network's epochs were first seen)."""
         if self._connect(create=False) is None:
             return

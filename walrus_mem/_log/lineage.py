@@ -28,7 +28,7 @@ LINEAGE_MAX: Final = 64
 """Ancestors kept per version (16 bytes each as hex). Beyond them ancestry cannot be
 told from the record: such a pair is taken as concurrent (a CONFLICT kept in history,
 never a version dropped unseen), unless the machine holding the newer version still
-has the older one in its own history (namespace_log.py)."""
+has the older one in its own history (_log/apply.py)."""
 
 
 def short(digest: str) -> str:

@@ -15,7 +15,7 @@ different content, or a lower version that is not an ancestor of the higher
 one by content: lineage.py), the losing version is kept in ``history`` as a
 ``CONFLICT`` entry and counted in the report, on both machines, unless the two
 versions hold the same fact (the same edit made on both machines, sealed with
-different nonces): that is decided once both are opened (namespace_log.py).
+different nonces): that is decided once both are opened (_log/apply.py).
 
 Absence is not deletion: a manifest that does not list a memory says nothing
 about it, so an old or partial snapshot can never remove anything. The rule
@@ -63,7 +63,7 @@ class MergePlan:
     """Remote version wins over the local one: fetch and make it current."""
     conflicts: list[Entry] = field(default_factory=list)
     """Replaced at the same version (the local version loses, kept in history); a
-    higher remote version is found concurrent only once fetched (namespace_log.py)."""
+    higher remote version is found concurrent only once fetched (_log/apply.py)."""
     kept: list[Entry] = field(default_factory=list)
     """Local version wins over a concurrent remote one: the remote loser goes to history."""
     forget: list[Entry] = field(default_factory=list)
@@ -73,7 +73,7 @@ class MergePlan:
     rivals: list[Entry] = field(default_factory=list)
     """Remote versions that lost to another remote version of the same pull (several
     heads at once) and are neither the local version nor its ancestor: once the winner
-    is in, each one concurrent with it goes to history as a conflict (namespace_log.py),
+    is in, each one concurrent with it goes to history as a conflict (_log/apply.py),
     as it would have had the heads been pulled one by one."""
     unchanged: int = 0
 

@@ -72,7 +72,7 @@ class Merging(LogPart):
         """``gone_ok``: a seen head whose manifest answers 404 (BlobNotFound) is not merged
         now, reported (``skipped``) and read again by the next sync or restore; one of
         ``hold`` (a restore's) keeps the restore incomplete and marked meanwhile. Only once
-        the network has passed the manifest's end epoch (log_gone.py) is the head recorded
+        the network has passed the manifest's end epoch (_log/gone.py) is the head recorded
         as merged, so the next manifest names it as a parent and never reuses its seq,
         instead of blocking every sync for good; what only it listed cannot be merged."""
         reads: list[_Read] = []
@@ -171,7 +171,7 @@ class Merging(LogPart):
             self.tables.set_restoring(ns, marker)
             self._fill_digests(ns)
         # Entries an earlier merge could not fetch merge again with the rest (retried),
-        # unless a copy of the same version is here or merged now (log_pending.py).
+        # unless a copy of the same version is here or merged now (_log/pending.py).
         remote = [e for r in reads for e in r.entries] + (legacy[1] if legacy else [])
         live, tombstones = local_state(self.catalog, ns)
         remote += yield_pending(self._pending(ns), remote, live).values()
@@ -233,7 +233,7 @@ class Merging(LogPart):
                             (entry.memory_id, f"{type(exc).__name__}: {exc}"))
                     except (WalrusMemError, ValueError) as exc:
                         tally.failed.append((entry.memory_id, f"{type(exc).__name__}: {exc}"))
-                # a retired generation's copy: kept out, or re-sealed below (log_older.py)
+                # a retired generation's copy: kept out, or re-sealed below (_log/older.py)
                 fetched, more, dropped = split_older(keys, fetched, live,
                                                      {e.memory_id for e in plan.kept})
                 older |= more

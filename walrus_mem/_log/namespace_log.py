@@ -17,13 +17,13 @@ sealed manifests (format: manifest.py). This module
   namespace while it runs so an interrupted restore is resumed, never
   published over.
 
-Memory (memory.py) is the façade; the SQL lives in catalog.py / catalog_log.py.
+Memory (memory.py) is the façade; the SQL lives in _catalog/ (the log's in log_tables.py).
 The class itself holds the heads and the reads; the publish side (publishing.py)
 and the merge side (merging.py) are mixins of it. Parts of the job have modules of
-their own: applying a merge's fetched versions (log_apply.py), announcing a
-published head (log_announce.py), expired blobs (log_expiry.py), format-1
-manifests (log_legacy.py), manifest pages (log_pages.py) and pending entries
-(log_pending.py).
+their own: applying a merge's fetched versions (_log/apply.py), announcing a
+published head (_log/announce.py), expired blobs (_log/expired.py), format-1
+manifests (_log/legacy.py), manifest pages (_log/pages.py) and pending entries
+(_log/pending.py).
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ class NamespaceLog(Merging, Publishing):
         self.ahead: dict[str, NamespaceKeys] = {}
         """Per namespace, the keys of the newest key generation a head seen by the last
         :meth:`usable_newest` (or an explicit head) is sealed under, when it is newer than
-        this data dir's: another machine rotated, this one follows (log_generation.py)."""
+        this data dir's: another machine rotated, this one follows (_log/generation.py)."""
         self.merged_on_publish: dict[str, PullReport] = {}
         """Per namespace, what the merge :meth:`publish_now` ran before its manifest changed
         (a followed rotation's publish merges the newer heads: Memory reports it)."""
@@ -213,7 +213,7 @@ class NamespaceLog(Merging, Publishing):
         same name must not block every later sync. Skipping it loses nothing: a
         manifest that omits memories deletes none (docs/sync.md, union rule). One
         sealed under another key generation of this namespace is named as such
-        (log_generation.py); a newer generation's is recorded in :attr:`ahead`, to
+        (_log/generation.py); a newer generation's is recorded in :attr:`ahead`, to
         be adopted or followed, and never cached as unusable.
         """
         usable: list[HeadRef] = []
@@ -493,7 +493,7 @@ class NamespaceLog(Merging, Publishing):
         local state raises ForkedHead, unless allowed. ``recheck=True``
         (restore) merges heads already merged again, fetching whatever the
         local state lacks of them. A bare blob id of a format-1 manifest
-        raises LegacyManifest unless ``allow_legacy`` (log_legacy.py).
+        raises LegacyManifest unless ``allow_legacy`` (_log/legacy.py).
         """
         # One merge (or manifest) of a namespace at a time, across threads and processes:
         # a merge planned against a state another one changes meanwhile could re-insert
@@ -533,7 +533,7 @@ class NamespaceLog(Merging, Publishing):
             ahead = self.ahead.get(ns)
             if ahead is not None and holds_nothing(self, ns):
                 # A fresh data dir takes the newer generation as it is (verified; made
-                # current only once the merge starts, log_generation.py).
+                # current only once the merge starts, _log/generation.py).
                 keys = ahead
                 usable, skipped = self.usable_newest(ns, keys)
             wanted = list(dict.fromkeys([*resumed, *usable]))
@@ -587,7 +587,7 @@ class NamespaceLog(Merging, Publishing):
             report = self._merge_read(ns, keys, [], progress=progress, resumed=False)
             return report.model_copy(update={"skipped": skipped}) if skipped else report
         # A head a resumed restore, or a restore, still lacks keeps it incomplete while
-        # its manifest answers 404 (log_gone.py); a sync's pull reports and retries it.
+        # its manifest answers 404 (_log/gone.py); a sync's pull reports and retries it.
         hold = {*resumed, *(r for r in todo if r not in contained)} if recheck else {*resumed}
         try:
             report = self._merge(ns, keys, todo, progress=progress,
@@ -624,7 +624,7 @@ class NamespaceLog(Merging, Publishing):
         return report
 
     def _generations(self, ns: str, refs: list[HeadRef]) -> dict[HeadRef, NamespaceKeys]:
-        """The key generation each of ``refs`` verifies under (log_generation.py), for
+        """The key generation each of ``refs`` verifies under (_log/generation.py), for
         those that verify under one of this namespace's."""
         out: dict[HeadRef, NamespaceKeys] = {}
         for ref in refs:

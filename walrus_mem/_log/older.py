@@ -2,7 +2,7 @@
 
 After a rotation (rotation.py) a manifest may still list a version whose blob
 was sealed under an older generation of the namespace: a pending entry carried
-since before the rotation (log_pending.py), or a rotation elsewhere that has
+since before the rotation (_log/pending.py), or a rotation elsewhere that has
 not re-published yet. The log opens such a blob with that generation's key
 (``NamespaceLog._fetch``; the manifest's digest binds the bytes). This module
 decides what the merge then does with it:

@@ -9,7 +9,7 @@ whoever restores from them (docs/sync.md).
 A pending entry never outranks, on its digest alone, a copy of the same version
 (same memory, version and update time) that a merged manifest lists or this
 data dir holds: the two differ only in their sealing (a key rotation re-sealed
-one, log_older.py), and the one that is here or readable is kept.
+one, _log/older.py), and the one that is here or readable is kept.
 """
 
 from __future__ import annotations

@@ -199,7 +199,7 @@ class Publishing(LogPart):
         return str(ref)
 
     def announce_pending(self, ns: str) -> str | None:
-        """Announce the head this data dir recorded but did not (log_announce.py)."""
+        """Announce the head this data dir recorded but did not (_log/announce.py)."""
         return announce_pending(self, ns)
 
     def _read_back(self, ref: HeadRef, sealed: bytes) -> None:

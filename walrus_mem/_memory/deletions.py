@@ -69,7 +69,7 @@ def quilt_members_elsewhere(catalog: Catalog, log_: NamespaceLog, blob_id: str,
     if row is None:
         return set()  # a blob of its own holds one memory
     ns = str(row[0])
-    # merged but not fetched yet (catalog_log pending entries, manifest JSON: "b" = blob id)
+    # merged but not fetched yet (log_tables pending entries, manifest JSON: "b" = blob id)
     waiting = {mid for mid, entry in log_.tables.pending(ns).items()
                if isinstance(entry, dict) and entry.get("b") == blob_id}
     waiting -= set(catalog.tombstones(ns))

@@ -1,6 +1,6 @@
 """Pulls that follow a key rotation made on another machine.
 
-The log (namespace_log.py, log_generation.py) tells when a head it met is sealed
+The log (namespace_log.py, _log/generation.py) tells when a head it met is sealed
 under a newer, verified key generation of the namespace. A data dir holding nothing
 of the namespace adopts that generation inside the pull. One holding memories under
 an older generation cannot merge it as it is: its own copies would stay sealed under
@@ -91,7 +91,7 @@ def restore(parts: Parts, ns: str, manifest_blob_id: str | Sequence[str] | None,
             "reference `walrus-mem sync` printed where it was written (or configure "
             "heads_file)")
     # A head of another key generation (a rotation made elsewhere) is adopted or
-    # followed only once it verifies under it (log_generation.py, follow.py).
+    # followed only once it verifies under it (_log/generation.py, follow.py).
     report, _ = pull_following(parts, ns, heads, allow_stale=allow_stale,
                                allow_unrelated=allow_unrelated, progress=progress,
                                recheck=True, allow_legacy=allow_legacy)

@@ -9,10 +9,10 @@ A data dir that stores nothing meanwhile (an idle machine, or one whose catalog
 was rebuilt and holds no sighting of the old network) sees no such answer: it
 notices when a head it needs answers 404 before its end epoch (:func:`check_served`,
 each sync: its newest merged head still served?; and any merge reading a seen
-head, namespace_log.py). :func:`suspect` then asks the network's epoch (one probe
+head, _log/merging.py). :func:`suspect` then asks the network's epoch (one probe
 store): below the epoch that head was stored in (``SeenHead.stored_epoch``,
 impossible on the same network), or below what the clock saw, it is a reset; not
-below, the 404 stays "not yet" (log_gone.py: a lagging aggregator).
+below, the 404 stays "not yet" (_log/gone.py: a lagging aggregator).
 Before, the clock stayed on the old epochs, the catalog's end epochs (45) stayed
 far above the new network's (6), so no renewal ever came, ``extend`` kept the dead
 locations (their recorded end was "longer") and a fresh restore of the newest

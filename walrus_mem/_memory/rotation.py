@@ -30,12 +30,12 @@ is unfinished (RestoreIncomplete: finish the restore first):
    :mod:`walrus_mem._memory.rotation_cleanup`).
 
 A version sealed under a retired generation that a merge meets later (an entry
-that was pending when the rotation ran, log_pending.py) is opened with that
+that was pending when the rotation ran, _log/pending.py) is opened with that
 generation's key where a manifest's digest binds it, never replaces a copy of
 the same version held here, and once merged is re-sealed under the current
-generation (:func:`reseal_fetched`, log_older.py).
+generation (:func:`reseal_fetched`, _log/older.py).
 
-Other machines follow a rotation by themselves (log_generation.py): a manifest
+Other machines follow a rotation by themselves (_log/generation.py): a manifest
 root's envelope carries the key fingerprint, which is matched against
 generations 0..:data:`MAX_PROBE` and trusted only once the manifest verifies
 under that generation's key. A data dir holding nothing of the namespace then
@@ -130,7 +130,7 @@ def adopt_keys(parts: Parts, namespace: str, keys: NamespaceKeys) -> bool:
     (a fresh data dir restoring a rotated namespace); whether that changed anything.
 
     The caller has verified a manifest sealed and signed under ``keys``
-    (log_generation.py): the fingerprint in an envelope's header alone is
+    (_log/generation.py): the fingerprint in an envelope's header alone is
     unauthenticated, and a failed restore must change nothing (issue 23, item 11).
     """
     catalog = parts.catalog
@@ -153,7 +153,7 @@ def adopt_keys(parts: Parts, namespace: str, keys: NamespaceKeys) -> bool:
 def follow_rotation(parts: Parts, namespace: str, generation: int) -> RotationReport:
     """Move a namespace this data dir holds under an older key generation to
     ``generation``, the one another machine rotated it to (a manifest of it verified:
-    log_generation.py): a rotation to that generation, begun here and carried out by
+    _log/generation.py): a rotation to that generation, begun here and carried out by
     :func:`rotate_key` (re-seal, publish, a manifest that merges the newer heads,
     retire). A rotation already in progress is finished instead (a later sync follows
     on from there). The caller has made sure no pull or restore of it is unfinished

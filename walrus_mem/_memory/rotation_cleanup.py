@@ -15,7 +15,7 @@ namespace, where the backend allows it, and says what it could not delete:
   manifest pages, later manifests) and the grants its memories were accepted
   from (tried with each older generation's key);
 * never deleted: a blob a live memory is stored in now, or one a pending
-  entry (merged, not fetched yet: log_pending.py) still needs.
+  entry (merged, not fetched yet: _log/pending.py) still needs.
 
 Blobs other machines hold copies of, or wrote themselves and still list in
 their heads before they follow the rotation, are deleted too if this data dir

@@ -72,7 +72,7 @@ def sync(parts: Parts, ns: str | None) -> SyncReport:
             report, rotation = pull_following(parts, name, None)
             if not report.up_to_date and any(
                     not is_poisoned(b) for b in parts.catalog.outbox_batches(name)):
-                more, failures = parts.publisher.flush(name)  # re-sealed by the pull (log_older.py)
+                more, failures = parts.publisher.flush(name)  # re-sealed by the pull (older.py)
                 published += more
                 errors += failures
             skipped += [f"{name} {line}" for line in report.skipped]

@@ -1,6 +1,7 @@
 """Reading blobs whose content must verify, and grouping stores into quilts.
 
-Shared by the write path (memory.py) and the namespace log (namespace_log.py).
+Shared by Memory's collaborators (_memory/writer.py, publisher.py, reading.py, renewal.py,
+grants.py) and the namespace log (_log/merging.py, pages.py, legacy.py).
 """
 
 from __future__ import annotations
