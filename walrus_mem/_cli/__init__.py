@@ -6,4 +6,5 @@
            cmd_doctor (doctor -> doctor.run_checks; repair -> _memory.repair)
         -> demo (walrus-mem demo / make demo)
     common: what every command shares (option state, parsing, opening a Memory).
+    global_options: global options given after the subcommand moved to the front.
 """
