@@ -156,6 +156,7 @@ def create_app(
     epoch_duration: float | None = None,
     max_blob_size: int = DEFAULT_MAX_BLOB_SIZE,
     max_quilt_size: int = DEFAULT_MAX_QUILT_SIZE,
+    max_request_bytes: int | None = None,
     storage_price: int = cost.DEFAULT_STORAGE_PRICE,
     write_price: int = cost.DEFAULT_WRITE_PRICE,
     max_epochs_ahead: int = MAX_EPOCHS_AHEAD,
@@ -187,6 +188,9 @@ def create_app(
         epoch_duration: seconds per epoch for the automatic clock. ``None`` keeps what the
             data dir already has (manual-only on a fresh dir); a number sets it from now on.
         max_blob_size / max_quilt_size: request body limits (413 above them).
+        max_request_bytes: one cap on every publisher request, both routes (a plain-text
+            413 like the daemon's body limit), as public publishers have (10 MiB); off by
+            default.
         storage_price / write_price: FROST per MiB storage unit (per epoch / per write).
         initial_epoch: the epoch a fresh data dir starts at.
         aggregator_max_blob_size: reads of larger blobs give 403 BLOB_TOO_LARGE (default off).
@@ -221,6 +225,9 @@ def create_app(
 
     The :class:`Relayer` (store, fault injector, settings) is ``app.state.relayer``.
     """
+    if max_request_bytes is not None:
+        max_blob_size = min(max_blob_size, max_request_bytes)
+        max_quilt_size = min(max_quilt_size, max_request_bytes)
     settings = RelayerSettings(
         max_blob_size=max_blob_size,
         max_quilt_size=max_quilt_size,

@@ -153,6 +153,9 @@ def build_fault_config(
               help="Body limit of PUT /v1/blobs (bytes, or e.g. 10MiB).")
 @click.option("--max-quilt-size", type=_SizeType(), default=str(DEFAULT_MAX_QUILT_SIZE),
               help="Body limit of PUT /v1/quilts.")
+@click.option("--max-request-bytes", type=_SizeType(), default=None,
+              help="One cap on every publisher request, both routes (e.g. 10MiB, as public "
+                   "publishers have) [default: off].")
 @click.option("--aggregator-max-blob-size", type=_SizeType(), default=None,
               help="Reads of larger blobs give 403 BLOB_TOO_LARGE [default: off].")
 @click.option("--storage-price", type=click.IntRange(0), default=cost.DEFAULT_STORAGE_PRICE,
@@ -213,6 +216,7 @@ def relayer_command(
     initial_epoch: int,
     max_blob_size: int,
     max_quilt_size: int,
+    max_request_bytes: int | None,
     aggregator_max_blob_size: int | None,
     storage_price: int,
     write_price: int,
@@ -277,6 +281,7 @@ def relayer_command(
         initial_epoch=initial_epoch,
         max_blob_size=max_blob_size,
         max_quilt_size=max_quilt_size,
+        max_request_bytes=max_request_bytes,
         aggregator_max_blob_size=aggregator_max_blob_size,
         storage_price=storage_price,
         write_price=write_price,
