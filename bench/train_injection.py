@@ -4,21 +4,26 @@
     python bench/train_injection.py --data DIR           # public corpora elsewhere
     python bench/train_injection.py --eval-only          # measure the shipped weights
 
-Needs scikit-learn (the dev extra). Public corpora are read from ``--data``
-(default ../shared/data next to the repository; ``injection/`` with the S-Labs
-and neuralchemy train and validation splits, ``locomo-dev.json``) and never
-copied into the project: the card records their sha256 only.
+Needs scikit-learn, scipy, chatterbot-corpus and pyyaml (the dev extra). Public
+corpora are read from ``--data`` (default ../shared/data next to the repository;
+``injection/`` with the S-Labs and neuralchemy train and validation splits,
+``locomo-dev.json``) and never copied into the project: the card records their
+sha256 only. The MiniLM vectors of the texts are cached under /tmp (``_embed``).
 
-Training data: the public train splits, the ``train``/``tuning`` halves of the
-memory-style corpora in tests/data, and the probes (all tuned on before).
-The threshold is chosen on a calibration fifth of that training data (split by
-a hash of the text), then the model is refitted on all of it. Reported, never
-trained or tuned on: the public validation splits, the held-out halves, and
-every LoCoMo dev turn (benign). The public test splits are not in the data
-directory; nothing here has seen them.
+Two models (walrus_mem._safety.classifier): the text model (n-grams) and the joint
+model (n-grams + the default embedding). Training data: the public train splits,
+the ``train``/``tuning`` halves of the memory-style corpora in tests/data, the
+probes (all tuned on before), chat lines, and the turns of the LoCoMo dev
+conversations in LOCOMO_TRAIN. Each threshold is chosen on a calibration fifth of
+that training data (split by a hash of the text), then the model is refitted on all
+of it. Reported, never trained or tuned on: the public validation splits, the
+held-out halves, the other LoCoMo dev conversations (benign). The public test
+splits are not in the data directory; nothing here has seen them. Whether each
+model is consulted is decided by ``_activation`` from the held-out figures (a
+rule fixed before them: docs/security.md).
 
 Writes walrus_mem/_safety/injection_classifier.npz (weights) and
-injection_classifier.json (threshold, data hashes, weights hash, figures).
+injection_classifier.json (thresholds, data hashes, weights hash, figures).
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -43,10 +48,19 @@ sys.path.insert(0, str(ROOT))
 from walrus_mem._safety import classifier  # noqa: E402
 
 TESTS = ROOT / "tests" / "data"
-FP_TARGET = 0.005  # per calibration benign group; half the issue's 1 % as margin
+FP_TARGET = 0.01  # per calibration benign group: the issue's 1 % (held-out figures show the margin)
 MEMORY_WEIGHT = 12.0  # memory-style rows are few and are what the screen sees
 TARGET_RECALL = 0.9  # issue 26: >= 90 % of attacks at <= 1 % of benign flagged
-C_GRID = (16.0, 64.0, 256.0)
+C_GRID = (64.0, 256.0)
+LOCOMO_WEIGHT = 4.0  # benign chat turns of the training conversations
+EMBED_SCALE = 1.0  # the embedding columns are multiplied by this before fitting
+PUBLIC = frozenset({"slabs", "neuralchemy", "chat_bsd"})
+PUBLIC_ATTACKS = ("slabs", "neuralchemy")
+# Switched on only if, on every held-out benign set of memory-style text, the model flags
+# at most 1 % beyond what the rules already flag, and it adds >= 20 points of attacks
+# caught on both public validation splits (issue 26; the rules alone catch 10-20 %).
+MAX_ADDED_BENIGN = 0.01
+MIN_PUBLIC_GAIN = 0.20
 
 
 @dataclass(frozen=True)
@@ -117,6 +131,9 @@ def _memory() -> list[Row]:
                         ("injection_spaced_heldout_s5", "eval")):
         data = json.loads((TESTS / f"{stem}.json").read_text(encoding="utf-8"))
         add(stem.replace("injection_", ""), split, data["attacks"], data["benign"])
+    hard = json.loads((TESTS / "injection_hard_negatives_s26.json").read_text(encoding="utf-8"))
+    for split, name in (("train", "train"), ("heldout", "eval")):
+        add("hard_negatives_s26", name, [], [b for b in hard["benign"] if b["split"] == split])
     fresh = json.loads((TESTS / "injection_fresh.json").read_text(encoding="utf-8"))
     add("fresh", "train", fresh["attacks"], fresh["benign_a"] + fresh["benign_b"])
     for path in sorted(TESTS.glob("injection_probe*.json")):
@@ -151,15 +168,53 @@ def _chat() -> list[Row]:
     return rows
 
 
+LOCOMO_TRAIN = ("conv-42", "conv-43")  # trained on; the other three dev conversations reported
+
+
 def _locomo(data: Path) -> list[Row]:
+    """LoCoMo dev turns (benign chat), split by conversation, never by row."""
     rows = []
     for conv in json.loads((data / "locomo-dev.json").read_text(encoding="utf-8")):
-        sessions = conv["conversation"]
-        for key, turns in sessions.items():
+        train = conv.get("sample_id") in LOCOMO_TRAIN
+        corpus, split = ("locomo_train", "train") if train else ("locomo_heldout", "eval")
+        for key, turns in conv["conversation"].items():
             if key.startswith("session_") and isinstance(turns, list):
-                rows.extend(Row(t["text"], 0, "locomo_dev", "eval", "en")
+                rows.extend(Row(t["text"], 0, corpus, split, "en")
                             for t in turns if t.get("text", "").strip())
     return rows
+
+
+EMBED_CACHE = Path("/tmp/walrus_mem_injection_embeddings")
+
+
+def _embed(texts: list[str]) -> np.ndarray:
+    """MiniLM vectors of ``texts`` (the default embedder, what every fact gets anyway).
+
+    Cached per text under /tmp (never in the repository): a retrain embeds only new texts.
+    """
+    from walrus_mem._recall.embeddings import DEFAULT_MODEL_ID, embed_checked, make_embedder
+
+    EMBED_CACHE.mkdir(parents=True, exist_ok=True)
+    path = EMBED_CACHE / "minilm.npz"
+    known: dict[str, np.ndarray] = {}
+    if path.exists():
+        with np.load(path) as data:
+            known = dict(zip(data["keys"].tolist(), data["vectors"], strict=True))
+
+    def key(text: str) -> str:
+        return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+
+    # Sorted by length: batches of like lengths waste little on padding.
+    missing = sorted(dict.fromkeys(t for t in texts if key(t) not in known), key=len)
+    if missing:
+        embedder = make_embedder(DEFAULT_MODEL_ID, backend="onnx", threads=2)
+        for start in range(0, len(missing), 2048):
+            chunk = missing[start:start + 2048]
+            vectors = embed_checked(embedder, chunk, 256)
+            known.update(zip((key(t) for t in chunk), vectors, strict=True))
+            print(f"embedded {start + len(chunk)}/{len(missing)}", flush=True)
+            np.savez(path, keys=np.array(list(known)), vectors=np.stack(list(known.values())))
+    return np.stack([known[key(t)] for t in texts]).astype(np.float32)
 
 
 def _matrix(texts: list[str]) -> Any:
@@ -175,40 +230,79 @@ def _matrix(texts: list[str]) -> Any:
                       shape=(len(texts), 2 ** classifier.BITS))
 
 
-def _fit(rows: list[Row], x: Any, c: float) -> classifier.Classifier:
+def _weight(row: Row) -> float:
+    if row.corpus in PUBLIC:
+        return 1.0
+    return LOCOMO_WEIGHT if row.corpus.startswith("locomo") else MEMORY_WEIGHT
+
+
+def _fit(rows: list[Row], x: Any, c: float, joint: bool) -> classifier.Classifier:
+    """Logistic regression on the n-grams (text model) or n-grams + embedding (joint)."""
     from sklearn.linear_model import LogisticRegression
 
     y = np.array([r.label for r in rows])
-    weight = np.array([MEMORY_WEIGHT if r.corpus not in {"slabs", "neuralchemy", "chat_bsd"}
-                       else 1.0 for r in rows])
-    model = LogisticRegression(C=c, solver="liblinear", max_iter=2000, class_weight="balanced")
-    model.fit(x, y, sample_weight=weight)
-    return classifier.Classifier(model.coef_[0].astype(np.float32),
-                                 float(model.intercept_[0]), 0.5)
+    model = LogisticRegression(C=c, solver="liblinear", max_iter=3000, class_weight="balanced")
+    model.fit(x, y, sample_weight=np.array([_weight(r) for r in rows]))
+    coef = model.coef_[0].astype(np.float32)
+    bits = 2 ** classifier.BITS
+    return classifier.Classifier(coef[:bits], float(model.intercept_[0]), 0.5,
+                                 embedding_weights=coef[bits:] * EMBED_SCALE if joint else None)
 
 
 def _is_calibration(text: str) -> bool:
     return hashlib.sha256(text.encode()).digest()[1] % 5 == 0
 
 
-def _threshold(model: classifier.Classifier, calib: list[Row]) -> tuple[float, float]:
+def _group(row: Row) -> str:
+    if row.corpus in PUBLIC:
+        return row.corpus
+    return "locomo" if row.corpus.startswith("locomo") else "memory"
+
+
+def _scores(model: classifier.Classifier, rows: list[Row], vectors: np.ndarray) -> list[float]:
+    return [model.score(r.text, v) for r, v in zip(rows, vectors, strict=True)]
+
+
+def _threshold(scores: list[float], calib: list[Row]) -> tuple[float, float]:
     """Lowest threshold keeping each calibration benign group under FP_TARGET; its recall."""
     groups: dict[str, list[float]] = defaultdict(list)
     attacks = []
-    for row in calib:
-        s = model.score(row.text)
+    for row, s in zip(calib, scores, strict=True):
         if row.label:
             attacks.append(s)
         else:
-            groups[row.corpus if row.corpus in {"slabs", "neuralchemy", "chat_bsd"}
-                   else "memory"].append(s)
+            groups[_group(row)].append(s)
     cut = 0.5
-    for scores in groups.values():
-        ranked = sorted(scores, reverse=True)
+    for values in groups.values():
+        ranked = sorted(values, reverse=True)
         allowed = int(FP_TARGET * len(ranked))  # benign rows that may score at or above
-        cut = max(cut, float(np.nextafter(ranked[allowed], 1.0)) if allowed < len(ranked)
-                  else cut)
+        if allowed < len(ranked):
+            cut = max(cut, float(np.nextafter(ranked[allowed], 1.0)))
     return cut, float(np.mean([s >= cut for s in attacks]))
+
+
+def _train(train: list[Row], x: Any, vectors: np.ndarray, joint: bool
+           ) -> tuple[classifier.Classifier, float, float]:
+    """Pick C and the threshold on the calibration fifth, refit on all training rows."""
+    from scipy.sparse import csr_matrix, hstack
+
+    if joint:
+        x = hstack([x, csr_matrix(vectors * EMBED_SCALE)]).tocsr()
+    mask = np.array([not _is_calibration(r.text) for r in train])
+    fit = [r for r, m in zip(train, mask, strict=True) if m]
+    calib = [r for r, m in zip(train, mask, strict=True) if not m]
+    best: tuple[float, float, float] | None = None
+    for c in C_GRID:
+        model = _fit(fit, x[mask], c, joint)
+        cut, recall = _threshold(_scores(model, calib, vectors[~mask]), calib)
+        print(f"{'joint' if joint else 'text'} C={c}: threshold {cut:.4f}, "
+              f"calibration recall {recall:.3f}", flush=True)
+        if best is None or recall > best[2]:
+            best = (c, cut, recall)
+    assert best is not None
+    c, cut, recall = best
+    final = _fit(train, x, c, joint)
+    return replace(final, threshold=cut), c, recall
 
 
 def _rules_only() -> Any:
@@ -229,45 +323,67 @@ def _rates(flags: list[bool], labels: list[int]) -> dict[str, Any]:
             "benign": len(ben), "benign_flagged": sum(ben)}
 
 
-def evaluate(model: classifier.Classifier, rows: list[Row], with_rules: bool) -> dict[str, Any]:
-    """Per corpus (and language, category): classifier, rules, and either (the screen)."""
-    rules = _rules_only() if with_rules else None
+LAYERS = ("text", "joint", "rules", "capture", "recall")
+"""text / joint: each model alone; rules: detect_injection without the learned layer;
+capture: rules or the text model (what screen_fact refuses with the text model on);
+recall: rules or the joint model (what screen_records withholds with the joint model on
+and the text model off; the semantic prototype layer is not counted)."""
+
+
+def evaluate(text: classifier.Classifier, joint: classifier.Classifier, rows: list[Row],
+             vectors: np.ndarray, with_rules: bool) -> dict[str, Any]:
+    """Per corpus (and language, category): each layer's attacks and benign flagged."""
+    rules = _rules_only() if with_rules else (lambda _text: False)
     out: dict[str, Any] = {}
-    by_corpus: dict[str, list[Row]] = defaultdict(list)
-    for row in rows:
-        by_corpus[row.corpus].append(row)
-    for corpus, items in by_corpus.items():
+    by_corpus: dict[str, list[int]] = defaultdict(list)
+    for i, row in enumerate(rows):
+        by_corpus[row.corpus].append(i)
+    for corpus, idx in by_corpus.items():
+        items = [rows[i] for i in idx]
         labels = [r.label for r in items]
-        learned = [model.is_injection(r.text) for r in items]
-        entry: dict[str, Any] = {"classifier": _rates(learned, labels)}
-        if rules is not None:
-            ruled = [rules(r.text) for r in items]
-            entry["rules"] = _rates(ruled, labels)
-            entry["screen"] = _rates([a or b for a, b in zip(learned, ruled, strict=True)],
-                                     labels)
-            entry["rules_only_catches"] = {
-                "attacks": sum(1 for r, a, b in zip(items, learned, ruled, strict=True)
-                               if r.label and b and not a),
-                "benign": sum(1 for r, a, b in zip(items, learned, ruled, strict=True)
-                              if not r.label and b and not a)}
+        flags: dict[str, list[bool]] = {
+            "text": [text.is_injection(r.text) for r in items],
+            "joint": [joint.is_injection(r.text, vectors[i]) for r, i in zip(items, idx,
+                                                                             strict=True)],
+            "rules": [rules(r.text) for r in items]}
+        flags["capture"] = [a or b for a, b in zip(flags["text"], flags["rules"], strict=True)]
+        flags["recall"] = [a or b for a, b in zip(flags["rules"], flags["joint"], strict=True)]
+        entry: dict[str, Any] = {layer: _rates(flags[layer], labels) for layer in LAYERS
+                                 if with_rules or layer in {"text", "joint"}}
         for key in ("lang", "category"):
             groups: dict[str, list[int]] = defaultdict(list)
-            for i, r in enumerate(items):
+            for j, r in enumerate(items):
                 if getattr(r, key):
-                    groups[getattr(r, key)].append(i)
+                    groups[getattr(r, key)].append(j)
             if len(groups) > 1:
-                entry[f"by_{key}"] = {g: _rates([learned[i] for i in idx],
-                                                [labels[i] for i in idx])
-                                      for g, idx in sorted(groups.items())}
+                entry[f"by_{key}"] = {
+                    g: {layer: _rates([flags[layer][j] for j in sub], [labels[j] for j in sub])
+                        for layer in ("joint", "rules", "recall") if layer in entry}
+                    for g, sub in sorted(groups.items())}
         out[corpus] = entry
     return out
 
 
-def _timing(model: classifier.Classifier, texts: list[str]) -> float:
+def _activation(figures: dict[str, Any], layer: str, model: str) -> dict[str, Any]:
+    """Whether switching ``model`` on is worth it, from the held-out figures (module doc)."""
+    added = {}
+    for corpus, entry in figures.items():
+        if corpus in PUBLIC_ATTACKS or not entry["text"]["benign"]:
+            continue
+        with_model, rules = entry[layer]["benign_flagged"], entry["rules"]["benign_flagged"]
+        added[corpus] = (with_model - rules) / entry[layer]["benign"]
+    gain = {c: (figures[c][layer]["attacks_flagged"] - figures[c]["rules"]["attacks_flagged"])
+            / figures[c]["rules"]["attacks"] for c in PUBLIC_ATTACKS}
+    active = max(added.values()) <= MAX_ADDED_BENIGN and min(gain.values()) >= MIN_PUBLIC_GAIN
+    return {"active": active, "benign_added_over_rules": added, "public_attack_gain": gain,
+            "model": model}
+
+
+def _timing(model: classifier.Classifier, rows: list[Row], vectors: np.ndarray) -> float:
     start = time.perf_counter()
-    for text in texts:
-        model.score(text)
-    return (time.perf_counter() - start) / len(texts) * 1e6
+    for row, vector in zip(rows, vectors, strict=True):
+        model.score(row.text, vector)
+    return (time.perf_counter() - start) / len(rows) * 1e6
 
 
 def _pct(n: int, d: int) -> str:
@@ -276,19 +392,18 @@ def _pct(n: int, d: int) -> str:
 
 def _print(figures: dict[str, Any]) -> None:
     for corpus, entry in figures.items():
-        for layer in ("classifier", "rules", "screen"):
+        for layer in LAYERS:
             if layer in entry:
                 e = entry[layer]
-                print(f"{corpus:24} {layer:10} "
+                print(f"{corpus:24} {layer:8} "
                       f"attacks {_pct(e['attacks_flagged'], e['attacks']):>20}"
                       f"  benign {_pct(e['benign_flagged'], e['benign']):>20}")
-        if "rules_only_catches" in entry:
-            r = entry["rules_only_catches"]
-            print(f"{'':24} rules add {r['attacks']} attacks, {r['benign']} benign flags")
         for key in ("by_lang", "by_category"):
-            for group, e in entry.get(key, {}).items():
-                print(f"{'':24}   {group:22} attacks {_pct(e['attacks_flagged'], e['attacks']):>18}"
-                      f"  benign {_pct(e['benign_flagged'], e['benign']):>18}")
+            for group, layers in entry.get(key, {}).items():
+                cells = "  ".join(
+                    f"{layer} A {_pct(e['attacks_flagged'], e['attacks'])} "
+                    f"B {_pct(e['benign_flagged'], e['benign'])}" for layer, e in layers.items())
+                print(f"{'':24}   {group:20} {cells}")
 
 
 def main() -> None:
@@ -299,60 +414,75 @@ def main() -> None:
     args = parser.parse_args()
 
     public, hashes = _public(args.data)
-    rows = public + _memory() + _chat()
-    locomo = _locomo(args.data)
+    rows = public + _memory() + _chat() + _locomo(args.data)
     hashes["locomo-dev.json"] = _sha256(args.data / "locomo-dev.json")
+    for name in ("injection_memory_s26.json", "injection_hard_negatives_s26.json"):
+        hashes[f"tests/data/{name}"] = _sha256(TESTS / name)
     train = [r for r in rows if r.split == "train"]
-    held = [r for r in rows if r.split == "eval"] + locomo
+    held = [r for r in rows if r.split == "eval"]
+    held_vectors = _embed([r.text for r in held])
 
     if args.eval_only:
-        model = classifier.load()
+        text, joint = classifier.load(), classifier.load_joint()
+        assert joint is not None, "the shipped weights hold no joint model"
         card = json.loads(classifier.CARD.read_text(encoding="utf-8"))
     else:
         x = _matrix([r.text for r in train])
-        mask = np.array([not _is_calibration(r.text) for r in train])
-        fit = [r for r, m in zip(train, mask, strict=True) if m]
-        calib = [r for r, m in zip(train, mask, strict=True) if not m]
-        best: tuple[float, float, float] | None = None
-        for c in C_GRID:
-            cut, recall = _threshold(_fit(fit, x[mask], c), calib)
-            print(f"C={c}: threshold {cut:.3f}, calibration recall {recall:.3f}")
-            if best is None or recall > best[2]:
-                best = (c, cut, recall)
-        assert best is not None
-        c, cut, recall = best
-        final = _fit(train, x, c)
-        model = classifier.Classifier(final.weights, final.bias, cut)
-        np.savez_compressed(classifier.WEIGHTS, weights=model.weights.astype(np.float16),
-                            bias=np.float32(model.bias))
+        vectors = _embed([r.text for r in train])
+        text, c_text, recall_text = _train(train, x, vectors, joint=False)
+        joint, c_joint, recall_joint = _train(train, x, vectors, joint=True)
+        assert joint.embedding_weights is not None
+        np.savez_compressed(classifier.WEIGHTS, weights=text.weights.astype(np.float16),
+                            bias=np.float32(text.bias),
+                            joint_weights=joint.weights.astype(np.float16),
+                            joint_embedding=joint.embedding_weights.astype(np.float32),
+                            joint_bias=np.float32(joint.bias))
         card = {
             "about": "Learned injection screen: see walrus_mem/_safety/classifier.py and "
                      "bench/train_injection.py. Trained in part on S-Labs "
                      "prompt-injection-dataset (MIT) and neuralchemy Prompt-injection-dataset "
                      "(Apache-2.0); the data is not shipped, its sha256 is below.",
-            "threshold": cut, "C": c, "bits": classifier.BITS, "fp_target": FP_TARGET,
-            "memory_weight": MEMORY_WEIGHT, "calibration_recall": recall,
+            "threshold": text.threshold, "C": c_text, "calibration_recall": recall_text,
+            "joint": {"threshold": joint.threshold, "C": c_joint,
+                      "calibration_recall": recall_joint, "embedding_scale": EMBED_SCALE,
+                      "embedding_model": "sentence-transformers/all-MiniLM-L6-v2"},
+            "bits": classifier.BITS, "fp_target": FP_TARGET, "memory_weight": MEMORY_WEIGHT,
+            "locomo_weight": LOCOMO_WEIGHT, "locomo_train": list(LOCOMO_TRAIN),
             "train_rows": {"attacks": sum(r.label for r in train),
                            "benign": sum(1 - r.label for r in train)},
             "data_sha256": hashes,
         }
-        model = classifier.Classifier(*_reload_weights(), cut)
+        # What the screen will run: the weights as stored (float16), re-read.
+        classifier._LOADED.clear()
+        text, joint = _reread(text.threshold), _reread(joint.threshold, joint=True)
     card["weights_sha256"] = _sha256(classifier.WEIGHTS)
-    # The screen consults the model only if calibration (training data) meets the target.
-    card["active"] = card["calibration_recall"] >= TARGET_RECALL
-    figures = evaluate(model, held, with_rules=not args.no_rules)
+    figures = evaluate(text, joint, held, held_vectors, with_rules=not args.no_rules)
     card["heldout"] = figures
-    card["microseconds_per_fact_locomo"] = round(_timing(model, [r.text for r in locomo]), 1)
+    if not args.no_rules:
+        card["activation"] = {"text": _activation(figures, "capture", "text"),
+                              "joint": _activation(figures, "recall", "joint")}
+        card["active"] = card["activation"]["text"]["active"]
+        card["joint"]["active"] = card["activation"]["joint"]["active"]
+    locomo = [(r, v) for r, v in zip(held, held_vectors, strict=True)
+              if r.corpus == "locomo_heldout"]
+    lrows, lvecs = [r for r, _ in locomo], np.stack([v for _, v in locomo])
+    card["microseconds_per_fact_locomo"] = {"text": round(_timing(text, lrows, lvecs), 1),
+                                            "joint": round(_timing(joint, lrows, lvecs), 1)}
     _print(figures)
-    print(f"threshold {card['threshold']:.3f}; {card['microseconds_per_fact_locomo']} µs per "
-          "LoCoMo turn")
+    print(json.dumps({k: card[k] for k in ("activation", "microseconds_per_fact_locomo")
+                      if k in card}, indent=1))
     classifier.CARD.write_text(json.dumps(card, indent=1, ensure_ascii=False) + "\n",
                                encoding="utf-8")
 
 
-def _reload_weights() -> tuple[Any, float]:
+def _reread(threshold: float, joint: bool = False) -> classifier.Classifier:
     with np.load(classifier.WEIGHTS) as data:
-        return data["weights"].astype(np.float32), float(data["bias"])
+        if joint:
+            return classifier.Classifier(data["joint_weights"].astype(np.float32),
+                                         float(data["joint_bias"]), threshold,
+                                         embedding_weights=data["joint_embedding"])
+        return classifier.Classifier(data["weights"].astype(np.float32), float(data["bias"]),
+                                     threshold)
 
 
 if __name__ == "__main__":

@@ -79,9 +79,80 @@ def test_known_attacks_score_above_known_benign_facts() -> None:
     assert min(attacks) > max(benign)
 
 
-def test_the_card_decides_whether_the_screen_consults_the_model() -> None:
+def test_the_card_decides_whether_the_screen_consults_each_model() -> None:
+    joint = classifier.load_joint()
+    assert joint is not None and joint.embedding_weights is not None
+    assert joint.embedding_weights.shape == (384,)
     assert classifier.load().active is bool(CARD["active"])
-    assert CARD["active"] is (CARD["calibration_recall"] >= 0.9)
+    assert joint.active is bool(CARD["joint"]["active"])
+    # The training script's rule (held-out figures, docs/security.md) decided both.
+    assert CARD["active"] is CARD["activation"]["text"]["active"]
+    assert CARD["joint"]["active"] is CARD["activation"]["joint"]["active"]
+
+
+def test_the_joint_model_needs_the_embedding() -> None:
+    joint = classifier.load_joint()
+    assert joint is not None
+    with pytest.raises(ValueError):
+        joint.score(ATTACKS[0])
+    assert 0.0 <= joint.score(ATTACKS[0], np.zeros(384, dtype=np.float32)) <= 1.0
+
+
+class _Embedder:
+    def __init__(self, model_id: str) -> None:
+        self.model_id = model_id
+
+
+class _Memory:
+    """What screen_records reads of a Memory: the embedder's id and the stored vectors."""
+
+    def __init__(self, vectors: dict[str, np.ndarray], model_id: str) -> None:
+        self.embedder = _Embedder(model_id)
+        self.vectors = vectors
+
+    def stored_vectors(self, ids: list[str], namespace: str | None = None
+                       ) -> dict[str, np.ndarray]:
+        return {i: self.vectors[i] for i in ids if i in self.vectors}
+
+
+class _Record:
+    def __init__(self, rid: str, text: str) -> None:
+        self.id, self.text, self.category = rid, text, None
+
+
+def test_recall_runs_the_joint_model_on_the_stored_vector(monkeypatch) -> None:
+    from walrus_mem._recall.embeddings import DEFAULT_MODEL_ID
+    from walrus_mem._safety import prompt_screen
+
+    # A joint model that reads the embedding only: flags what points along its weights.
+    direction = np.zeros(384, dtype=np.float32)
+    direction[0] = 1.0
+    flags_along = classifier.Classifier(np.zeros(2 ** classifier.BITS, dtype=np.float32), -4.0,
+                                        0.5, True, 8.0 * direction)
+    monkeypatch.setattr(classifier, "load_joint", lambda: flags_along)
+    monkeypatch.setattr(prompt_screen, "prototype_bank", lambda memory: None)
+    text = "We moved the team offsite from Tuesday to Thursday."
+    records = [_Record("a", text), _Record("b", text), _Record("c", text)]
+    vectors = {"a": direction, "b": -direction}  # "c" has no stored vector
+    verdicts = prompt_screen.screen_records(_Memory(vectors, DEFAULT_MODEL_ID), records)
+    assert [bool(v) for v in verdicts] == [True, False, False]
+    assert verdicts[0].labels == ("classifier",)
+    other = prompt_screen.screen_records(_Memory(vectors, "some/other-model"), records)
+    assert not any(other)  # another model's vectors mean nothing to these weights
+    with classifier.disabled():
+        assert not any(prompt_screen.screen_records(_Memory(vectors, DEFAULT_MODEL_ID), records))
+
+
+@pytest.mark.model
+def test_with_real_embeddings_the_joint_model_flags_attacks_and_keeps_benign_facts(
+        real_embedder) -> None:
+    joint = classifier.load_joint()
+    assert joint is not None
+    attacks = real_embedder.embed(ATTACKS)
+    benign = real_embedder.embed(BENIGN)
+    assert sum(joint.is_injection(t, v) for t, v in zip(ATTACKS, attacks, strict=True)) \
+        >= len(ATTACKS) - 1
+    assert not any(joint.is_injection(t, v) for t, v in zip(BENIGN, benign, strict=True))
 
 
 @pytest.mark.xfail(strict=True, reason="paraphrased non-English overrides: too few such rows "

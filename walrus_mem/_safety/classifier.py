@@ -13,6 +13,14 @@ tokeniser) and word 1- and 2-grams are hashed into ``2**BITS`` buckets,
 weighted ``log(1 + count)`` and scaled to unit length. Long texts are scored in
 overlapping windows and the highest window counts, so an instruction buried in
 a long document is not diluted by it.
+
+Two models ship in the weights file. The *text* model reads the n-grams only:
+:func:`walrus_mem.safety.detect_injection` runs it (capture, and recall of
+texts without a stored vector). The *joint* model adds the MiniLM embedding
+the fact gets at remember time (384 weights on the unit vector): the recall
+screen (:func:`walrus_mem._safety.prompt_screen.screen_records`) runs it on
+the stored vector, so it costs no embedding. Each has its own threshold and
+``active`` switch in the card.
 """
 
 from __future__ import annotations
@@ -36,12 +44,14 @@ from .format_chars import reveal_format_chars
 __all__ = [
     "BITS",
     "Classifier",
+    "consulted",
     "disabled",
     "features",
     "forced",
     "flagged_score",
     "is_injection",
     "load",
+    "load_joint",
     "normalise",
     "score",
 ]
@@ -120,24 +130,35 @@ class Classifier:
     bias: float
     threshold: float
     active: bool = True
+    embedding_weights: npt.NDArray[np.float32] | None = None  # the joint model's
 
-    def score(self, text: str) -> float:
-        """Probability that ``text`` is an injection (highest over its windows)."""
+    def score(self, text: str, embedding: npt.ArrayLike | None = None) -> float:
+        """Probability that ``text`` is an injection (highest over its windows).
+
+        The joint model needs ``embedding`` (the text's MiniLM vector); the text model
+        ignores it.
+        """
         norm = normalise(text)
         if not norm:
             return 0.0
+        offset = self.bias
+        if self.embedding_weights is not None:
+            if embedding is None:
+                raise ValueError("the joint model needs the text's embedding")
+            vector = np.asarray(embedding, dtype=np.float32).reshape(-1)
+            offset += float(np.dot(self.embedding_weights, vector))
         best = -np.inf
         for part in windows(norm):
             index, values = features(part)
-            best = max(best, float(np.dot(self.weights[index], values)) + self.bias)
+            best = max(best, float(np.dot(self.weights[index], values)) + offset)
         return float(1.0 / (1.0 + np.exp(-best)))
 
-    def is_injection(self, text: str) -> bool:
-        return self.score(text) >= self.threshold
+    def is_injection(self, text: str, embedding: npt.ArrayLike | None = None) -> bool:
+        return self.score(text, embedding) >= self.threshold
 
 
 _LOCK: Final = threading.Lock()
-_LOADED: list[Classifier] = []
+_LOADED: dict[str, Classifier | None] = {}
 _OFF: Final = threading.local()
 
 
@@ -161,21 +182,40 @@ def forced() -> AbstractContextManager[None]:
     return _switch("forced")
 
 
+def _read(weights: Path, card: Path) -> dict[str, Classifier | None]:
+    meta = json.loads(card.read_text(encoding="utf-8"))
+    with np.load(weights) as data:
+        text = Classifier(data["weights"].astype(np.float32), float(data["bias"]),
+                          float(meta["threshold"]), bool(meta.get("active")))
+        joint = None
+        if "joint_weights" in data.files and "joint" in meta:
+            joint = Classifier(data["joint_weights"].astype(np.float32),
+                               float(data["joint_bias"]), float(meta["joint"]["threshold"]),
+                               bool(meta["joint"].get("active")),
+                               data["joint_embedding"].astype(np.float32))
+    return {"text": text, "joint": joint}
+
+
+def _models(weights: Path, card: Path) -> dict[str, Classifier | None]:
+    if weights != WEIGHTS:
+        return _read(weights, card)
+    if not _LOADED:
+        with _LOCK:
+            if not _LOADED:
+                _LOADED.update(_read(weights, card))
+    return _LOADED
+
+
 def load(weights: Path = WEIGHTS, card: Path = CARD) -> Classifier:
-    """Read the weights file and its card (threshold); cached after the first call."""
-    if weights == WEIGHTS and _LOADED:
-        return _LOADED[0]
-    with _LOCK:
-        if weights == WEIGHTS and _LOADED:
-            return _LOADED[0]
-        with np.load(weights) as data:
-            vector = data["weights"].astype(np.float32)
-            bias = float(data["bias"])
-        meta = json.loads(card.read_text(encoding="utf-8"))
-        model = Classifier(vector, bias, float(meta["threshold"]), bool(meta.get("active")))
-        if weights == WEIGHTS:
-            _LOADED.append(model)
-        return model
+    """The text model, from the weights file and its card; cached after the first call."""
+    model = _models(weights, card)["text"]
+    assert model is not None
+    return model
+
+
+def load_joint(weights: Path = WEIGHTS, card: Path = CARD) -> Classifier | None:
+    """The joint (n-grams + embedding) model, or ``None`` if the weights hold none."""
+    return _models(weights, card)["joint"]
 
 
 def score(text: str) -> float:
@@ -188,16 +228,25 @@ def is_injection(text: str) -> bool:
     return flagged_score(text) is not None
 
 
-def flagged_score(text: str) -> float | None:
+def consulted(model: Classifier) -> bool:
+    """Whether the screen consults ``model`` in this thread (active or forced, not disabled)."""
+    if getattr(_OFF, "off", False):
+        return False
+    return model.active or bool(getattr(_OFF, "forced", False))
+
+
+def flagged_score(text: str, embedding: npt.ArrayLike | None = None) -> float | None:
     """The score when the shipped model flags ``text``, else ``None``.
 
-    ``None`` too when the layer is switched off (:func:`disabled`) or the card
-    leaves the model inactive (unless :func:`forced`).
+    With ``embedding`` (the text's default-model vector) the joint model
+    decides, without it the text model. ``None`` too when the layer is switched
+    off (:func:`disabled`) or the card leaves that model inactive (unless
+    :func:`forced`).
     """
     if getattr(_OFF, "off", False):
         return None
-    model = load()
-    if not (model.active or getattr(_OFF, "forced", False)):
+    model = load_joint() if embedding is not None else load()
+    if model is None or not consulted(model):
         return None
-    value = model.score(text)
+    value = model.score(text, embedding)
     return value if value >= model.threshold else None

@@ -7,6 +7,8 @@ versions in a history). A record is withheld when:
 
 * the text layers of :func:`walrus_mem.safety.detect_injection` flag its text
   or its category string, or
+* the learned joint model (:func:`walrus_mem._safety.classifier.load_joint`:
+  n-grams plus the stored embedding) flags it, when its card makes it active, or
 * the semantic layer (:class:`walrus_mem._safety.injection.PrototypeBank`) finds its
   stored embedding -- computed at remember time, read from the catalog, never
   recomputed -- close to an injection prototype. The prototypes are embedded
@@ -27,6 +29,7 @@ from typing import Any, Final
 from .._recall.embeddings import DEFAULT_MODEL_ID, constant_vectors
 from ..extract import CATEGORIES
 from ..safety import InjectionResult, detect_injection
+from . import classifier
 from .injection import PrototypeBank
 
 __all__ = [
@@ -96,24 +99,44 @@ def prototype_bank(memory: Any) -> tuple[PrototypeBank, float] | None:
         return bank, SEMANTIC_THRESHOLDS[model_id]
 
 
+def _joint_model(memory: Any) -> Any:
+    """The learned joint model when it is consulted and the memory embeds with its model."""
+    if getattr(getattr(memory, "embedder", None), "model_id", None) != DEFAULT_MODEL_ID:
+        return None  # its embedding weights read the default model's vectors only
+    model = classifier.load_joint()
+    return model if model is not None and classifier.consulted(model) else None
+
+
 def screen_records(memory: Any, records: Sequence[Any], namespace: str | None = None
                    ) -> list[InjectionResult]:
-    """One verdict per record: text layers on text and category, then the semantic layer."""
+    """One verdict per record: text layers on text and category, then the stored vector's
+    layers (the learned joint model, the semantic prototypes)."""
     results = [screen_text(r.text, getattr(r, "category", None)) for r in records]
     layer = prototype_bank(memory)
+    joint = _joint_model(memory)
     lister = getattr(memory, "stored_vectors", None)
-    if layer is None or not callable(lister):
+    if (layer is None and joint is None) or not callable(lister):
         return results
     pending = [i for i, res in enumerate(results) if not res]
     if not pending:
         return results
     import numpy as np
 
-    bank, threshold = layer
     vectors = lister([records[i].id for i in pending], namespace=namespace)
     have = [i for i in pending if records[i].id in vectors]
     if not have:
         return results
+    if joint is not None:
+        for i in have:
+            vector = vectors[records[i].id]
+            score = joint.score(records[i].text, vector) if vector.shape == (384,) else 0.0
+            if score >= joint.threshold:
+                results[i] = InjectionResult(True, ("classifier",),
+                                             (f"classifier: {score:.2f} (text and embedding)",))
+        have = [i for i in have if not results[i]]
+    if layer is None or not have:
+        return results
+    bank, threshold = layer
     scores = bank.scores(np.stack([vectors[records[i].id] for i in have]))
     for i, score in zip(have, scores, strict=True):
         if float(score) >= threshold:
