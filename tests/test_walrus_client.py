@@ -691,7 +691,7 @@ def test_store_request_parameters(mock, clock) -> None:
         client.store_blob(DATA17)
         client.store_blob(DATA17, epochs=53, permanent=True)
     first, second = (c.request for c in route.calls)
-    assert dict(first.url.params) == {"epochs": "5", "deletable": "true", "send_object_to": owner}
+    assert dict(first.url.params) == {"epochs": "5", "send_object_to": owner}
     assert dict(second.url.params) == {"epochs": "53", "permanent": "true",
                                        "send_object_to": owner}
     assert first.content == DATA17

@@ -213,12 +213,10 @@ class Core(Reads):
 
     def _store_params(self, epochs: int | None, permanent: bool | None) -> dict[str, str]:
         params = {"epochs": str(_check_epochs(self.epochs if epochs is None else epochs))}
+        # Deletable is the default since publisher v1.33 and `deletable` deprecated since
+        # v1.35 (a removal would make it an unknown parameter: a 400): only opt out.
         if self.permanent if permanent is None else permanent:
             params["permanent"] = "true"
-        else:
-            # A no-op since publisher v1.33 (deletable is the default) but makes
-            # older publishers create deletable blobs too.
-            params["deletable"] = "true"
         if self.send_object_to is not None:
             params["send_object_to"] = self.send_object_to
         return params

@@ -78,6 +78,7 @@ _AUTH_REASONS: Final = frozenset(
     }
 )
 _RETRYABLE_5XX: Final = frozenset({500, 502, 503, 504})
+_MARKED_INVALID: Final = "marked invalid"  # the daemon's 500 message for markedInvalid
 _MAX_MESSAGE: Final = 300
 
 
@@ -390,7 +391,15 @@ def failure_for_status(
             kind, exc_type(message, status_code=status, reason=reason), True, retry_after
         )
 
-    if side == "publisher" and (info.domain == _AUTH_DOMAIN or reason in _AUTH_REASONS):
+    if side == "publisher" and status == 500 and _MARKED_INVALID in info.message:
+        # the daemon's 500 for a markedInvalid store: the blob id is invalid on chain, so
+        # the same bytes fail the same way at any publisher, now or later
+        return Failure("marked_invalid", StoreFailed(message, status_code=status,
+                                                     reason="MARKED_INVALID"), False)
+    # An auth-domain 500 is the publisher's own trouble (its replay cache is full), not the
+    # token's: the next publisher may take the request.
+    if side == "publisher" and (reason in _AUTH_REASONS or (
+            info.domain == _AUTH_DOMAIN and status < 500)):
         if reason == "TOKEN_ALREADY_USED":  # the usual cause: a static token on a JWT publisher
             message += (" (this publisher accepts each token once: set "
                         "publisher_token_command to a command printing a fresh one)")
