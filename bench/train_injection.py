@@ -241,7 +241,8 @@ def _fit(rows: list[Row], x: Any, c: float, joint: bool) -> classifier.Classifie
     from sklearn.linear_model import LogisticRegression
 
     y = np.array([r.label for r in rows])
-    model = LogisticRegression(C=c, solver="liblinear", max_iter=3000, class_weight="balanced")
+    model = LogisticRegression(C=c, solver="liblinear", max_iter=3000, class_weight="balanced",
+                               random_state=0)  # liblinear shuffles: same weights every run
     model.fit(x, y, sample_weight=np.array([_weight(r) for r in rows]))
     coef = model.coef_[0].astype(np.float32)
     bits = 2 ** classifier.BITS
