@@ -254,7 +254,7 @@ def run_size(n: int, queries: int, model: Any, workdir: Path, *, common: bool = 
 
     def run_recall(i: int) -> None:
         nonlocal hits
-        mem._query_cache.clear()
+        mem._embedding.query_cache.clear()
         c0, t0 = time.thread_time(), time.perf_counter()
         result = mem.recall(q_texts[i], namespace=NAMESPACE, k=K, min_score=0)
         recall_t.append(time.perf_counter() - t0)
@@ -323,7 +323,7 @@ def run_size(n: int, queries: int, model: Any, workdir: Path, *, common: bool = 
     for i, vec in enumerate(q_vectors):
         text = "what was it about" + " the" * (i % 50)
         embedder.table[text] = vec
-        mem._query_cache.clear()
+        mem._embedding.query_cache.clear()
         t0 = time.perf_counter()
         mem.recall(text, namespace=NAMESPACE, k=K, min_score=0)
         dense_only.append(time.perf_counter() - t0)
@@ -440,7 +440,7 @@ def reopen_child(data_dir: str, queries: str) -> int:
     # again, now that the pages the mix touches are in
     again, again_cpu = [], []
     for text in texts[1:]:
-        mem._query_cache.clear()
+        mem._embedding.query_cache.clear()
         c2, t2 = time.thread_time(), time.perf_counter()
         mem.recall(text, namespace=NAMESPACE, k=K, min_score=0)
         again.append(time.perf_counter() - t2)

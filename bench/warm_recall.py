@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
             for name in order:
                 current["model"] = models[name]
                 lookup.table.clear()
-                mem._query_cache.clear()
+                mem._embedding.query_cache.clear()
                 c0, t0 = time.thread_time(), time.perf_counter()
                 mem.recall(text, namespace=NAMESPACE, k=5, min_score=0)
                 recall_t[name].append(time.perf_counter() - t0)
