@@ -22,7 +22,7 @@ from relayer_mock.faults import FaultConfig
 from relayer_mock.server import RelayerServer
 from tests.helpers_walrus import FakeClock
 from walrus_mem._walrus.retry import RetryPolicy
-from walrus_mem.errors import BlobNotFound, BodyTooLarge, InvalidInput
+from walrus_mem.errors import BlobNotFound, BodyTooLarge, InvalidInput, StoreFailed
 from walrus_mem.walrus import MAX_BLOB_BODY, AsyncWalrusClient, WalrusClient
 
 
@@ -218,7 +218,12 @@ def test_500_stores_through_fault_rate_0_3(data_dir: Path) -> None:
         stored: list[tuple[str, bytes]] = []
         for i in range(500):
             data = f"fact {i} ".encode() + rng.randbytes(rng.randint(64, 2048))
-            result = c.store_blob(data)
+            while True:
+                try:
+                    result = c.store_blob(data)
+                    break
+                except StoreFailed as exc:  # marked invalid is final (the mock's is random)
+                    assert exc.reason == "MARKED_INVALID", exc
             stored.append((result.blob_id, data))
         store_stats = c.stats.snapshot()
         for blob_id, data in stored:

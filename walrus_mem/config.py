@@ -384,6 +384,9 @@ class Settings(BaseSettings):
     embedding_threads: int = Field(default=1, ge=0, le=256)
     max_fact_bytes: int = Field(default=64 * 1024, ge=256)
     publish_deadline: float = Field(default=10.0, gt=0)
+    # the largest request a publisher takes (public ones: 10 MiB); quilts are sized under
+    # it, and a smaller cap learned from a 413 is kept in the data dir (docs/walrus.md)
+    publisher_max_request_bytes: int = Field(default=10 * 1024 * 1024, ge=64 * 1024)
     read_deadline: float = Field(default=30.0, gt=0)
     request_timeout: float = Field(default=10.0, gt=0)
     min_score: float = Field(default=0.0, ge=0.0)

@@ -153,6 +153,16 @@ class WalrusClient:
         return self._core.publisher_urls
 
     @property
+    def request_caps(self) -> dict[str, int]:
+        """Request caps learned from 413s, per publisher base URL (bytes; may be seeded)."""
+        return self._core.request_caps
+
+    @property
+    def request_cap(self) -> int | None:
+        """The smallest learned cap of the publishers, None while none is known."""
+        return self._core.request_cap
+
+    @property
     def aggregator_urls(self) -> tuple[str, ...]:
         return self._core.aggregator_urls
 
@@ -390,6 +400,16 @@ class AsyncWalrusClient:
     def publisher_urls(self) -> tuple[str, ...]:
         """Every publisher, in configured order (failover goes healthy-first)."""
         return self._core.publisher_urls
+
+    @property
+    def request_caps(self) -> dict[str, int]:
+        """Request caps learned from 413s, per publisher base URL (bytes; may be seeded)."""
+        return self._core.request_caps
+
+    @property
+    def request_cap(self) -> int | None:
+        """The smallest learned cap of the publishers, None while none is known."""
+        return self._core.request_cap
 
     @property
     def aggregator_urls(self) -> tuple[str, ...]:

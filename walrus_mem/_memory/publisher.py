@@ -9,6 +9,7 @@ response stores identical bytes (same blob id, no duplicate blobs).
 from __future__ import annotations
 
 import builtins
+import json
 import logging
 import sqlite3
 import threading
@@ -18,11 +19,13 @@ from typing import TYPE_CHECKING, Final
 
 from .._catalog.outbox_poison import REFUSED, is_poisoned, refused_for_good
 from .._catalog.outbox_poison import describe as describe_poisoned
-from .._walrus.blobio import check_patches
+from .._walrus.blobio import PART_OVERHEAD, check_patches, quilt_budget, store_batches
 from .._walrus.publish_check import require_read_back, verify_published
 from .._walrus.retry import call_deadline
 from .._walrus.storage import Backend, open_backend
+from .._walrus.url_secrets import split_userinfo
 from ..errors import (
+    BodyTooLarge,
     KeyMaterialError,
     PublisherUnavailable,
     RateLimited,
@@ -45,6 +48,8 @@ __all__ = ["BREAKER_SECONDS", "Publisher"]
 log = logging.getLogger(__name__)
 
 BREAKER_SECONDS: Final = 30.0
+CAPS_META: Final = "publisher_request_caps"
+"""Catalog meta: JSON {publisher base URL: bytes}, request caps learned from 413s."""
 
 
 class Publisher:
@@ -85,6 +90,38 @@ class Publisher:
         """The largest plaintext a fact's envelope may hold."""
         return self.settings.max_fact_bytes + MAX_METADATA_BYTES + 4096
 
+    def request_cap(self) -> int:
+        """The request size quilts are sized under: the setting, or a smaller cap some
+        publisher taught with a 413 (kept in the catalog: a new process knows it too)."""
+        if self.opened is not None:
+            urls = list(self.opened.client.publisher_urls)
+        else:
+            urls = [split_userinfo(u)[0] for u in self.settings.all_publisher_urls]
+        caps = self.learned_caps()
+        return min([self.settings.publisher_max_request_bytes,
+                    *(caps[u] for u in urls if u in caps)])
+
+    def quilt_budget(self) -> int:
+        """Bytes of sealed facts (each + PART_OVERHEAD) one quilt request may carry."""
+        return quilt_budget(self.request_cap())
+
+    def learned_caps(self) -> dict[str, int]:
+        try:
+            data = json.loads(self.catalog.get_meta(CAPS_META) or "{}")
+        except ValueError:
+            return {}
+        if not isinstance(data, dict):
+            return {}
+        return {str(k): v for k, v in data.items() if isinstance(v, int) and v > 0}
+
+    def keep_caps(self, client: WalrusClient) -> None:
+        """Save the caps ``client`` learned (the smaller of old and new per publisher)."""
+        with self.lock:
+            caps = self.learned_caps()
+            for url, cap in client.request_caps.items():
+                caps[url] = min(cap, caps.get(url, cap))
+            self.catalog.set_meta(CAPS_META, json.dumps(caps, sort_keys=True))
+
     def breaker_open(self) -> bool:
         """Whether a recent outage says not to try the publisher now (sync still does)."""
         return time.monotonic() < self.breaker_until
@@ -121,6 +158,11 @@ class Publisher:
             payload, damaged = self.sound_outbox(ns, batch_id, payload)
             if not payload:
                 return 0, damaged, False
+        if len(payload) > 1:  # a batch queued under a larger cap: size it under this one
+            spans = store_batches([len(r["sealed"]) + PART_OVERHEAD for r in payload],
+                                  self.quilt_budget())
+            if len(spans) > 1:
+                return self.publish_parts(ns, payload, spans, damaged)
         try:
             client = self.backend().client
             if self.settings.verify_publish != "none":
@@ -148,6 +190,14 @@ class Publisher:
             self.trip_breaker(exc)
             message = f"{type(exc).__name__}: {exc}"
             log.info("publish of outbox batch %d deferred: %s", batch_id, message)
+            if isinstance(exc, BodyTooLarge) and len(payload) > 1:
+                self.keep_caps(self.client)  # a 413 taught the client a smaller cap
+                half = (len(payload) + 1) // 2
+                spans = store_batches([len(r["sealed"]) + PART_OVERHEAD for r in payload],
+                                      self.quilt_budget())
+                if len(spans) < 2:  # no smaller cap learned (not a 413): halve
+                    spans = [range(half), range(half, len(payload))]
+                return self.publish_parts(ns, payload, spans, damaged)
             if refused_for_good(exc):  # outbox_poison.py: split it, or count towards poison
                 message = REFUSED + message
                 if len(payload) > 1:
@@ -169,6 +219,24 @@ class Publisher:
         if gone:
             self.delete_blobs(gone)
         return len(locations), damaged, False
+
+    def publish_parts(self, ns: str, payload: builtins.list[sqlite3.Row],
+                      spans: builtins.list[range], damaged: str | None
+                      ) -> tuple[int, str | None, bool]:
+        """Queue each span of ``payload`` as a batch of its own and publish them in turn
+        (a part refused as too large is halved again; one fact alone is a blob)."""
+        with self.lock:
+            ids = [self.catalog.add_outbox_batch(
+                ns, [(str(payload[i]["memory_id"]), int(payload[i]["version"])) for i in span],
+                time.time()) for span in spans]
+        published, error = 0, damaged
+        for part in ids:
+            n, part_error, failing = self.publish_batch(part, replay=False)  # checked above
+            published += n
+            error = error or part_error
+            if failing:  # the rest stay queued for the next sync
+                return published, error, True
+        return published, error, False
 
     def sound_outbox(
         self, ns: str, batch_id: int, payload: builtins.list[sqlite3.Row]

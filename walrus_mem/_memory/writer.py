@@ -15,7 +15,7 @@ from .._catalog.catalog import vector_to_blob
 from .._catalog.rows import loads_metadata, record_from_row
 from .._log import manifest as mf
 from .._log.lineage import next_lineage
-from .._walrus.blobio import store_batches
+from .._walrus.blobio import PART_OVERHEAD, store_batches
 from .._walrus.retry import call_deadline
 from ..envelope import open_envelope, seal
 from ..errors import InvalidInput, MemoryNotFound, WalrusMemError
@@ -187,7 +187,8 @@ def store(
                 old_blobs.update(done.old_blobs)
             queue = [(ids[p], len(sealed[p])) for p in inserted] + [
                 (m.memory_id, len(m.sealed)) for m in moved]
-            for span in store_batches([size for _, size in queue]):
+            budget = parts.publisher.quilt_budget()  # under the publishers' request cap
+            for span in store_batches([size + PART_OVERHEAD for _, size in queue], budget):
                 batch_ids.append(parts.catalog.add_outbox_batch(
                     ns, [(queue[j][0], 1) for j in span], now))
             order: list[str] = []

@@ -13,14 +13,23 @@ from typing import Final
 from ..errors import EnvelopeError, InvalidInput, InvalidResponse
 from ..walrus import MAX_QUILT_BODY, MAX_QUILT_PATCHES, WalrusClient
 
-__all__ = ["QUILT_MAX_BYTES", "QUILT_MAX_FACTS", "check_patches", "read_checked",
-           "store_batches"]
+__all__ = ["PART_OVERHEAD", "QUILT_MAX_BYTES", "QUILT_MAX_FACTS", "check_patches",
+           "quilt_budget", "read_checked", "store_batches"]
 
 log = logging.getLogger(__name__)
 
 QUILT_MAX_FACTS: Final = MAX_QUILT_PATCHES
 # PUT /v1/quilts takes 100 MiB bodies (blobs: 10 MiB); leave room for the multipart framing
 QUILT_MAX_BYTES: Final = MAX_QUILT_BODY - 4 * 1024 * 1024
+# A quilt request's multipart framing: per file its boundary and headers (name twice,
+# content type), and the closing boundary; identifiers are short keyed hashes.
+PART_OVERHEAD: Final = 512
+_FRAMING: Final = 4096
+
+
+def quilt_budget(request_cap: int) -> int:
+    """Bytes of files (each counted with PART_OVERHEAD) a request under ``request_cap`` holds."""
+    return max(1, min(QUILT_MAX_BYTES, request_cap - _FRAMING))
 
 
 def read_checked(
@@ -69,12 +78,13 @@ def check_patches(patches: Mapping[str, str], identifiers: Sequence[str]) -> Non
         )
 
 
-def store_batches(sizes: Sequence[int]) -> list[range]:
-    """Split item positions into quilt batches: ≤ 666 facts and ≤ QUILT_MAX_BYTES each."""
+def store_batches(sizes: Sequence[int], max_bytes: int = QUILT_MAX_BYTES) -> list[range]:
+    """Split item positions into quilt batches: ≤ 666 facts and ≤ ``max_bytes`` each (an
+    item alone over it is a batch of its own)."""
     out: list[range] = []
     start, total = 0, 0
     for i, size in enumerate(sizes):
-        if i > start and (i - start >= QUILT_MAX_FACTS or total + size > QUILT_MAX_BYTES):
+        if i > start and (i - start >= QUILT_MAX_FACTS or total + size > max_bytes):
             out.append(range(start, i))
             start, total = i, 0
         total += size

@@ -146,6 +146,8 @@ class Core(Reads):
             token.get_secret_value() if isinstance(token, SecretStr) else token
         )
         self.publisher_health = EndpointHealth(clock)
+        # learned per publisher from 413s (base URL -> bytes); Memory keeps them in its catalog
+        self.request_caps: dict[str, int] = {}
         self.aggregator_health = EndpointHealth(clock)
         self.timeout = _check_deadline(timeout, 10.0)
         self.publish_deadline = _check_deadline(publish_deadline, 10.0)
@@ -251,7 +253,7 @@ class Core(Reads):
             outcome = store_outcome(response.status_code, _headers(response), response.content)
             return outcome if isinstance(outcome, Failure) else _agrees_blob(outcome, body)
 
-        result = yield from self._publish(make, interpret, seconds)
+        result = yield from self._publish(make, interpret, seconds, size=len(body))
         self.remember(result.blob_id)
         return result
 
@@ -296,7 +298,7 @@ class Core(Reads):
             )
             return outcome if isinstance(outcome, Failure) else _agrees_quilt(outcome)
 
-        result = yield from self._publish(make, interpret, seconds)
+        result = yield from self._publish(make, interpret, seconds, size=total)
         self.remember(result.quilt_id)
         return result
 
@@ -325,8 +327,13 @@ class Core(Reads):
         make: Callable[[str, float, float], Send],
         interpret: Callable[[httpx.Response], T | Failure],
         seconds: float,
+        *,
+        size: int = 0,
     ) -> Op[T]:
         """Send to the publishers (healthy first) until success, a final error, or the deadline.
+
+        A 413 for a body of ``size`` bytes teaches that publisher's request cap
+        (:meth:`learn_cap`).
 
         A retryable failure moves on to the next publisher at once; after every
         publisher failed in a round, back off and go round again. A publisher
@@ -357,6 +364,8 @@ class Core(Reads):
                 if _unhealthy(result):
                     self.publisher_health.failed(base)
                 last = result
+                if size and result.kind == "http_413":
+                    self.learn_cap(base, size)
                 if not result.retryable:
                     if result.kind == "http_404" and len(active) > 1:
                         active.remove(base)  # not a publisher: try the others
@@ -380,6 +389,18 @@ class Core(Reads):
             logger.debug("publisher retry %d in %.3f s after %s", round_no + 1, delay, last.kind)
             yield Sleep(delay)
             round_no += 1
+
+    def learn_cap(self, base: str, refused: int) -> None:
+        """A request of ``refused`` bytes got a 413: that publisher's cap is below it;
+        take half (a batch halves; repeated 413s converge in a few steps)."""
+        cap = max(refused // 2, 1)
+        self.request_caps[base] = min(cap, self.request_caps.get(base, cap))
+
+    @property
+    def request_cap(self) -> int | None:
+        """The smallest learned request cap of the publishers (any may get a request)."""
+        known = [self.request_caps[u] for u in self.publisher_urls if u in self.request_caps]
+        return min(known) if known else None
 
     def _exhausted(self, error: StorageError, attempts: int, deadline: Deadline) -> None:
         self.stats.add("deadline_exhaustions")
