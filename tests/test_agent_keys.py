@@ -548,7 +548,7 @@ def test_no_object_reachable_from_memory_holds_or_shows_key_material(tmp_path):
             secrets: set[bytes] = {bytes.fromhex(MASTER_HEX), bytes.fromhex(A_KEY)}
             for ns in ("alpha", "bot"):
                 for gen in (0, 1):
-                    keys = mem._derive(ns, gen)
+                    keys = mem.derive_keys(ns, generation=gen)
                     secrets |= {keys.sealing_key, keys.dedupe_key, bytes(keys.signing_key)}
             forms = set(secrets)
             for s in secrets:

@@ -83,7 +83,7 @@ from walrus_mem._memory.publisher import Publisher
 from tests.helpers_log import machine
 def killed(self, blobs):
     os.kill(os.getpid(), signal.SIGKILL)  # after the tombstone's commit, before any delete
-Publisher.delete_blobs = killed  # forget and pull (through Memory._delete_blobs) call it
+Publisher.delete_blobs = killed  # forget and pull (the log holds the Publisher) call it
 mem = machine(Path({data!r}), {url!r}, state_dir=Path({state!r}))
 if {op!r} == "forget":
     mem.forget({arg!r}, namespace="fk")

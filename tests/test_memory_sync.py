@@ -63,10 +63,10 @@ def open_mem(data_dir: Path, relayer: EmbeddedRelayer, key: str = MASTER_HEX, **
 
 def seeded_memory_ids(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
     """Memory (and manifest) ids from a seeded RNG: the same manifest pages every run."""
-    import walrus_mem.memory as memory_module
+    from walrus_mem._memory import writer
 
     rng = random.Random(seed)
-    monkeypatch.setattr(memory_module, "new_memory_id", lambda: f"{rng.getrandbits(128):032x}")
+    monkeypatch.setattr(writer, "new_memory_id", lambda: f"{rng.getrandbits(128):032x}")
 
 
 # -- unreachable publisher -------------------------------------------------------------

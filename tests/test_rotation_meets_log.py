@@ -64,7 +64,7 @@ def _restore_fresh(tmp: Path, name: str, url: str, head: str) -> dict[str, str]:
 
 
 def _old_keys(mem: Memory, generation: int = 0) -> NamespaceKeys:
-    return mem._derive(NS, generation)
+    return mem.derive_keys(NS, generation=generation)
 
 
 # -- item 2: pending entries outlive a rotation ------------------------------------------

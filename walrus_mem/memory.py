@@ -150,7 +150,9 @@ class Memory:
         self._publisher = Publisher(self.settings, self._catalog, self._lock, self._keychain,
                                     walrus, self._check_open)
         self._epochs = Epochs(self.settings, self._catalog, self._publisher)
-        self._log = NamespaceLog(self, self._catalog, self._indexes, self._lock)
+        self._log = NamespaceLog(
+            self, self._catalog, self._indexes, self._lock, deleter=self._publisher,
+            adopt_keys=self._adopt_generation)
         self._publisher.log = self._log
         self._parts = Parts(self.settings, self.data_dir, self._catalog, self._indexes,
                             self._lock, self._keychain, self._embedding, self._publisher,
@@ -225,18 +227,14 @@ class Memory:
     def _ns(self, namespace: str | None) -> str:
         return self.namespace_name(namespace)
 
+    def _adopt_generation(self, namespace: str, keys: NamespaceKeys) -> bool:
+        # handed to the log: a fresh data dir adopts the generation a verified head has
+        return adopt_keys(self._parts, namespace, keys)
+
     def derive_keys(self, namespace: str, *, generation: int | None = None) -> NamespaceKeys:
         """The namespace's keys (of ``generation``, default the current one), without
         registering the namespace in the catalog."""
         return self._keychain.derive(self._ns(namespace), generation)
-
-    def _derive(self, namespace: str, generation: int | None = None) -> NamespaceKeys:
-        # the log's LogHost contract (walrus_mem._log): KeyChain.derive
-        return self._keychain.derive(namespace, generation)
-
-    def _adopt_keys(self, namespace: str, keys: NamespaceKeys) -> bool:
-        """Make a verified generation current for a namespace held nothing of (rotation.py)."""
-        return adopt_keys(self._parts, namespace, keys)
 
     def reseal_fetched(self, namespace: str, ids: set[str]) -> int:
         """Seal again under the current generation what a merge took from blobs of a
@@ -563,12 +561,6 @@ class Memory:
             raise InvalidInput("forget_all needs confirm=True")
         self._keychain.authorize(ns)
         return forgetting.forget(self._parts, ns, self._catalog.memory_ids(ns))
-
-    def _delete_blobs(
-        self, blobs: Mapping[str, bool | None]
-    ) -> tuple[builtins.list[str], dict[str, str]]:
-        """The log's LogHost contract (walrus_mem._log): Publisher.delete_blobs."""
-        return self._publisher.delete_blobs(blobs)
 
     # -- sync / manifests / restore ------------------------------------------------------
 

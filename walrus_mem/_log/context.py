@@ -22,7 +22,7 @@ from ..keys import NamespaceKeys
 from ..models import PullReport
 from . import manifest as mf
 from .heads import HeadRef, HeadsFile, SeenHead, SeenHeads
-from .host import LogHost
+from .host import BlobDeleter, KeyAdopter, LogHost
 from .pages import ManifestPages
 
 __all__ = ["LogContext", "LogPart", "ProgressCallback"]
@@ -83,6 +83,8 @@ class LogPart(LogContext, Protocol):
     """What the log's mixins use of the rest of NamespaceLog (and of each other)."""
 
     pages: ManifestPages
+    deleter: BlobDeleter
+    adopt_keys: KeyAdopter
     merged_on_publish: dict[str, PullReport]
     _gone_blobs: set[str]
 

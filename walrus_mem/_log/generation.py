@@ -52,7 +52,7 @@ def generation_of(nslog: LogContext, ns: str, ref: HeadRef) -> NamespaceKeys | N
     except EnvelopeError:
         return None
     for generation in range(MAX_PROBE + 1):
-        keys = nslog.host._derive(ns, generation)
+        keys = nslog.host.derive_keys(ns, generation=generation)
         if keys.fingerprint_bytes == wanted:
             nslog.check_root(keys, data, ref)  # the claim holds only if this opens
             return keys

@@ -20,7 +20,7 @@ from ..keys import NamespaceKeys
 from ..walrus import WalrusClient
 from .heads import HeadRef
 
-__all__ = ["LogHost"]
+__all__ = ["BlobDeleter", "KeyAdopter", "LogHost"]
 
 
 class LogHost(Protocol):
@@ -37,11 +37,9 @@ class LogHost(Protocol):
 
     def keys_for(self, namespace: str | None = None) -> NamespaceKeys: ...
 
-    def derive_keys(self, namespace: str) -> NamespaceKeys: ...
+    def derive_keys(self, namespace: str, *, generation: int | None = None) -> NamespaceKeys: ...
 
-    def _derive(self, namespace: str, generation: int | None = None) -> NamespaceKeys: ...
 
-    def _adopt_keys(self, namespace: str, keys: NamespaceKeys) -> bool: ...
 
     def embed_texts(self, texts: list[str]) -> npt.NDArray[np.float32]: ...
 
@@ -63,7 +61,19 @@ class LogHost(Protocol):
     def settle_reset(self, namespace: str,
                      backwards: tuple[int, int] | None = None) -> None: ...
 
-    def _delete_blobs(
+
+
+
+class BlobDeleter(Protocol):
+    """Deletes blobs the log no longer needs (Memory's Publisher)."""
+
+    def delete_blobs(
         self, blobs: Mapping[str, bool | None]
     ) -> tuple[list[str], dict[str, str]]: ...
 
+
+class KeyAdopter(Protocol):
+    """Makes a verified key generation current for a namespace this data dir holds nothing
+    of (rotation's adopt_keys, bound to the Memory's parts)."""
+
+    def __call__(self, namespace: str, keys: NamespaceKeys) -> bool: ...

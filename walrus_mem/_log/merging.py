@@ -156,7 +156,7 @@ class Merging(LogPart):
         which adds no head) into the local state. ``unread``: heads this merge owes and
         could not read now: they stay in the restore mark and it stays incomplete."""
         # Everything verified: from here on the data dir changes.
-        adopted = self.host._adopt_keys(ns, keys)  # a fresh data dir: a generation found
+        adopted = self.adopt_keys(ns, keys)  # a fresh data dir: a generation found
         self.host.keys_for(ns)
         self.host.check_model(ns)
         for r in reads:
@@ -269,7 +269,7 @@ class Merging(LogPart):
         listed = {str(e.blob_id) for e in remote if not e.deleted and e.blob_id}
         kept_blobs = {b: "a live memory in the merged heads is stored in this blob"
                       for b in tally.forgotten_blobs if b in listed}
-        deleted_blobs, kept_now = self.host._delete_blobs(
+        deleted_blobs, kept_now = self.deleter.delete_blobs(
             {b: d for b, d in tally.forgotten_blobs.items() if b not in listed})
         kept_blobs.update(kept_now)
         complete = not tally.failed and not unread

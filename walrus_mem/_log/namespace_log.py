@@ -65,7 +65,7 @@ from .generation import foreign_head, generation_of, holds_nothing
 from .gone import stored_bound
 from .heads import HeadRef, HeadsFile, SeenHead, SeenHeads, parse_head
 from .heads_mirror import HeadsMirror, default_state_dir
-from .host import LogHost
+from .host import BlobDeleter, KeyAdopter, LogHost
 from .legacy import merge_legacy, read_legacy_root, split_legacy
 from .legacy_manifest import LegacyRoot
 from .merging import Merging
@@ -93,8 +93,11 @@ class NamespaceLog(Merging, Publishing):
     """Manifests of every namespace of one data dir."""
 
     def __init__(self, host: LogHost, catalog: Catalog, indexes: IndexStore,
-                 lock: threading.RLock) -> None:
+                 lock: threading.RLock, *, deleter: BlobDeleter,
+                 adopt_keys: KeyAdopter) -> None:
         self.host = host
+        self.deleter = deleter
+        self.adopt_keys = adopt_keys
         self.catalog = catalog
         self.tables = LogTables(catalog)
         self.indexes = indexes
