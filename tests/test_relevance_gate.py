@@ -104,3 +104,69 @@ def test_models_without_weights_skip_the_gate(memory):
         assert ctx.memories
     finally:
         hooks.close()
+
+
+def _gate_says_no(memory, monkeypatch):
+    monkeypatch.setitem(GATES, memory.embedder.model_id,
+                        GateParams(dense=0.0, overlap=0.0, personal=0.0, intent=0.0, bias=-5.0,
+                                   threshold=0.5))
+    monkeypatch.setattr(relevance_gate.IntentBank, "intent", lambda self, vector: 0.0)
+
+
+def test_a_strong_hit_is_never_dropped_by_the_gate_alone(memory, monkeypatch):
+    fact = "We decided to ship the v2 API on March 3."
+    memory.remember_many([fact, "User likes hiking in the Alps every summer."],
+                         namespace="default")
+    _gate_says_no(memory, monkeypatch)  # the gate rejects every prompt
+    prompt = "We decided to ship the v2 API on March 3?"  # the fake embedder: same words
+    top = memory.recall(prompt, namespace="default", k=2, min_score=0)
+    assert top[0].text == fact and float(top[1].score) < 0.5
+    strong = float(top[0].score)
+    hooks = MemoryHooks(memory, AgentConfig(min_relevance=0.0, strong_relevance=strong))
+    off = MemoryHooks(memory, AgentConfig(min_relevance=0.0, strong_relevance=1.0))
+    try:
+        ctx = hooks.before_prompt_build(prompt)
+        assert [m.text for m in ctx.memories] == [fact]  # only the strong hit gets through
+        assert {t.reason for t in ctx.trace if not t.included} == {"below_query_relevance"}
+        assert off.before_prompt_build(prompt).memories == ()  # override off: the gate decides
+    finally:
+        hooks.close()
+        off.close()
+
+
+def test_the_gate_threshold_is_a_setting(memory, monkeypatch):
+    memory.remember("User likes hiking in the Alps every summer.", namespace="default")
+    _gate_says_no(memory, monkeypatch)  # probability 1/(1+e^5) = 0.0067
+    prompt = "Do I like hiking in the Alps in summer?"
+    hooks = MemoryHooks(memory, AgentConfig(min_relevance=0.0, strong_relevance=1.0,
+                                            query_gate_threshold=0.005))
+    strict = MemoryHooks(memory, AgentConfig(min_relevance=0.0, strong_relevance=1.0))
+    try:
+        assert hooks.before_prompt_build(prompt).memories
+        assert strict.before_prompt_build(prompt).memories == ()
+    finally:
+        hooks.close()
+        strict.close()
+
+
+def test_clear_winner_floor_and_ratio_are_settings(memory):
+    memory.remember_many(["User likes hiking in the Alps every summer.",
+                          "The staging database is orca-staging."], namespace="default")
+    prompt = "Which summer hike in the Alps?"
+    scores = [float(h.score) for h in memory.recall(prompt, namespace="default", k=2,
+                                                    min_score=0)]
+    assert scores[0] > scores[1]
+    above = min(0.99, scores[0] + 0.01)  # min_relevance over the top hit: only the rule injects
+    ratio = scores[0] / max(scores[1], 1e-9)
+    lets_in = AgentConfig(min_relevance=above, clear_winner_floor=0.0,
+                          clear_winner_ratio=max(1.0, ratio * 0.9))
+    too_far = AgentConfig(min_relevance=above, clear_winner_floor=0.0,
+                          clear_winner_ratio=ratio * 1.1)
+    too_low = AgentConfig(min_relevance=above, clear_winner_floor=above,
+                          clear_winner_ratio=1.0)
+    for options, injected in ((lets_in, True), (too_far, False), (too_low, False)):
+        hooks = MemoryHooks(memory, options)
+        try:
+            assert bool(hooks.before_prompt_build(prompt).memories) is injected, options
+        finally:
+            hooks.close()

@@ -56,7 +56,12 @@ from ._local.placeholders import (
 )
 from ._local.private_dirs import expand_path
 from ._local.user_dirs import home_dir
-from ._recall.ranking import DEFAULT_MIN_SCORE
+from ._recall.ranking import (
+    CLEAR_WINNER_FLOOR,
+    CLEAR_WINNER_RATIO,
+    DEFAULT_MIN_SCORE,
+    STRONG_HIT_SCORE,
+)
 from ._walrus.url_secrets import redact_userinfo
 from .errors import ConfigError, InvalidNamespace, PlaceholderError, UnknownAgent
 from .keys import NAMESPACE_RULE, parse_ed25519_key, validate_namespace
@@ -175,9 +180,19 @@ class AgentConfig(BaseModel):
     # recall hits scoring below this are not injected; the same calibrated default
     # as recall's own cutoff (walrus_mem._recall.ranking.DEFAULT_MIN_SCORE, docs/benchmarks.md)
     min_relevance: float = Field(default=DEFAULT_MIN_SCORE, ge=0.0, le=1.0)
+    # a top hit under min_relevance is still injected when it scores at least
+    # clear_winner_floor and clear_winner_ratio x the runner-up (ranking.CLEAR_WINNER_*)
+    clear_winner_floor: float = Field(default=CLEAR_WINNER_FLOOR, ge=0.0, le=1.0)
+    clear_winner_ratio: float = Field(default=CLEAR_WINNER_RATIO, ge=1.0)
     # first ask whether the prompt is one memory can answer at all (calibrated per
     # embedding model, walrus_mem._recall.relevance_gate); off = the per-hit cutoff only
     query_gate: bool = True
+    # the gate's probability cutoff; None = the one calibrated for the embedding model
+    # (relevance_gate.GATES, 0.3 for all-MiniLM-L6-v2)
+    query_gate_threshold: float | None = Field(default=None, ge=0.0, le=1.0)
+    # hits scoring at least this pass even when the query gate rejects the prompt: a
+    # strong hit is never dropped by the gate alone (ranking.STRONG_HIT_SCORE); 1.0 = off
+    strong_relevance: float = Field(default=STRONG_HIT_SCORE, ge=0.0, le=1.0)
     min_prompt_length: int = Field(default=10, ge=0)
     capture_max_messages: int = Field(default=10, ge=1, le=200)
     recall_token_budget: int = Field(default=800, ge=50)

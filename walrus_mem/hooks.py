@@ -41,6 +41,7 @@ failed is re-raised by the next :meth:`agent_end`, :meth:`flush` or
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import queue
 import re
@@ -55,6 +56,7 @@ from nacl.encoding import HexEncoder
 
 from ._agents.consolidate import NOT_RETIRED, consolidate
 from ._recall.embeddings import constant_vectors
+from ._recall.ranking import CLEAR_WINNER_FLOOR, CLEAR_WINNER_RATIO
 from ._recall.relevance_gate import GATES, IntentBank, QueryVerdict, query_verdict
 from ._safety.prompt_screen import safe_category, screen_records
 from .errors import InvalidSessionKey, KeyMaterialError
@@ -101,15 +103,8 @@ _BOOTSTRAP: Final = re.compile(
     r"|session\s+startup\s+sequence|^\s*\[?(?:session[ _-]?start|bootstrap)\b",
     re.IGNORECASE,
 )
-# A top hit this far above the runner-up is injected even under ``min_relevance``
-# (at least CLEAR_WINNER_FLOOR): one memory that stands out is the answer. Chosen
-# on the tuning half of tests/data/relevance_pairs.json, where it changes nothing;
-# it lets README's "What should I order for lunch today?" (0.246 vs 0.038) through.
-# Figures: bench/relevance_cutoff.py, docs/benchmarks.md.
-CLEAR_WINNER_FLOOR: Final = 0.15
 _INTENT_BANKS: dict[str, IntentBank] = {}  # per embedding model id, embedded once
 _INTENT_LOCK: Final = threading.Lock()
-CLEAR_WINNER_RATIO: Final = 2.5
 _FENCED_CODE: Final = re.compile(r"(?ms)^\s*(```|~~~).*?(?:^\s*\1\s*$|\Z)")
 _MAX_QUERY_CHARS: Final = 2000
 
@@ -120,12 +115,18 @@ _UNAVAILABLE: Final = (
 )
 
 
-def clear_winner(scores: Sequence[float]) -> bool:
-    """True when the best score stands out: >= the floor and >= ratio x the runner-up."""
+def clear_winner(scores: Sequence[float], floor: float = CLEAR_WINNER_FLOOR,
+                 ratio: float = CLEAR_WINNER_RATIO) -> bool:
+    """True when the best score stands out: >= ``floor`` and >= ``ratio`` x the runner-up.
+
+    Defaults: :data:`~walrus_mem._recall.ranking.CLEAR_WINNER_FLOOR` and
+    :data:`~walrus_mem._recall.ranking.CLEAR_WINNER_RATIO` (agents' ``clear_winner_floor``,
+    ``clear_winner_ratio``).
+    """
     if not scores:
         return False
     runner_up = scores[1] if len(scores) > 1 else 0.0
-    return scores[0] >= CLEAR_WINNER_FLOOR and scores[0] >= CLEAR_WINNER_RATIO * runner_up
+    return scores[0] >= floor and scores[0] >= ratio * runner_up
 
 
 def is_bootstrap_prompt(prompt: str) -> bool:
@@ -464,16 +465,21 @@ class MemoryHooks:
         trace: list[TraceEntry] = []
         chosen: list[Any] = []
         items: list[MemoryItem] = []
-        verdict = self._query_gate(query, hits) if options.query_gate else None
-        if verdict is not None and not verdict.passed:
+        verdict = (self._query_gate(query, hits, options.query_gate_threshold)
+                   if options.query_gate else None)
+        rejected = verdict is not None and not verdict.passed
+        if rejected and not (hits and float(hits[0].score) >= options.strong_relevance):
             # the prompt is not one memory answers: nothing is injected, whatever the scores
             trace = [TraceEntry(h.record.id, float(h.score), False, "below_query_relevance")
                      for h in hits]
             self._count(recalls=1, candidates_excluded=len(trace))
             return RecallContext("", system, session.namespace, session, trace=tuple(trace))
         floor = [options.min_relevance] * len(hits)
-        if hits and clear_winner([float(h.score) for h in hits[:2]]):
-            floor[0] = min(options.min_relevance, CLEAR_WINNER_FLOOR)
+        if hits and clear_winner([float(h.score) for h in hits[:2]],
+                                 options.clear_winner_floor, options.clear_winner_ratio):
+            floor[0] = min(options.min_relevance, options.clear_winner_floor)
+        if rejected:  # the gate said no, but strong hits are never dropped by it alone
+            floor = [max(low, options.strong_relevance) for low in floor]
         relevant = [h for h, low in zip(hits, floor, strict=True) if float(h.score) >= low]
         verdicts = dict(zip((h.record.id for h in relevant),
                             screen_records(self.memory, [h.record for h in relevant],
@@ -482,7 +488,8 @@ class MemoryHooks:
             score = float(hit.score)
             record = hit.record
             if score < low:
-                trace.append(TraceEntry(record.id, score, False, "below_min_relevance"))
+                reason = "below_query_relevance" if rejected else "below_min_relevance"
+                trace.append(TraceEntry(record.id, score, False, reason))
                 continue
             flagged = verdicts[record.id]
             if flagged:
@@ -516,13 +523,19 @@ class MemoryHooks:
             nonce, approx_tokens(block),
         )
 
-    def _query_gate(self, query: str, hits: Sequence[Any]) -> QueryVerdict | None:
-        """The calibrated query-level verdict, or ``None`` for models without weights."""
+    def _query_gate(self, query: str, hits: Sequence[Any],
+                    threshold: float | None = None) -> QueryVerdict | None:
+        """The calibrated query-level verdict, or ``None`` for models without weights.
+
+        ``threshold`` replaces the model's calibrated probability cutoff when given.
+        """
         embedder = getattr(self.memory, "embedder", None)
         params = GATES.get(getattr(embedder, "model_id", None) or "")
         vector_of = getattr(self.memory, "query_vector", None)
         if params is None or embedder is None or not callable(vector_of):
             return None
+        if threshold is not None:
+            params = dataclasses.replace(params, threshold=threshold)
         with _INTENT_LOCK:
             bank = _INTENT_BANKS.get(embedder.model_id)
             if bank is None:

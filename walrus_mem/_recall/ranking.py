@@ -78,7 +78,10 @@ import numpy.typing as npt
 from ..errors import ConfigError
 
 __all__ = [
+    "CLEAR_WINNER_FLOOR",
+    "CLEAR_WINNER_RATIO",
     "DEFAULT_MIN_SCORE",
+    "STRONG_HIT_SCORE",
     "DEFAULT_PARAMS",
     "FTS_TOKENIZE",
     "Candidate",
@@ -234,6 +237,27 @@ tests/test_relevance_calibration.py): it is the lowest cutoff that drops at
 least 80 % of the unrelated prompts' best hits (82 %), and it keeps 84 % of the
 relevant facts in the top 5 (92 % are in the top 5 at all). On LoCoMo it keeps
 every evidence hit found in the top 20 (docs/benchmarks.md)."""
+
+CLEAR_WINNER_FLOOR: Final = 0.15
+"""Auto-recall injects a top hit under ``min_relevance`` when it scores at least this
+and :data:`CLEAR_WINNER_RATIO` times the runner-up (agents' ``clear_winner_floor``).
+
+One memory that stands out is the answer: README's "What should I order for lunch
+today?" scores 0.246 against the peanut allergy, 0.038 against the next fact. The most
+conservative values that change nothing on the tuning half of
+tests/data/relevance_pairs.json (bench/relevance_cutoff.py, docs/benchmarks.md)."""
+
+CLEAR_WINNER_RATIO: Final = 2.5
+"""How far the top hit must stand above the runner-up to be a clear winner
+(agents' ``clear_winner_ratio``)."""
+
+STRONG_HIT_SCORE: Final = 0.55
+"""A hit scoring at least this is injected even when the query gate rejects the prompt
+(agents' ``strong_relevance``): the gate judges the prompt, and a strong hit is itself the
+evidence that memory answers it. "When is the v2 launch?" scores 0.63 against "We decided
+to ship the v2 API on March 3." and the gate alone dropped it. Chosen on the dev half of
+bench/recall_gate.py (LoCoMo dev questions and prompts no memory answers; figures in
+docs/benchmarks.md)."""
 
 
 @dataclass(frozen=True, slots=True)
