@@ -13,7 +13,8 @@ is neither configured nor an existing namespace raises
 :class:`~walrus_mem.errors.UnknownAgent` listing the known ones (a typo must not
 silently serve a fresh, empty namespace). A ``namespace`` argument naming any
 other namespace is refused (``NamespaceDenied``). ``read_only=True`` lists only the
-read tools and refuses writes (for subagents).
+read tools and refuses writes (for subagents). :func:`run_stdio` refuses to start
+when that namespace's key cannot be resolved (:func:`check_keys`).
 
 Run it with ``walrus-mem mcp`` or ``python -m walrus_mem.mcp_server [--agent NAME]
 [--read-only]``. Settings come from the usual env vars / config file.
@@ -39,14 +40,14 @@ from ._agents.mcp_sdk import Server, ServerRequestContext, stdio_server, types
 from ._keys.hardening import disable_core_dumps
 from ._recall.embeddings import TEST_EMBEDDER_PREFIX
 from .config import Settings
-from .errors import UnknownAgent, WalrusMemError
+from .errors import ConfigError, KeyMaterialError, UnknownAgent, WalrusMemError
 from .hooks import namespace_instruction
 from .keys import validate_namespace
 from .sessions import AgentDirectory
 from .tools import READ_TOOLS, WRITE_TOOLS, call_tool, tool_specs
 
-__all__ = ["TEST_EMBEDDER_PREFIX", "build_server", "check_agent", "main", "mcp_command",
-           "open_memory", "run_stdio", "serve_stdio", "session_key_for"]
+__all__ = ["TEST_EMBEDDER_PREFIX", "build_server", "check_agent", "check_keys", "main",
+           "mcp_command", "open_memory", "run_stdio", "serve_stdio", "session_key_for"]
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,26 @@ def check_agent(directory: AgentDirectory, memory: Any, agent: str) -> None:
     shown = ", ".join(known) if known else "none (add an [agents.<name>] table to the config)"
     raise UnknownAgent(f"unknown agent {agent[:64]!r}; known agents and namespaces: {shown}",
                        known)
+
+
+def check_keys(memory: Any, agent: str | None, *, read_only: bool = False) -> None:
+    """Raise unless this process holds the key of the namespace the server would serve.
+
+    Checked before serving: a host that does not pass the agent's key variable (its
+    ``"env"``) gets a server that refuses to start, not one whose every tool call fails.
+    The error (:class:`~walrus_mem.errors.PlaceholderError`, :class:`KeyNotFound`,
+    :class:`AccessDenied`, ...) keeps its type and names the agent and namespace."""
+    directory = AgentDirectory.from_config(None, memory=memory)
+    namespace = directory.resolve(session_key_for(agent, read_only=read_only)).namespace
+    try:
+        memory.derive_keys(namespace)  # resolves the agent's ${VAR} or the master key
+        memory.list(namespace, limit=1)  # the local access check (AccessDenied)
+    except (KeyMaterialError, ConfigError) as exc:
+        who = f"agent {agent!r}" if agent else "the default namespace"
+        exc.args = (f"cannot serve {who} (namespace {namespace!r}): its key cannot be "
+                    f"resolved: {exc}; an MCP host passes key variables in the server's "
+                    '"env"',)
+        raise
 
 
 def open_memory(settings: Settings | None = None) -> Any:
@@ -173,6 +194,7 @@ def run_stdio(
     mem = open_memory(settings) if owned else memory
     try:
         server = build_server(mem, agent=agent, read_only=read_only)
+        check_keys(mem, agent, read_only=read_only)
         anyio.run(serve_stdio, server)
     finally:
         if owned:

@@ -398,7 +398,8 @@ def _search(ctx: _Context, args: SearchInput) -> dict[str, Any]:
     return {
         "namespace": ns,
         "count": len(kept),
-        "memories": [{**_meta(h.record), "score": round(float(h.score), 4)} for h in kept],
+        "memories": [{**_meta(h.record), "text": escape_for_prompt(h.record.text),
+                      "score": round(float(h.score), 4)} for h in kept],
         "context": _block([_item(h.record, score=f"{h.score:.2f}") for h in kept], ns),
         "excluded_as_injection": flagged,
         "filtered_out": int(getattr(hits, "filtered_out", 0)),
