@@ -44,6 +44,7 @@ from ._walrus.core import (
     log_response,
     quilt_identifier_path,
 )
+from ._walrus.credentials import TokenRequest
 from ._walrus.reads import VerifyCallback, check_range, read_path_blob
 from ._walrus.responses import QuiltPatch, QuiltStoreResult, StoreResult, validate_patch_id
 from ._walrus.retry import RetryPolicy
@@ -60,6 +61,7 @@ __all__ = [
     "QuiltStoreResult",
     "RetryPolicy",
     "StoreResult",
+    "TokenRequest",
     "VerifyCallback",
     "WalrusClient",
 ]
@@ -81,7 +83,9 @@ class WalrusClient:
         publisher_url: base URL of a publisher, or None for a read-only client.
         aggregator_urls: base URLs of aggregators, tried in this order.
         token: optional bearer token (JWT) for an authenticated publisher; sent to
-            the publisher only, never logged or shown in ``repr``.
+            the publisher only, never logged or shown in ``repr``. A callable is asked
+            per request and given the request (a :class:`TokenRequest`) if it takes an
+            argument; ``token_command`` gets it as ``WALRUS_MEM_TOKEN_*`` variables.
         timeout: per-request timeout in seconds (also clipped to the deadline).
         publish_deadline / read_deadline: total seconds a store / read may take,
             retries included; each call can override it with ``deadline=``.
@@ -96,7 +100,7 @@ class WalrusClient:
         publisher_url: str | Sequence[str] | None,
         aggregator_urls: Sequence[str],
         *,
-        token: str | SecretStr | Callable[[], object] | None = None,
+        token: str | SecretStr | Callable[..., object] | None = None,
         token_command: str | Sequence[str] | None = None,
         timeout: float = 10.0,
         publish_deadline: float = 10.0,
@@ -346,7 +350,7 @@ class AsyncWalrusClient:
         publisher_url: str | Sequence[str] | None,
         aggregator_urls: Sequence[str],
         *,
-        token: str | SecretStr | Callable[[], object] | None = None,
+        token: str | SecretStr | Callable[..., object] | None = None,
         token_command: str | Sequence[str] | None = None,
         timeout: float = 10.0,
         publish_deadline: float = 10.0,

@@ -47,8 +47,9 @@ from .checks import (
     _check_url,
     _within_call,
 )
-from .credentials import TokenProvider, token_provider
+from .credentials import TokenProvider, TokenRequest, token_provider
 from .endpoints import EndpointHealth
+from .quilt_size import encoded_quilt_size
 from .reads import Reads
 from .responses import (
     Failure,
@@ -111,7 +112,7 @@ class Core(Reads):
         publisher_url: str | Sequence[str] | None,
         aggregator_urls: Sequence[str],
         *,
-        token: str | SecretStr | Callable[[], object] | None,
+        token: str | SecretStr | Callable[..., object] | None,
         token_command: str | Sequence[str] | None,
         timeout: float,
         publish_deadline: float,
@@ -206,9 +207,14 @@ class Core(Reads):
         basic = self._basic_auth.get(base)
         return headers if basic is None else {**(headers or {}), "Authorization": basic}
 
-    def _publisher_headers(self, base: str) -> dict[str, str] | None:
-        """Fresh per request (retries included): JWT publishers accept a token once."""
-        token = self._tokens()
+    def _publisher_headers(
+        self, base: str, route: str, params: Mapping[str, str], size: int, body_size: int
+    ) -> dict[str, str] | None:
+        """Fresh per request (retries included): JWT publishers accept a token once. The
+        token source is told the request (its claims can then be exact)."""
+        token = self._tokens(TokenRequest(
+            route=route, size=size, body_size=body_size, epochs=int(params["epochs"]),
+            send_object_to=params.get("send_object_to"), publisher=base))
         if token is None:
             return self._auth(base)
         return self._auth(base, {"Authorization": f"Bearer {token.get_secret_value()}"})
@@ -245,8 +251,9 @@ class Core(Reads):
         seconds = _check_deadline(deadline, self.publish_deadline)
 
         def make(base: str, timeout: float, budget: float) -> Send:
+            headers = self._publisher_headers(base, "blobs", params, len(body), len(body))
             return Send("PUT", base + "/v1/blobs", "publisher", timeout, params=params,
-                         headers=self._publisher_headers(base), content=body, budget=budget,
+                         headers=headers, content=body, budget=budget,
                          max_body=STORE_ANSWER_CAP)
 
         def interpret(response: httpx.Response) -> StoreResult | Failure:
@@ -286,10 +293,16 @@ class Core(Reads):
         identifiers = [name for name, _ in parts]
         # The answer names each identifier (JSON-escaped: up to 6 bytes per byte) and a patch id.
         cap = STORE_ANSWER_CAP + sum(6 * len(n.encode()) + 256 for n in identifiers)
+        # what a token's size claims are compared with: the quilt the publisher builds, and
+        # the multipart body (its length does not depend on the random boundary)
+        quilt_size = encoded_quilt_size([(n, len(b)) for n, b in parts], metadata)
+        body_size = int(httpx.Request("PUT", "http://publisher/", data=form,
+                                      files=multipart).headers["Content-Length"])
 
         def make(base: str, timeout: float, budget: float) -> Send:
+            headers = self._publisher_headers(base, "quilts", params, quilt_size, body_size)
             return Send("PUT", base + "/v1/quilts", "publisher", timeout, params=params,
-                         headers=self._publisher_headers(base), data=form, files=multipart,
+                         headers=headers, data=form, files=multipart,
                          budget=budget, max_body=cap)
 
         def interpret(response: httpx.Response) -> QuiltStoreResult | Failure:

@@ -12,6 +12,12 @@ request, retries included. Three sources:
   credential helpers;
 * any Python callable returning a ``str`` (or ``SecretStr``).
 
+Each is handed the request it authorises (:class:`TokenRequest`: route, the size the
+publisher compares a ``size`` / ``max_size`` claim with, epochs, ``send_object_to``), so a
+helper can mint exact claims, as Walrus's publisher with ``--jwt-verify-upload`` requires:
+the command as ``WALRUS_MEM_TOKEN_*`` environment variables, a callable as its one
+argument (a callable taking no argument is called without it).
+
 A provider that fails (non-zero exit, timeout, empty output, an exception) raises
 :class:`~walrus_mem.errors.AuthenticationFailed`; the store is not attempted, and the
 token or the command's output never appears in the message.
@@ -19,9 +25,12 @@ token or the command's output never appears in the message.
 
 from __future__ import annotations
 
+import inspect
+import os
 import shlex
 import subprocess
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Final
 
 from pydantic import SecretStr
@@ -29,10 +38,50 @@ from pydantic import SecretStr
 from ..errors import AuthenticationFailed, InvalidInput
 from .retry import call_time_left
 
-__all__ = ["TokenProvider", "command_provider", "static_provider", "token_provider"]
+__all__ = ["TokenProvider", "TokenRequest", "command_provider", "static_provider",
+           "token_provider"]
 
-TokenProvider = Callable[[], SecretStr | None]
-"""Returns the bearer token for the next publisher request (None: send no header)."""
+
+@dataclass(frozen=True)
+class TokenRequest:
+    """The publisher request a token is minted for.
+
+    ``size`` is what the publisher compares a ``size`` / ``max_size`` claim with on the
+    route: the body on ``blobs``, the encoded quilt on ``quilts`` (``quilt.data().len()``,
+    see :mod:`~walrus_mem._walrus.quilt_size`). ``body_size`` is the HTTP body, which a
+    publisher with ``--jwt-verify-upload`` also compares the claim with: on ``quilts`` the
+    two differ, so only ``max_size`` (at least :attr:`max_size`) can pass there.
+    """
+
+    route: str  # "blobs" or "quilts"
+    size: int
+    body_size: int
+    epochs: int
+    send_object_to: str | None
+    publisher: str  # the publisher's base URL (no credentials)
+
+    @property
+    def max_size(self) -> int:
+        """The smallest ``max_size`` claim that passes both size checks."""
+        return max(self.size, self.body_size)
+
+    def environment(self) -> dict[str, str]:
+        """The ``WALRUS_MEM_TOKEN_*`` variables a token command gets."""
+        return {
+            "WALRUS_MEM_TOKEN_ROUTE": self.route,
+            "WALRUS_MEM_TOKEN_SIZE": str(self.size),
+            "WALRUS_MEM_TOKEN_BODY_SIZE": str(self.body_size),
+            "WALRUS_MEM_TOKEN_MAX_SIZE": str(self.max_size),
+            "WALRUS_MEM_TOKEN_EPOCHS": str(self.epochs),
+            "WALRUS_MEM_TOKEN_SEND_OBJECT_TO": self.send_object_to or "",
+            "WALRUS_MEM_TOKEN_PUBLISHER": self.publisher,
+        }
+
+
+TokenProvider = Callable[[TokenRequest | None], SecretStr | None]
+"""Returns the bearer token for the publisher request described (None: send no header).
+Called without a request (outside a store), a command gets no ``WALRUS_MEM_TOKEN_*``
+variables and a callable no argument."""
 
 COMMAND_TIMEOUT: Final = 10.0
 _MAX_TOKEN: Final = 16 * 1024
@@ -44,7 +93,7 @@ def static_provider(token: str | SecretStr | None) -> TokenProvider:
     if secret is not None and not secret.get_secret_value():
         secret = None
 
-    def provide() -> SecretStr | None:
+    def provide(request: TokenRequest | None = None) -> SecretStr | None:
         return secret
 
     return provide
@@ -65,7 +114,8 @@ def _argv(command: str | Sequence[str]) -> list[str]:
 def command_provider(
     command: str | Sequence[str], *, timeout: float = COMMAND_TIMEOUT
 ) -> TokenProvider:
-    """Run ``command`` (no shell; a string is split like a POSIX shell would) per request.
+    """Run ``command`` (no shell; a string is split like a POSIX shell would) per request,
+    with the request's ``WALRUS_MEM_TOKEN_*`` variables added to the environment.
 
     Its stdout, stripped, is the token. Stderr is not captured into errors either: a
     helper may print secrets there while debugging.
@@ -75,13 +125,14 @@ def command_provider(
     # set in the wrong variable) must never be echoed; there is only one such command.
     name = "publisher_token_command"
 
-    def provide() -> SecretStr:
+    def provide(request: TokenRequest | None = None) -> SecretStr:
         left = call_time_left()  # never past the store's own deadline
         seconds = timeout if left is None else max(0.001, min(timeout, left))
         try:
             done = subprocess.run(
                 argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL, timeout=seconds, check=False,
+                env=None if request is None else {**os.environ, **request.environment()},
             )
         except subprocess.TimeoutExpired:
             raise AuthenticationFailed(
@@ -105,10 +156,25 @@ def command_provider(
     return provide
 
 
-def _from_callable(func: Callable[[], object]) -> TokenProvider:
-    def provide() -> SecretStr | None:
+def _takes_request(func: Callable[..., object]) -> bool:
+    """Whether ``func`` accepts one positional argument (older callables take none)."""
+    try:
+        signature = inspect.signature(func)
+    except (TypeError, ValueError):  # some builtins: call as before requests were passed
+        return False
+    try:
+        signature.bind(None)
+    except TypeError:
+        return False
+    return True
+
+
+def _from_callable(func: Callable[..., object]) -> TokenProvider:
+    with_request = _takes_request(func)
+
+    def provide(request: TokenRequest | None = None) -> SecretStr | None:
         try:
-            value = func()
+            value = func(request) if with_request and request is not None else func()
         except AuthenticationFailed:
             raise
         except Exception as exc:
@@ -127,7 +193,7 @@ def _from_callable(func: Callable[[], object]) -> TokenProvider:
 
 
 def token_provider(
-    token: str | SecretStr | Callable[[], object] | None = None,
+    token: str | SecretStr | Callable[..., object] | None = None,
     command: str | Sequence[str] | None = None,
 ) -> TokenProvider:
     """One provider from what the user configured; a command wins over a static token."""
