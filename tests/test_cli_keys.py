@@ -56,12 +56,13 @@ def test_init_json_and_refusal_without_force(memory_keyring):
     again = invoke(["init"], expect=1)
     assert again.stdout == ""
     lines = again.stderr.strip().splitlines()
-    assert len(lines) == 1 and "KeyExists" in lines[0] and "--force" in lines[0]
+    assert len(lines) == 1 and "KeyExists" in lines[0] and "keys export" in lines[0]
     assert "Traceback" not in again.stderr
     assert memory_keyring.store[("walrus-mem", "master-seed")] == old
     assert_no_secret(again, old)
 
-    forced = invoke_json(["init", "--force"])
+    old_fpr = MasterSeed.from_hex(old).fingerprint
+    forced = invoke_json(["init", "--replace-key", old_fpr])
     new = memory_keyring.store[("walrus-mem", "master-seed")]
     assert new != old
     assert forced["fingerprints"]["master"] == MasterSeed.from_hex(new).fingerprint
@@ -74,7 +75,8 @@ def test_init_refuses_existing_key_file(clean_environ):
     res = invoke(["init", "--store", "file"], expect=1)
     assert "KeyExists" in res.stderr
     assert key_file.read_text() == before
-    invoke(["init", "--store", "file", "--force"])
+    old_fpr = MasterSeed.from_hex(before).fingerprint
+    invoke(["init", "--store", "file", "--replace-key", old_fpr])
     assert key_file.read_text() != before
 
 
@@ -167,6 +169,6 @@ def test_init_warns_when_another_key_source_wins(monkeypatch):
     monkeypatch.setenv("WALRUS_MEM_MASTER_KEY", TEST_MASTER_HEX)
     data = invoke_json(["init"])
     assert data["shadowed_by"] == "env"
-    res = invoke(["init", "--force"])
+    res = invoke(["init", "--replace-key", data["fingerprints"]["master"]])
     assert "precedence" in res.stderr and "env" in res.stderr
     assert_no_secret(res, TEST_MASTER_HEX)

@@ -19,7 +19,6 @@ from .._keys.keystore import key_file_in_use
 from ..config import Settings
 from ..errors import (
     InvalidInput,
-    KeyExists,
     KeyNotFound,
     KeyringUnavailable,
     PlaceholderError,
@@ -28,7 +27,6 @@ from ..errors import (
 from ..keys import (
     MasterSeed,
     NamespaceKeys,
-    keyring_load,
     keyring_store,
     resolve_master_seed,
     write_key_file,
@@ -214,14 +212,19 @@ def keys_export(state: CliState, agent_name: str | None, yes: bool) -> None:
               show_default=True, help="Where to keep the imported master key.")
 @click.option("--agent", "agent_name", metavar="NAME",
               help="Import an agent's key: print the line that sets its variable.")
+@click.option("--replace-key", "replace_key", metavar="FINGERPRINT",
+              help="Replace the stored master key with this fingerprint (kept as "
+                   "master.key.<fingerprint>.bak next to the key file).")
 @pass_state
-def keys_import(state: CliState, store: str, agent_name: str | None) -> None:
+def keys_import(state: CliState, store: str, agent_name: str | None,
+                replace_key: str | None) -> None:
     """Read a key backup from stdin (24 BIP39 words or 64 hex) and install it.
 
     On a terminal the words are not shown as they are typed or pasted (one line
     or several); from a pipe or file, stdin is read to its end. The master key
     goes to the keyring or a 0600 key file, like `init`. A different key already
-    there is never replaced (KeyExists); the same key again is a no-op. With
+    there is replaced only with --replace-key and its fingerprint, and is kept
+    next to the key file; the same key again is a no-op. With
     --agent, the key is printed as NAME_KEY=<hex> on stdout (set that variable in
     the agent's environment).
     """
@@ -238,11 +241,14 @@ def keys_import(state: CliState, store: str, agent_name: str | None) -> None:
         click.echo(f"{var}={secret.hex()}")
         return
     seed = MasterSeed(secret)
-    where = _store_master(state.settings, seed, store)
+    where, kept = _store_master(state.settings, seed, store, replace_key)
     if state.as_json:
-        state.emit_json({"stored_in": where, "fingerprint": seed.fingerprint})
-    else:
-        state.out.print(f"Master key (fingerprint {seed.fingerprint}) {where}.")
+        state.emit_json({"stored_in": where, "fingerprint": seed.fingerprint,
+                         "replaced_key_kept_at": [str(path) for path in kept]})
+        return
+    for path in kept:
+        state.out.print(f"The replaced master key is kept in {escape(str(path))} (mode 0600).")
+    state.out.print(f"Master key (fingerprint {seed.fingerprint}) {escape(where)}.")
 
 
 def _read_backup() -> str:
@@ -275,39 +281,40 @@ def _namespace_or_default(name: str) -> str:
     return validate_namespace(name)
 
 
-def _store_master(settings: Settings, seed: MasterSeed, store: str) -> str:
-    """Install ``seed`` as the master key unless a different one is there; say where."""
-    key_file = key_file_in_use(settings)
-    existing: list[tuple[str, MasterSeed]] = []
-    if key_file.exists():
-        from ..keys import load_key_file
+def _store_master(settings: Settings, seed: MasterSeed, store: str,
+                  replace_key: str | None) -> tuple[str, list[Path]]:
+    """Install ``seed`` as the master key; say where, and where replaced keys are kept.
 
-        existing.append((f"in the key file {key_file}", load_key_file(key_file)))
-    if settings.use_keyring:
-        try:
-            in_keyring = keyring_load()
-        except KeyringUnavailable:
-            in_keyring = None
-        if in_keyring is not None:
-            existing.append(("in the OS keyring", in_keyring))
-    for where, other in existing:
-        if other != seed:
-            raise KeyExists(
-                f"a different master key (fingerprint {other.fingerprint}) is already stored "
-                f"{where}; refusing to replace it (memories sealed with it would become "
-                "unreadable). Export it first, then remove it yourself if you really mean to"
-            )
-    if existing:
-        return f"is already stored {existing[0][0]}"
+    A different key already stored is replaced only when ``replace_key`` names its
+    fingerprint, and is written to its backup file first."""
+    from .._keys.replace import confirm_replacement, keep_old_keys, stored_keys
+
+    key_file = key_file_in_use(settings)
+    existing = stored_keys(key_file, use_keyring=settings.use_keyring)
+    others = [stored for stored in existing if stored.seed != seed]
+    if existing and not others:
+        return f"is already stored {existing[0].where}", []
+    confirm_replacement(others, replace_key, retry="walrus-mem keys import")
+    kept = keep_old_keys(key_file, others)
+    if others:  # the new key takes the old one's place(s): no stale key left behind
+        places = []
+        for stored in others:
+            if stored.kind == "keyring":
+                keyring_store(seed, force=True)
+                places.append("stored in the OS keyring")
+            else:
+                write_key_file(key_file, seed, force=True)
+                places.append(f"written to the key file {key_file} (mode 0600)")
+        return " and ".join(places), kept
     if store != "file" and settings.use_keyring:
         try:
             keyring_store(seed)
-            return "stored in the OS keyring"
+            return "stored in the OS keyring", kept
         except KeyringUnavailable:
             if store == "keyring":
                 raise
     write_key_file(key_file, seed)
-    return f"written to the key file {key_file} (mode 0600)"
+    return f"written to the key file {key_file} (mode 0600)", kept
 
 
 @keys.command("rotate")

@@ -187,7 +187,8 @@ def check_keys(settings: Settings) -> list[Check]:
                                 "fine on servers: use a key file or WALRUS_MEM_MASTER_KEY"))
         except KeyMaterialError as exc:
             checks.append(Check("keyring", "fail", str(exc),
-                                "replace the keyring entry (walrus-mem init --force)"))
+                                "remove the keyring entry (service walrus-mem), then "
+                                "import your backup (walrus-mem keys import)"))
         else:
             if in_keyring:
                 found.append("keyring")
@@ -247,7 +248,7 @@ def _check_key_file(path: Path) -> Check:
         return Check("key file", "fail", str(exc), f"chmod 600 {path}")
     except KeyMaterialError as exc:
         return Check("key file", "fail", str(exc),
-                     "restore the file from your backup, or re-create it (walrus-mem init --force)")
+                     "restore it from your backup (walrus-mem keys import), after moving it aside")
     mode = stat.S_IMODE(path.parent.stat().st_mode)
     if os.name == "posix" and mode & 0o077:
         return Check("key file", "warn",

@@ -29,10 +29,11 @@ from rich.table import Table
 from .. import __version__
 from .._keys.hardening import disable_core_dumps
 from .._keys.keystore import key_file_in_use
+from .._keys.replace import confirm_replacement, keep_old_keys, stored_keys
 from .._local.private_dirs import make_private_dirs
-from ..config import CONFIG_ENV, Settings, default_config_path, named_config_file
-from ..errors import KeyExists, KeyringUnavailable, WalrusMemError
-from ..keys import MASTER_KEY_ENV, generate_master_seed, keyring_load, keyring_store, write_key_file
+from ..config import CONFIG_ENV, default_config_path, named_config_file
+from ..errors import KeyringUnavailable, WalrusMemError
+from ..keys import MASTER_KEY_ENV, generate_master_seed, keyring_store, write_key_file
 from .cmd_doctor import doctor, repair
 from .cmd_import_export import export, import_
 from .cmd_keys import _master_or_none, _namespace_keys, keys
@@ -194,8 +195,12 @@ def cli(
 
 @cli.command()
 @click.option(
-    "--force", is_flag=True, help="Replace an existing master key (its memories become unreadable)."
+    "--replace-key", "replace_key", metavar="FINGERPRINT",
+    help="Replace the stored master key with this fingerprint (kept as "
+         "master.key.<fingerprint>.bak next to the key file; back it up first).",
 )
+@click.option("--force", is_flag=True, hidden=True,
+              help="No longer replaces a key: use --replace-key FINGERPRINT.")
 @click.option(
     "--store",
     type=click.Choice(["auto", "keyring", "file"]),
@@ -204,13 +209,15 @@ def cli(
     help="Where to keep the master key: OS keyring, 0600 key file, or auto (keyring, else file).",
 )
 @pass_state
-def init(state: CliState, force: bool, store: str) -> None:
+def init(state: CliState, replace_key: str | None, force: bool, store: str) -> None:
     """Create a master key and a starter config; print the public fingerprints.
 
     The key goes to the OS keyring, or to a 0600 key file when no keyring
-    backend works. An existing key is never replaced without --force; an
-    existing config file is never overwritten.
+    backend works. An existing key is replaced only with --replace-key and its
+    fingerprint, and is kept next to the key file; an existing config file is
+    never overwritten.
     """
+    del force  # accepted so old scripts get the --replace-key advice, not a usage error
     # The starter config holds no secret, so writing it first is harmless and
     # lets the settings below (key file location, data dir) come from it.
     # where every later command will look (a file that is there is kept)
@@ -218,7 +225,10 @@ def init(state: CliState, force: bool, store: str) -> None:
     config_written = _write_starter_config(config_path, state.data_dir)
     settings = state.settings
     key_file = key_file_in_use(settings)
-    _refuse_existing_key(settings, force=force)
+    old_keys = stored_keys(key_file, use_keyring=settings.use_keyring)
+    confirm_replacement(old_keys, replace_key, retry="walrus-mem init")
+    kept = keep_old_keys(key_file, old_keys)
+    force = bool(old_keys)
 
     seed = generate_master_seed()
     stored_in, reason = "keyring", ""
@@ -252,10 +262,13 @@ def init(state: CliState, force: bool, store: str) -> None:
                 "config_written": config_written,
                 "fingerprints": fingerprints,
                 "shadowed_by": shadowed_by,
+                "replaced_key_kept_at": [str(path) for path in kept],
             }
         )
         return
     out = state.out
+    for path in kept:
+        out.print(f"The replaced master key is kept in {escape(str(path))} (mode 0600).")
     if stored_in == "keyring":
         out.print("Master key stored in the OS keyring (service [bold]walrus-mem[/bold]).")
     else:
@@ -279,24 +292,6 @@ def init(state: CliState, force: bool, store: str) -> None:
             f"[yellow]warning:[/yellow] the new key is not the active one: a master key from "
             f"{shadowed_by} takes precedence (config > {MASTER_KEY_ENV} > keyring > key file)."
         )
-
-
-def _refuse_existing_key(settings: Settings, *, force: bool) -> None:
-    if force:
-        return
-    key_file = key_file_in_use(settings)
-    if key_file.exists():
-        raise KeyExists(f"a key file already exists at {key_file}; pass --force to replace it")
-    if settings.use_keyring:
-        try:
-            existing = keyring_load()
-        except KeyringUnavailable:
-            existing = None
-        if existing is not None:
-            raise KeyExists(
-                "a master key is already stored in the OS keyring "
-                f"(fingerprint {existing.fingerprint}); pass --force to replace it"
-            )
 
 
 STARTER_CONFIG = """\
