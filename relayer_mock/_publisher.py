@@ -24,6 +24,7 @@ from ._ids import blob_id_for
 from ._injection import FaultResponses
 from ._params import PublisherQuery, QueryError, parse_publisher_query
 from ._quilt import METADATA_FIELD, PatchInput, PatchLayout, QuiltError, write_quilt
+from ._quilt_size import encoded_quilt_size
 from ._realism import storing
 from ._responses import (
     api_error,
@@ -136,8 +137,10 @@ class PublisherRoutes(FaultResponses):
         if self.auth is None:
             return None
         auth = self.auth
+        length = request.headers.get("content-length", "")
         return await run_in_threadpool(
-            auth.verify, request.headers.get("authorization"), query.epochs, query.send_object_to
+            auth.verify, request.headers.get("authorization"), query.epochs,
+            query.send_object_to, int(length) if length.isdigit() else None,
         )
 
     def _check_store_query(self, query: PublisherQuery) -> Response | None:
@@ -334,9 +337,12 @@ class PublisherRoutes(FaultResponses):
                 staged, layout = await run_in_threadpool(self._build_quilt, patches)
             except QuiltError as exc:
                 return malformed(f"failed to construct quilt: {exc}")
+            # claims are compared with the quilt the daemon would build, not the container
+            quilt_size = encoded_quilt_size([(p.identifier, p.length) for p in patches],
+                                            {p.identifier: p.tags for p in patches})
         finally:
             await form.close()
-        if claims is not None and (too_big := claims.check_size(staged.size)) is not None:
+        if claims is not None and (too_big := claims.check_size(quilt_size)) is not None:
             self.store.discard(staged)
             return too_big
         fault = await self._pre_fault(ctx, quilt=True, blob_id=staged.blob_id)

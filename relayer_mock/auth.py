@@ -85,8 +85,13 @@ class PublisherAuth:
         return f"PublisherAuth(algorithm={self._algorithm!r})"
 
     def verify(self, authorization: str | None, epochs: int,
-               send_object_to: str | None) -> Claims | Response:
-        """Check the token against the request; returns the claims or an error response."""
+               send_object_to: str | None, body_size: int | None = None) -> Claims | Response:
+        """Check the token against the request; returns the claims or an error response.
+
+        ``body_size`` (the Content-Length) is checked against ``size`` / ``max_size`` like
+        the daemon's ``--jwt-verify-upload`` auth layer does with the body's size hint; the
+        route checks them again with what it stores (on quilts the encoded quilt, so an
+        exact ``size`` can pass only on blobs)."""
         if authorization is None or not authorization.lower().startswith("bearer "):
             return plain("Header of type `authorization` was missing", 400)
         token = authorization[len("bearer "):].strip()
@@ -136,6 +141,9 @@ class PublisherAuth:
             max_size is not None and not isinstance(max_size, int)
         ):
             return _error("INVALID_TOKEN")
+        verified = Claims(jti=jti, exp=float(exp), size=size, max_size=max_size)
+        if body_size is not None and (refused := verified.check_size(body_size)) is not None:
+            return refused  # before the jti is spent: the daemon gives it back then
         if self._use_jti is not None and not self._use_jti(jti, float(exp)):
             return _error("TOKEN_ALREADY_USED")
-        return Claims(jti=jti, exp=float(exp), size=size, max_size=max_size)
+        return verified
