@@ -24,8 +24,12 @@ EXPORT_ONLY_FIELDS = frozenset({
 })
 
 
+#: The SOURCE that means standard input.
+STDIN = Path("-")
+
+
 def read_import_items(path: Path, fmt: str) -> list[dict[str, Any] | str]:
-    """Parse FILE into remember_many items.
+    """Parse FILE (``-``: stdin) into remember_many items.
 
     * ``jsonl``: one JSON object per line with ``text`` and optional ``metadata``,
       ``category``, ``importance``, ``expires_at`` (fields of ``walrus-mem export``
@@ -35,6 +39,8 @@ def read_import_items(path: Path, fmt: str) -> list[dict[str, Any] | str]:
       item is one fact, with metadata ``source`` (the file) and ``section`` (the
       heading above it).
     """
+    if path == STDIN:
+        return read_import_text(_read_stdin(), fmt, "stdin")
     if fmt == "auto":
         if path.is_dir():
             fmt = "markdown"
@@ -45,16 +51,38 @@ def read_import_items(path: Path, fmt: str) -> list[dict[str, Any] | str]:
         else:
             first = next((ln for ln in _read_lines(path) if ln.strip()), "")
             fmt = "jsonl" if first.lstrip().startswith("{") else "text"
-    if fmt == "jsonl":
-        return _jsonl_items(path)
-    if fmt == "text":
-        return [ln.strip() for ln in _read_lines(path) if ln.strip()]
+    if fmt in ("jsonl", "text"):
+        return read_import_text(_read_text(path), fmt, str(path))
     files = sorted(path.rglob("*.md")) if path.is_dir() else [path]
     items: list[dict[str, Any] | str] = []
     for file in files:
         source = str(file.relative_to(path)) if path.is_dir() else file.name
         items += markdown_facts(_read_text(file), source)
     return items
+
+
+def read_import_text(text: str, fmt: str, where: str) -> list[dict[str, Any] | str]:
+    """Parse one text (a file's or stdin's) into remember_many items; ``where`` names it
+    in errors and is a Markdown fact's ``source``. ``auto``: jsonl if the first non-empty
+    line starts with ``{``, else one fact per line."""
+    lines = text.splitlines()
+    if fmt == "auto":
+        first = next((ln for ln in lines if ln.strip()), "")
+        fmt = "jsonl" if first.lstrip().startswith("{") else "text"
+    if fmt == "jsonl":
+        return _jsonl_items(lines, where)
+    if fmt == "text":
+        return [ln.strip() for ln in lines if ln.strip()]
+    return markdown_facts(text, where)
+
+
+def _read_stdin() -> str:
+    """All of stdin as UTF-8, whatever the locale says (the bytes, where there are any)."""
+    binary = getattr(sys.stdin, "buffer", None)
+    try:
+        return binary.read().decode("utf-8") if binary is not None else sys.stdin.read()
+    except UnicodeDecodeError as exc:
+        raise InvalidInput("stdin is not UTF-8 text") from exc
 
 
 def _read_text(path: Path) -> str:
@@ -70,17 +98,17 @@ def _read_lines(path: Path) -> list[str]:
     return _read_text(path).splitlines()
 
 
-def _jsonl_items(path: Path) -> list[dict[str, Any] | str]:
+def _jsonl_items(lines: list[str], where: str) -> list[dict[str, Any] | str]:
     items: list[dict[str, Any] | str] = []
-    for number, line in enumerate(_read_lines(path), start=1):
+    for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise InvalidInput(f"{path}:{number}: not valid JSON ({exc.msg})") from exc
+            raise InvalidInput(f"{where}:{number}: not valid JSON ({exc.msg})") from exc
         if not isinstance(obj, dict):
-            raise InvalidInput(f"{path}:{number}: each line must be a JSON object")
+            raise InvalidInput(f"{where}:{number}: each line must be a JSON object")
         items.append({k: v for k, v in obj.items() if k not in EXPORT_ONLY_FIELDS})
     return items
 
@@ -134,7 +162,7 @@ def markdown_facts(text: str, source: str) -> list[dict[str, Any] | str]:
 
 
 @click.command("import")
-@click.argument("source", type=click.Path(exists=True, path_type=Path))
+@click.argument("source", type=click.Path(exists=True, allow_dash=True, path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(["auto", "jsonl", "text", "markdown"]),
               default="auto", show_default=True,
               help="auto: a folder is markdown, *.jsonl or a first line starting with { is "
@@ -143,21 +171,34 @@ def markdown_facts(text: str, source: str) -> list[dict[str, Any] | str]:
               help="Facts per remember_many call (one quilt each).")
 @pass_state
 def import_(state: CliState, source: Path, fmt: str, batch_size: int) -> None:
-    """Remember many facts from a JSONL file, a text file or a folder of Markdown notes."""
+    """Remember many facts from a JSONL file, a text file, a folder of Markdown notes, or
+    `-` (stdin: JSONL or one fact per line; --format markdown for a note)."""
     items = read_import_items(source, fmt)
     if not items:
-        raise InvalidInput(f"{source} holds no facts to import")
+        raise InvalidInput(f"{'stdin' if source == STDIN else source} holds no facts to import")
     mem = state.memory
     totals = {"stored": 0, "deduplicated": 0, "queued": 0}
     failed: list[tuple[int, str]] = []
-    with _progress(state, "importing", len(items)) as advance:
-        for start in range(0, len(items), batch_size):
-            chunk = items[start:start + batch_size]
-            result = mem.remember_many(chunk, namespace=state.namespace)
-            for key in totals:
-                totals[key] += getattr(result, key)
-            failed += [(start + i, msg) for i, msg in result.failed]
-            advance(len(chunk))
+    done = 0
+    try:
+        with _progress(state, "importing", len(items)) as advance:
+            for start in range(0, len(items), batch_size):
+                chunk = items[start:start + batch_size]
+                result = mem.remember_many(chunk, namespace=state.namespace)
+                for key in totals:
+                    totals[key] += getattr(result, key)
+                failed += [(start + i, msg) for i, msg in result.failed]
+                done += len(chunk)
+                advance(len(chunk))
+    except KeyboardInterrupt:
+        # Ctrl-C: say what is in, exit 130 like a shell (not click's "Aborted!" and 1)
+        click.echo(
+            f"walrus-mem: interrupted: imported {done} of {len(items)} item(s) into namespace "
+            f"{state.namespace} ({totals['stored']} stored, {totals['deduplicated']} "
+            f"deduplicated, {totals['queued']} queued, {len(failed)} failed); the batch in "
+            "progress may be partly stored, `walrus-mem sync` publishes what is queued",
+            err=True)
+        click.get_current_context().exit(130)
     summary = {"namespace": state.namespace, "items": len(items), **totals,
                "failed": [{"index": i, "error": msg} for i, msg in failed]}
     if state.as_json:
