@@ -177,12 +177,19 @@ def _agent_secret(settings: Settings, name: str) -> tuple[bytes, NamespaceKeys]:
 @click.option("--agent", "agent_name", metavar="NAME",
               help="Export this agent's own key instead of the master key.")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--with-heads", "heads_path", metavar="FILE",
+              type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write each namespace's newest head reference (public) to FILE, "
+                   "for `walrus-mem restore --heads FILE` on a new machine.")
 @pass_state
-def keys_export(state: CliState, agent_name: str | None, yes: bool) -> None:
+def keys_export(state: CliState, agent_name: str | None, yes: bool,
+                heads_path: Path | None) -> None:
     """Print the master key (or an agent's key) for backup: 24 BIP39 words and hex.
 
     The secret goes to stdout only, after a confirmation on stderr; it is never
-    logged. Write the words down offline; `walrus-mem keys import` reads them back.
+    logged. Write the words down offline; `walrus-mem keys import` reads them back
+    (this output as printed, piped or pasted). With --with-heads FILE the heads
+    `restore` starts from are written to FILE: keep it with the key backup.
     """
     from .._keys.keystore import to_mnemonic
 
@@ -199,12 +206,36 @@ def keys_export(state: CliState, agent_name: str | None, yes: bool) -> None:
             "every memory it protects", abort=True, err=True,
         )
     words = to_mnemonic(secret)
+    heads: dict[str, str] | None = None
+    if heads_path is not None:
+        heads = _write_heads(state, heads_path, name)
     if state.as_json:
         state.emit_json({"key": "agent" if name else "master", "agent": name,
-                         "fingerprint": fingerprint, "mnemonic": words, "hex": secret.hex()})
+                         "fingerprint": fingerprint, "mnemonic": words, "hex": secret.hex(),
+                         **({"heads_file": str(heads_path), "heads": heads}
+                            if heads is not None else {})})
         return
     click.echo(words)
     click.echo(secret.hex())
+
+
+def _write_heads(state: CliState, path: Path, agent_name: str | None) -> dict[str, str]:
+    """Write the heads backup (an agent's export: its namespace only); say so on stderr."""
+    from .heads_backup import write_heads_backup
+
+    only = None
+    if agent_name is not None:
+        agent = state.settings.agent(agent_name)
+        only = [agent.namespace or agent_name]
+    heads, notes = write_heads_backup(state, path, only)
+    state.note(f"Heads of {len(heads)} namespace(s) written to {escape(str(path))} "
+               "(public; keep it with the key backup: walrus-mem restore --heads FILE)")
+    if not heads:
+        state.note("[yellow]warning:[/yellow] no namespace of this data dir has a published "
+                   "head yet (run walrus-mem sync first)")
+    for line in notes:
+        state.note(f"[yellow]warning:[/yellow] {escape(line)}")
+    return heads
 
 
 @keys.command("import")

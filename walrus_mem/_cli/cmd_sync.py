@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import sys
+from pathlib import Path
 
 import click
 from rich.markup import escape
@@ -41,24 +42,45 @@ class _HeadArgsCommand(click.Command):
 @click.option("--legacy", "allow_legacy", is_flag=True,
               help="HEAD is the blob id of a format-1 manifest (printed by sync before head "
                    "references): restore it although a rollback cannot be detected for it.")
+@click.option("--heads", "heads_path", metavar="FILE",
+              type=click.Path(dir_okay=False, path_type=Path),
+              help="Start from the namespace's heads listed in FILE (written by "
+                   "`walrus-mem keys export --with-heads FILE`, or a heads_file).")
 @pass_state
 def restore(state: CliState, head: str | None, manifest_blob_id: str | None,
-            allow_stale: bool, allow_unrelated: bool, allow_legacy: bool) -> None:
+            allow_stale: bool, allow_unrelated: bool, allow_legacy: bool,
+            heads_path: Path | None) -> None:
     """Rebuild (or finish rebuilding) the namespace from Walrus alone.
 
     HEAD is the head reference `walrus-mem sync` printed where the namespace was
     written (<blob id>.<seq>.<digest>). Without it: resume an interrupted
     restore, else the newest heads this data dir or the heads file knows.
-    With --legacy, HEAD is the blob id of a manifest from before format 2.
+    With --legacy, HEAD is the blob id of a manifest from before format 2. With
+    --heads FILE, the namespace's heads in FILE (a backup of `keys export
+    --with-heads`).
     """
+    from ..errors import BlobNotFound
+    from .heads_backup import embedded_not_found, heads_to_restore
+
     if head and manifest_blob_id and head != manifest_blob_id:
         raise click.UsageError("give the head once (HEAD or --manifest)")
-    with _progress(state, "restoring", None) as advance:
-        report = state.memory.restore(
-            state.namespace, head or manifest_blob_id,
-            progress=lambda done, total: advance(done=done, total=total),
-            allow_stale=allow_stale, allow_unrelated=allow_unrelated, allow_legacy=allow_legacy,
-        )
+    if heads_path is not None and (head or manifest_blob_id):
+        raise click.UsageError("give HEAD (or --manifest) or --heads FILE, not both")
+    start: str | list[str] | None = head or manifest_blob_id
+    if heads_path is not None:
+        start = heads_to_restore(state, heads_path)
+    try:
+        with _progress(state, "restoring", None) as advance:
+            report = state.memory.restore(
+                state.namespace, start,
+                progress=lambda done, total: advance(done=done, total=total),
+                allow_stale=allow_stale, allow_unrelated=allow_unrelated,
+                allow_legacy=allow_legacy,
+            )
+    except BlobNotFound as exc:
+        if not state.settings.embedded:
+            raise
+        raise embedded_not_found(state, exc) from exc
     if state.as_json:
         state.emit_json(_dump(report))
     else:

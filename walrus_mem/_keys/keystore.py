@@ -55,18 +55,51 @@ def to_mnemonic(secret: bytes) -> str:
 
 
 def parse_backup(text: str) -> bytes:
-    """The 32 bytes of a backup: a 24-word BIP39 mnemonic or 64 hex characters.
+    """The 32 bytes of a backup: a 24-word BIP39 mnemonic or 64 hex characters,
+    or what ``keys export`` prints (both, one line each, or its ``--json`` object).
 
     Words are matched case-insensitively and any whitespace separates them. A
     wrong word, a wrong count or a failed BIP39 checksum is :class:`MalformedKey`
-    (which never quotes the input).
+    (which never quotes the input); so are words and hex that name different keys.
     """
     if not isinstance(text, str):
         raise MalformedKey(f"a key backup is {BACKUP_FORMATS}")
     stripped = text.strip()
+    if stripped.startswith("{"):
+        return _parse_export_json(stripped)
     if _HEX64.fullmatch(stripped):
         return bytes.fromhex(stripped[-64:])
-    words = stripped.lower().split()
+    tokens = stripped.split()
+    hexes = [t for t in tokens if _HEX64.fullmatch(t)]
+    if len(hexes) == 1 and len(tokens) == 25:  # export's two lines: words, then hex
+        return _agreeing(_parse_words([t for t in tokens if t not in hexes]),
+                         bytes.fromhex(hexes[0][-64:]))
+    return _parse_words(tokens)
+
+
+def _agreeing(first: bytes, second: bytes) -> bytes:
+    if first != second:
+        raise MalformedKey("the backup's words and hex do not match: they are two different "
+                           "keys (import one of them alone)")
+    return first
+
+
+def _parse_export_json(text: str) -> bytes:
+    """The key of ``walrus-mem --json keys export``'s object (mnemonic and/or hex)."""
+    import json
+
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        doc = None  # the parser's message may quote the input: never chain it
+    if not isinstance(doc, dict) or not (doc.get("mnemonic") or doc.get("hex")):
+        raise MalformedKey(f"a key backup is {BACKUP_FORMATS}, or the JSON keys export prints")
+    parts = [parse_backup(str(doc[k])) for k in ("mnemonic", "hex") if doc.get(k)]
+    return _agreeing(parts[0], parts[-1])
+
+
+def _parse_words(tokens: list[str]) -> bytes:
+    words = [t.lower() for t in tokens]
     if len(words) != 24:
         raise MalformedKey(
             f"a key backup is {BACKUP_FORMATS}; got {len(words)} word(s)"
