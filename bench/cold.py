@@ -18,7 +18,7 @@ the machine's drifting load hits every case alike:
 
 * ``import torch + sentence_transformers``: ``python -c "import torch,
   sentence_transformers"``, the cost the query path no longer pays;
-* ``cli recall``: ``walrus-mem recall "food allergies"`` (the default numpy
+* ``cli recall``: ``python -m walrus_mem recall "food allergies"`` (the default numpy
   backend), and the same with ``WALRUS_MEM_EMBEDDING_BACKEND=torch`` (the
   reference path, as it was before);
 * ``cli remember``: ``walrus-mem remember <new fact>`` (sealed and published to
@@ -44,7 +44,6 @@ import argparse
 import json
 import os
 import platform
-import shutil
 import statistics
 import subprocess
 import sys
@@ -92,9 +91,10 @@ def build(data_dir: Path, n: int) -> None:
     mem.close()
 
 
-def _walrus_mem() -> str:
-    found = shutil.which("walrus-mem")
-    return found or str(Path(sys.executable).with_name("walrus-mem"))
+def _walrus_mem() -> list[str]:
+    # ``python -m walrus_mem``, not the installed ``walrus-mem`` script: the script names
+    # this tree's entry point, which a --baseline checkout may not have.
+    return [sys.executable, "-m", "walrus_mem"]
 
 
 TIME = Path("/usr/bin/time")
@@ -160,7 +160,7 @@ def _cpu_so_far(pid: int) -> float | None:
 def mcp_first_answer(env: dict[str, str]) -> tuple[dict[str, float], float]:
     """Spawn ``walrus-mem mcp``; time to the first search answer, then a warm second one."""
     started = time.perf_counter()
-    proc = subprocess.Popen(_wrapped([_walrus_mem(), "mcp"], _RSS), env=env, cwd=_CWD,
+    proc = subprocess.Popen(_wrapped([*_walrus_mem(), "mcp"], _RSS), env=env, cwd=_CWD,
                             stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, bufsize=1)
     assert proc.stdin is not None and proc.stdout is not None
@@ -251,11 +251,11 @@ def main(argv: list[str] | None = None) -> int:
         cases: dict[str, Any] = {
             "import torch + sentence_transformers":
                 lambda i, e: _run_reaped([py, "-c", "import torch, sentence_transformers"], e),
-            "cli recall": lambda i, e: _run_reaped([cli, "recall", "food allergies"], e),
+            "cli recall": lambda i, e: _run_reaped([*cli, "recall", "food allergies"], e),
             "cli recall (torch backend)": lambda i, e: _run_reaped(
-                [cli, "recall", "food allergies"], {**e, "WALRUS_MEM_EMBEDDING_BACKEND": "torch"}),
+                [*cli, "recall", "food allergies"], {**e, "WALRUS_MEM_EMBEDDING_BACKEND": "torch"}),
             "cli remember": lambda i, e: _run_reaped(
-                [cli, "remember", f"User noted cold-start fact number {i} at {time.time()}"], e),
+                [*cli, "remember", f"User noted cold-start fact number {i} at {time.time()}"], e),
             "hooks first recall": lambda i, e: _run_reaped([py, "-c", HOOK], e),
             "resident: client start":
                 lambda i, e: _run_reaped([py, "-c", "import json, socket"], e),
