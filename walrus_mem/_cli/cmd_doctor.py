@@ -30,12 +30,14 @@ def _override_factory(state: CliState) -> Callable[[Settings], Embedder] | None:
 def doctor(state: CliState, no_model: bool) -> None:
     """Check config, ${VAR}s, keys, the model, storage and the local index; say how to fix.
 
+    With --agent NAME, that agent's setup (its key variable, its namespace); a
+    missing master key fails only when a checked namespace derives from it.
     Exit code 1 when any check fails.
     """
     from .doctor import run_checks
 
     checks = run_checks(state.config_path, data_dir=state.data_dir, model=not no_model,
-                        make_embedder=_override_factory(state))
+                        make_embedder=_override_factory(state), agent=state.agent_option)
     failed = [c for c in checks if not c.ok]
     if state.as_json:
         state.emit_json({"ok": not failed, "checks": [c.as_dict() for c in checks]})

@@ -32,6 +32,7 @@ from ..errors import (
     InsecureDataDir,
     InsecureKeyFile,
     KeyMaterialError,
+    KeyNotFound,
     KeyringUnavailable,
     PlaceholderError,
     WalrusMemError,
@@ -163,9 +164,22 @@ def check_config(
 # -- keys ----------------------------------------------------------------------------
 
 
-def check_keys(settings: Settings) -> list[Check]:
-    """Which key sources hold a key, which one wins, and whether key files are safe."""
+def _needs_master(settings: Settings, agent: str | None) -> bool:
+    """Whether a namespace checked here derives from the master key: the agent's (with
+    ``agent``), else the default namespace's unless every configured agent has its own."""
+    if agent is not None:
+        return settings.agent(agent).key is None
+    return not settings.agents or any(a.key is None for a in settings.agents.values())
+
+
+def check_keys(settings: Settings, agent: str | None = None) -> list[Check]:
+    """Which key sources hold a key, which one wins, and whether key files are safe.
+
+    With ``agent`` (``--agent NAME``) only that agent's key is checked, and its
+    unset variable is a failure; a missing master key fails only when a checked
+    namespace derives from it (else it is a warning)."""
     checks: list[Check] = []
+    needs_master = _needs_master(settings, agent)
     found: list[str] = []
     config_value: str | None = None
     if settings.master_key is not None:
@@ -204,8 +218,13 @@ def check_keys(settings: Settings) -> list[Check]:
             use_keyring=settings.use_keyring,
         )
     except KeyMaterialError as exc:
-        checks.append(Check("master key", "fail", str(exc),
-                            "run `walrus-mem init`, or set WALRUS_MEM_MASTER_KEY (64 hex chars)"))
+        if needs_master or not isinstance(exc, KeyNotFound):
+            checks.append(Check("master key", "fail", str(exc), "run `walrus-mem init`, or set "
+                                "WALRUS_MEM_MASTER_KEY (64 hex chars)"))
+        else:
+            checks.append(Check("master key", "warn", "none: no namespace checked here "
+                                "derives from it (every agent has its own key)",
+                                "fine; walrus-mem init creates one if you need it"))
     else:
         shadowed = [s for s in found if s != source]
         extra = f"; also present but unused: {', '.join(shadowed)}" if shadowed else ""
@@ -213,32 +232,38 @@ def check_keys(settings: Settings) -> list[Check]:
             "master key", "ok",
             f"from {source} (fingerprint {master.fingerprint}){extra}",
         ))
-    for name, agent in sorted(settings.agents.items()):
-        ns = agent.namespace or name
-        if agent.key is None:
-            mode = "derived from the master key"
-            status: Status = "ok" if master is not None else "fail"
-            detail = (f"namespace {ns}: {mode}, fingerprint "
-                      f"{NamespaceKeys.derive(master, ns).fingerprint}" if master
-                      else f"namespace {ns}: {mode}, but there is no master key")
-            checks.append(Check(f"agent {name}", status, detail,
-                                "" if master else "set up a master key (walrus-mem init)"))
-            continue
-        try:
-            seed = agent.agent_seed(name)
-            assert seed is not None
-        except PlaceholderError as exc:
-            checks.append(Check(f"agent {name}", "warn", str(exc),
-                                "fine if this process does not serve that agent; else set it"))
-            continue
-        except KeyMaterialError as exc:
-            checks.append(Check(f"agent {name}", "fail", str(exc),
-                                "give a 32-byte Ed25519 seed or 64-byte secret key, hex/base64"))
-            continue
-        fpr = NamespaceKeys.from_agent_key(seed, ns).fingerprint
-        checks.append(Check(f"agent {name}", "ok",
-                            f"namespace {ns}: independent key, fingerprint {fpr}"))
+    agents = settings.agents if agent is None else {agent: settings.agent(agent)}
+    for name, agent_config in sorted(agents.items()):
+        checks.append(_check_agent(name, agent_config, master, serving=agent is not None))
     return checks
+
+
+def _check_agent(name: str, agent: Any, master: MasterSeed | None, *, serving: bool) -> Check:
+    """One agent's key; ``serving``: this process runs as that agent (--agent)."""
+    ns = agent.namespace or name
+    if agent.key is None:
+        mode = "derived from the master key"
+        if master is None:
+            return Check(f"agent {name}", "fail",
+                         f"namespace {ns}: {mode}, but there is no master key",
+                         "set up a master key (walrus-mem init)")
+        return Check(f"agent {name}", "ok", f"namespace {ns}: {mode}, fingerprint "
+                     f"{NamespaceKeys.derive(master, ns).fingerprint}")
+    try:
+        seed = agent.agent_seed(name)
+        assert seed is not None
+    except PlaceholderError as exc:
+        if serving:
+            return Check(f"agent {name}", "fail", str(exc),
+                         "set the agent's key variable in this environment (walrus-mem keys "
+                         f"import --agent {name} prints the line)")
+        return Check(f"agent {name}", "warn", str(exc),
+                     "fine if this process does not serve that agent; else set it")
+    except KeyMaterialError as exc:
+        return Check(f"agent {name}", "fail", str(exc),
+                     "give a 32-byte Ed25519 seed or 64-byte secret key, hex/base64")
+    fpr = NamespaceKeys.from_agent_key(seed, ns).fingerprint
+    return Check(f"agent {name}", "ok", f"namespace {ns}: independent key, fingerprint {fpr}")
 
 
 def _check_key_file(path: Path) -> Check:
@@ -674,16 +699,22 @@ def run_checks(
     data_dir: Path | None = None,
     model: bool = True,
     make_embedder: Callable[[Settings], Any] | None = None,
+    agent: str | None = None,
 ) -> list[Check]:
     """Run every check in order; later checks are skipped when the config is broken.
 
     ``model=False`` skips loading the embedding model. ``make_embedder``
-    replaces the configured model (tests).
+    replaces the configured model (tests). ``agent`` (``--agent NAME``) checks
+    that agent's key instead of every agent's.
     """
     checks, settings = check_config(config_file, data_dir=data_dir)
     if settings is None:
         return checks
-    checks += check_keys(settings)
+    try:
+        checks += check_keys(settings, agent)
+    except WalrusMemError as exc:  # an unknown --agent: its message lists the known ones
+        checks.append(Check(f"agent {agent}", "fail", str(exc), "pass a configured agent"))
+        return checks
     if model:
         checks.append(check_embedding_model(settings, make=make_embedder))
     try:
