@@ -20,8 +20,10 @@ from .common import (
     _print_record,
     _read_text_args,
     _records_table,
+    _records_tsv,
     _short_time,
     pass_state,
+    tsv_line,
 )
 
 
@@ -98,16 +100,22 @@ def recall(
             "below_min_score": result.below_min_score,
         })
         return
+    summary = (
+        f"{len(result)} memor{'y' if len(result) == 1 else 'ies'} from {result.candidates} "
+        f"candidates in namespace {state.namespace}; {result.filtered_out} filtered out, "
+        f"{result.below_min_score} below the relevance cutoff"
+    )
+    if state.piped:  # TSV: score, id, text, category; the summary goes to stderr
+        state.emit_lines([tsv_line(f"{hit.score:.3f}", hit.id, hit.text, hit.category or "")
+                          for hit in result])
+        state.note(escape(summary))
+        return
     table = Table("score", "id", "text", "category")
     for hit in result:
         table.add_row(f"{hit.score:.3f}", hit.id, escape(hit.text), hit.category or "")
     if result:
         state.out.print(table)
-    state.out.print(
-        f"{len(result)} memor{'y' if len(result) == 1 else 'ies'} from {result.candidates} "
-        f"candidates in namespace {state.namespace}; {result.filtered_out} filtered out, "
-        f"{result.below_min_score} below the relevance cutoff"
-    )
+    state.out.print(summary)
 
 
 @click.command()
@@ -143,6 +151,9 @@ def list_(
     )
     if state.as_json:
         state.emit_json([_dump(r) for r in records])
+        return
+    if state.piped:  # TSV: id, text, category, status, created
+        state.emit_lines(_records_tsv(records))
         return
     state.out.print(_records_table(records, title=f"namespace {state.namespace}"))
 

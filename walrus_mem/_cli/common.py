@@ -4,6 +4,7 @@ TEXT, metadata and filter arguments, and the output (tables, JSON, progress bars
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -23,6 +24,10 @@ if TYPE_CHECKING:
 
 
 # -- state shared by all commands ---------------------------------------------
+
+#: Commands that only read memories: they never create a data dir (a mistyped
+#: --data-dir must not leave a fresh tree behind).
+READ_COMMANDS = frozenset({"recall", "list", "get", "stats", "history", "expiring", "export"})
 
 
 class CliState:
@@ -88,9 +93,33 @@ class CliState:
         if self._memory is None:
             from ..memory import Memory
 
+            context = click.get_current_context()
+            if context.command.name in READ_COMMANDS:
+                self.namespace  # noqa: B018 - a wrong --agent / -n is the error to show first
+                self.require_data_dir()
             self._memory = Memory(self.settings, embedder=embedder_override(self.settings))
             click.get_current_context().find_root().call_on_close(self._memory.close)
         return self._memory
+
+    def require_data_dir(self) -> None:
+        """Raise unless the data dir exists: what a read command checks before opening
+        a Memory (which would create it)."""
+        data_dir = self.settings.data_dir
+        if not data_dir.is_dir():
+            raise ConfigError(
+                f"no data dir at {data_dir}: nothing was remembered there, and a read command "
+                "creates none (check --data-dir, WALRUS_MEM_DATA_DIR or data_dir in the config)"
+            )
+
+    @property
+    def piped(self) -> bool:
+        """stdout is not a terminal: print plain lines (TSV), not tables."""
+        return not self.out.is_terminal
+
+    def emit_lines(self, lines: list[str]) -> None:
+        """Plain lines on stdout, as they are (no rich markup, wrapping or colour)."""
+        for line in lines:
+            click.echo(line)
 
     def emit_json(self, data: Any) -> None:
         """Plain JSON on stdout: nothing else is printed there in --json mode."""
@@ -240,6 +269,29 @@ _FILTER_OPTION = click.option(
 
 def _short_time(value: Any) -> str:
     return value.strftime("%Y-%m-%d %H:%M") if value is not None else ""
+
+
+_TSV_ESCAPES = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
+_TSV_SPECIAL = re.compile(r"[\\\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def tsv_line(*fields: Any) -> str:
+    """One tab-separated line for pipes (``cut -f2``, ``awk -F'\\t'``). Backslash, tab
+    and line breaks are escaped (``\\\\ \\t \\n \\r``), other control characters (a
+    stored terminal escape) as ``\\xNN`` / ``\\uNNNN``: each record is one line."""
+    def escape_char(match: re.Match[str]) -> str:
+        ch = match.group()
+        return _TSV_ESCAPES.get(ch) or (f"\\x{ord(ch):02x}" if ord(ch) < 256
+                                        else f"\\u{ord(ch):04x}")
+
+    return "\t".join(_TSV_SPECIAL.sub(escape_char, "" if v is None else str(v))
+                     for v in fields)
+
+
+def _records_tsv(records: list[Any]) -> list[str]:
+    """``_records_table``'s columns as TSV lines, without the header."""
+    return [tsv_line(rec.id, rec.text, rec.category or "", rec.status,
+                     _short_time(rec.created_at)) for rec in records]
 
 
 def _records_table(records: list[Any], *, title: str | None = None) -> Table:
