@@ -80,7 +80,8 @@ def test_hooks_inject_nothing_for_a_prompt_the_gate_rejects(memory, monkeypatch)
                         GateParams(dense=0.0, overlap=0.0, personal=10.0, intent=0.0, bias=-5.0,
                                    threshold=0.5))
     monkeypatch.setattr(relevance_gate.IntentBank, "intent", lambda self, vector: 0.0)
-    gated = MemoryHooks(memory, AgentConfig(min_relevance=0.0))
+    # the fake embedder's cosines are not on the real scale: no strong-hit override here
+    gated = MemoryHooks(memory, AgentConfig(min_relevance=0.0, strong_relevance=1.0))
     ungated = MemoryHooks(memory, AgentConfig(min_relevance=0.0, query_gate=False))
     try:
         general = "Hiking in the Alps: which summer is best?"
@@ -120,8 +121,8 @@ def test_a_strong_hit_is_never_dropped_by_the_gate_alone(memory, monkeypatch):
     _gate_says_no(memory, monkeypatch)  # the gate rejects every prompt
     prompt = "We decided to ship the v2 API on March 3?"  # the fake embedder: same words
     top = memory.recall(prompt, namespace="default", k=2, min_score=0)
-    assert top[0].text == fact and float(top[1].score) < 0.5
-    strong = float(top[0].score)
+    assert top[0].text == fact and (top[1].dense or 0.0) < (top[0].dense or 0.0)
+    strong = min(0.99, float(top[0].dense or 0.0))  # the cosine, not the fused score
     hooks = MemoryHooks(memory, AgentConfig(min_relevance=0.0, strong_relevance=strong))
     off = MemoryHooks(memory, AgentConfig(min_relevance=0.0, strong_relevance=1.0))
     try:

@@ -60,7 +60,7 @@ from ._recall.ranking import (
     CLEAR_WINNER_FLOOR,
     CLEAR_WINNER_RATIO,
     DEFAULT_MIN_SCORE,
-    STRONG_HIT_SCORE,
+    STRONG_HIT_COSINE,
 )
 from ._walrus.url_secrets import redact_userinfo
 from .errors import ConfigError, InvalidNamespace, PlaceholderError, UnknownAgent
@@ -190,9 +190,9 @@ class AgentConfig(BaseModel):
     # the gate's probability cutoff; None = the one calibrated for the embedding model
     # (relevance_gate.GATES, 0.3 for all-MiniLM-L6-v2)
     query_gate_threshold: float | None = Field(default=None, ge=0.0, le=1.0)
-    # hits scoring at least this pass even when the query gate rejects the prompt: a
-    # strong hit is never dropped by the gate alone (ranking.STRONG_HIT_SCORE); 1.0 = off
-    strong_relevance: float = Field(default=STRONG_HIT_SCORE, ge=0.0, le=1.0)
+    # hits whose cosine to the prompt is at least this pass even when the query gate
+    # rejects the prompt: never dropped by the gate alone (ranking.STRONG_HIT_COSINE); 1.0 = off
+    strong_relevance: float = Field(default=STRONG_HIT_COSINE, ge=0.0, le=1.0)
     min_prompt_length: int = Field(default=10, ge=0)
     capture_max_messages: int = Field(default=10, ge=1, le=200)
     recall_token_budget: int = Field(default=800, ge=50)

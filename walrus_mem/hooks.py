@@ -43,6 +43,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import math
 import queue
 import re
 import threading
@@ -468,7 +469,10 @@ class MemoryHooks:
         verdict = (self._query_gate(query, hits, options.query_gate_threshold)
                    if options.query_gate else None)
         rejected = verdict is not None and not verdict.passed
-        if rejected and not (hits and float(hits[0].score) >= options.strong_relevance):
+        # hits close in meaning to the prompt are never dropped by the gate alone
+        strong = {h.record.id for h in hits if options.strong_relevance < 1.0
+                  and (h.dense or 0.0) >= options.strong_relevance}  # 1.0: override off
+        if rejected and not strong:
             # the prompt is not one memory answers: nothing is injected, whatever the scores
             trace = [TraceEntry(h.record.id, float(h.score), False, "below_query_relevance")
                      for h in hits]
@@ -478,8 +482,9 @@ class MemoryHooks:
         if hits and clear_winner([float(h.score) for h in hits[:2]],
                                  options.clear_winner_floor, options.clear_winner_ratio):
             floor[0] = min(options.min_relevance, options.clear_winner_floor)
-        if rejected:  # the gate said no, but strong hits are never dropped by it alone
-            floor = [max(low, options.strong_relevance) for low in floor]
+        if rejected:  # the gate said no: only the strong hits may still go in
+            floor = [low if h.record.id in strong else math.inf
+                     for h, low in zip(hits, floor, strict=True)]
         relevant = [h for h, low in zip(hits, floor, strict=True) if float(h.score) >= low]
         verdicts = dict(zip((h.record.id for h in relevant),
                             screen_records(self.memory, [h.record for h in relevant],
