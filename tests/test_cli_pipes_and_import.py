@@ -136,3 +136,16 @@ def test_a_tsv_field_stays_one_field_of_one_line():
 
     assert tsv_line("a\tb", "c\\d\r\n", None, "\x1b[31mred", "\u2028", 3) == (
         "a\\tb\tc\\\\d\\r\\n\t\t\\x1b[31mred\t\\u2028\t3")
+
+
+def test_ctrl_c_in_any_command_exits_130_with_one_line(monkeypatch):
+    from walrus_mem.memory import Memory
+
+    invoke(["remember", "a fact"])
+
+    def interrupted(self, *args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Memory, "list", interrupted)
+    res = invoke(["list"], expect=130)
+    assert res.stderr == "walrus-mem: interrupted\n"

@@ -3,7 +3,7 @@
 Every command parses its arguments, calls the library, and prints the result:
 a rich table or text for people, or plain JSON on stdout with ``--json``.
 A :class:`~walrus_mem.errors.WalrusMemError` becomes one line on stderr and
-exit code 1 (the traceback only with ``--verbose``); usage errors exit 2.
+exit code 1 (the traceback only with ``--verbose``); usage errors exit 2, Ctrl-C 130.
 No command ever prints key material: only public fingerprints.
 
 This module is the root group (global options, error handling, lazily mounted
@@ -80,7 +80,7 @@ LAZY_SHORT_HELP = {
 
 
 class WalrusMemGroup(click.Group):
-    """Turns library errors into one clear stderr line and exit code 1."""
+    """Turns library errors into one clear stderr line and exit code 1 (Ctrl-C: 130)."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted([*super().list_commands(ctx), *LAZY_COMMANDS])
@@ -131,6 +131,9 @@ class WalrusMemGroup(click.Group):
                 traceback.print_exc(file=sys.stderr)
             click.echo(f"walrus-mem: error: {_one_line(exc)}", err=True)
             ctx.exit(1)
+        except KeyboardInterrupt:  # Ctrl-C: a shell's 130, not click's "Aborted!" and 1
+            click.echo("walrus-mem: interrupted", err=True)
+            ctx.exit(130)
 
 
 def _unavailable(name: str, exc: ImportError) -> click.Command:
