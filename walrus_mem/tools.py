@@ -12,7 +12,8 @@
 "result": {...}}`` or ``{"ok": false, "tool": name, "error": {"type",
 "message"}}``. Arguments are validated with pydantic. Memory texts in results
 are escaped and framed exactly like auto-recall (a nonce ``<walrus-memories>``
-block under ``"context"``), and search results flagged by the injection
+block under ``"context"``; ``memory_search`` also gives each hit's text, escaped
+the same way, in ``"memories"``), and search results flagged by the injection
 detector are left out. ``memory_store`` screens every fact (injection dropped,
 credentials redacted) and redacts credentials in metadata values too. With a
 ``session_key``, the session's namespace is enforced and subagent sessions
