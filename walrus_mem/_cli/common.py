@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 
 # -- state shared by all commands ---------------------------------------------
 
-#: Commands that only read memories: they never create a data dir (a mistyped
-#: --data-dir must not leave a fresh tree behind).
+#: Top-level commands that only read memories: they never create a data dir (a
+#: mistyped --data-dir must not leave a fresh tree behind). `keys export` is not one.
 READ_COMMANDS = frozenset({"recall", "list", "get", "stats", "history", "expiring", "export"})
 
 
@@ -94,7 +94,8 @@ class CliState:
             from ..memory import Memory
 
             context = click.get_current_context()
-            if context.command.name in READ_COMMANDS:
+            top_level = context.parent is not None and context.parent.parent is None
+            if top_level and context.command.name in READ_COMMANDS:
                 self.namespace  # noqa: B018 - a wrong --agent / -n is the error to show first
                 self.require_data_dir()
             self._memory = Memory(self.settings, embedder=embedder_override(self.settings))
