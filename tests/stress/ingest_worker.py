@@ -61,8 +61,8 @@ class CrashHooks:
             os.kill(os.getpid(), signal.SIGKILL)
 
     def install(self) -> None:
+        import walrus_mem._memory.writer as writer_mod
         import walrus_mem._recall.index as index_mod
-        import walrus_mem.memory as memory_mod
         from walrus_mem._catalog.catalog import Catalog
         from walrus_mem.testing import HashEmbedder
         from walrus_mem.walrus import WalrusClient
@@ -77,13 +77,13 @@ class CrashHooks:
 
         HashEmbedder.embed = embed_hook  # type: ignore[method-assign]
 
-        seal = memory_mod.seal
+        seal = writer_mod.seal  # the write path seals facts there
 
         def seal_hook(*args: Any, **kwargs: Any) -> bytes:
             hooks.hit("seal")
             return seal(*args, **kwargs)
 
-        memory_mod.seal = seal_hook
+        writer_mod.seal = seal_hook
 
         write = Catalog.write
 
