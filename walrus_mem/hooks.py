@@ -118,12 +118,8 @@ _UNAVAILABLE: Final = (
 
 def clear_winner(scores: Sequence[float], floor: float = CLEAR_WINNER_FLOOR,
                  ratio: float = CLEAR_WINNER_RATIO) -> bool:
-    """True when the best score stands out: >= ``floor`` and >= ``ratio`` x the runner-up.
-
-    Defaults: :data:`~walrus_mem._recall.ranking.CLEAR_WINNER_FLOOR` and
-    :data:`~walrus_mem._recall.ranking.CLEAR_WINNER_RATIO` (agents' ``clear_winner_floor``,
-    ``clear_winner_ratio``).
-    """
+    """True when the best score stands out: >= ``floor`` and >= ``ratio`` x the runner-up
+    (agents' ``clear_winner_floor`` and ``clear_winner_ratio``)."""
     if not scores:
         return False
     runner_up = scores[1] if len(scores) > 1 else 0.0
@@ -472,8 +468,7 @@ class MemoryHooks:
         # hits close in meaning to the prompt are never dropped by the gate alone
         strong = {h.record.id for h in hits if options.strong_relevance < 1.0
                   and (h.dense or 0.0) >= options.strong_relevance}  # 1.0: override off
-        if rejected and not strong:
-            # the prompt is not one memory answers: nothing is injected, whatever the scores
+        if rejected and not strong:  # not a prompt memory answers: nothing is injected
             trace = [TraceEntry(h.record.id, float(h.score), False, "below_query_relevance")
                      for h in hits]
             self._count(recalls=1, candidates_excluded=len(trace))
@@ -530,10 +525,7 @@ class MemoryHooks:
 
     def _query_gate(self, query: str, hits: Sequence[Any],
                     threshold: float | None = None) -> QueryVerdict | None:
-        """The calibrated query-level verdict, or ``None`` for models without weights.
-
-        ``threshold`` replaces the model's calibrated probability cutoff when given.
-        """
+        """The query-level verdict (at ``threshold`` if given), ``None`` without weights."""
         embedder = getattr(self.memory, "embedder", None)
         params = GATES.get(getattr(embedder, "model_id", None) or "")
         vector_of = getattr(self.memory, "query_vector", None)
