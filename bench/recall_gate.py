@@ -8,7 +8,7 @@ bench/locomo.py's documents) and a question counts as answered when one of its
 evidence turns is among the memories ``MemoryHooks.before_prompt_build``
 injects. Unanswerable prompts: tests/data/recall_gate_unanswerable.json (100
 prompts no memory answers: small talk, unrelated tasks, world facts, maths,
-writing, in 17 languages), each asked against every conversation of its half;
+writing, in 19 languages), each asked against every conversation of its half;
 it counts against us when anything is injected.
 
 Halves, fixed before measuring: questions by conversation (dev: conv-26 and
