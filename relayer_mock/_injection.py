@@ -24,7 +24,7 @@ from ._responses import (
     plain,
     read_headers,
 )
-from ._store_types import BlobUnavailable
+from ._store_types import BlobBlocked, BlobUnavailable
 from .faults import FaultKind
 
 FAILURE_PHASES = ("register", "store", "certify")
@@ -62,11 +62,22 @@ class DroppedResponse(Response):
 class FaultResponses(RelayerBase):
     """Turns a request's fault decision into responses."""
 
+    def _held(self, blob_id: str) -> bool:
+        try:
+            self.store.get_blob(blob_id)
+        except (BlobUnavailable, BlobBlocked):
+            return False
+        return True
+
     async def _pre_fault(self, ctx: Ctx, *, quilt: bool = False,
                          blob_id: str | None = None) -> Response | None:
         """Faults that replace the whole response (or just delay it)."""
         kind = ctx.decision.kind
         if kind is None or kind not in _PRE_KINDS:
+            return None
+        if kind is FaultKind.MARKED_INVALID and blob_id is not None and self._held(blob_id):
+            # markedInvalid is a property of the blob id on chain: a blob this store already
+            # certified is never answered invalid (clients treat that answer as final)
             return None
         ctx.fault(kind)
         rng = ctx.decision.rng

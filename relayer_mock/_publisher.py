@@ -239,7 +239,8 @@ class PublisherRoutes(FaultResponses):
         rejected = self._check_store_query(query)
         if rejected is not None:
             return rejected
-        hint = blob_id_for(body) if ctx.decision.kind is FaultKind.STORE_ERROR else None
+        hint = blob_id_for(body) if ctx.decision.kind in (
+            FaultKind.STORE_ERROR, FaultKind.MARKED_INVALID) else None
         fault = await self._pre_fault(ctx, blob_id=hint)
         if fault is not None:
             return fault
