@@ -12,6 +12,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from relayer_mock.auth import encode_token
 from relayer_mock.server import RelayerServer
@@ -151,3 +153,13 @@ def test_encoded_quilt_size_follows_the_columns() -> None:
     # 667 columns, 400 do not and the symbols grow to 4 bytes
     assert encoded_quilt_size([(f"p{i:03}", 1000) for i in range(300)]) == 445_556
     assert encoded_quilt_size([(f"p{i:03}", 1000) for i in range(400)]) == 445_556 * 2
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.text(min_size=1, max_size=20), st.integers(0, 300_000)),
+                min_size=1, max_size=40))
+def test_the_client_and_relayer_mock_size_quilts_alike(patches: list[tuple[str, int]]) -> None:
+    # two copies (relayer_mock imports nothing of walrus_mem): they must never drift apart
+    from relayer_mock._quilt_size import encoded_quilt_size as mock_size
+
+    assert encoded_quilt_size(patches) == mock_size(patches)
