@@ -58,8 +58,10 @@ machine's newest head equals it.
 
 Sizes: ``WALRUS_MEM_STATEFUL_EXAMPLES`` (default 20) examples of
 ``WALRUS_MEM_STATEFUL_STEPS`` (default 15) steps, about 2.5 minutes (in `make test`, not
-in `make check`); a long local run is e.g. 300 x 15 (passed: 4,500 steps, seed 7). ``WALRUS_MEM_STATEFUL_WITHOUT=wipe,clock_jump`` leaves rules out (to tell
-which feature a failure needs). Known failures are listed with issue 23's findings, not
+in `make check`; derandomized); a long local run is e.g. 300 x 15 (seed 7: 4,500 steps
+passed; seed 11, 120 x 15: three open findings, a wall clock 10 days ahead while storing
+then a wipe). ``WALRUS_MEM_STATEFUL_WITHOUT=wipe,clock_jump`` leaves rules out (to tell
+which feature a failure needs). Known failures are listed in .ci/stateful_findings.md, not
 marked here.
 """
 
@@ -1176,9 +1178,13 @@ def _damage_an_index_page(catalog: Path) -> bool:
 for _name in filter(None, os.environ.get("WALRUS_MEM_STATEFUL_WITHOUT", "").split(",")):
     delattr(FeatureMachines, _name.strip())
 
+# The CI size runs one fixed sequence of examples (derandomize), so `make test` is the same
+# run every time; a long local run (WALRUS_MEM_STATEFUL_EXAMPLES set) explores at random.
+# Open findings of such runs are in .ci/stateful_findings.md.
 SETTINGS = settings(
     max_examples=EXAMPLES,
     stateful_step_count=STEPS,
+    derandomize="WALRUS_MEM_STATEFUL_EXAMPLES" not in os.environ,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )

@@ -118,7 +118,7 @@ def test_sync_reports_but_never_raises_storage_errors(tmp_path: Path, refused_po
 
 def test_outbox_survives_a_crash_and_replays_the_same_bytes(tmp_path: Path, shared_walrus) -> None:
     m = open_mem(tmp_path / "d", shared_walrus)
-    m._publisher.breaker_until = float("inf")  # the publish never happens: as if we crashed right after
+    m._publisher.breaker_until = float("inf")  # the publish never happens: as if crashed
     single = m.remember("crash before publish")
     batch = m.remember_many(["crash quilt one", "crash quilt two"])
     sealed = m._catalog.query_one("SELECT sealed FROM memories WHERE id = ?", (single.id,))[0]
