@@ -1,27 +1,39 @@
-"""Replay FeatureMachines steps (one `state.x(...)` per line of FILE) in this tree."""
-import sys, functools, traceback
+"""Replay FeatureMachines steps (one ``state.x(...)`` per line of FILE) in this tree.
+
+    cd <repo> && .venv/bin/python .ci/stateful_replay.py steps.txt
+
+Prints each step, then ``RESULT: passed`` or ``RESULT: failed <error>``.
+"""
+
+import functools
+import sys
+import traceback
+
+from httpx import _config as httpx_default
+
 sys.path.insert(0, ".")
 import tests.test_log_features_stateful as T
-from httpx import _config as httpx_default
+
 try:
-    import walrus_mem._log.merging as M
-except ImportError:
-    import walrus_mem.namespace_log as M
-M.RESTORE_CHUNK = 2
-httpx_default.create_ssl_context = functools.lru_cache(maxsize=None)(httpx_default.create_ssl_context)
+    import walrus_mem._log.merging as merging
+except ImportError:  # a tree from before issue 24
+    import walrus_mem.namespace_log as merging  # type: ignore[no-redef]
+merging.RESTORE_CHUNK = 2  # as the test's fixture: a kill lands between chunks
+httpx_default.create_ssl_context = functools.lru_cache(maxsize=None)(
+    httpx_default.create_ssl_context)
 root = T._fast_tmp()
 with T._machines_clock():
     T._WORLD = T.World(root)
     state = T.FeatureMachines()
     try:
-        for line in open(sys.argv[1]):
+        for line in open(sys.argv[1], encoding="utf-8"):
             line = line.strip()
             if line.startswith("state."):
                 print(">>", line, flush=True)
                 eval(line)
         print("RESULT: passed")
-    except BaseException as e:
+    except BaseException as exc:
         traceback.print_exc(limit=3)
-        print("RESULT: failed", type(e).__name__, str(e)[:300])
+        print("RESULT: failed", type(exc).__name__, str(exc)[:300])
     finally:
         T._WORLD.close()
