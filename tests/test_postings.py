@@ -301,3 +301,54 @@ def test_query_words_are_tokenized_as_fts5_does() -> None:
     tok = postings.tokenizer()
     assert tok.terms(["Running", "naïve", "東京"]) == [("run",), ("naiv",), ("東京",)]
     assert fts_query("Running naïve") == '"running" OR "naïve"'
+
+
+def _bytes_per_posting(cat: Catalog, ns: str) -> float:
+    payload, postings_n = cat.conn.execute(
+        f"SELECT sum(length(keys) + length(tfdl)), sum(n) FROM {postings.postings_table(ns)}"
+    ).fetchone()
+    return float(payload) / float(postings_n)
+
+
+def test_postings_take_a_few_bytes_a_posting(tmp_path: Path) -> None:
+    """Keys as varint gaps, tf and length as varints: short facts' postings take about
+    3 bytes each (16 with int64 keys and uint32 pairs), in one batch and one by one."""
+    rng = random.Random(5)
+    words = [f"word{i}" for i in range(300)]
+    cat = _catalog(tmp_path)
+    try:
+        with cat.write():
+            for key in range(1, 2001):
+                cat.fts_add(NS, key, " ".join(rng.choice(words) for _ in range(9)))
+        for key in range(2001, 2101):
+            with cat.write():
+                cat.fts_add(NS, key, " ".join(rng.choice(words) for _ in range(9)))
+        assert_postings_match_fts5(cat, NS)
+        assert _bytes_per_posting(cat, NS) <= 4.0
+        _assert_same_scores(cat, "word3 word17 word250", 2100)
+    finally:
+        cat.close()
+
+
+def test_a_catalog_written_by_schema_5_is_upgraded_in_place(tmp_path: Path) -> None:
+    """tests/data/catalog_schema5.sqlite3 was written by walrus_mem at schema 5 (postings
+    format 1: int64 keys, uint32 tf/length pairs; 30 facts, one forgotten, one updated).
+    Opening it re-encodes its postings in place: equal to FTS5's index, same bm25, smaller;
+    its schema version moves on, so an older walrus_mem refuses it."""
+    import shutil
+
+    from walrus_mem._catalog.catalog import POSTINGS_FORMAT, SCHEMA_VERSION
+
+    path = tmp_path / "catalog.sqlite3"
+    shutil.copy(Path(__file__).parent / "data" / "catalog_schema5.sqlite3", path)
+    cat = Catalog(path)
+    try:
+        assert cat.query_one("SELECT max(version) FROM schema_version")[0] == SCHEMA_VERSION > 5
+        assert cat.get_meta("postings") == POSTINGS_FORMAT != "1"
+        assert_postings_match_fts5(cat, NS)
+        assert _bytes_per_posting(cat, NS) <= 4.0
+        assert cat.query_one("SELECT count(*) FROM memories")[0] == 29
+        _assert_same_scores(cat, "painter rooibos mint", 29)
+        _assert_same_scores(cat, "painted café", 29)
+    finally:
+        cat.close()

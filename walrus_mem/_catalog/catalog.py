@@ -83,7 +83,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_MS: Final = 30_000
-POSTINGS_FORMAT: Final = "1"  # meta 'postings': a change rebuilds every namespace's postings
+POSTINGS_FORMAT: Final = postings.FORMAT  # meta 'postings': a change rebuilds them all
 
 
 def vector_to_blob(vector: npt.NDArray[np.float32]) -> bytes:

@@ -17,10 +17,15 @@ postings in the same transaction as its FTS5 row (``Catalog.fts_add`` /
 
 Table ``lex_<hash>`` (:func:`postings_table`): ``term``, ``first`` (a lower
 bound of the block's keys; blocks of a term cover disjoint key ranges in
-``first`` order), ``n`` (entries), ``keys`` (little-endian int64, ascending),
-``tfdl`` (little-endian uint32 pairs). Table ``lexdf_<hash>``: per term, how
-many rows hold it (one seek instead of summing a common term's blocks). Table
-``lexicon_stats``: per namespace, rows and tokens, FTS5's ``nRow`` and ``nToken``.
+``first`` order), ``n`` (entries), ``keys`` (the gaps between ascending keys,
+the first one from ``first``, as LEB128 varints), ``tfdl`` (tf and length of
+each entry, LEB128 varints). Format :data:`FORMAT` (``"2"``); format ``"1"``
+held int64 keys and uint32 pairs, 16 bytes a posting where short facts' now
+take about 3 (the catalog rebuilds older postings when it opens). Decoding is
+a few numpy operations over all of a query's blocks at once (:func:`_decode`).
+Table ``lexdf_<hash>``: per term, how many rows hold it (one seek instead of
+summing a common term's blocks). Table ``lexicon_stats``: per namespace, rows
+and tokens, FTS5's ``nRow`` and ``nToken``.
 """
 
 from __future__ import annotations
@@ -28,10 +33,9 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-import struct
 import threading
 from collections.abc import Iterable, Sequence
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -43,6 +47,7 @@ __all__ = [
     "BLOCK",
     "BM25_B",
     "BM25_K1",
+    "FORMAT",
     "STATS_TABLE",
     "Postings",
     "Tokenizer",
@@ -69,9 +74,11 @@ BLOCK: Final = 128
 BM25_K1: Final = 1.2  # FTS5's constants (fts5_aux.c)
 BM25_B: Final = 0.75
 STATS_TABLE: Final = "lexicon_stats"
+FORMAT: Final = "2"
+"""The blocks' encoding (catalog meta ``postings``): a change rebuilds every namespace's."""
 
-_KEY: Final = np.dtype("<i8")
-_TFDL: Final = np.dtype("<u4")
+_KEY: Final = np.dtype(np.int64)
+_TFDL: Final = np.dtype(np.uint32)
 
 Postings = tuple[npt.NDArray[np.int64], npt.NDArray[np.uint32], npt.NDArray[np.uint32]]
 """A term's (keys ascending, tf, dl) arrays."""
@@ -171,6 +178,83 @@ def tokenizer() -> Tokenizer:
         return _TOKENIZER
 
 
+# -- encoding ----------------------------------------------------------------------------
+
+
+def _varints(data: bytes, dtype: npt.DTypeLike = _KEY) -> npt.NDArray[Any]:
+    """Decode concatenated LEB128 varints (7 bits a byte, low first; a set high bit: more
+    bytes follow). Short facts' gaps, counts and lengths are mostly one byte each: then
+    the bytes are the values."""
+    b = np.frombuffer(data, dtype=np.uint8)
+    if not len(b) or b.max() < 0x80:
+        return b.astype(dtype)
+    ends = np.flatnonzero(b < 0x80)
+    starts = np.empty_like(ends)
+    starts[0] = 0
+    starts[1:] = ends[:-1] + 1
+    shift = (np.arange(len(b), dtype=np.int64) - np.repeat(starts, ends - starts + 1)) * 7
+    return np.add.reduceat((b & 0x7F).astype(np.int64) << shift, starts).astype(dtype)
+
+
+def _varint_encode(values: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.uint8],
+                                                          npt.NDArray[np.int64]]:
+    """LEB128 bytes of non-negative ``values`` and each value's width in bytes."""
+    v = np.asarray(values, dtype=np.int64)
+    if not len(v) or int(v.max()) < 0x80:
+        return v.astype(np.uint8), np.ones(len(v), dtype=np.int64)
+    if int(v.min()) < 0:
+        raise ValueError("postings encode non-negative integers only")
+    width = np.ones(len(v), dtype=np.int64)
+    for k in range(1, (int(v.max()).bit_length() + 6) // 7):
+        width += v >= (1 << (7 * k))
+    out = np.empty(int(width.sum()), dtype=np.uint8)
+    starts = np.cumsum(width) - width
+    for k in range(int(width.max())):
+        more = width > k
+        out[starts[more] + k] = ((v[more] >> (7 * k)) & 0x7F) | np.where(
+            width[more] > k + 1, 0x80, 0)
+    return out, width
+
+
+def _varint_bytes(values: npt.NDArray[np.int64]) -> bytes:
+    return _varint_encode(values)[0].tobytes()
+
+
+def _pack(out: bytearray, value: int) -> None:
+    """Append one varint (the write path's few entries a term: cheaper than numpy)."""
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def _encode_block(first: int, keys: npt.NDArray[np.int64],
+                  pairs: npt.NDArray[Any]) -> tuple[bytes, bytes]:
+    """A block's ``keys`` and ``tfdl`` column values."""
+    keys = np.asarray(keys, dtype=np.int64)
+    return (_varint_bytes(np.diff(keys, prepend=np.int64(first))),
+            _varint_bytes(np.asarray(pairs, dtype=np.int64).reshape(-1)))
+
+
+def _decode(rows: Iterable[tuple[int, int, bytes, bytes]]) -> Postings:
+    """Blocks (first, n, keys, tfdl) of one term, in ``first`` order, as one Postings."""
+    blocks = list(rows)
+    if not blocks:
+        return np.empty(0, _KEY), np.empty(0, _TFDL), np.empty(0, _TFDL)
+    keys = np.cumsum(_varints(b"".join(r[2] for r in blocks)))
+    pairs = _varints(b"".join(r[3] for r in blocks), _TFDL).reshape(-1, 2)
+    if len(blocks) == 1:
+        keys += int(blocks[0][0])
+    else:  # each block's gaps start from its own ``first``
+        n = np.fromiter((r[1] for r in blocks), dtype=np.int64, count=len(blocks))
+        firsts = np.fromiter((r[0] for r in blocks), dtype=np.int64, count=len(blocks))
+        ends = np.cumsum(n)
+        before = np.zeros(len(blocks), dtype=np.int64)
+        before[1:] = keys[ends[:-1] - 1]
+        keys += np.repeat(firsts - before, n)
+    return keys, pairs[:, 0], pairs[:, 1]
+
+
 # -- writing -----------------------------------------------------------------------------
 
 
@@ -190,29 +274,46 @@ def create(conn: sqlite3.Connection, namespace: str) -> None:
                  "VALUES (?, 0, 0)", (namespace,))
 
 
-def _block_at(conn: sqlite3.Connection, table: str, term: str,
-              key: int) -> tuple[int, bytes, bytes] | None:
-    """The block whose key range holds ``key`` (else the term's first block, if any)."""
+def _block_at(conn: sqlite3.Connection, table: str, term: str, key: int
+              ) -> tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
+    """The block whose key range holds ``key`` (else the term's first block, if any):
+    its ``first``, keys and (tf, dl) pairs."""
     row = conn.execute(
-        f"SELECT first, keys, tfdl FROM {table} WHERE term = ? AND first <= ? "
+        f"SELECT first, n, keys, tfdl FROM {table} WHERE term = ? AND first <= ? "
         "ORDER BY first DESC LIMIT 1", (term, key)).fetchone()
     if row is None:
-        row = conn.execute(f"SELECT first, keys, tfdl FROM {table} WHERE term = ? "
+        row = conn.execute(f"SELECT first, n, keys, tfdl FROM {table} WHERE term = ? "
                            "ORDER BY first LIMIT 1", (term,)).fetchone()
-    return None if row is None else (int(row[0]), bytes(row[1]), bytes(row[2]))
+    if row is None:
+        return None
+    keys, tf, dl = _decode([(int(row[0]), int(row[1]), bytes(row[2]), bytes(row[3]))])
+    return int(row[0]), keys, np.stack([tf, dl], axis=1).astype(np.int64)
 
 
 def _put(conn: sqlite3.Connection, table: str, term: str, first: int,
-         keys: npt.NDArray[np.int64], tfdl: npt.NDArray[np.uint32]) -> None:
+         keys: npt.NDArray[np.int64], pairs: npt.NDArray[Any]) -> None:
+    kb, vb = _encode_block(first, keys, pairs)
     conn.execute(f"INSERT INTO {table} (term, first, n, keys, tfdl) VALUES (?, ?, ?, ?, ?)",
-                 (term, first, len(keys), keys.astype(_KEY).tobytes(),
-                  tfdl.astype(_TFDL).tobytes()))
+                 (term, first, len(keys), kb, vb))
 
 
 def add(conn: sqlite3.Connection, namespace: str, key: int,
         counts: Sequence[tuple[str, int]]) -> None:
     """Add row ``key`` with its term counts (:meth:`Tokenizer.counts`); inside a write."""
     add_many(conn, namespace, [(key, counts)])
+
+
+def _append(term: str, first: int, prev: int, entries: Sequence[tuple[int, int, int]],
+            kb: bytes = b"", vb: bytes = b"", n: int = 0) -> tuple[str, int, int, bytes, bytes]:
+    """A block row: ``entries`` (key, tf, dl) after ``n`` encoded ones whose last key is
+    ``prev`` (a new block: ``prev`` = ``first``)."""
+    keys, pairs = bytearray(kb), bytearray(vb)
+    for key, tf, dl in entries:
+        _pack(keys, key - prev)
+        _pack(pairs, tf)
+        _pack(pairs, dl)
+        prev = key
+    return term, first, n + len(entries), bytes(keys), bytes(pairs)
 
 
 def add_many(conn: sqlite3.Connection, namespace: str,
@@ -234,35 +335,37 @@ def add_many(conn: sqlite3.Connection, namespace: str,
     conn.executemany(f"INSERT INTO {counts_table(namespace)} (term, n) VALUES (?, ?) "
                      "ON CONFLICT (term) DO UPDATE SET n = n + excluded.n",
                      [(term, len(entries)) for term, entries in per_term.items()])
-    # every term's last block, in one query
-    last_of = {str(r[0]): (int(r[1]), bytes(r[2]), bytes(r[3])) for r in conn.execute(
-        f"SELECT term, first, keys, tfdl FROM {table} WHERE (term, first) IN "
+    # every term's last block, in one query, and their last keys in one decode
+    lasts = [(str(r[0]), int(r[1]), int(r[2]), bytes(r[3]), bytes(r[4])) for r in conn.execute(
+        f"SELECT term, first, n, keys, tfdl FROM {table} WHERE (term, first) IN "
         f"(SELECT term, max(first) FROM {table} WHERE term IN "
-        "(SELECT value FROM json_each(?)) GROUP BY term)", (json.dumps(list(per_term)),))}
-    step = BLOCK * _KEY.itemsize  # a block's keys in bytes (its tf/dl pairs: the same)
+        "(SELECT value FROM json_each(?)) GROUP BY term)", (json.dumps(list(per_term)),))]
+    last_key: dict[str, int] = {}
+    if lasts:
+        n = np.fromiter((r[2] for r in lasts), dtype=np.int64, count=len(lasts))
+        sums = np.add.reduceat(_varints(b"".join(r[3] for r in lasts)), np.cumsum(n) - n)
+        last_key = {r[0]: r[1] + int(total) for r, total in zip(lasts, sums.tolist(),
+                                                                  strict=True)}
+    last_of = {r[0]: r for r in lasts}
     dropped: list[tuple[str, int]] = []
     blocks: list[tuple[str, int, int, bytes, bytes]] = []
     for term, entries in per_term.items():
         entries.sort()
         last = last_of.get(term)
-        if last is not None and entries[0][0] <= int.from_bytes(last[1][-8:], "little",
-                                                                 signed=True):
+        if last is not None and entries[0][0] <= last_key[term]:
             for key, tf, dl in entries:  # into existing ranges: one at a time
-                _insert(conn, table, term, key, np.array([tf, dl], dtype=_TFDL))
+                _insert(conn, table, term, key, np.array([tf, dl], dtype=np.int64))
             continue
-        count = len(entries)
-        # packed with struct, not numpy: most terms of a batch get one or two entries
-        kb = struct.pack(f"<{count}q", *(e[0] for e in entries))
-        vb = struct.pack(f"<{2 * count}I", *(v for e in entries for v in e[1:]))
-        first = entries[0][0]
-        if last is not None and len(last[1]) < step:  # room in the last block
-            first = last[0]
-            dropped.append((term, first))
-            kb, vb = last[1] + kb, last[2] + vb
-        blocks += [(term, first if start == 0 else int.from_bytes(kb[start:start + 8], "little",
-                                                                  signed=True),
-                    len(kb[start:start + step]) // _KEY.itemsize, kb[start:start + step],
-                    vb[start:start + step]) for start in range(0, len(kb), step)]
+        rest: Sequence[tuple[int, int, int]] = entries
+        if last is not None and last[2] < BLOCK:  # room in the last block
+            room = BLOCK - last[2]
+            dropped.append((term, last[1]))
+            blocks.append(_append(term, last[1], last_key[term], entries[:room],
+                                  last[3], last[4], last[2]))
+            rest = entries[room:]
+        for start in range(0, len(rest), BLOCK):
+            chunk = rest[start:start + BLOCK]
+            blocks.append(_append(term, chunk[0][0], chunk[0][0], chunk))
     conn.executemany(f"DELETE FROM {table} WHERE term = ? AND first = ?", dropped)
     conn.executemany(f"INSERT INTO {table} (term, first, n, keys, tfdl) VALUES (?, ?, ?, ?, ?)",
                      blocks)
@@ -271,18 +374,16 @@ def add_many(conn: sqlite3.Connection, namespace: str,
 
 
 def _insert(conn: sqlite3.Connection, table: str, term: str, key: int,
-            entry: npt.NDArray[np.uint32]) -> None:
+            entry: npt.NDArray[np.int64]) -> None:
     """One posting into the block whose range holds ``key`` (split past 2 x BLOCK)."""
     block = _block_at(conn, table, term, key)
     if block is None:
         _put(conn, table, term, key, np.array([key], dtype=_KEY), entry.reshape(1, 2))
         return
-    first, kb, vb = block
-    if key > int.from_bytes(kb[-8:], "little", signed=True) and len(kb) >= BLOCK * _KEY.itemsize:
+    first, keys, pairs = block
+    if key > int(keys[-1]) and len(keys) >= BLOCK:
         _put(conn, table, term, key, np.array([key], dtype=_KEY), entry.reshape(1, 2))
         return  # after a full block's keys: a new block
-    keys = np.frombuffer(kb, dtype=_KEY)
-    pairs = np.frombuffer(vb, dtype=_TFDL).reshape(-1, 2)
     # (a key is never added twice: FTS5 refuses a second row with the same rowid first)
     pos = int(np.searchsorted(keys, key))
     keys = np.insert(keys, pos, key)
@@ -306,8 +407,7 @@ def remove(conn: sqlite3.Connection, namespace: str, key: int,
         block = _block_at(conn, table, term, key)
         if block is None:
             continue
-        first, kb, vb = block
-        keys = np.frombuffer(kb, dtype=_KEY)
+        first, keys, pairs = block
         pos = int(np.searchsorted(keys, key))
         if pos >= len(keys) or keys[pos] != key:
             continue
@@ -315,7 +415,6 @@ def remove(conn: sqlite3.Connection, namespace: str, key: int,
         conn.execute(f"UPDATE {df} SET n = n - 1 WHERE term = ?", (term,))
         conn.execute(f"DELETE FROM {df} WHERE term = ? AND n <= 0", (term,))
         if len(keys) > 1:  # ``first`` stays: it only bounds the block's range from below
-            pairs = np.frombuffer(vb, dtype=_TFDL).reshape(-1, 2)
             _put(conn, table, term, first, np.delete(keys, pos), np.delete(pairs, pos, axis=0))
     conn.execute(f"UPDATE {STATS_TABLE} SET rows = rows - 1, tokens = tokens - ? "
                  "WHERE namespace = ?", (sum(n for _, n in counts), namespace))
@@ -358,15 +457,31 @@ def rebuild(conn: sqlite3.Connection, namespace: str) -> None:
     conn.executemany(f"INSERT INTO {counts_table(namespace)} (term, n) VALUES (?, ?)",
                      [(term, len(keys)) for term, keys, _ in per_term])
     for term, keys, tf in per_term:
-        pairs = np.stack([tf, dl[keys]], axis=1).astype(_TFDL)
         conn.executemany(
             f"INSERT INTO {table} (term, first, n, keys, tfdl) VALUES (?, ?, ?, ?, ?)",
-            [(term, int(keys[s]), len(keys[s:s + BLOCK]),
-              keys[s:s + BLOCK].astype(_KEY).tobytes(), pairs[s:s + BLOCK].tobytes())
-             for s in range(0, len(keys), BLOCK)])
+            _blocks_of(term, keys, tf, dl[keys]))
     count = int(conn.execute(f"SELECT count(*) FROM {fts}").fetchone()[0])
     conn.execute(f"UPDATE {STATS_TABLE} SET rows = ?, tokens = ? WHERE namespace = ?",
                  (count, int(dl.sum()), namespace))
+
+
+def _blocks_of(term: str, keys: npt.NDArray[np.int64], tf: npt.NDArray[np.int64],
+               dl: npt.NDArray[np.int64]) -> list[tuple[str, int, int, bytes, bytes]]:
+    """A term's postings (keys ascending) as block rows of BLOCK entries, encoded at once."""
+    gaps = np.diff(keys, prepend=keys[:1])
+    gaps[::BLOCK] = 0  # each block's first key is its ``first``
+    kb, kw = _varint_encode(gaps)
+    vb, vw = _varint_encode(np.stack([tf, dl], axis=1).reshape(-1))
+    kends = np.cumsum(kw)[BLOCK - 1::BLOCK].tolist() + [len(kb)]
+    vends = np.cumsum(vw)[2 * BLOCK - 1::2 * BLOCK].tolist() + [len(vb)]
+    kbytes, vbytes = kb.tobytes(), vb.tobytes()
+    out = []
+    k0 = v0 = 0
+    for i, start in enumerate(range(0, len(keys), BLOCK)):
+        out.append((term, int(keys[start]), len(keys[start:start + BLOCK]),
+                    kbytes[k0:kends[i]], vbytes[v0:vends[i]]))
+        k0, v0 = kends[i], vends[i]
+    return out
 
 
 def _keys_and_tf(docs: list[int]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
@@ -396,28 +511,22 @@ def doc_counts(conn: sqlite3.Connection, namespace: str, terms: Sequence[str]) -
     return {term: int(found.get(term, 0)) for term in terms}
 
 
-def _decode(rows: Iterable[tuple[bytes, bytes]]) -> Postings:
-    blocks = list(rows)
-    keys = np.frombuffer(b"".join(r[0] for r in blocks), dtype=_KEY)
-    pairs = np.frombuffer(b"".join(r[1] for r in blocks), dtype=_TFDL).reshape(-1, 2)
-    return keys, pairs[:, 0], pairs[:, 1]
-
-
 def read(conn: sqlite3.Connection, namespace: str, term: str) -> Postings:
     """Every posting of ``term``."""
     return _decode(conn.execute(
-        f"SELECT keys, tfdl FROM {postings_table(namespace)} WHERE term = ?", (term,)))
+        f"SELECT first, n, keys, tfdl FROM {postings_table(namespace)} WHERE term = ? "
+        "ORDER BY first", (term,)))
 
 
 def read_many(conn: sqlite3.Connection, namespace: str,
               terms: Sequence[str]) -> dict[str, Postings]:
     """Every posting of each term, in one query."""
-    blocks: dict[str, list[tuple[bytes, bytes]]] = {term: [] for term in terms}
-    for term, kb, vb in conn.execute(
-            f"SELECT term, keys, tfdl FROM {postings_table(namespace)} WHERE term IN "
+    blocks: dict[str, list[tuple[int, int, bytes, bytes]]] = {term: [] for term in terms}
+    for term, first, n, kb, vb in conn.execute(
+            f"SELECT term, first, n, keys, tfdl FROM {postings_table(namespace)} WHERE term IN "
             "(SELECT value FROM json_each(?)) ORDER BY term, first",
             (json.dumps(list(blocks)),)):
-        blocks[term].append((kb, vb))
+        blocks[term].append((first, n, kb, vb))
     return {term: _decode(rows) for term, rows in blocks.items()}
 
 
@@ -434,7 +543,7 @@ def read_at(conn: sqlite3.Connection, namespace: str, term: str,
     if len(chosen) == len(firsts):
         return read(conn, namespace, term)
     return _decode(conn.execute(
-        f"SELECT keys, tfdl FROM {table} WHERE term = ? AND first IN "
+        f"SELECT first, n, keys, tfdl FROM {table} WHERE term = ? AND first IN "
         "(SELECT value FROM json_each(?)) ORDER BY first",
         (term, "[" + ",".join(str(int(f)) for f in firsts[chosen]) + "]")))
 
@@ -483,11 +592,14 @@ def differences(conn: sqlite3.Connection, namespace: str) -> list[str]:
     for term, first, n, kb, vb in conn.execute(
             f"SELECT term, first, n, keys, tfdl FROM {postings_table(namespace)} "
             "ORDER BY term, first"):
-        keys = np.frombuffer(kb, dtype=_KEY)
-        pairs = np.frombuffer(vb, dtype=_TFDL).reshape(-1, 2)
-        if not n == len(keys) == len(pairs) > 0 or n > 2 * BLOCK:
-            problems.append(f"term {term!r}: block at {first} holds {len(keys)} keys, says {n}")
+        gaps, values = _varints(kb), _varints(vb)
+        if (kb and kb[-1] >= 0x80) or (vb and vb[-1] >= 0x80) or not (
+                n == len(gaps) > 0 and len(values) == 2 * n) or n > 2 * BLOCK:
+            problems.append(f"term {term!r}: block at {first} holds {len(gaps)} keys and "
+                            f"{len(values)} counts, says {n}")
             continue
+        keys = first + np.cumsum(gaps)
+        pairs = values.reshape(-1, 2)
         if (np.diff(keys) <= 0).any() or keys[0] < first or keys[0] <= last.get(term, -1):
             problems.append(f"term {term!r}: block at {first} out of order")
         last[term] = int(keys[-1])

@@ -166,5 +166,12 @@ MIGRATIONS: Final[tuple[str, ...]] = (
         tokens INTEGER NOT NULL
     );
     """,
+    # 6: the postings' blocks are varint-encoded (postings.FORMAT "2", about 3 bytes a
+    # posting instead of 16). The catalog re-encodes them when it opens (meta 'postings');
+    # the version bump keeps older walrus_mem, which would read the blocks as int64 keys,
+    # out of the file.
+    """
+    UPDATE meta SET value = 'stale' WHERE key = 'postings' AND value = '1';
+    """,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
