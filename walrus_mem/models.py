@@ -266,6 +266,12 @@ class PullReport(BaseModel):
     """Pairs of different manifests one writer published with the same seq (a data dir
     restored from a backup, or copied, that forgot its newer manifest), among the heads
     merged here: both were merged (nothing either lists is lost) and are named here."""
+    reembedded: int = 0
+    """Memories merged in whose text was embedded again here, because the vector sealed
+    with them was made by another model (or other weights) or they carry none (sealed
+    before vectors travelled); the others' sealed vectors were inserted as they are."""
+    reembedded_because: dict[str, int] = Field(default_factory=dict)
+    """Why they were re-embedded: reason -> count."""
     key_generation: int | None = None
     """Set when this call moved the namespace to another key generation: a data dir
     holding nothing of it took the one the heads are sealed under, or one holding it
@@ -321,6 +327,10 @@ class RestoreReport(BaseModel):
     """As :attr:`PullReport.equivocations`."""
     complete: bool = True
     resumed: bool = False
+    reembedded: int = 0
+    """As :attr:`PullReport.reembedded`."""
+    reembedded_because: dict[str, int] = Field(default_factory=dict)
+    """As :attr:`PullReport.reembedded_because`."""
     key_generation: int | None = None
     """As :attr:`PullReport.key_generation`."""
     skipped_heads: list[str] = Field(default_factory=list)

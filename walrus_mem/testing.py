@@ -25,6 +25,7 @@ class HashEmbedder:
     def __init__(self, dim: int = 64, model_id: str = "test-hash-embedder") -> None:
         self.dim = dim
         self.model_id = f"{model_id}-{dim}"
+        self.weights_digest = "feature-hash-v1"  # the algorithm is the whole model
         self.calls = 0
 
     def embed(self, texts: list[str]) -> npt.NDArray[np.float32]:

@@ -92,6 +92,7 @@ def restore(state: CliState, head: str | None, manifest_blob_id: str | None,
             f"{len(report.expired)} expired (of {report.total})"
             + (" [resumed]" if report.resumed else "")
         )
+        _reembedded_line(state, report.reembedded, report.reembedded_because)
         if report.key_generation is not None:
             state.out.print(_generation_line(report.namespace, report.key_generation))
         for label, pairs in (("missing blob", report.missing), ("expired blob", report.expired)):
@@ -145,6 +146,7 @@ def pull(state: CliState, heads: tuple[str, ...], allow_stale: bool,
                 f"{report.conflicts} conflicts, {report.deduplicated} deduplicated, "
                 f"{len(report.missing)} missing, {len(report.expired)} expired, "
                 f"{len(report.unreadable)} unreadable, {len(report.failed)} failed")
+        _reembedded_line(state, report.reembedded, report.reembedded_because)
         if report.key_generation is not None:
             state.out.print(_generation_line(report.namespace, report.key_generation))
         for mid, msg in [*report.unreadable[:20], *report.failed[:20]]:
@@ -155,6 +157,15 @@ def pull(state: CliState, heads: tuple[str, ...], allow_stale: bool,
             state.out.print(f"  equivocation: {escape(line)}", soft_wrap=True)
     if report.failed:
         sys.exit(1)
+
+
+def _reembedded_line(state: CliState, count: int, because: dict[str, int]) -> None:
+    """Say which memories were embedded again instead of taking their sealed vectors."""
+    if count:
+        why = "; ".join(f"{n}: {escape(reason)}" for reason, n in sorted(
+            because.items(), key=lambda item: -item[1]))
+        state.out.print(f"Re-embedded {count} memory(ies) with this machine's model, as "
+                        f"their sealed vectors could not be used ({why}).", soft_wrap=True)
 
 
 def _generation_line(ns: str, generation: int) -> str:

@@ -15,13 +15,13 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-import numpy as np
-
 from .._catalog.catalog import Catalog, vector_to_blob
+from .._recall.carried import carried_vector, identity, mismatch
 from ..envelope import open_envelope
 from ..errors import WalrusMemError
 from ..keys import NamespaceKeys
@@ -53,6 +53,8 @@ class Tally:
     expired: list[tuple[str, str]] = field(default_factory=list)
     unreadable: list[tuple[str, str]] = field(default_factory=list)
     failed: list[tuple[str, str]] = field(default_factory=list)
+    reembedded: int = 0
+    reembed_reasons: Counter[str] = field(default_factory=Counter)
 
 
 def _local_record(catalog: Catalog, ns: str, keys: NamespaceKeys,
@@ -115,7 +117,7 @@ def apply_fetched(nslog: LogContext, ns: str, keys: NamespaceKeys, plan: MergePl
     conflicts = {e.memory_id for e in plan.conflicts}
     incoming = [(e, d, r) for e, d, r in fetched if e.memory_id not in kept]
     texts = [str(r.get("text", "")) for _, _, r in incoming]
-    vectors = nslog.host.embed_texts(texts) if texts else np.zeros((0, 1), np.float32)
+    vectors = _vectors(nslog, [r for _, _, r in incoming], texts, tally)
     emb = nslog.host.embedder
     now = time.time()
     with nslog.lock, nslog.catalog.write():
@@ -142,7 +144,7 @@ def apply_fetched(nslog: LogContext, ns: str, keys: NamespaceKeys, plan: MergePl
             dedupe_hash = nslog.catalog.dedupe_slot(ns, keys.dedupe_hash(text), mid)
             if ":" in dedupe_hash:
                 tally.deduplicated += 1
-            vector_bytes = vector_to_blob(vector)
+            vector_bytes = vector
             row: dict[str, Any] = {
                 "id": mid, "text": text, "metadata": _metadata_json(rec),
                 "category": rec.get("category"),
@@ -153,7 +155,7 @@ def apply_fetched(nslog: LogContext, ns: str, keys: NamespaceKeys, plan: MergePl
                 "dedupe_hash": dedupe_hash, "status": "published",
                 "blob_id": entry.blob_id, "quilt_patch_id": entry.patch_id,
                 "end_epoch": entry.end_epoch, "sealed": data,
-                "vector": vector_bytes, "digest": mf.sealed_digest(data),
+                "vector": vector_bytes, "digest": entry.digest or mf.sealed_digest(data),
             }
             if mid in adds:
                 if nslog.catalog.is_tombstoned(ns, mid):
@@ -196,6 +198,32 @@ def apply_fetched(nslog: LogContext, ns: str, keys: NamespaceKeys, plan: MergePl
             tally.updated += 1
     with nslog.lock:
         nslog.indexes.refresh(ns)
+
+
+def _vectors(nslog: LogContext, records: list[dict[str, Any]], texts: list[str],
+             tally: Tally) -> list[bytes]:
+    """The catalog vectors (float16 bytes) of fetched records: the one each carries
+    sealed when this Memory's embedder made it (model id, weights digest, dim:
+    _recall/carried.py), else the text embedded again here (counted, and said once
+    per merge with the reason)."""
+    emb = nslog.host.embedder
+    ident = identity(emb)
+    out = [carried_vector(r, ident) for r in records]
+    need = [i for i, v in enumerate(out) if v is None]
+    if not need:
+        return [v for v in out if v is not None]
+    for i in need:
+        tally.reembed_reasons[mismatch(records[i], ident)] += 1
+    if not tally.reembedded:
+        why = "; ".join(f"{n} {reason}" for reason, n in tally.reembed_reasons.most_common())
+        log.warning("re-embedding fetched memories with %s (their sealed vectors cannot be "
+                    "used here: %s); slower than inserting them (progress counts on)",
+                    emb.model_id, why)
+    tally.reembedded += len(need)
+    fresh = nslog.host.embed_texts([texts[i] for i in need])
+    for i, vector in zip(need, fresh, strict=True):
+        out[i] = vector_to_blob(vector)
+    return [v for v in out if v is not None]
 
 
 def _keep_changed(catalog: Catalog, ns: str, keys: NamespaceKeys, current: Any,

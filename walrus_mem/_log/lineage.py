@@ -23,6 +23,7 @@ __all__ = ["LINEAGE_MAX", "content_digest", "descends", "is_ancestor", "next_lin
            "short"]
 
 CONTENT_PERSON: Final = b"walrusmem.cline"
+_NOT_CONTENT: Final = frozenset({"lineage", "content_lineage", "vec"})
 
 LINEAGE_MAX: Final = 64
 """Ancestors kept per version (16 bytes each as hex). Beyond them ancestry cannot be
@@ -36,10 +37,11 @@ def short(digest: str) -> str:
 
 
 def content_digest(record: Mapping[str, Any]) -> str:
-    """A digest of a version's content (the fact record less its lineage): unlike the
-    sealed bytes' digest it survives resealing under a rotated key. It only ever
-    travels inside sealed facts (``content_lineage``), never to the server."""
-    body = {k: v for k, v in record.items() if k not in ("lineage", "content_lineage")}
+    """A digest of a version's content (the fact record less its lineage and its
+    carried vector, which is derived from the text): unlike the sealed bytes' digest
+    it survives resealing under a rotated key, with or without the vector. It only
+    ever travels inside sealed facts (``content_lineage``), never to the server."""
+    body = {k: v for k, v in record.items() if k not in _NOT_CONTENT}
     data = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.blake2b(data.encode("utf-8"), digest_size=16,
                            person=CONTENT_PERSON).hexdigest()

@@ -38,9 +38,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-import nacl.encoding
-import nacl.hash
-
 from ..errors import BlobMismatch, TamperedBlob
 
 __all__ = [
@@ -152,7 +149,7 @@ class Entry:
 
 def sealed_digest(sealed: bytes) -> str:
     """BLAKE2b-256 of sealed bytes (hex): what head references and manifest entries bind."""
-    return nacl.hash.blake2b(sealed, digest_size=32, encoder=nacl.encoding.HexEncoder).decode()
+    return hashlib.blake2b(sealed, digest_size=32).hexdigest()  # libsodium's, unkeyed
 
 
 def entries_digest(entries: Sequence[Entry]) -> str:

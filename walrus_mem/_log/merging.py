@@ -10,12 +10,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Collection, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Collection, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Final
 
 from .._keys.chain import older_generation
 from .._walrus.blobio import read_checked
+from .._walrus.retry import call_deadline
 from ..envelope import envelope_fingerprint, open_envelope
 from ..errors import (
     AggregatorUnavailable,
@@ -32,6 +33,7 @@ from ..keys import NamespaceKeys
 from ..models import PullReport
 from . import manifest as mf
 from .apply import Tally, apply_fetched, concurrent_check, local_state, record_rivals
+from .bulk import BULK_MAX_BYTES, BULK_MIN, envelope_prefix, find_sealed
 from .context import LogPart, ProgressCallback, _Read
 from .expired import name_expired
 from .gone import provably_gone
@@ -46,6 +48,7 @@ log = logging.getLogger(__name__)
 
 RESTORE_WORKERS: Final = 8
 RESTORE_CHUNK: Final = 256
+BULK_DEADLINE: Final = 20.0  # one whole-quilt read; past it the facts are read one by one
 _UNREADABLE: Final = (ForbiddenBlob, VerificationFailed, EnvelopeError, InvalidInput,
                       BadRequest, ValueError)
 """Fetch failures that are the entry's own (its location is blocked, 451, or serves no
@@ -185,7 +188,9 @@ class Merging(LogPart):
         # Past its end epoch by the clock: read anyway (the clock may be wrong), and named
         # as expired, not missing, when the read answers 404.
         fetches = list(plan.fetches)
-        past_end = {e.memory_id for e in fetches if clock.expired(e.end_epoch)}
+        epoch_now = clock.current()  # read once: each reading is a catalog query
+        past_end = {e.memory_id for e in fetches if clock.expired(e.end_epoch,
+                                                                 current=epoch_now)}
         done = total - len(fetches)
         if progress is not None:
             progress(done, total)
@@ -217,11 +222,20 @@ class Merging(LogPart):
                 raise
 
         older: set[str] = set()
+        chunks = [fetches[start : start + RESTORE_CHUNK]
+                  for start in range(0, len(fetches), RESTORE_CHUNK)]
+        bulk = _BulkReads(self, keys, unanswered)
         with ThreadPoolExecutor(max_workers=RESTORE_WORKERS) as pool:
-            for start in range(0, len(fetches), RESTORE_CHUNK):
-                chunk = fetches[start : start + RESTORE_CHUNK]
-                futures = [(e, pool.submit(fetch, e)) for e in chunk]
-                fetched: list[tuple[mf.Entry, bytes, dict[str, Any]]] = []
+            # One chunk is fetched while the one before is applied (never more: memory
+            # stays bounded by two chunks' blobs), so the catalog writes and the index
+            # take nothing off the network's time. Many facts of one quilt come in one
+            # read of the quilt (_log/bulk.py), the rest one read each.
+            ahead = bulk.submit(pool, chunks[0], fetch) if chunks else None
+            for number, chunk in enumerate(chunks):
+                assert ahead is not None
+                futures, fetched = bulk.collect(pool, ahead, fetch)
+                ahead = bulk.submit(pool, chunks[number + 1], fetch) \
+                    if number + 1 < len(chunks) else None
                 for entry, future in futures:
                     try:
                         fetched.append(future.result())
@@ -286,7 +300,8 @@ class Merging(LogPart):
             unchanged=plan.unchanged, missing=tally.missing, expired=tally.expired,
             unreadable=tally.unreadable, failed=tally.failed, complete=complete,
             resumed=resumed,
-            equivocations=equivocations,
+            equivocations=equivocations, reembedded=tally.reembedded,
+            reembedded_because=dict(tally.reembed_reasons),
             key_generation=keys.generation if adopted else None,
         )
 
@@ -321,6 +336,8 @@ class Merging(LogPart):
         def opener(data: bytes) -> NamespaceKeys:
             return keys if entry.digest is None else self._sealed_under(keys, data)
 
+        opened: list[tuple[bytes, dict[str, Any]]] = []  # the last bytes that passed
+
         def check(data: bytes) -> None:
             record = open_envelope(opener(data), data, expected_id=entry.memory_id,
                                    expected_kind="fact")
@@ -329,9 +346,12 @@ class Merging(LogPart):
                                    f"manifest says {entry.version}")
             if entry.digest is not None and mf.sealed_digest(data) != entry.digest:
                 raise InvalidInput("blob is not the version the manifest lists (digest)")
+            opened[:] = [(data, record)]
 
         data = read_checked(self.host.walrus, check, blob_id=entry.blob_id,
                             patch_id=entry.patch_id)
+        if opened and opened[0][0] is data:  # opened once, by the check
+            return entry, data, opened[0][1]
         record = open_envelope(opener(data), data, expected_id=entry.memory_id,
                                expected_kind="fact")
         return entry, data, record
@@ -363,3 +383,78 @@ class Merging(LogPart):
                                        ahead=ahead)
             self.tables.set_restoring(ns, None)
 
+
+
+_Fetched = tuple[mf.Entry, bytes, dict[str, Any]]
+_Submitted = tuple[dict[str, "Future[dict[str, _Fetched]]"], dict[str, list[mf.Entry]],
+                   list[tuple[mf.Entry, "Future[_Fetched]"]]]
+
+
+class _BulkReads:
+    """A merge's whole-quilt reads (_log/bulk.py): used while they find facts, given up
+    after the first that fails or finds none (a layout whose patches are not contiguous,
+    a quilt over the size bound), for the rest of the merge."""
+
+    def __init__(self, log_: Merging, keys: NamespaceKeys, unanswered: threading.Event) -> None:
+        self.log = log_
+        self.keys = keys
+        self.unanswered = unanswered
+        self.prefix = envelope_prefix(keys.fingerprint_bytes)
+        self.on = True
+
+    def submit(self, pool: ThreadPoolExecutor, chunk: list[mf.Entry],
+               fetch: Callable[[mf.Entry], _Fetched]) -> _Submitted:
+        groups: dict[str, list[mf.Entry]] = {}
+        if self.on:
+            for entry in chunk:
+                if entry.patch_id is not None and entry.digest is not None and entry.blob_id:
+                    groups.setdefault(str(entry.blob_id), []).append(entry)
+        whole = {blob: pool.submit(self._read, blob, group)
+                 for blob, group in groups.items() if len(group) >= BULK_MIN}
+        in_whole = {e.memory_id for blob in whole for e in groups[blob]}
+        singles = [(e, pool.submit(fetch, e)) for e in chunk if e.memory_id not in in_whole]
+        return whole, groups, singles
+
+    def collect(self, pool: ThreadPoolExecutor, submitted: _Submitted,
+                fetch: Callable[[mf.Entry], _Fetched],
+                ) -> tuple[list[tuple[mf.Entry, Future[_Fetched]]], list[_Fetched]]:
+        """The chunk's facts found in whole quilts, and futures of the others (a fact
+        not found in its quilt is read alone now)."""
+        whole, groups, singles = submitted
+        fetched: list[_Fetched] = []
+        for blob, future in whole.items():
+            try:
+                found = future.result()
+            except (WalrusMemError, ValueError) as exc:
+                log.info("quilt %s not read whole (%s); its facts are read one by one",
+                         blob, type(exc).__name__)
+                found = {}
+            if not found:
+                self.on = False
+            for entry in groups[blob]:
+                got = found.get(entry.memory_id)
+                if got is not None:
+                    fetched.append(got)
+                else:
+                    singles.append((entry, pool.submit(fetch, entry)))
+        return singles, fetched
+
+    def _read(self, blob: str, group: list[mf.Entry]) -> dict[str, _Fetched]:
+        if self.unanswered.is_set() or not self.on:
+            return {}
+        with call_deadline(BULK_DEADLINE):
+            data = self.log.host.walrus.read_blob(blob, max_size=BULK_MAX_BYTES)
+        found = find_sealed(data, self.prefix, {str(e.digest) for e in group})
+        out: dict[str, _Fetched] = {}
+        for entry in group:
+            sealed = found.get(str(entry.digest))
+            if sealed is None:
+                continue
+            try:
+                record = open_envelope(self.keys, sealed, expected_id=entry.memory_id,
+                                       expected_kind="fact")
+            except (EnvelopeError, ValueError):
+                continue  # its digest is listed, so only its sealer made it bad: read alone
+            if record.get("version") == entry.version:
+                out[entry.memory_id] = (entry, sealed, record)
+        return out

@@ -106,7 +106,8 @@ def restore(parts: Parts, ns: str, manifest_blob_id: str | Sequence[str] | None,
         failed=report.failed, missing=report.missing, expired=report.expired,
         unreadable=report.unreadable,
         forgotten=report.forgotten, conflicts=report.conflicts,
-        equivocations=report.equivocations,
+        equivocations=report.equivocations, reembedded=report.reembedded,
+        reembedded_because=report.reembedded_because,
         complete=report.complete, resumed=report.resumed,
         key_generation=report.key_generation, skipped_heads=report.skipped)
 

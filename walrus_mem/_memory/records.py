@@ -6,7 +6,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Item", "Replay", "fact_record"]
+import numpy as np
+import numpy.typing as npt
+
+from .._recall.carried import FIELD, VectorIdentity, vector_field
+from ..envelope import seal
+from ..errors import PayloadTooLarge
+from ..keys import NamespaceKeys
+
+__all__ = ["Item", "Replay", "fact_record", "seal_fact"]
 
 
 @dataclass
@@ -44,3 +52,18 @@ def fact_record(item_id: str, version: int, text: str, metadata: dict[str, Any],
         "updated_at": updated_at,
         "expires_at": expires_at,
     }
+
+
+def seal_fact(keys: NamespaceKeys, record: dict[str, Any], *, max_plaintext: int,
+              ident: VectorIdentity | None = None,
+              vector: npt.NDArray[np.float32] | bytes | None = None) -> bytes:
+    """Seal a fact record with its vector inside (_recall/carried.py) when the embedder
+    names its weights; a fact too large to carry it too is sealed without (a restore
+    re-embeds that one)."""
+    if ident is not None and vector is not None:
+        try:
+            return seal(keys, {**record, FIELD: vector_field(ident, vector)},
+                        max_plaintext=max_plaintext)
+        except PayloadTooLarge:
+            pass
+    return seal(keys, record, max_plaintext=max_plaintext)

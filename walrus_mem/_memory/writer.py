@@ -11,13 +11,17 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+import numpy as np
+import numpy.typing as npt
+
 from .._catalog.catalog import vector_to_blob
 from .._catalog.rows import loads_metadata, record_from_row
 from .._log import manifest as mf
 from .._log.lineage import next_lineage
+from .._recall.carried import identity
 from .._walrus.blobio import PART_OVERHEAD, store_batches
 from .._walrus.retry import call_deadline
-from ..envelope import open_envelope, seal
+from ..envelope import open_envelope
 from ..errors import InvalidInput, MemoryNotFound, WalrusMemError
 from ..models import MemoryRecord, RememberManyResult
 from . import restate, syncing
@@ -30,7 +34,7 @@ from .inputs import (
     validate_importance,
     validate_metadata,
 )
-from .records import Item, Replay, fact_record
+from .records import Item, Replay, fact_record, seal_fact
 
 if TYPE_CHECKING:
     from .._catalog.catalog import Catalog
@@ -131,24 +135,23 @@ def store(
     vectors = parts.embedding.embed([it.text for it in new_items])
     now = time.time()
     ids = [it.memory_id or new_memory_id() for it in new_items]
+    ident = identity(parts.embedding.embedder)  # the vector travels sealed with its fact
+    limit = parts.publisher.max_plaintext()
     sealed = [
-        seal(
-            keys,
-            fact_record(mid, 1, it.text, it.metadata, it.category, it.importance,
-                         now, now, it.expires_at),
-            max_plaintext=parts.publisher.max_plaintext(),
-        )
-        for mid, it in zip(ids, new_items, strict=True)
+        seal_fact(keys, fact_record(mid, 1, it.text, it.metadata, it.category,
+                                    it.importance, now, now, it.expires_at),
+                  max_plaintext=limit, ident=ident, vector=vectors[pos])
+        for pos, (mid, it) in enumerate(zip(ids, new_items, strict=True))
     ]
     emb = parts.embedding.embedder
     batch_ids: list[int] = []
     old_blobs: dict[str, bool | None] = {}
 
-    def seal_fact(mid: str, snap: restate.Snapshot, at: float) -> bytes:
-        return seal(keys, fact_record(mid, 1, snap.text, snap.metadata, snap.category,
-                                       snap.importance, snap.created_at, at,
-                                       snap.expires_at),
-                    max_plaintext=parts.publisher.max_plaintext())
+    def restated_fact(mid: str, snap: restate.Snapshot, at: float) -> bytes:
+        return seal_fact(keys, fact_record(mid, 1, snap.text, snap.metadata, snap.category,
+                                           snap.importance, snap.created_at, at,
+                                           snap.expires_at),
+                         max_plaintext=limit, ident=ident, vector=snap.vector)
 
     try:
         with parts.lock, parts.catalog.write():
@@ -178,7 +181,7 @@ def store(
                 inserted.append(pos)
             moved: list[restate.Moved] = []
             for dedupe_hash, snap in snaps.items():
-                done = restate.move(parts.catalog, ns, dedupe_hash, snap, now, seal_fact)
+                done = restate.move(parts.catalog, ns, dedupe_hash, snap, now, restated_fact)
                 if done is None:  # re-stated or stored by another writer meanwhile
                     existing.update(parts.catalog.ids_by_dedupe_hash(ns, [dedupe_hash]))
                     continue
@@ -300,7 +303,11 @@ def update(parts: Parts, ns: str, mid: str, text: str | bytes | None,
     record = fact_record(mid, version, item.text, item.metadata, item.category,
                           item.importance, float(row["created_at"]), now, item.expires_at)
     record.update(lineage_after(parts.catalog, keys, ns, mid))
-    sealed = seal(keys, record, max_plaintext=parts.publisher.max_plaintext())
+    carried: npt.NDArray[np.float32] | bytes | None = vector
+    if carried is None:  # the same text: the vector the catalog holds travels again
+        carried = parts.catalog.vectors_by_keys(ns, [int(row["key"])]).get(int(row["key"]))
+    sealed = seal_fact(keys, record, max_plaintext=parts.publisher.max_plaintext(),
+                       ident=identity(parts.embedding.embedder), vector=carried)
     with parts.lock, parts.catalog.write():
         current = parts.catalog.memory(ns, mid)
         if current is None:

@@ -237,10 +237,25 @@ class SentenceTransformerEmbedder:
                                "all-MiniLM-L6-v2 model")
         self._backend = backend
         self._dim: int | None = _KNOWN_DIMS.get(self._model_id)
+        self._weights_digest: str | None = None
 
     @property
     def model_id(self) -> str:
         return self._model_id
+
+    @property
+    def weights_digest(self) -> str | None:
+        """A digest of the model's files (_recall/carried.py), so vectors sealed with a
+        fact are reused elsewhere only for the very same weights; None for a model
+        named only by a Hugging Face cache id (its vectors are not sealed)."""
+        if self._weights_digest is None:
+            location = Path(self._location())
+            if not location.is_dir():
+                return None
+            from .carried import weights_digest_of
+
+            self._weights_digest = weights_digest_of(location, model_cache_dir())
+        return self._weights_digest
 
     @property
     def backend(self) -> str:
