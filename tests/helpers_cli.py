@@ -38,10 +38,25 @@ def invoke(
     return result
 
 
+ENVELOPE_KEYS = ["ok", "command", "data", "warnings", "error"]
+
+
+def envelope_of(result: Result) -> dict[str, Any]:
+    """The --json envelope on stdout (docs/cli.md): exactly one JSON object, every key
+    present, ``ok`` true exactly when the exit code is 0."""
+    doc = json.loads(result.stdout)
+    assert isinstance(doc, dict) and list(doc) == ENVELOPE_KEYS, result.stdout
+    assert doc["ok"] is (result.exit_code == 0), (result.exit_code, doc)
+    assert (doc["error"] is None) is doc["ok"], doc
+    if doc["error"] is not None:
+        assert sorted(doc["error"]) == ["hint", "message", "type"], doc["error"]
+    return doc
+
+
 def invoke_json(args: Sequence[str], **kwargs: Any) -> Any:
-    """Run with --json; stdout must be exactly one JSON document."""
+    """Run with --json; stdout must be exactly one envelope. Returns its ``data``."""
     result = invoke(["--json", *args], **kwargs)
-    return json.loads(result.stdout)
+    return envelope_of(result)["data"]
 
 
 def assert_no_secret(result: Result, *secrets: str) -> None:

@@ -225,7 +225,7 @@ def test_tilde_data_dir_is_the_same_from_any_working_directory(tmp_path, monkeyp
     invoke(["init", "--store", "file"])
     invoke(["remember", "written from the first directory"])
     monkeypatch.chdir(two)
-    listed = invoke_json(["list"])
+    listed = invoke_json(["list"])["memories"]
     assert [r["text"] for r in listed] == ["written from the first directory"]
     assert (home / "keys" / "master.key").is_file()
     assert (home / "agent-mem" / "catalog.sqlite3").is_file()
@@ -434,7 +434,7 @@ def test_export_import_on_a_fresh_machine_then_restore(tmp_path, monkeypatch):
         assert "KeyExists" in other.stderr
         report = invoke_json([*second, "restore", "--manifest", manifest])
         assert report["restored"] == 3
-        texts = sorted(r["text"] for r in invoke_json([*second, "list"]))
+        texts = sorted(r["text"] for r in invoke_json([*second, "list"])["memories"])
         assert texts == ["alpha fact one", "alpha fact three", "alpha fact two"]
 
 

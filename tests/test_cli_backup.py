@@ -86,10 +86,10 @@ def test_backup_with_heads_restores_on_a_new_machine(tmp_path, new_machine):
         invoke([*second, "keys", "import", "--store", "file"], input=out.stdout)
         report = invoke_json([*second, "-n", "ops", "restore", "--heads", str(heads)])
         assert report["restored"] == 2
-        texts = sorted(r["text"] for r in invoke_json([*second, "-n", "ops", "list"]))
+        texts = sorted(r["text"] for r in invoke_json([*second, "-n", "ops", "list"])["memories"])
         assert texts == ["ops fact one", "ops fact two"]
         invoke([*second, "restore", "--heads", str(heads)])
-        assert [r["text"] for r in invoke_json([*second, "list"])] == ["default fact"]
+        assert [r["text"] for r in invoke_json([*second, "list"])["memories"]] == ["default fact"]
 
 
 def test_restore_heads_names_a_missing_namespace_and_conflicts(tmp_path, new_machine):

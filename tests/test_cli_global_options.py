@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +12,7 @@ import pytest
 from walrus_mem._cli.global_options import hoist_global_options
 from walrus_mem._cli.main import LAZY_COMMANDS, LAZY_SHORT_HELP, cli
 
-from .helpers_cli import TEST_MASTER_HEX, invoke
+from .helpers_cli import TEST_MASTER_HEX, envelope_of, invoke
 
 
 @pytest.fixture(autouse=True)
@@ -60,12 +59,14 @@ def test_conflicting_values_are_a_usage_error(args):
 
 
 def test_remember_and_recall_as_people_type_them():
-    rec = json.loads(invoke(["remember", "hello", "there", "--namespace", "ops", "--json"]).stdout)
+    rec = envelope_of(invoke(["remember", "hello", "there", "--namespace", "ops",
+                             "--json"]))["data"]
     assert rec["namespace"] == "ops"
-    out = json.loads(invoke(["recall", "hello", "-n", "ops", "--json", "--min-score", "0"]).stdout)
+    out = envelope_of(invoke(["recall", "hello", "-n", "ops", "--json", "--min-score",
+                             "0"]))["data"]
     assert [hit["record"]["id"] for hit in out["hits"]] == [rec["id"]]
     # and in the default namespace there is nothing
-    out = json.loads(invoke(["recall", "hello", "--json", "--min-score", "0"]).stdout)
+    out = envelope_of(invoke(["recall", "hello", "--json", "--min-score", "0"]))["data"]
     assert out["hits"] == []
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from relayer_mock.server import RelayerServer
 
-from .helpers_cli import TEST_MASTER_HEX, assert_no_secret
+from .helpers_cli import TEST_MASTER_HEX, assert_no_secret, envelope_of
 from .helpers_cli import invoke as _invoke
 
 
@@ -30,7 +30,7 @@ def invoke(args, **kwargs):
 
 def j(args, **kwargs):
     result = invoke(["--json", *args], **kwargs)
-    return json.loads(result.stdout)
+    return envelope_of(result)["data"]
 
 
 def one_error_line(result, name: str) -> str:
@@ -66,7 +66,7 @@ def test_remember_recall_get_list_round_trip():
     assert got["text"] == rec["text"] and got["verified"] is True
     assert "verified" in invoke(["get", rec["id"], "--verify"]).stdout
 
-    listed = j(["list"])
+    listed = j(["list"])["memories"]
     assert {r["id"] for r in listed} == {rec["id"], from_stdin["id"]}
     plain = invoke(["list"]).stdout
     assert rec["id"] in plain and "\x1b[" not in plain  # no colour codes in a pipe
@@ -78,9 +78,9 @@ def test_filters_on_recall_and_list():
     hits = j(["recall", "tea", "--min-score", "0", "--filter", "source=email"])
     assert [h["record"]["metadata"]["source"] for h in hits["hits"]] == ["email"]
     assert hits["filtered_out"] == 1
-    listed = j(["list", "--filter", '{"source": {"in": ["chat"]}}'])
+    listed = j(["list", "--filter", '{"source": {"in": ["chat"]}}'])["memories"]
     assert [r["metadata"]["source"] for r in listed] == ["chat"]
-    both = j(["list", "-f", "source=chat", "-f", '{"text": {"icontains": "LEMON"}}'])
+    both = j(["list", "-f", "source=chat", "-f", '{"text": {"icontains": "LEMON"}}'])["memories"]
     assert both == []
     invoke(["list", "--filter", "{not json"], expect=2)
     bad = invoke(["list", "--filter", '{"source": {"near": 1}}'], expect=1)
@@ -91,13 +91,13 @@ def test_update_history_forget_and_errors():
     rec = j(["remember", "The staging database is orca"])
     updated = j(["update", rec["id"], "The staging database is orca-2", "-c", "configuration"])
     assert updated["version"] == 2 and updated["category"] == "configuration"
-    events = [e["event"] for e in j(["history", rec["id"]])]
+    events = [e["event"] for e in j(["history", rec["id"]])["versions"]]
     assert events == ["ADD", "UPDATE"]
     assert "orca-2" in invoke(["history", rec["id"]]).stdout
 
     report = j(["forget", rec["id"]])
     assert report["forgotten"] == [rec["id"]]
-    history = j(["history", rec["id"]])
+    history = j(["history", rec["id"]])["versions"]
     assert history[-1]["event"] == "DELETE" and history[-1]["text"] is None
     line = one_error_line(invoke(["get", rec["id"]], expect=1), "MemoryNotFound")
     assert rec["id"] in line
@@ -115,11 +115,11 @@ def test_forget_all_needs_yes_and_namespaces_are_separate():
     j(["-n", "beta", "remember", "beta fact"])
     refused = invoke(["-n", "alpha", "forget-all"], expect=2)
     assert "--yes" in refused.stderr
-    assert len(j(["-n", "alpha", "list"])) == 1
+    assert len(j(["-n", "alpha", "list"])["memories"]) == 1
     report = j(["-n", "alpha", "forget-all", "--yes"])
     assert len(report["forgotten"]) == 1
-    assert j(["-n", "alpha", "list"]) == []
-    assert [r["text"] for r in j(["-n", "beta", "list"])] == ["beta fact"]
+    assert j(["-n", "alpha", "list"])["memories"] == []
+    assert [r["text"] for r in j(["-n", "beta", "list"])["memories"]] == ["beta fact"]
     assert "Forgot 1 memory" in invoke(["-n", "beta", "forget-all", "--yes"]).stdout
 
 
@@ -136,7 +136,7 @@ def test_import_formats_and_export(tmp_path):
         + json.dumps({"text": "works at night", "category": "preference"}) + "\n"
     )
     res = invoke(["--json", "import", str(jsonl)], expect=1)  # one item failed
-    summary = json.loads(res.stdout)
+    summary = envelope_of(res)["data"]
     assert summary["stored"] == 2 and [f["index"] for f in summary["failed"]] == [1]
 
     notes = tmp_path / "notes"
@@ -148,7 +148,7 @@ def test_import_formats_and_export(tmp_path):
     (notes / "sub" / "work.md").write_text("Uses a standing desk.\n")
     summary = j(["import", str(notes)])
     assert summary["stored"] == 4
-    listed = {r["text"]: r["metadata"] for r in j(["list", "--limit", "100"])}
+    listed = {r["text"]: r["metadata"] for r in j(["list", "--limit", "100"])["memories"]}
     assert listed["Prefers window seats on long flights."] == {
         "source": "travel.md", "section": "Travel"}
     assert listed["Loves Lisbon"]["section"] == "Travel"
@@ -164,7 +164,8 @@ def test_import_formats_and_export(tmp_path):
     assert stat.S_IMODE(out.stat().st_mode) == 0o600
     again = j(["-n", "copy", "import", str(out)])
     assert again["stored"] == 8
-    assert sorted(r["text"] for r in j(["-n", "copy", "list", "--limit", "100"])) == sorted(
+    copied = j(["-n", "copy", "list", "--limit", "100"])["memories"]
+    assert sorted(r["text"] for r in copied) == sorted(
         json.loads(line)["text"] for line in lines)
 
     empty = tmp_path / "empty.txt"
@@ -182,9 +183,9 @@ def test_stats_sync_expiring_extend_reindex(monkeypatch):
     assert j(["stats"])["manifest_blob_id"] == sync["manifests"]["default"]
     assert "manifest_blob_id" in invoke(["stats"]).stdout
 
-    soon = j(["expiring", "--within", "53"])
+    soon = j(["expiring", "--within", "53"])["memories"]
     assert [r["id"] for r in soon] == [rec["id"]]
-    assert j(["expiring", "--within", "0"]) == []
+    assert j(["expiring", "--within", "0"])["memories"] == []
     extended = j(["extend", rec["id"], "--epochs", "20"])
     assert extended["extended"][rec["id"]] > rec["end_epoch"]
     assert j(["extend", "--expiring", "0"]) == {"extended": {}, "failed": []}
@@ -206,7 +207,7 @@ def test_unreachable_publisher_queues_and_sync_reports(monkeypatch):
     assert rec["status"] == "queued"
     assert "queued" in invoke(["remember", "another offline fact"]).stdout
     res = invoke(["--json", "sync"], expect=1)
-    report = json.loads(res.stdout)
+    report = envelope_of(res)["data"]
     assert report["still_queued"] == 2 and report["errors"]
     assert j(["recall", "written while offline", "--min-score", "0"])["hits"]
 
@@ -231,7 +232,7 @@ def test_over_http_against_relayer_mock_and_restore(tmp_path, monkeypatch):
         assert "3 already here" in text
         hits = j([*fresh, "recall", "allergic to peanuts", "--min-score", "0"])["hits"]
         assert hits[0]["record"]["id"] == ids[0]
-        assert sorted(r["id"] for r in j([*fresh, "list"])) == sorted(ids)
+        assert sorted(r["id"] for r in j([*fresh, "list"])["memories"]) == sorted(ids)
         doctor = j([*fresh, "doctor", "--no-model"])
         assert doctor["ok"] is True
         assert {c["name"] for c in doctor["checks"]} >= {"publisher", "aggregator"}
@@ -257,8 +258,8 @@ def test_sync_pull_and_restore_heads_through_the_cli(tmp_path, monkeypatch):
         report = j([*a, "pull", head_b])
         assert (report["added"], report["conflicts"], report["up_to_date"]) == (1, 0, False)
         assert "1 added" in invoke([*b, "pull", head_a, head1, "--allow-stale"]).stdout
-        assert sorted(r["text"] for r in j([*a, "list"])) == sorted(
-            r["text"] for r in j([*b, "list"]))
+        assert sorted(r["text"] for r in j([*a, "list"])["memories"]) == sorted(
+            r["text"] for r in j([*b, "list"])["memories"])
         one_error_line(invoke([*b, "pull", head1], expect=1), "StaleManifest")
         one_error_line(invoke([*b, "pull", "not-a.head"], expect=1), "InvalidHead")
         assert "already holds" in invoke([*b, "pull", head_b]).stdout
@@ -291,7 +292,8 @@ def test_analyze_and_compact():
     assert any("dark mode" in t for t in texts) and any("Postgres" in t for t in texts)
     again = invoke(["analyze", "-"], input="I prefer dark mode in every editor.\n")
     assert "= " in again.stdout and "1 deduplicated" in again.stdout
-    result = j(["list"])  # the re-stated fact has a new id now (walrus_mem/_memory/restate.py)
+    # the re-stated fact has a new id now (walrus_mem/_memory/restate.py)
+    result = j(["list"])["memories"]
     result = {"records": [r for r in result if "Postgres" in r["text"]]}
     leaked = j(["analyze", "My API key is sk-abcdefghijklmnopqrstuvwxyz0123456789ABCD and "
                 "I work at Acme."])
@@ -300,7 +302,7 @@ def test_analyze_and_compact():
     j(["forget", result["records"][0]["id"]])
     assert j(["compact"]) == {"namespace": "default", "compacted": True}
     assert "Compacted" in invoke(["compact"]).stdout
-    assert len(j(["list"])) == len(texts) - 1 + sum(1 for r in leaked["records"])
+    assert len(j(["list"])["memories"]) == len(texts) - 1 + sum(1 for r in leaked["records"])
 
 
 def test_heads_starting_with_a_dash_reach_restore_and_pull(monkeypatch):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers_cli import TEST_MASTER_HEX, invoke
+from .helpers_cli import TEST_MASTER_HEX, envelope_of, invoke
 
 
 @pytest.fixture(autouse=True)
@@ -23,7 +23,7 @@ def cli_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def j(args, **kwargs):
-    return json.loads(invoke(["--json", *args], **kwargs).stdout)
+    return envelope_of(invoke(["--json", *args], **kwargs))["data"]
 
 
 # -- import - -------------------------------------------------------------------------
@@ -32,18 +32,18 @@ def j(args, **kwargs):
 def test_import_dash_reads_text_lines_from_stdin():
     summary = j(["import", "-"], input="fact one\n\nfact two\n")
     assert (summary["items"], summary["stored"]) == (2, 2)
-    assert sorted(r["text"] for r in j(["list"])) == ["fact one", "fact two"]
+    assert sorted(r["text"] for r in j(["list"])["memories"]) == ["fact one", "fact two"]
 
 
 def test_import_dash_reads_jsonl_and_markdown_from_stdin():
     lines = [json.dumps({"text": "likes jazz", "category": "preference"}),
              json.dumps({"text": "works at night"})]
     assert j(["import", "-"], input="\n".join(lines) + "\n")["stored"] == 2
-    listed = {r["text"]: r["category"] for r in j(["list"])}
+    listed = {r["text"]: r["category"] for r in j(["list"])["memories"]}
     assert listed["likes jazz"] == "preference"
     notes = "# Travel\nPrefers window seats\non long flights.\n\n- Loves Lisbon\n"
     assert j(["import", "--format", "markdown", "-"], input=notes)["stored"] == 2
-    by_text = {r["text"]: r["metadata"] for r in j(["list", "--limit", "100"])}
+    by_text = {r["text"]: r["metadata"] for r in j(["list", "--limit", "100"])["memories"]}
     assert by_text["Loves Lisbon"] == {"source": "stdin", "section": "Travel"}
 
 
@@ -79,7 +79,7 @@ def test_ctrl_c_during_import_exits_130_with_a_one_line_summary(tmp_path, monkey
     assert len(lines) == 1, res.stderr
     assert "interrupted" in lines[0] and "4 of 5" in lines[0] and "4 stored" in lines[0]
     monkeypatch.setattr(Memory, "remember_many", real)
-    assert len(j(["list"])) == 4
+    assert len(j(["list"])["memories"]) == 4
 
 
 # -- read commands create nothing ----------------------------------------------------
@@ -128,7 +128,7 @@ def test_list_and_recall_print_tsv_in_a_pipe():
     assert rows[0][1] == first["id"] and float(rows[0][0]) > 0
     assert "candidates" in res.stderr  # the summary stays off the data
     # --json is unchanged
-    assert isinstance(j(["list"]), list) and "hits" in j(["recall", "jazz"])
+    assert isinstance(j(["list"])["memories"], list) and "hits" in j(["recall", "jazz"])
 
 
 def test_a_tsv_field_stays_one_field_of_one_line():

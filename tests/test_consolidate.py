@@ -150,7 +150,7 @@ def test_cli_consolidate(tmp_path, monkeypatch):
     out = invoke([*base, "consolidate", "--dry-run", "--min-age", "0"]).stdout
     assert "would retire 1" in out and "residence" in out
     out = invoke([*base, "--json", "consolidate", "--min-age", "0"]).stdout
-    report = json.loads(out)
+    report = json.loads(out)["data"]
     assert report["superseded"] == 1 and report["applied"] == 1
     out = invoke([*base, "consolidate", "--undo", report["run_id"]]).stdout
     assert "Restored 1 memory" in out

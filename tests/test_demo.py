@@ -9,7 +9,7 @@ from rich.console import Console
 
 from walrus_mem._cli.demo import FACTS_A, MEANING_QUERIES, run_demo
 
-from .helpers_cli import invoke
+from .helpers_cli import envelope_of, invoke
 
 
 @pytest.mark.model
@@ -61,5 +61,6 @@ def test_demo_failure_exits_1(monkeypatch):
     result = invoke(["demo"], expect=1)
     assert "DEMO FAILED" in result.stdout
     as_json = invoke(["--json", "demo"], expect=1)
-    assert as_json.stdout.strip() == '{\n  "ok": false\n}'
+    doc = envelope_of(as_json)
+    assert doc["data"] == {"claims_held": False} and doc["error"]["type"] == "ClaimFailed"
     assert "DEMO FAILED" in as_json.stderr

@@ -82,7 +82,7 @@ def test_share_and_accept_on_the_embedded_relayer_via_cli(tmp_path, monkeypatch)
     assert out["stored"] == 2
     again = invoke(["-n", "bob", "accept", ref]).stdout  # said "2 stored" again
     assert "already accepted" in again and "nothing stored" in again and "2 stored" not in again
-    texts = {r["text"] for r in invoke_json(["-n", "bob", "list"])}
+    texts = {r["text"] for r in invoke_json(["-n", "bob", "list"])["memories"]}
     assert texts == {"bob exists", "note 0 about otters", "note 2 about otters"}
     bad = invoke(["-n", "carol", "accept", ref], expect=1)
     assert "GrantError" in bad.stderr and "otters" not in bad.stdout + bad.stderr

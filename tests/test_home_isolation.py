@@ -77,7 +77,7 @@ def test_a_cli_session_writes_only_under_walrus_mem_home(tmp_path):
         _run(["init", "--store", "file"], env, tmp_path)
         _run(["remember", "I'm allergic to peanuts", "-n", "ops"], env, tmp_path)
         hits = json.loads(_run(["recall", "food allergies", "-n", "ops", "--json"],
-                               env, tmp_path).stdout)["hits"]
+                               env, tmp_path).stdout)["data"]["hits"]
         assert [h["record"]["text"] for h in hits] == ["I'm allergic to peanuts"]
         _run(["sync"], env, tmp_path)
     finally:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,7 +10,7 @@ import pytest
 
 import walrus_mem._log.merging as log_merging
 from relayer_mock.server import RelayerServer
-from tests.helpers_cli import TEST_MASTER_HEX, invoke
+from tests.helpers_cli import TEST_MASTER_HEX, envelope_of, invoke
 from tests.helpers_legacy import publish_format1_manifest
 from tests.helpers_log import Interrupt, dir_snapshot, kill_after, live, machine
 from tests.helpers_memory import MOCK_ADMIN_TOKEN, OTHER_MASTER_HEX
@@ -164,10 +163,10 @@ def test_cli_restore_legacy(tmp_path: Path, server, monkeypatch) -> None:
     assert "[LegacyManifest]" in refused.stderr and "--legacy" in refused.stderr
     text = invoke([*fresh, "restore", "--legacy", blob_id]).stdout
     assert "2 restored" in text and blob_id in text
-    hits = json.loads(invoke(["--json", *fresh, "recall", "Ana lives in Lisbon",
-                              "--min-score", "0"]).stdout)["hits"]
+    hits = envelope_of(invoke(["--json", *fresh, "recall", "Ana lives in Lisbon",
+                              "--min-score", "0"]))["data"]["hits"]
     assert hits[0]["record"]["text"] == "Ana lives in Lisbon"
     pulled = invoke([*fresh, "pull", "--legacy", blob_id]).stdout
     assert f"format-1 manifest {blob_id}" in pulled
-    head = json.loads(invoke(["--json", *fresh, "sync"]).stdout)["manifests"]["cli"]
+    head = envelope_of(invoke(["--json", *fresh, "sync"]))["data"]["manifests"]["cli"]
     assert HeadRef.parse(head).seq == 1

@@ -151,11 +151,11 @@ def test_cli_rotate_and_delete_old(tmp_path, monkeypatch):
     monkeypatch.setenv("WALRUS_MEM_EMBEDDING_MODEL", "test-hash")
     for fact in FACTS[:3]:
         invoke(["-n", "notes", "remember", fact])
-    old = {r["blob_id"] for r in invoke_json(["-n", "notes", "list"])}
+    old = {r["blob_id"] for r in invoke_json(["-n", "notes", "list"])["memories"]}
     out = invoke_json(["-n", "notes", "keys", "rotate", "--delete-old"])
     assert out["complete"] and out["generation"] == 1
     assert set(out["deleted_blobs"]) == old  # embedded relayer: deletable blobs
-    texts = sorted(r["text"] for r in invoke_json(["-n", "notes", "list"]))
+    texts = sorted(r["text"] for r in invoke_json(["-n", "notes", "list"])["memories"])
     assert texts == sorted(FACTS[:3])
     again = invoke(["-n", "notes", "keys", "rotate"])
     assert "generation 1 -> 2" in again.stdout

@@ -3,7 +3,6 @@ of repair.py, printed (the checks and fixes themselves live in the library)."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 
 import click
@@ -13,6 +12,7 @@ from .._recall.embeddings import Embedder
 from ..config import Settings
 from ..errors import WalrusMemError
 from .common import CliState, _dump, _progress, embedder_override, pass_state
+from .envelope import CommandFailed
 
 
 def _override_factory(state: CliState) -> Callable[[Settings], Embedder] | None:
@@ -52,7 +52,9 @@ def doctor(state: CliState, no_model: bool) -> None:
             f"{len(failed)} problem(s) found." if failed else "Everything looks fine."
         )
     if failed:
-        sys.exit(1)
+        raise CommandFailed(f"{len(failed)} check(s) failed: "
+                            + ", ".join(check.name for check in failed), kind="ChecksFailed",
+                            hint="each failed check says how to fix it")
 
 
 @click.command()
@@ -126,4 +128,6 @@ def repair(state: CliState, manifest_blob_id: str | None) -> None:
             for mid, why in report.unrepaired[:20]:
                 state.out.print(f"  {mid}: NOT REPAIRED {escape(why)}")
     if left:
-        sys.exit(1)
+        raise CommandFailed(f"{left} problem(s) left unrepaired", kind="Incomplete",
+                            hint="run `walrus-mem repair` again; `walrus-mem doctor` says "
+                                 "what is left")

@@ -16,6 +16,7 @@ from rich.markup import escape
 
 from ..errors import InvalidInput
 from .common import _FILTER_OPTION, CliState, _dump, _filters, _progress, pass_state
+from .envelope import CommandFailed
 
 #: Fields of an exported record that import ignores (they describe the old copy).
 EXPORT_ONLY_FIELDS = frozenset({
@@ -192,15 +193,14 @@ def import_(state: CliState, source: Path, fmt: str, batch_size: int) -> None:
                 advance(len(chunk))
     except KeyboardInterrupt:
         # Ctrl-C: say what is in, exit 130 like a shell (not click's "Aborted!" and 1)
-        click.echo(
-            f"walrus-mem: interrupted: imported {done} of {len(items)} item(s) into namespace "
+        state.emit_json({**_summary(state, len(items), totals, failed), "imported": done})
+        raise CommandFailed(
+            f"interrupted: imported {done} of {len(items)} item(s) into namespace "
             f"{state.namespace} ({totals['stored']} stored, {totals['deduplicated']} "
             f"deduplicated, {totals['queued']} queued, {len(failed)} failed); the batch in "
             "progress may be partly stored, `walrus-mem sync` publishes what is queued",
-            err=True)
-        click.get_current_context().exit(130)
-    summary = {"namespace": state.namespace, "items": len(items), **totals,
-               "failed": [{"index": i, "error": msg} for i, msg in failed]}
+            kind="Interrupted", exit_code=130) from None
+    summary = _summary(state, len(items), totals, failed)
     if state.as_json:
         state.emit_json(summary)
     else:
@@ -214,7 +214,13 @@ def import_(state: CliState, source: Path, fmt: str, batch_size: int) -> None:
         if len(failed) > 20:
             state.out.print(f"  … and {len(failed) - 20} more (use --json for all)")
     if failed:
-        sys.exit(1)
+        raise CommandFailed(f"{len(failed)} of {len(items)} item(s) failed")
+
+
+def _summary(state: CliState, count: int, totals: dict[str, int],
+             failed: list[tuple[int, str]]) -> dict[str, Any]:
+    return {"namespace": state.namespace, "items": count, **totals,
+            "failed": [{"index": i, "error": msg} for i, msg in failed]}
 
 
 def write_private(path: Path, text: str) -> None:
@@ -251,12 +257,16 @@ def export(state: CliState, output: Path | None, filters: tuple[str, ...]) -> No
     """Write the namespace's memories as JSONL (PLAINTEXT: handle it like the memories)."""
     records = state.memory.list(state.namespace, filters=_filters(filters),
                                 limit=sys.maxsize, include_expired=True)
-    lines = [json.dumps(_dump(r), ensure_ascii=False, sort_keys=True) for r in records]
-    body = "".join(line + "\n" for line in lines)
-    if output is None:
-        click.echo(body, nl=False)
-    else:
+    dumped = [_dump(r) for r in records]
+    body = "".join(json.dumps(d, ensure_ascii=False, sort_keys=True) + "\n" for d in dumped)
+    if output is not None:
         write_private(output, body)
+    elif not state.as_json:
+        click.echo(body, nl=False)
+    if state.as_json:  # the envelope; the records in it unless they went to a file
+        state.emit_json({"namespace": state.namespace, "count": len(records),
+                         "output": None if output is None else str(output),
+                         **({"records": dumped} if output is None else {})})
     where = f"to {output}" if output else "to stdout"
-    state.note(f"[yellow]warning:[/yellow] exported {len(records)} memories of namespace "
-               f"{state.namespace} {where} as PLAINTEXT: anyone who can read it can read them.")
+    state.warn(f"exported {len(records)} memories of namespace {state.namespace} {where} as "
+               "PLAINTEXT: anyone who can read it can read them.")

@@ -32,6 +32,7 @@ from ..keys import (
     write_key_file,
 )
 from .common import CliState, pass_state
+from .envelope import CommandFailed
 
 
 def _resolve_master(settings: Settings) -> tuple[MasterSeed, str]:
@@ -139,8 +140,7 @@ def keys(ctx: click.Context, state: CliState) -> None:
     state.out.print(table)
     for row in rows:
         if "warning" in row:
-            state.note(f"[yellow]warning:[/yellow] namespace {row['namespace']}: "
-                       f"{escape(row['warning'])}")
+            state.warn(f"namespace {row['namespace']}: {row['warning']}")
 
 
 def _master_or_none(settings: Settings) -> tuple[MasterSeed | None, str | None]:
@@ -231,10 +231,10 @@ def _write_heads(state: CliState, path: Path, agent_name: str | None) -> dict[st
     state.note(f"Heads of {len(heads)} namespace(s) written to {escape(str(path))} "
                "(public; keep it with the key backup: walrus-mem restore --heads FILE)")
     if not heads:
-        state.note("[yellow]warning:[/yellow] no namespace of this data dir has a published "
-                   "head yet (run walrus-mem sync first)")
+        state.warn("no namespace of this data dir has a published head yet (run walrus-mem "
+                   "sync first)")
     for line in notes:
-        state.note(f"[yellow]warning:[/yellow] {escape(line)}")
+        state.warn(line)
     return heads
 
 
@@ -269,7 +269,11 @@ def keys_import(state: CliState, store: str, agent_name: str | None,
         var = agent_env_var(agent_name)
         state.note(f"agent {escape(agent_name)} key fingerprint {ns_keys.fingerprint}; set "
                    f"{var} in its environment and key = \"${{{var}}}\" in its config table")
-        click.echo(f"{var}={secret.hex()}")
+        if state.as_json:
+            state.emit_json({"agent": agent_name, "env_var": var, "key": secret.hex(),
+                             "fingerprint": ns_keys.fingerprint})
+        else:
+            click.echo(f"{var}={secret.hex()}")
         return
     seed = MasterSeed(secret)
     where, kept = _store_master(state.settings, seed, store, replace_key)
@@ -376,14 +380,15 @@ def keys_rotate(state: CliState, delete_old: bool) -> None:
                if delete_old else "")
         )
         for error in report.errors:
-            state.note(f"[yellow]warning:[/yellow] {escape(error)}")
+            state.warn(error)
         reasons: dict[str, int] = {}
         for why in report.kept_blobs.values():
             reasons[why] = reasons.get(why, 0) + 1
         for why, count in sorted(reasons.items(), key=lambda kv: -kv[1]):
             state.note(f"not deleted ({count} blob(s)): {escape(why)}")
     if not report.complete:
-        sys.exit(1)
+        raise CommandFailed("the rotation is not complete: run `walrus-mem keys rotate` again",
+                            kind="RotationIncomplete")
 
 
 @keys.command("new-agent")

@@ -150,7 +150,8 @@ def list_(
         include_expired=include_expired,
     )
     if state.as_json:
-        state.emit_json([_dump(r) for r in records])
+        state.emit_json({"namespace": state.namespace, "limit": limit, "offset": offset,
+                         "memories": [_dump(r) for r in records]})
         return
     if state.piped:  # TSV: id, text, category, status, created
         state.emit_lines(_records_tsv(records))
@@ -266,7 +267,7 @@ def history(state: CliState, memory_id: str) -> None:
     """Every version of a memory, oldest first (a forgotten one ends in DELETE)."""
     entries = state.memory.history(memory_id, namespace=state.namespace)
     if state.as_json:
-        state.emit_json([_dump(e) for e in entries])
+        state.emit_json({"memory_id": memory_id, "versions": [_dump(e) for e in entries]})
         return
     table = Table("version", "event", "at", "text", "blob")
     for e in entries:

@@ -4,7 +4,6 @@ its blobs (expiring, extend)."""
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 
 import click
@@ -12,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from .common import CliState, _dump, _progress, pass_state
+from .envelope import CommandFailed
 
 # A blob id is base64url, so about one head in 64 starts with '-'; click would read it
 # as an option ("No such option: -b"). Such an argument is a head, never an option.
@@ -107,7 +107,7 @@ def restore(state: CliState, head: str | None, manifest_blob_id: str | None,
         if not report.complete:
             state.out.print("Incomplete: run `walrus-mem restore` again to resume.")
     if report.failed:
-        sys.exit(1)
+        raise CommandFailed(f"{len(report.failed)} memory(ies) failed to restore")
 
 
 @click.command(cls=_HeadArgsCommand)
@@ -156,7 +156,7 @@ def pull(state: CliState, heads: tuple[str, ...], allow_stale: bool,
         for line in report.equivocations:
             state.out.print(f"  equivocation: {escape(line)}", soft_wrap=True)
     if report.failed:
-        sys.exit(1)
+        raise CommandFailed(f"{len(report.failed)} memory(ies) failed to merge")
 
 
 def _reembedded_line(state: CliState, count: int, because: dict[str, int]) -> None:
@@ -205,7 +205,8 @@ def sync(state: CliState) -> None:
         for err in report.errors:
             state.out.print(f"  error: {escape(err)}")
     if report.errors:
-        sys.exit(1)
+        raise CommandFailed(f"{len(report.errors)} error(s): {report.errors[0]}",
+                            hint="`walrus-mem sync` again publishes what is still queued")
 
 
 @click.command()
@@ -220,7 +221,7 @@ def expiring(state: CliState, within_epochs: int, probe: bool) -> None:
     records = state.memory.expiring(within_epochs, namespace=state.scope,
                                     probe=probe)
     if state.as_json:
-        state.emit_json([_dump(r) for r in records])
+        state.emit_json({"within_epochs": within_epochs, "memories": [_dump(r) for r in records]})
         return
     table = Table("namespace", "id", "end epoch", "text")
     for r in records:
@@ -273,4 +274,4 @@ def extend(
         for mid, msg in report.failed:
             state.out.print(f"  {mid}: FAILED {escape(msg)}")
     if report is not None and report.failed:
-        sys.exit(1)
+        raise CommandFailed(f"{len(report.failed)} memory(ies) not extended")

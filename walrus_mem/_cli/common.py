@@ -50,6 +50,10 @@ class CliState:
         self.out = make_console()
         self.err = make_console(stderr=True)
         self.agent_option: str | None = None
+        #: the command being run ("recall", "keys export"), its --json data, its warnings
+        self.command: str | None = None
+        self.json_data: Any = None
+        self.warnings: list[str] = []
         self._settings: Settings | None = None
         self._memory: Memory | None = None
 
@@ -123,12 +127,23 @@ class CliState:
             click.echo(line)
 
     def emit_json(self, data: Any) -> None:
-        """Plain JSON on stdout: nothing else is printed there in --json mode."""
-        click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+        """The command's result. With --json it becomes the envelope's ``data``, printed
+        when the command ends (envelope.py); without (``keys export-public``, which
+        always prints JSON), plain JSON on stdout now."""
+        if self.as_json:
+            self.json_data = data
+        else:
+            click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
 
     def note(self, text: str) -> None:
         """Human-oriented remark on stderr (keeps stdout clean for pipes and --json)."""
         self.err.print(text)
+
+    def warn(self, text: str) -> None:
+        """A warning: on stderr, and in the --json envelope's ``warnings``. ``text`` is
+        plain (no rich markup)."""
+        self.warnings.append(text)
+        self.err.print(f"[yellow]warning:[/yellow] {escape(text)}")
 
 
 def embedder_override(settings: Settings) -> Embedder | None:
@@ -168,7 +183,24 @@ def load_settings(config: Path | None, data_dir: Path | None) -> Settings:
 
 
 
-pass_state = click.make_pass_decorator(CliState)
+def pass_state(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Pass the CliState as the first argument, and record which command runs (the
+    envelope's ``command``: ``recall``, ``keys export``)."""
+    from functools import update_wrapper
+
+    def new_func(*args: Any, **kwargs: Any) -> Any:
+        ctx = click.get_current_context()
+        state = ctx.find_object(CliState)
+        if state is None:  # pragma: no cover - the root group always sets it
+            raise RuntimeError("walrus-mem: no CLI state")
+        names, at = [], ctx
+        while at.parent is not None:
+            names.append(at.info_name or at.command.name or "")
+            at = at.parent
+        state.command = " ".join(reversed(names))
+        return ctx.invoke(fn, state, *args, **kwargs)
+
+    return update_wrapper(new_func, fn)
 
 
 

@@ -65,7 +65,7 @@ def heads_to_restore(state: CliState, path: Path) -> list[str]:
     ns = state.namespace
     pairs, problems = file.read_checked(ns)
     for problem in problems:
-        state.note(f"[yellow]warning:[/yellow] {problem}")
+        state.warn(str(problem))
     if not pairs:
         listed = sorted({name for name, _ in file.read()})
         raise InvalidInput(

@@ -55,14 +55,10 @@ from .cmd_memory import (
 from .cmd_share import accept, share
 from .cmd_sync import expiring, extend, pull, restore, sync
 from .common import CliState, pass_state
+from .envelope import SERVER_COMMANDS, CommandFailed, cli_words, error_hint, print_envelope
 from .global_options import GLOBAL_HELP, hoist_global_options
 
 __all__ = ["cli", "main"]
-
-
-def _one_line(exc: BaseException) -> str:
-    text = " ".join(str(exc).split()) or type(exc).__name__
-    return f"{text} [{type(exc).__name__}]"
 
 
 #: Commands implemented elsewhere, imported only when used (keeps startup fast).
@@ -123,17 +119,78 @@ class WalrusMemGroup(click.Group):
         return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: click.Context) -> Any:
+        named = _command_named(ctx)  # before click consumes the arguments
         try:
-            return super().invoke(ctx)
+            result = super().invoke(ctx)  # runs cli() first, which sets ctx.obj
         except WalrusMemError as exc:
-            state = ctx.obj if isinstance(ctx.obj, CliState) else None
+            state = _state(ctx)
             if state is not None and state.verbose:
                 traceback.print_exc(file=sys.stderr)
-            click.echo(f"walrus-mem: error: {_one_line(exc)}", err=True)
-            ctx.exit(1)
+            message = cli_words(" ".join(str(exc).split()) or type(exc).__name__)
+            click.echo(f"walrus-mem: error: {message} [{type(exc).__name__}]", err=True)
+            _fail(ctx, named, type(exc).__name__, message,
+                  error_hint(type(exc).__name__, type(exc).__mro__), 1)
+        except CommandFailed as exc:  # the report is printed (or is the envelope's data)
+            if not _json_mode(ctx) and exc.kind == "Interrupted":
+                click.echo(f"walrus-mem: {exc.message}", err=True)
+            _fail(ctx, named, exc.kind, exc.message, exc.hint or error_hint(exc.kind),
+                  exc.exit_code)
+        except click.ClickException as exc:
+            if not _json_mode(ctx):
+                raise
+            exc.show()  # the usual usage text on stderr
+            kind = "UsageError" if isinstance(exc, click.UsageError) else type(exc).__name__
+            _fail(ctx, named, kind, cli_words(exc.format_message()), error_hint(kind),
+                  exc.exit_code)
+        except click.Abort:  # a declined confirmation
+            if not _json_mode(ctx):
+                raise
+            click.echo("Aborted!", err=True)
+            _fail(ctx, named, "Aborted", "not confirmed", None, 1)
         except KeyboardInterrupt:  # Ctrl-C: a shell's 130, not click's "Aborted!" and 1
             click.echo("walrus-mem: interrupted", err=True)
-            ctx.exit(130)
+            _fail(ctx, named, "Interrupted", "interrupted", error_hint("Interrupted"), 130)
+        state = _state(ctx)
+        if state is not None and state.as_json and state.command not in SERVER_COMMANDS:
+            print_envelope(state.command or named, data=state.json_data,
+                           warnings=state.warnings)
+        return result
+
+
+def _state(ctx: click.Context) -> CliState | None:
+    return ctx.obj if isinstance(ctx.obj, CliState) else None
+
+
+def _json_mode(ctx: click.Context) -> bool:
+    state = _state(ctx)
+    if state is not None:
+        return state.as_json
+    return "--json" in getattr(ctx, "_protected_args", [])  # pragma: no cover
+
+
+def _fail(ctx: click.Context, named: str, kind: str, message: str, hint: str | None,
+          code: int) -> NoReturn:
+    """Exit ``code``; with --json, after printing the error envelope on stdout."""
+    state = _state(ctx)
+    if state is not None and state.as_json:
+        command = state.command
+        if command is None or named.startswith(command):
+            command = named  # it failed before (or while) parsing its own arguments
+        if hint and "COMMAND" in hint and command:
+            hint = hint.replace("COMMAND", command)
+        if command.partition(" ")[0] not in SERVER_COMMANDS:
+            print_envelope(command, data=state.json_data, warnings=state.warnings,
+                           error={"type": kind, "message": message, "hint": hint})
+    ctx.exit(code)
+
+
+def _command_named(ctx: click.Context) -> str:
+    """The command the arguments name, for an error before its callback ran."""
+    args = [*getattr(ctx, "_protected_args", []), *ctx.args]
+    words = [a for a in args if not a.startswith("-")][:2]
+    if len(words) == 2 and words[0] == "keys":
+        return " ".join(words)
+    return words[0] if words else ""
 
 
 def _unavailable(name: str, exc: ImportError) -> click.Command:
@@ -255,7 +312,12 @@ def init(state: CliState, replace_key: str | None, force: bool, store: str) -> N
     # Whatever wins the key precedence is what every later command uses.
     active_seed, active_source = _master_or_none(settings)
     shadowed_by = active_source if active_seed != seed else None
+    shadowed = (None if shadowed_by is None else
+                f"the new key is not the active one: a master key from {shadowed_by} takes "
+                f"precedence (config > {MASTER_KEY_ENV} > keyring > key file).")
     if state.as_json:
+        if shadowed:
+            state.warn(shadowed)
         state.emit_json(
             {
                 "key_store": stored_in,
@@ -290,11 +352,8 @@ def init(state: CliState, replace_key: str | None, force: bool, store: str) -> N
         "Back up the master key now: whoever has it can read every derived namespace, "
         "and without it nothing on Walrus can be restored."
     )
-    if shadowed_by is not None:
-        state.note(
-            f"[yellow]warning:[/yellow] the new key is not the active one: a master key from "
-            f"{shadowed_by} takes precedence (config > {MASTER_KEY_ENV} > keyring > key file)."
-        )
+    if shadowed:
+        state.warn(shadowed)
 
 
 STARTER_CONFIG = """\
@@ -346,9 +405,10 @@ def demo(state: CliState) -> None:
     # With --json the narration goes to stderr and stdout holds only the verdict.
     ok = run_demo(state.err if state.as_json else state.out)
     if state.as_json:
-        state.emit_json({"ok": ok})
+        state.emit_json({"claims_held": ok})
     if not ok:
-        sys.exit(1)
+        raise CommandFailed("a claim of the demo did not hold (see its narration on stderr)",
+                            kind="ClaimFailed")
 
 
 # The groups and commands of the cli_* modules (--help lists every command by name).

@@ -85,13 +85,16 @@ def _agreeing(first: bytes, second: bytes) -> bytes:
 
 
 def _parse_export_json(text: str) -> bytes:
-    """The key of ``walrus-mem --json keys export``'s object (mnemonic and/or hex)."""
+    """The key of ``walrus-mem --json keys export``'s object (mnemonic and/or hex), bare
+    or in the envelope's ``data``."""
     import json
 
     try:
         doc = json.loads(text)
     except ValueError:
         doc = None  # the parser's message may quote the input: never chain it
+    if isinstance(doc, dict) and isinstance(doc.get("data"), dict) and "command" in doc:
+        doc = doc["data"]  # the CLI's --json envelope (docs/cli.md) around the object
     if not isinstance(doc, dict) or not (doc.get("mnemonic") or doc.get("hex")):
         raise MalformedKey(f"a key backup is {BACKUP_FORMATS}, or the JSON keys export prints")
     parts = [parse_backup(str(doc[k])) for k in ("mnemonic", "hex") if doc.get(k)]
