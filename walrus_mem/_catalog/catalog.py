@@ -83,6 +83,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_MS: Final = 30_000
+RECLAIM_MIN_PAGES: Final = 256  # scrub() gives free pages back from 1 MiB of them (_reclaim)
+_INCREMENTAL: Final = 2  # PRAGMA auto_vacuum's value for INCREMENTAL
 POSTINGS_FORMAT: Final = postings.FORMAT  # meta 'postings': a change rebuilds them all
 
 
@@ -162,6 +164,9 @@ class Catalog(FtsQueries, PostingsQueries, ChangeLog, OutboxQueue, MemoryQueries
         c.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         # Reading the schema fails fast on a file that is not a database.
         c.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        # Free pages can be given back to the file system (scrub() after large forgets).
+        # Takes effect in a new file; an older one switches at its next VACUUM (compact).
+        c.execute("PRAGMA auto_vacuum = INCREMENTAL")
         mode = c.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if str(mode).lower() != "wal":
             raise LocalStoreError(f"catalog {self.path}: cannot enable WAL (mode {mode})")
@@ -376,6 +381,7 @@ class Catalog(FtsQueries, PostingsQueries, ChangeLog, OutboxQueue, MemoryQueries
             for (name,) in c.execute("SELECT name FROM namespaces").fetchall():
                 table = fts_table(str(name))
                 c.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
+        self._reclaim()
         for attempt in range(20):
             with self._lock:
                 busy = self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
@@ -386,6 +392,22 @@ class Catalog(FtsQueries, PostingsQueries, ChangeLog, OutboxQueue, MemoryQueries
             time.sleep(0.01 * (attempt + 1))
         log.warning("catalog %s: WAL checkpoint kept being blocked by readers; deleted text "
                     "stays in the -wal file until the next checkpoint", self.path)
+
+    def _reclaim(self) -> None:
+        """Give free pages back to the file system when they are a quarter of the file
+        (after a large forget): ``incremental_vacuum`` moves the last pages into the free
+        ones and truncates, at the checkpoint. Fewer free pages are left for the next
+        writes to reuse. Catalogs made before auto_vacuum was set keep their free pages
+        until a VACUUM (``Memory.compact``) switches them over."""
+        with self._lock:
+            c = self.conn
+            if self._depth or int(c.execute("PRAGMA auto_vacuum").fetchone()[0]) != _INCREMENTAL:
+                return
+            free = int(c.execute("PRAGMA freelist_count").fetchone()[0])
+            pages = int(c.execute("PRAGMA page_count").fetchone()[0])
+            if free >= RECLAIM_MIN_PAGES and 4 * free >= pages:
+                # executescript steps the pragma to its end (execute() frees one page)
+                c.executescript("PRAGMA incremental_vacuum;")
 
     @_guarded
     def vacuum(self) -> None:
