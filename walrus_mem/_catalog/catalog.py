@@ -56,7 +56,7 @@ from .._recall.ranking import FTS_TOKENIZE
 from .._walrus.epoch_guard import EpochGuard
 from .._walrus.expiry import record_seen
 from ..errors import LocalStoreError
-from . import postings
+from . import manifest_cache, postings
 from .changes import ChangeLog
 from .dedupe import Dedupe, plain_dedupe_hash, twin_slot
 from .fts import FtsQueries, fts_table
@@ -150,6 +150,8 @@ class Catalog(FtsQueries, PostingsQueries, ChangeLog, OutboxQueue, MemoryQueries
             self._configure()
             self._migrate()
             self._ensure_fts()
+            with self.write():
+                manifest_cache.ensure(self.conn)  # dirty keys for incremental manifests
         except sqlite3.Error as exc:
             self.conn.close()
             raise _translate(exc, self.path) from exc
@@ -546,9 +548,12 @@ class Catalog(FtsQueries, PostingsQueries, ChangeLog, OutboxQueue, MemoryQueries
 
     @_guarded
     def memories_by_ids(self, namespace: str, ids: Sequence[str]) -> dict[str, sqlite3.Row]:
+        # "+namespace": found by the id index. A plain "namespace = ?" let SQLite pick a
+        # (namespace, ...) index and scan every row of the namespace: 70 ms per write at
+        # 100k memories, 0.8 s at 1M (issue 28).
         rows = self.query(
             f"SELECT {MEMORY_COLUMNS} FROM memories WHERE id IN "
-            "(SELECT value FROM json_each(?)) AND namespace = ?",
+            "(SELECT value FROM json_each(?)) AND +namespace = ?",
             (json.dumps(list(ids)), namespace),
         )
         return {str(r["id"]): r for r in rows}

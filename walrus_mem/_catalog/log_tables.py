@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from . import manifest_cache
 from .catalog import Catalog
 
 __all__ = ["LogSnapshot", "LogTables"]
@@ -29,6 +30,7 @@ class LogSnapshot:
     pages: dict[str, tuple[str, str | None, int | None]]  # digest -> (blob, patch, end epoch)
     current_epoch: int | None
     pending: dict[str, Any]  # memory id -> manifest entry (JSON) merged but not fetched yet
+    upto: int = 0  # newest dirty-key mark (manifest_cache.py) this snapshot accounts for
 
 
 PENDING_KEY = "pending_entries:"
@@ -45,15 +47,18 @@ class LogTables:
     def __init__(self, catalog: Catalog) -> None:
         self.catalog = catalog
 
-    def snapshot(self, namespace: str) -> LogSnapshot:
+    def snapshot(self, namespace: str, *, rows: bool = True) -> LogSnapshot:
+        """What a manifest is built from; ``rows=False``: without the live rows (the
+        incremental path reads only the segments it needs, :meth:`segments`)."""
         cat = self.catalog
         with cat.snapshot() as c:
             info = c.execute("SELECT * FROM namespaces WHERE name = ?", (namespace,)).fetchone()
-            rows = c.execute(
-                "SELECT id, version, blob_id, quilt_patch_id, end_epoch, updated_at, digest, "
-                "sealed FROM memories WHERE namespace = ? AND status = 'published' ORDER BY key",
+            live = c.execute(
+                "SELECT id, version, blob_id, quilt_patch_id, end_epoch, updated_at, digest "
+                "FROM memories WHERE namespace = ? AND status = 'published' ORDER BY key",
                 (namespace,),
-            ).fetchall()
+            ).fetchall() if rows else []
+            _, upto = manifest_cache.dirty(c, namespace, keys=False)
             tombstones = {str(r[0]): int(r[1]) for r in c.execute(
                 "SELECT memory_id, max(version) FROM versions WHERE namespace = ? "
                 "AND event = 'DELETE' GROUP BY memory_id", (namespace,)).fetchall()}
@@ -66,9 +71,40 @@ class LogTables:
             epoch_row = c.execute("SELECT value FROM meta WHERE key = 'current_epoch'").fetchone()
             pending_row = c.execute("SELECT value FROM meta WHERE key = ?",
                                     (PENDING_KEY + namespace,)).fetchone()
-        return LogSnapshot(info, rows, tombstones, pages,
+        return LogSnapshot(info, live, tombstones, pages,
                            int(epoch_row[0]) if epoch_row else None,
-                           _pending_json(pending_row[0] if pending_row else None))
+                           _pending_json(pending_row[0] if pending_row else None), upto)
+
+    def segments(self, namespace: str) -> tuple[manifest_cache.Segments | None, set[int]]:
+        """The last manifest's cached segments and the keys changed since (call inside
+        the snapshot the manifest is built from)."""
+        with self.catalog.snapshot() as c:
+            return manifest_cache.load(c, namespace), manifest_cache.dirty(c, namespace)[0]
+
+    def rows_between(self, namespace: str, after: int | None,
+                     upto: int | None) -> list[sqlite3.Row]:
+        with self.catalog.snapshot() as c:
+            return manifest_cache.rows_between(c, namespace, after, upto)
+
+    def lacks_digests(self, namespace: str) -> bool:
+        """A row the next manifest reads may lack its digest: no cached segments (every
+        row is read), or a changed row without one."""
+        with self.catalog.snapshot() as c:
+            if manifest_cache.load(c, namespace) is None:
+                return True
+            return c.execute(
+                "SELECT 1 FROM manifest_dirty d JOIN memories m ON m.key = d.key "
+                "WHERE d.namespace = ? AND m.digest IS NULL LIMIT 1", (namespace,)
+            ).fetchone() is not None
+
+    def expires_by(self, namespace: str, epoch: int | None) -> bool:
+        """A published row of ``namespace`` ends at or before ``epoch``."""
+        if epoch is None:
+            return False
+        row = self.catalog.query_one(
+            "SELECT 1 FROM memories WHERE namespace = ? AND end_epoch <= ? "
+            "AND status = 'published' LIMIT 1", (namespace, epoch))
+        return row is not None
 
     def pending(self, namespace: str) -> dict[str, Any]:
         """Memory id -> manifest entry (JSON) of the memories a merge took in but could
@@ -107,8 +143,11 @@ class LogTables:
         writes_seen: int,
         registered_epoch: int | None,
         announce: dict[str, Any],
+        segments: manifest_cache.Segments | None = None,
+        upto: int = 0,
     ) -> None:
-        """A manifest became the namespace's head: record it and its new pages, and
+        """A manifest became the namespace's head: record it and its new pages (and its
+        ``segments``, cached for the next one, clearing the dirty marks up to ``upto``), and
         ``announce`` (what :meth:`unannounced` returns) until :meth:`announced`: a
         process killed before it wrote the heads file announces it at the next sync."""
         now = time.time()
@@ -136,6 +175,8 @@ class LogTables:
             )
             c.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
                       (UNANNOUNCED_KEY + namespace, json.dumps(announce, sort_keys=True)))
+            # the segments of this manifest (None: not kept) and the changes it covers
+            manifest_cache.save(c, namespace, segments, upto)
             cat.note_epoch(registered_epoch)
 
     def unannounced(self, namespace: str) -> dict[str, Any] | None:

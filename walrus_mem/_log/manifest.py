@@ -49,6 +49,7 @@ __all__ = [
     "Root",
     "chunk_entries",
     "entries_digest",
+    "is_boundary",
     "page_record",
     "parse_page",
     "parse_root",
@@ -157,9 +158,13 @@ def entries_digest(entries: Sequence[Entry]) -> str:
     return hashlib.blake2b(body.encode(), digest_size=32).hexdigest()
 
 
-def _is_boundary(memory_id: str) -> bool:
+def is_boundary(memory_id: str) -> bool:
+    """A page ends after this entry (content-defined: the id's hash hits the target)."""
     h = hashlib.blake2b(memory_id.encode(), digest_size=8, person=b"walrusmem.cdc").digest()
     return int.from_bytes(h, "little") % PAGE_TARGET == 0
+
+
+_is_boundary = is_boundary  # the name tests/test_memory_sync.py uses
 
 
 def chunk_entries(entries: Iterable[Entry]) -> list[list[Entry]]:
@@ -168,7 +173,7 @@ def chunk_entries(entries: Iterable[Entry]) -> list[list[Entry]]:
     current: list[Entry] = []
     for entry in entries:
         current.append(entry)
-        if _is_boundary(entry.memory_id) or len(current) >= PAGE_MAX:
+        if is_boundary(entry.memory_id) or len(current) >= PAGE_MAX:
             pages.append(current)
             current = []
     if current:

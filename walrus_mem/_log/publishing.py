@@ -11,12 +11,15 @@ import logging
 import time
 from typing import Any, Final, NoReturn
 
+from .._catalog.log_tables import LogSnapshot
+from .._catalog.manifest_cache import Segments
 from .._keys.generations import reseal_unfinished
 from .._memory.inputs import new_memory_id
-from .._walrus.expiry import BACKWARDS_KEY, JUMP_SLACK
+from .._walrus.expiry import BACKWARDS_KEY, JUMP_SLACK, EpochClock
 from .._walrus.publish_check import require_read_back
 from ..envelope import seal
 from ..errors import RestoreIncomplete, RotationIncomplete, StaleDataDir, WalrusMemError
+from ..keys import NamespaceKeys
 from . import manifest as mf
 from .announce import announce, announce_pending, announce_record
 from .context import LogPart
@@ -24,12 +27,29 @@ from .expired import still_served
 from .gone import clock_epoch, root_end_bound, store_root
 from .heads import HeadRef, SeenHead
 from .pending import carry_pending, parse_pending
+from .segments import Chunk, build, entry_of
 
 __all__ = ["MANIFEST_MAX_PLAINTEXT", "Publishing"]
 
 log = logging.getLogger(__name__)
 
 MANIFEST_MAX_PLAINTEXT: Final = 8 * 1024 * 1024
+
+
+_ATTEMPTS: Final = 3
+
+
+def _epoch(clock: EpochClock, snap: LogSnapshot) -> int | None:
+    """The epoch a page must outlive by more than one to be reused."""
+    current = clock.current()
+    if current is None or (snap.current_epoch or 0) > current:
+        return snap.current_epoch
+    return current
+
+
+def _lasts(reuse: tuple[str, str | None, int | None], current_epoch: int | None) -> bool:
+    """A stored page's end epoch is unknown or more than one epoch away."""
+    return reuse[2] is None or current_epoch is None or reuse[2] > current_epoch + 1
 
 
 class Publishing(LogPart):
@@ -94,53 +114,42 @@ class Publishing(LogPart):
         client = self.host.walrus
         require_read_back(client, "a manifest")  # else each sync pays for pages and root
         self.host.settle_reset(ns)  # never list what a wiped network lost (network_reset.py)
-        with self.lock:
-            self._fill_digests(ns)
-            snap = self.tables.snapshot(ns)
         clock = self._clock()
-        # Never list a blob past its end epoch (expiry.py; on real Walrus the
-        # clock is learned from store answers, not the mock's admin route).
-        rows, expired = clock.drop_expired(snap.rows)
-        if expired:
-            rows += still_served(self.host, self._gone_blobs, ns, snap.rows, expired)
-        if len(rows) < len(snap.rows):
-            log.warning("manifest of %r leaves out %d memories whose blobs expired", ns,
-                        len(snap.rows) - len(rows))
-        info, known = snap.info, snap.pages
-        current_epoch = clock.current()
-        if current_epoch is None or (snap.current_epoch or 0) > current_epoch:
-            current_epoch = snap.current_epoch
+        snap, chunks, segments = self._chunks(ns, keys, clock)
+        info = snap.info
+        current_epoch = _epoch(clock, snap)
         writes_seen = int(info["writes_since_manifest"])
-        live = [mf.Entry(str(r["id"]), int(r["version"]), str(r["blob_id"]), r["quilt_patch_id"],
-                         r["end_epoch"], float(r["updated_at"]), str(r["digest"]))
-                for r in rows]
-        live = carry_pending(live, parse_pending(snap.pending), snap.tombstones, clock)
-        entries = live + [mf.Entry.tombstone(mid, v) for mid, v in sorted(snap.tombstones.items())]
+        count = sum(chunk.count for chunk in chunks)
         deadline = self.host.settings.publish_deadline
-        inline: list[mf.Entry] | None = entries
+        inline: list[mf.Entry] | None = None
         layout: list[tuple[str, int]] = []  # (digest, entry count) in page order
         placed: dict[str, tuple[str, str | None, int | None]] = {}  # digest -> location
         to_store: list[tuple[str, bytes]] = []
-        if len(entries) > mf.INLINE_MAX:
+        if count <= mf.INLINE_MAX:
+            inline = [entry for chunk in chunks for entry in chunk.entries or ()]
+        else:
             changed: list[tuple[list[mf.Entry], dict[str, Any], str]] = []
-            for chunk in mf.chunk_entries(entries):
-                record, digest = mf.page_record(chunk)
-                reuse = known.get(digest)
-                if reuse is not None and (
-                    reuse[2] is None or current_epoch is None or reuse[2] > current_epoch + 1
-                ) and self.pages.intact(ns, keys, digest, reuse[0], reuse[1]):
+            for chunk in chunks:
+                reuse = snap.pages.get(chunk.digest)
+                if chunk.entries is None:  # a cached page _chunks found reusable and intact
+                    assert reuse is not None
+                    placed[chunk.digest] = reuse
+                    layout.append((chunk.digest, chunk.count))
+                    continue
+                record, digest = mf.page_record(chunk.entries)
+                if reuse is not None and _lasts(reuse, current_epoch) \
+                        and self.pages.intact(ns, keys, digest, reuse[0], reuse[1]):
                     placed[digest] = reuse  # unchanged, intact and not about to expire
-                    layout.append((digest, len(chunk)))
+                    layout.append((digest, chunk.count))
                 else:
-                    changed.append((chunk, record, digest))
+                    changed.append((chunk.entries, record, digest))
             # Changed entries ride inline in the root (one store call) up to about
             # 1 MiB of root; more become pages, stored together as one quilt.
-            if sum(len(chunk) for chunk, _, _ in changed) <= mf.CHANGED_INLINE_MAX:
-                inline = [entry for chunk, _, _ in changed for entry in chunk]
+            if sum(len(entries) for entries, _, _ in changed) <= mf.CHANGED_INLINE_MAX:
+                inline = [entry for entries, _, _ in changed for entry in entries]
             else:
-                inline = None
-                for chunk, record, digest in changed:
-                    layout.append((digest, len(chunk)))
+                for entries, record, digest in changed:
+                    layout.append((digest, len(entries)))
                     if digest not in placed:
                         sealed_page = seal(keys, record, max_plaintext=MANIFEST_MAX_PLAINTEXT)
                         to_store.append((digest, sealed_page))
@@ -169,7 +178,7 @@ class Publishing(LogPart):
         root = mf.root_record(
             manifest_id=f"manifest-{new_memory_id()}", seq=seq, writer=writer,
             parents=[str(p) for p in parents], origins=origins, created_at=time.time(),
-            model_id=info["model_id"], dim=info["dim"], count=len(entries), entries=inline,
+            model_id=info["model_id"], dim=info["dim"], count=count, entries=inline,
             pages=pages, clock=clock.export(),
             ends_by=root_end_bound(clock, self.host.settings.epochs),
         )
@@ -190,13 +199,75 @@ class Publishing(LogPart):
         with self.lock:
             self.tables.record_manifest(
                 ns, seq=seq, blob_id=stored.blob_id, head=str(ref),
-                parents=[str(p) for p in parents], entries=len(entries), pages=len(pages),
+                parents=[str(p) for p in parents], entries=count, pages=len(pages),
                 end_epoch=stored.end_epoch, new_pages=new_pages, writes_seen=writes_seen,
-                registered_epoch=stored.registered_epoch, announce=announce_record(seen))
+                registered_epoch=stored.registered_epoch, announce=announce_record(seen),
+                segments=segments, upto=snap.upto)
         announce(self, ns, keys, seen, retry=False)
-        log.info("published manifest %d of %r (%d entries, %d pages)", seq, ns, len(entries),
+        log.info("published manifest %d of %r (%d entries, %d pages)", seq, ns, count,
                  len(pages))
         return str(ref)
+
+    def _chunks(self, ns: str, keys: NamespaceKeys, clock: EpochClock
+                ) -> tuple[LogSnapshot, list[Chunk], Segments | None]:
+        """The snapshot a manifest of ``ns`` is built from, its pages in order, and the
+        segments to cache for the next one (None: this one was computed in full).
+
+        Incremental (segments.py) unless a row has expired by the clock or merged
+        entries are pending: both reorder or replace entries, so the full list is
+        built as it always was. A cached page whose location fails its check is
+        dropped and its segment read again; the last attempt reads every row."""
+        for attempt in range(_ATTEMPTS):
+            with self.lock:
+                if self.tables.lacks_digests(ns):
+                    self._fill_digests(ns)
+                with self.catalog.snapshot():
+                    snap = self.tables.snapshot(ns, rows=False)
+                    current_epoch = _epoch(clock, snap)
+                    if snap.pending or self.tables.expires_by(ns, clock.current()):
+                        return self._full(ns, clock)
+                    cached, dirty = self.tables.segments(ns)
+                    tail = [mf.Entry.tombstone(mid, v)
+                            for mid, v in sorted(snap.tombstones.items())]
+
+                    def reusable(digest: str, pages: dict[str, Any] = snap.pages,
+                                 epoch: int | None = current_epoch) -> bool:
+                        reuse = pages.get(digest)
+                        return reuse is not None and _lasts(reuse, epoch)
+
+                    def rows(after: int | None, upto: int | None) -> list[Any]:
+                        return self.tables.rows_between(ns, after, upto)
+
+                    last = attempt == _ATTEMPTS - 1
+                    chunks, segments = build(None if last else cached, dirty, reusable, rows,
+                                             tail)
+                    if any(c.entries is None for c in chunks) and \
+                            sum(c.count for c in chunks) <= mf.INLINE_MAX:
+                        chunks, segments = build(None, dirty, reusable, rows, tail)
+            if all(self.pages.intact(ns, keys, c.digest, *snap.pages[c.digest][:2])
+                   for c in chunks if c.entries is None):
+                return snap, chunks, segments
+        raise AssertionError("unreachable: the last attempt lists every page's entries")
+
+    def _full(self, ns: str, clock: EpochClock
+              ) -> tuple[LogSnapshot, list[Chunk], Segments | None]:
+        """Every live entry, expired blobs and pending entries handled (call inside the
+        snapshot of :meth:`_chunks`): the computation before segments."""
+        snap = self.tables.snapshot(ns)
+        # Never list a blob past its end epoch (expiry.py; on real Walrus the
+        # clock is learned from store answers, not the mock's admin route).
+        rows, expired = clock.drop_expired(snap.rows)
+        if expired:
+            rows += still_served(self.host, self._gone_blobs, ns, snap.rows, expired)
+        if len(rows) < len(snap.rows):
+            log.warning("manifest of %r leaves out %d memories whose blobs expired", ns,
+                        len(snap.rows) - len(rows))
+        live = [entry_of(r) for r in rows]
+        live = carry_pending(live, parse_pending(snap.pending), snap.tombstones, clock)
+        entries = live + [mf.Entry.tombstone(mid, v) for mid, v in sorted(snap.tombstones.items())]
+        chunks = [Chunk(mf.entries_digest(page), len(page), page)
+                  for page in mf.chunk_entries(entries)]
+        return snap, chunks, None
 
     def announce_pending(self, ns: str) -> str | None:
         """Announce the head this data dir recorded but did not (_log/announce.py)."""
