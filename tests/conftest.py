@@ -73,6 +73,7 @@ def _restore_environ(saved: dict[str, str | None]) -> None:
 # model (`model`).
 SLOW_FILES: Final = frozenset({
     "test_namespace_log_stateful.py", "test_log_features_stateful.py",
+    "test_features_replayed.py",
     "test_bad_input.py", "test_isolation.py", "test_secrets_leak.py",
     "test_walrus_client_fuzz.py", "test_index_fuzz.py",
     "test_relayer_mock_server.py", "test_walrus_integration.py", "test_memory_processes.py",

@@ -138,18 +138,52 @@ def settle(parts: Parts, ns: str, backwards: tuple[int, int] | None = None) -> N
     if backwards is not None and _held(parts) is None:
         _hold(parts, *backwards)
     follow(parts, errors)
-    row = parts.catalog.get_meta(RESET_KEY)
-    try:
-        at = float(json.loads(row)["at"]) if row else None
-    except (ValueError, KeyError, TypeError):
-        at = None
-    last = parts.catalog.query_one("SELECT max(at) FROM manifests WHERE namespace = ?", (ns,))
-    if at is not None and (last is None or last[0] is None or float(last[0]) < at):
+    if _renewal_owed(parts, ns):
         current = parts.epochs.clock.current()
         renew_due(parts, ns, errors, current)
         _require_renewed(parts, ns, current, errors)
+        _renewed(parts, ns)
     for error in errors:
         log.warning("before the manifest of %r: %s", ns, error)
+
+
+def _reset_record(parts: Parts) -> dict[str, Any] | None:
+    row = parts.catalog.get_meta(RESET_KEY)
+    try:
+        record = json.loads(row) if row else None
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _renewal_owed(parts: Parts, ns: str) -> bool:
+    """Whether ``ns`` still owes the renewal of what the last followed reset lost: it is
+    named in the reset's record (:func:`_apply`) until a manifest's :func:`settle` has
+    stored them again. Not "no manifest since the reset's time": a manifest published
+    while the wall clock ran ahead (10 days) is "later" than the reset, the renewal was
+    skipped and the manifest left out every memory the reset lost (seed 11's F2)."""
+    record = _reset_record(parts)
+    if record is None:
+        return False
+    owed = record.get("owed")
+    if isinstance(owed, list):
+        return ns in owed
+    try:  # a record written before "owed" existed: the time it was followed
+        at = float(record["at"])
+    except (KeyError, TypeError, ValueError):
+        return False
+    last = parts.catalog.query_one("SELECT max(at) FROM manifests WHERE namespace = ?", (ns,))
+    return last is None or last[0] is None or float(last[0]) < at
+
+
+def _renewed(parts: Parts, ns: str) -> None:
+    """``ns`` stored again what the reset lost (_require_renewed passed): owed no more."""
+    with parts.catalog.write():  # read and write in one transaction (other processes)
+        record = _reset_record(parts)
+        if record is None or not isinstance(record.get("owed"), list):
+            return
+        record["owed"] = [n for n in record["owed"] if n != ns]
+        parts.catalog.set_meta(RESET_KEY, json.dumps(record))
 
 
 def _require_renewed(parts: Parts, ns: str, current: int | None, errors: list[str]) -> None:
@@ -292,6 +326,13 @@ def _served(parts: Parts, blob: str) -> bool:
         return False
 
 
+def _namespaces(c: Any) -> set[str]:
+    """Every namespace with a memory or a manifest: each owes the renewal of what the
+    reset lost before its next manifest (settle)."""
+    return {str(n) for (n,) in c.execute(
+        "SELECT namespace FROM memories UNION SELECT namespace FROM manifests")}
+
+
 def _apply(parts: Parts, seen: list[tuple[int, float, float]], old: object,
            lost: list[str]) -> None:
     new = max(e for e, _, _ in seen)
@@ -310,7 +351,8 @@ def _apply(parts: Parts, seen: list[tuple[int, float, float]], old: object,
             c.execute(f"UPDATE {table} SET end_epoch = ? WHERE end_epoch IS NOT NULL", (new,))
         c.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE "
                   "SET value = excluded.value",
-                  (RESET_KEY, json.dumps({"at": now, "from": old, "to": new})))
+                  (RESET_KEY, json.dumps({"at": now, "from": old, "to": new,
+                                          "owed": sorted(_namespaces(c))})))
     parts.log.seen.end_all(new, stored_above=new + JUMP_SLACK, seen_before=first_new)
     log.warning("the network lost this data dir's blobs and its epochs went back from %s "
                 "to %d: a wipe or an epoch reset. The epoch clock follows the new network; "
