@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import base64
 import json
+import math
+import struct
 import sys
 from pathlib import Path
 from typing import Any
@@ -49,6 +51,10 @@ NAMESPACES = [
 ]
 AGENT_NAMESPACE = "agent_007"
 DEDUPE_SAMPLE = "the user prefers tea over coffee"
+
+# 384 values, unit length: cos(0.37 i + 0.5) / 13.86... (rounded to float16 in the vector)
+_RAW = [math.cos(0.37 * i + 0.5) for i in range(384)]
+SAMPLE_VECTOR = [x / math.sqrt(sum(v * v for v in _RAW)) for x in _RAW]
 
 ENVELOPES: list[dict[str, Any]] = [
     {
@@ -89,6 +95,35 @@ ENVELOPES: list[dict[str, Any]] = [
             },
             "created_at": "2025-06-30T23:59:59.123456Z",
             "updated_at": "2025-07-01T00:00:00Z",
+        },
+    },
+    {
+        # A fact as Memory.remember seals it since issue 28: the record's fields and the
+        # vector it travels with ("vec": float16 little-endian, base64; docs/envelope-format.md).
+        "name": "fact-with-vector",
+        "mode": "derived",
+        "namespace": "default",
+        "nonce": bytes(range(0xC0, 0xC0 + 24)),
+        "record": {
+            "id": "0190f3c2a1b24c8d9e0f112233445566",
+            "kind": "fact",
+            "format": 1,
+            "version": 1,
+            "text": "The user prefers tea over coffee.",
+            "metadata": {},
+            "category": "preference",
+            "importance": 0.85,
+            "created_at": 1735689600.0,
+            "updated_at": 1735689600.0,
+            "expires_at": None,
+            "vec": {
+                "model": "sentence-transformers/all-MiniLM-L6-v2",
+                "weights": "7cdf38ecb8fe8399309ec2c49a7d9df8",
+                "dim": 384,
+                "dtype": "f16",
+                "data": base64.b64encode(b"".join(
+                    struct.pack("<e", x) for x in SAMPLE_VECTOR)).decode("ascii"),
+            },
         },
     },
     {

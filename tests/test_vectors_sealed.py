@@ -315,3 +315,20 @@ def test_nothing_of_the_vector_reaches_storage(tmp_path: Path, walrus) -> None:
     for raw in vec.values():
         assert raw[:12] not in stored and base64.b64encode(raw)[:16] not in stored
     mem.close()
+
+
+def test_the_known_answer_fact_with_vector_decodes_to_its_vector() -> None:
+    from tests.helpers_keys import vectors
+
+    (env,) = [e for e in vectors()["envelopes"] if e["name"] == "fact-with-vector"]
+    keys = NamespaceKeys.derive(MasterSeed.from_hex(vectors()["master_seed_hex"]),
+                                env["keys"]["namespace"])
+    record = open_envelope(keys, bytes.fromhex(env["envelope_hex"]))
+    assert record == env["record"] and env["envelope_size"] == 2174
+    ident = VectorIdentity("sentence-transformers/all-MiniLM-L6-v2",
+                           "7cdf38ecb8fe8399309ec2c49a7d9df8", 384)
+    raw = carried_vector(record, ident)
+    assert raw is not None
+    values = np.frombuffer(raw, "<f2").astype(np.float64)
+    expected = np.cos(0.37 * np.arange(384) + 0.5)
+    assert np.allclose(values, expected / np.linalg.norm(expected), atol=1e-3)
