@@ -130,6 +130,8 @@ SLOW_TESTS: Final = frozenset({
     "test_unknown_model_fails_offline_with_embedding_error",
     "test_a_cli_session_writes_only_under_walrus_mem_home",
     "test_the_onnxruntime_path_writes_nothing_in_home",
+    # README's and docs' commands replayed in a bash session per page (about 8 s and 20 s)
+    "test_the_page_replays_in_a_fresh_home",
     # 60 KB facts by the hundred through a capped relayer_mock (about 20 s each)
     "test_a_413_halves_the_batch_and_the_learned_cap_survives_a_new_process",
     "test_200_facts_of_60kb_under_a_10_mib_cap_go_as_a_few_quilts",
