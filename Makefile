@@ -28,14 +28,17 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/walrus-mem demo
 
+# Two workers, one file per worker at a time (module fixtures are set up once): the suite
+# is CPU-bound and the machines here have 2 cores.
+PYTEST_WORKERS ?= 2
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile
 
 # The quick tier for a change-and-test loop: everything not marked slow
 # (tests/conftest.py says what is), about 4 minutes here.
 check: $(STAMP)
 	$(BIN)/ruff check walrus_mem relayer_mock tests examples bench
-	$(BIN)/python -m pytest -m "not slow" -q
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile -m "not slow" -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check walrus_mem relayer_mock tests examples bench
