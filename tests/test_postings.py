@@ -352,3 +352,34 @@ def test_a_catalog_written_by_schema_5_is_upgraded_in_place(tmp_path: Path) -> N
         _assert_same_scores(cat, "painted café", 29)
     finally:
         cat.close()
+
+
+def test_blocks_of_every_width(tmp_path: Path, small_blocks: None) -> None:
+    """Gaps and counts past one byte (2, 4 and 8-byte blocks), a block widened by an
+    append or an insert, a term whose blocks have several widths: all equal to FTS5's,
+    the same bm25, read whole, in one query with other words, or block by block."""
+    cat = _catalog(tmp_path)
+    long = " ".join(["alpha"] * 300)  # tf and length past 255
+    keys = [1, 2, 3, 4, 5, 300, 301, 70_000, 70_001, 70_002, 2**33, 2**33 + 5, 2**33 + 6]
+    try:
+        with cat.write():
+            for key in keys[:5]:
+                cat.fts_add(NS, key, "alpha beta")
+        for key in keys[5:]:  # appends that widen the last block, one transaction each
+            with cat.write():
+                cat.fts_add(NS, key, long if key == 301 else "alpha beta")
+        with cat.write():  # inserts into a narrow block's range, one of them wide
+            cat.fts_add(NS, 70_500, "alpha gamma")
+            cat.fts_add(NS, 6, long)
+        assert_postings_match_fts5(cat, NS)
+        widths = {len(r[0]) // r[1] for r in cat.conn.execute(
+            f"SELECT keys, n FROM {postings.postings_table(NS)} WHERE term = 'alpha'")}
+        assert {1, 8} <= widths  # one term, blocks of several widths
+        _assert_same_scores(cat, "alpha beta gamma", len(keys) + 2)
+        with cat.write():
+            cat.fts_remove(NS, 301)
+            cat.fts_remove(NS, 2**33)
+        assert_postings_match_fts5(cat, NS)
+        _assert_same_scores(cat, "alpha beta gamma", len(keys))
+    finally:
+        cat.close()

@@ -18,11 +18,14 @@ postings in the same transaction as its FTS5 row (``Catalog.fts_add`` /
 Table ``lex_<hash>`` (:func:`postings_table`): ``term``, ``first`` (a lower
 bound of the block's keys; blocks of a term cover disjoint key ranges in
 ``first`` order), ``n`` (entries), ``keys`` (the gaps between ascending keys,
-the first one from ``first``, as LEB128 varints), ``tfdl`` (tf and length of
-each entry, LEB128 varints). Format :data:`FORMAT` (``"2"``); format ``"1"``
-held int64 keys and uint32 pairs, 16 bytes a posting where short facts' now
-take about 3 (the catalog rebuilds older postings when it opens). Decoding is
-a few numpy operations over all of a query's blocks at once (:func:`_decode`).
+the first one from ``first``), ``tfdl`` (tf and length of each entry). Each
+column of a block holds little-endian unsigned integers of one width, the
+narrowest of 1, 2, 4 or 8 bytes that holds its values (the width is the
+column's length / ``n``): short facts' postings take about 3 bytes (gaps of a
+common term and every tf and length: 1 byte each). Decoding a term is a
+``frombuffer`` and a ``cumsum`` (:func:`_decode`). Format :data:`FORMAT`;
+format ``"1"`` held int64 keys and uint32 pairs, 16 bytes a posting (the
+catalog rebuilds older postings when it opens).
 Table ``lexdf_<hash>``: per term, how many rows hold it (one seek instead of
 summing a common term's blocks). Table ``lexicon_stats``: per namespace, rows
 and tokens, FTS5's ``nRow`` and ``nToken``.
@@ -33,6 +36,7 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
+import struct
 import threading
 from collections.abc import Iterable, Sequence
 from typing import Any, Final
@@ -74,14 +78,14 @@ BLOCK: Final = 128
 BM25_K1: Final = 1.2  # FTS5's constants (fts5_aux.c)
 BM25_B: Final = 0.75
 STATS_TABLE: Final = "lexicon_stats"
-FORMAT: Final = "2"
+FORMAT: Final = "3"  # "2": LEB128 varints (slower to decode), never released
 """The blocks' encoding (catalog meta ``postings``): a change rebuilds every namespace's."""
 
 _KEY: Final = np.dtype(np.int64)
 _TFDL: Final = np.dtype(np.uint32)
 
-Postings = tuple[npt.NDArray[np.int64], npt.NDArray[np.uint32], npt.NDArray[np.uint32]]
-"""A term's (keys ascending, tf, dl) arrays."""
+Postings = tuple[npt.NDArray[np.int64], npt.NDArray[Any], npt.NDArray[Any]]
+"""A term's (keys ascending, tf, dl) arrays (tf and dl unsigned, as narrow as stored)."""
 
 
 def postings_table(namespace: str) -> str:
@@ -180,60 +184,51 @@ def tokenizer() -> Tokenizer:
 
 # -- encoding ----------------------------------------------------------------------------
 
-
-def _varints(data: bytes, dtype: npt.DTypeLike = _KEY) -> npt.NDArray[Any]:
-    """Decode concatenated LEB128 varints (7 bits a byte, low first; a set high bit: more
-    bytes follow). Short facts' gaps, counts and lengths are mostly one byte each: then
-    the bytes are the values."""
-    b = np.frombuffer(data, dtype=np.uint8)
-    if not len(b) or b.max() < 0x80:
-        return b.astype(dtype)
-    ends = np.flatnonzero(b < 0x80)
-    starts = np.empty_like(ends)
-    starts[0] = 0
-    starts[1:] = ends[:-1] + 1
-    shift = (np.arange(len(b), dtype=np.int64) - np.repeat(starts, ends - starts + 1)) * 7
-    return np.add.reduceat((b & 0x7F).astype(np.int64) << shift, starts).astype(dtype)
+_CODES: Final = {1: "B", 2: "H", 4: "I", 8: "Q"}  # struct codes of each width
+_UINTS: Final = {w: np.dtype(f"<u{w}") for w in _CODES}
 
 
-def _varint_encode(values: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.uint8],
-                                                          npt.NDArray[np.int64]]:
-    """LEB128 bytes of non-negative ``values`` and each value's width in bytes."""
-    v = np.asarray(values, dtype=np.int64)
-    if not len(v) or int(v.max()) < 0x80:
-        return v.astype(np.uint8), np.ones(len(v), dtype=np.int64)
-    if int(v.min()) < 0:
-        raise ValueError("postings encode non-negative integers only")
-    width = np.ones(len(v), dtype=np.int64)
-    for k in range(1, (int(v.max()).bit_length() + 6) // 7):
-        width += v >= (1 << (7 * k))
-    out = np.empty(int(width.sum()), dtype=np.uint8)
-    starts = np.cumsum(width) - width
-    for k in range(int(width.max())):
-        more = width > k
-        out[starts[more] + k] = ((v[more] >> (7 * k)) & 0x7F) | np.where(
-            width[more] > k + 1, 0x80, 0)
-    return out, width
+def _width(top: int) -> int:
+    """The narrowest width (bytes) of unsigned integers up to ``top``."""
+    return 1 if top < 0x100 else 2 if top < 0x10000 else 4 if top < 0x100000000 else 8
 
 
-def _varint_bytes(values: npt.NDArray[np.int64]) -> bytes:
-    return _varint_encode(values)[0].tobytes()
+def _encode_block(first: int, keys: npt.NDArray[np.int64], pairs: npt.NDArray[Any],
+                  widths: tuple[int, int] = (1, 1)) -> tuple[bytes, bytes]:
+    """A block's ``keys`` (gaps, the first from ``first``) and ``tfdl`` column values, at
+    least as wide as ``widths`` (a re-encoded block keeps its term's widths)."""
+    gaps = np.diff(np.asarray(keys, dtype=np.int64), prepend=np.int64(first))
+    values = np.asarray(pairs, dtype=np.int64).reshape(-1)
+    kw = max(widths[0], _width(int(gaps.max())))
+    vw = max(widths[1], _width(int(values.max())))
+    return gaps.astype(_UINTS[kw]).tobytes(), values.astype(_UINTS[vw]).tobytes()
 
 
-def _pack(out: bytearray, value: int) -> None:
-    """Append one varint (the write path's few entries a term: cheaper than numpy)."""
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
+def _pack(values: Sequence[int], floor: int = 1) -> bytes:
+    """``values`` at the narrowest width, at least ``floor`` (the write path's few
+    entries: struct, not numpy)."""
+    width = max(floor, _width(max(values)))
+    return struct.pack(f"<{len(values)}{_CODES[width]}", *values)
 
 
-def _encode_block(first: int, keys: npt.NDArray[np.int64],
-                  pairs: npt.NDArray[Any]) -> tuple[bytes, bytes]:
-    """A block's ``keys`` and ``tfdl`` column values."""
-    keys = np.asarray(keys, dtype=np.int64)
-    return (_varint_bytes(np.diff(keys, prepend=np.int64(first))),
-            _varint_bytes(np.asarray(pairs, dtype=np.int64).reshape(-1)))
+def _unpack(data: bytes, count: int) -> tuple[int, ...]:
+    return struct.unpack(f"<{count}{_CODES[len(data) // count]}", data)
+
+
+def _column(data: Sequence[bytes], widths: Sequence[int], counts: npt.NDArray[np.int64],
+            dtype: np.dtype[Any]) -> npt.NDArray[Any]:
+    """Blocks' column values as one array. One ``frombuffer`` when the blocks share a
+    width (a term's blocks do unless a later one needed more); else one per width."""
+    kinds = set(widths)
+    if len(kinds) == 1:
+        return np.frombuffer(b"".join(data), dtype=_UINTS[kinds.pop()])
+    out = np.empty(int(counts.sum()), dtype=dtype)
+    per_block = np.asarray(widths)
+    for width in kinds:
+        out[np.repeat(per_block == width, counts)] = np.frombuffer(
+            b"".join(d for d, w in zip(data, widths, strict=True) if w == width),
+            dtype=_UINTS[width])
+    return out
 
 
 def _decode(rows: Iterable[tuple[int, int, bytes, bytes]]) -> Postings:
@@ -241,18 +236,25 @@ def _decode(rows: Iterable[tuple[int, int, bytes, bytes]]) -> Postings:
     blocks = list(rows)
     if not blocks:
         return np.empty(0, _KEY), np.empty(0, _TFDL), np.empty(0, _TFDL)
-    keys = np.cumsum(_varints(b"".join(r[2] for r in blocks)))
-    pairs = _varints(b"".join(r[3] for r in blocks), _TFDL).reshape(-1, 2)
     if len(blocks) == 1:
-        keys += int(blocks[0][0])
-    else:  # each block's gaps start from its own ``first``
-        n = np.fromiter((r[1] for r in blocks), dtype=np.int64, count=len(blocks))
-        firsts = np.fromiter((r[0] for r in blocks), dtype=np.int64, count=len(blocks))
-        ends = np.cumsum(n)
-        before = np.zeros(len(blocks), dtype=np.int64)
-        before[1:] = keys[ends[:-1] - 1]
-        keys += np.repeat(firsts - before, n)
-    return keys, pairs[:, 0], pairs[:, 1]
+        first, n, kb, vb = blocks[0]
+        keys = np.frombuffer(kb, dtype=_UINTS[len(kb) // n]).astype(np.int64)
+        np.cumsum(keys, out=keys)
+        keys += int(first)
+        pairs = np.frombuffer(vb, dtype=_UINTS[len(vb) // (2 * n)])
+        return keys, pairs[0::2], pairs[1::2]
+    counts = np.array([r[1] for r in blocks], dtype=np.int64)
+    keys = _column([r[2] for r in blocks], [len(r[2]) // r[1] for r in blocks], counts,
+                   _KEY).astype(np.int64)
+    np.cumsum(keys, out=keys)
+    # tf and lengths as stored (uint8 mostly): bm25_partials computes in float64 anyway
+    pairs = _column([r[3] for r in blocks], [len(r[3]) // (2 * r[1]) for r in blocks],
+                    2 * counts, _TFDL)
+    # each block's gaps start from its own ``first``
+    before = np.zeros(len(blocks), dtype=np.int64)
+    before[1:] = keys[np.cumsum(counts)[:-1] - 1]
+    keys += np.repeat(np.array([r[0] for r in blocks], dtype=np.int64) - before, counts)
+    return keys, pairs[0::2], pairs[1::2]
 
 
 # -- writing -----------------------------------------------------------------------------
@@ -275,9 +277,10 @@ def create(conn: sqlite3.Connection, namespace: str) -> None:
 
 
 def _block_at(conn: sqlite3.Connection, table: str, term: str, key: int
-              ) -> tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64]] | None:
+              ) -> tuple[int, npt.NDArray[np.int64], npt.NDArray[np.int64],
+                         tuple[int, int]] | None:
     """The block whose key range holds ``key`` (else the term's first block, if any):
-    its ``first``, keys and (tf, dl) pairs."""
+    its ``first``, keys, (tf, dl) pairs and widths."""
     row = conn.execute(
         f"SELECT first, n, keys, tfdl FROM {table} WHERE term = ? AND first <= ? "
         "ORDER BY first DESC LIMIT 1", (term, key)).fetchone()
@@ -286,13 +289,16 @@ def _block_at(conn: sqlite3.Connection, table: str, term: str, key: int
                            "ORDER BY first LIMIT 1", (term,)).fetchone()
     if row is None:
         return None
-    keys, tf, dl = _decode([(int(row[0]), int(row[1]), bytes(row[2]), bytes(row[3]))])
-    return int(row[0]), keys, np.stack([tf, dl], axis=1).astype(np.int64)
+    first, n, kb, vb = int(row[0]), int(row[1]), bytes(row[2]), bytes(row[3])
+    keys, tf, dl = _decode([(first, n, kb, vb)])
+    return (first, keys, np.stack([tf, dl], axis=1).astype(np.int64),
+            (len(kb) // n, len(vb) // (2 * n)))
 
 
 def _put(conn: sqlite3.Connection, table: str, term: str, first: int,
-         keys: npt.NDArray[np.int64], pairs: npt.NDArray[Any]) -> None:
-    kb, vb = _encode_block(first, keys, pairs)
+         keys: npt.NDArray[np.int64], pairs: npt.NDArray[Any],
+         widths: tuple[int, int] = (1, 1)) -> None:
+    kb, vb = _encode_block(first, keys, pairs, widths)
     conn.execute(f"INSERT INTO {table} (term, first, n, keys, tfdl) VALUES (?, ?, ?, ?, ?)",
                  (term, first, len(keys), kb, vb))
 
@@ -304,16 +310,24 @@ def add(conn: sqlite3.Connection, namespace: str, key: int,
 
 
 def _append(term: str, first: int, prev: int, entries: Sequence[tuple[int, int, int]],
-            kb: bytes = b"", vb: bytes = b"", n: int = 0) -> tuple[str, int, int, bytes, bytes]:
+            kb: bytes = b"", vb: bytes = b"", n: int = 0,
+            floor: tuple[int, int] = (1, 1)) -> tuple[str, int, int, bytes, bytes]:
     """A block row: ``entries`` (key, tf, dl) after ``n`` encoded ones whose last key is
-    ``prev`` (a new block: ``prev`` = ``first``)."""
-    keys, pairs = bytearray(kb), bytearray(vb)
-    for key, tf, dl in entries:
-        _pack(keys, key - prev)
-        _pack(pairs, tf)
-        _pack(pairs, dl)
-        prev = key
-    return term, first, n + len(entries), bytes(keys), bytes(pairs)
+    ``prev`` (a new block: ``prev`` = ``first``, at least ``floor`` wide: its term's
+    widths). Appended bytes when the new values fit the block's widths, else the block
+    re-encoded wider."""
+    gaps = [key - last for key, last in zip([e[0] for e in entries],
+                                             [prev] + [e[0] for e in entries[:-1]], strict=True)]
+    values = [v for e in entries for v in e[1:]]
+    if not n:
+        return term, first, len(entries), _pack(gaps, floor[0]), _pack(values, floor[1])
+    kw, vw = len(kb) // n, len(vb) // (2 * n)
+    if _width(max(gaps)) > kw or _width(max(values)) > vw:
+        return (term, first, n + len(entries), _pack(list(_unpack(kb, n)) + gaps, kw),
+                _pack(list(_unpack(vb, 2 * n)) + values, vw))
+    return (term, first, n + len(entries),
+            kb + struct.pack(f"<{len(gaps)}{_CODES[kw]}", *gaps),
+            vb + struct.pack(f"<{len(values)}{_CODES[vw]}", *values))
 
 
 def add_many(conn: sqlite3.Connection, namespace: str,
@@ -335,17 +349,12 @@ def add_many(conn: sqlite3.Connection, namespace: str,
     conn.executemany(f"INSERT INTO {counts_table(namespace)} (term, n) VALUES (?, ?) "
                      "ON CONFLICT (term) DO UPDATE SET n = n + excluded.n",
                      [(term, len(entries)) for term, entries in per_term.items()])
-    # every term's last block, in one query, and their last keys in one decode
+    # every term's last block, in one query
     lasts = [(str(r[0]), int(r[1]), int(r[2]), bytes(r[3]), bytes(r[4])) for r in conn.execute(
         f"SELECT term, first, n, keys, tfdl FROM {table} WHERE (term, first) IN "
         f"(SELECT term, max(first) FROM {table} WHERE term IN "
         "(SELECT value FROM json_each(?)) GROUP BY term)", (json.dumps(list(per_term)),))]
-    last_key: dict[str, int] = {}
-    if lasts:
-        n = np.fromiter((r[2] for r in lasts), dtype=np.int64, count=len(lasts))
-        sums = np.add.reduceat(_varints(b"".join(r[3] for r in lasts)), np.cumsum(n) - n)
-        last_key = {r[0]: r[1] + int(total) for r, total in zip(lasts, sums.tolist(),
-                                                                  strict=True)}
+    last_key = {r[0]: r[1] + sum(_unpack(r[3], r[2])) for r in lasts}
     last_of = {r[0]: r for r in lasts}
     dropped: list[tuple[str, int]] = []
     blocks: list[tuple[str, int, int, bytes, bytes]] = []
@@ -357,15 +366,18 @@ def add_many(conn: sqlite3.Connection, namespace: str,
                 _insert(conn, table, term, key, np.array([tf, dl], dtype=np.int64))
             continue
         rest: Sequence[tuple[int, int, int]] = entries
-        if last is not None and last[2] < BLOCK:  # room in the last block
-            room = BLOCK - last[2]
-            dropped.append((term, last[1]))
-            blocks.append(_append(term, last[1], last_key[term], entries[:room],
-                                  last[3], last[4], last[2]))
-            rest = entries[room:]
+        floor = (1, 1)
+        if last is not None:  # new blocks are at least as wide as the term's last one
+            floor = (len(last[3]) // last[2], len(last[4]) // (2 * last[2]))
+            if last[2] < BLOCK:  # room in the last block
+                room = BLOCK - last[2]
+                dropped.append((term, last[1]))
+                blocks.append(_append(term, last[1], last_key[term], entries[:room],
+                                      last[3], last[4], last[2]))
+                rest = entries[room:]
         for start in range(0, len(rest), BLOCK):
             chunk = rest[start:start + BLOCK]
-            blocks.append(_append(term, chunk[0][0], chunk[0][0], chunk))
+            blocks.append(_append(term, chunk[0][0], chunk[0][0], chunk, floor=floor))
     conn.executemany(f"DELETE FROM {table} WHERE term = ? AND first = ?", dropped)
     conn.executemany(f"INSERT INTO {table} (term, first, n, keys, tfdl) VALUES (?, ?, ?, ?, ?)",
                      blocks)
@@ -380,9 +392,9 @@ def _insert(conn: sqlite3.Connection, table: str, term: str, key: int,
     if block is None:
         _put(conn, table, term, key, np.array([key], dtype=_KEY), entry.reshape(1, 2))
         return
-    first, keys, pairs = block
+    first, keys, pairs, widths = block
     if key > int(keys[-1]) and len(keys) >= BLOCK:
-        _put(conn, table, term, key, np.array([key], dtype=_KEY), entry.reshape(1, 2))
+        _put(conn, table, term, key, np.array([key], dtype=_KEY), entry.reshape(1, 2), widths)
         return  # after a full block's keys: a new block
     # (a key is never added twice: FTS5 refuses a second row with the same rowid first)
     pos = int(np.searchsorted(keys, key))
@@ -392,10 +404,10 @@ def _insert(conn: sqlite3.Connection, table: str, term: str, key: int,
     first = min(first, key)
     if len(keys) > 2 * BLOCK:  # grown by inserts in the middle: split in two
         half = len(keys) // 2
-        _put(conn, table, term, first, keys[:half], pairs[:half])
-        _put(conn, table, term, int(keys[half]), keys[half:], pairs[half:])
+        _put(conn, table, term, first, keys[:half], pairs[:half], widths)
+        _put(conn, table, term, int(keys[half]), keys[half:], pairs[half:], widths)
     else:
-        _put(conn, table, term, first, keys, pairs)
+        _put(conn, table, term, first, keys, pairs, widths)
 
 
 def remove(conn: sqlite3.Connection, namespace: str, key: int,
@@ -407,7 +419,7 @@ def remove(conn: sqlite3.Connection, namespace: str, key: int,
         block = _block_at(conn, table, term, key)
         if block is None:
             continue
-        first, keys, pairs = block
+        first, keys, pairs, widths = block
         pos = int(np.searchsorted(keys, key))
         if pos >= len(keys) or keys[pos] != key:
             continue
@@ -415,7 +427,8 @@ def remove(conn: sqlite3.Connection, namespace: str, key: int,
         conn.execute(f"UPDATE {df} SET n = n - 1 WHERE term = ?", (term,))
         conn.execute(f"DELETE FROM {df} WHERE term = ? AND n <= 0", (term,))
         if len(keys) > 1:  # ``first`` stays: it only bounds the block's range from below
-            _put(conn, table, term, first, np.delete(keys, pos), np.delete(pairs, pos, axis=0))
+            _put(conn, table, term, first, np.delete(keys, pos), np.delete(pairs, pos, axis=0),
+                 widths)
     conn.execute(f"UPDATE {STATS_TABLE} SET rows = rows - 1, tokens = tokens - ? "
                  "WHERE namespace = ?", (sum(n for _, n in counts), namespace))
 
@@ -467,21 +480,15 @@ def rebuild(conn: sqlite3.Connection, namespace: str) -> None:
 
 def _blocks_of(term: str, keys: npt.NDArray[np.int64], tf: npt.NDArray[np.int64],
                dl: npt.NDArray[np.int64]) -> list[tuple[str, int, int, bytes, bytes]]:
-    """A term's postings (keys ascending) as block rows of BLOCK entries, encoded at once."""
+    """A term's postings (keys ascending) as block rows of BLOCK entries, all of the
+    term's widest gap's and value's widths (one ``frombuffer`` reads them all)."""
     gaps = np.diff(keys, prepend=keys[:1])
     gaps[::BLOCK] = 0  # each block's first key is its ``first``
-    kb, kw = _varint_encode(gaps)
-    vb, vw = _varint_encode(np.stack([tf, dl], axis=1).reshape(-1))
-    kends = np.cumsum(kw)[BLOCK - 1::BLOCK].tolist() + [len(kb)]
-    vends = np.cumsum(vw)[2 * BLOCK - 1::2 * BLOCK].tolist() + [len(vb)]
-    kbytes, vbytes = kb.tobytes(), vb.tobytes()
-    out = []
-    k0 = v0 = 0
-    for i, start in enumerate(range(0, len(keys), BLOCK)):
-        out.append((term, int(keys[start]), len(keys[start:start + BLOCK]),
-                    kbytes[k0:kends[i]], vbytes[v0:vends[i]]))
-        k0, v0 = kends[i], vends[i]
-    return out
+    values = np.stack([tf, dl], axis=1).reshape(-1)
+    kw, vw = _width(int(gaps.max())), _width(int(values.max()))
+    kb, vb = gaps.astype(_UINTS[kw]).tobytes(), values.astype(_UINTS[vw]).tobytes()
+    return [(term, int(keys[s]), len(keys[s:s + BLOCK]), kb[s * kw:(s + BLOCK) * kw],
+             vb[2 * s * vw:2 * (s + BLOCK) * vw]) for s in range(0, len(keys), BLOCK)]
 
 
 def _keys_and_tf(docs: list[int]) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
@@ -521,13 +528,25 @@ def read(conn: sqlite3.Connection, namespace: str, term: str) -> Postings:
 def read_many(conn: sqlite3.Connection, namespace: str,
               terms: Sequence[str]) -> dict[str, Postings]:
     """Every posting of each term, in one query."""
-    blocks: dict[str, list[tuple[int, int, bytes, bytes]]] = {term: [] for term in terms}
-    for term, first, n, kb, vb in conn.execute(
-            f"SELECT term, first, n, keys, tfdl FROM {postings_table(namespace)} WHERE term IN "
-            "(SELECT value FROM json_each(?)) ORDER BY term, first",
-            (json.dumps(list(blocks)),)):
-        blocks[term].append((first, n, kb, vb))
-    return {term: _decode(rows) for term, rows in blocks.items()}
+    wanted = list(dict.fromkeys(terms))
+    rows = conn.execute(
+        f"SELECT term, first, n, keys, tfdl FROM {postings_table(namespace)} WHERE term IN "
+        "(SELECT value FROM json_each(?)) ORDER BY term, first", (json.dumps(wanted),)
+    ).fetchall()
+    # every term's blocks decoded together (each block starts from its own ``first``),
+    # then cut into terms: one decode per query instead of one per word
+    keys, tf, dl = _decode([(r[1], r[2], r[3], r[4]) for r in rows])
+    ends: dict[str, int] = {}
+    total = 0
+    for r in rows:
+        total += int(r[2])
+        ends[r[0]] = total
+    found: dict[str, Postings] = {}
+    start = 0
+    for term, end in ends.items():  # in the rows' order
+        found[term] = keys[start:end], tf[start:end], dl[start:end]
+        start = end
+    return {term: found.get(term) or _decode([]) for term in wanted}
 
 
 def read_at(conn: sqlite3.Connection, namespace: str, term: str,
@@ -592,14 +611,13 @@ def differences(conn: sqlite3.Connection, namespace: str) -> list[str]:
     for term, first, n, kb, vb in conn.execute(
             f"SELECT term, first, n, keys, tfdl FROM {postings_table(namespace)} "
             "ORDER BY term, first"):
-        gaps, values = _varints(kb), _varints(vb)
-        if (kb and kb[-1] >= 0x80) or (vb and vb[-1] >= 0x80) or not (
-                n == len(gaps) > 0 and len(values) == 2 * n) or n > 2 * BLOCK:
-            problems.append(f"term {term!r}: block at {first} holds {len(gaps)} keys and "
-                            f"{len(values)} counts, says {n}")
+        if not 0 < n <= 2 * BLOCK or len(kb) // n not in _CODES or len(kb) % n or len(
+                vb) // (2 * n) not in _CODES or len(vb) % (2 * n):
+            problems.append(f"term {term!r}: block at {first} of {len(kb)} + {len(vb)} "
+                            f"bytes says it holds {n}")
             continue
-        keys = first + np.cumsum(gaps)
-        pairs = values.reshape(-1, 2)
+        keys, tf, dl = _decode([(first, n, kb, vb)])
+        pairs = np.stack([tf, dl], axis=1)
         if (np.diff(keys) <= 0).any() or keys[0] < first or keys[0] <= last.get(term, -1):
             problems.append(f"term {term!r}: block at {first} out of order")
         last[term] = int(keys[-1])
