@@ -11,7 +11,7 @@ from rich.markup import escape
 from .._recall.embeddings import Embedder
 from ..config import Settings
 from ..errors import WalrusMemError
-from .common import CliState, _dump, _progress, embedder_override, pass_state
+from .common import CliState, _dump, _progress, embedder_override, pass_state, said
 from .envelope import CommandFailed
 
 
@@ -87,7 +87,7 @@ def repair(state: CliState, manifest_blob_id: str | None) -> None:
                          "namespaces": [_dump(r) for r in reports]})
     else:
         if rebuild is not None and rebuild.moved_to is not None:
-            state.out.print(f"Catalog unusable ({escape(rebuild.problems[0])}); moved aside to "
+            state.out.print(f"Catalog unusable ({said(rebuild.problems[0])}); moved aside to "
                             f"{rebuild.moved_to}.")
         if rebuild is not None:
             for ns, restored in rebuild.restored.items():
@@ -107,26 +107,26 @@ def repair(state: CliState, manifest_blob_id: str | None) -> None:
                     state.out.print(f"  finished the salvage of {source} (an earlier repair "
                                     "stopped before it)")
             if rebuild.salvage_note:
-                state.out.print(f"  note: {escape(rebuild.salvage_note)}")
+                state.out.print(f"  note: {said(rebuild.salvage_note)}")
             for why in rebuild.unsalvaged[:20]:
-                state.out.print(f"  NOT SALVAGED {escape(why)}")
+                state.out.print(f"  NOT SALVAGED {said(why)}")
             for ns, why in rebuild.failed.items():
-                state.out.print(f"  {ns}: restore FAILED {escape(why)}; run repair again")
+                state.out.print(f"  {ns}: restore FAILED {said(why)}; run repair again")
             if rebuild.heads_moved_to is not None:
                 state.out.print(
-                    f"Heads store unusable ({escape(rebuild.heads_problem)}); moved aside to "
+                    f"Heads store unusable ({said(rebuild.heads_problem)}); moved aside to "
                     f"{rebuild.heads_moved_to}; rebuilt from the catalog: "
                     f"{len(rebuild.heads_relearned)} heads read back")
                 for why in rebuild.heads_unreadable[:20]:
                     state.out.print(f"  head not read back (kept without parents): "
-                                    f"{escape(why)}")
+                                    f"{said(why)}")
             for ns in rebuild.missing_heads:
                 state.out.print(f"  {ns}: no head known here; run `walrus-mem -n {ns} repair "
                                 "--manifest BLOB_ID` with the id `walrus-mem sync` printed")
         for report in reports:
             state.out.print(f"{report.namespace}: {report.summary()}")
             for mid, why in report.unrepaired[:20]:
-                state.out.print(f"  {mid}: NOT REPAIRED {escape(why)}")
+                state.out.print(f"  {mid}: NOT REPAIRED {said(why)}")
     if left:
         raise CommandFailed(f"{left} problem(s) left unrepaired", kind="Incomplete",
                             hint="run `walrus-mem repair` again; `walrus-mem doctor` says "

@@ -12,10 +12,9 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.markup import escape
 
 from ..errors import InvalidInput
-from .common import _FILTER_OPTION, CliState, _dump, _filters, _progress, pass_state
+from .common import _FILTER_OPTION, CliState, _dump, _filters, _progress, pass_state, said
 from .envelope import CommandFailed
 
 #: Fields of an exported record that import ignores (they describe the old copy).
@@ -210,7 +209,7 @@ def import_(state: CliState, source: Path, fmt: str, batch_size: int) -> None:
             f"{totals['queued']} queued, {len(failed)} failed"
         )
         for index, msg in failed[:20]:
-            state.out.print(f"  item {index + 1}: {escape(msg)}")
+            state.out.print(f"  item {index + 1}: {said(msg)}")
         if len(failed) > 20:
             state.out.print(f"  … and {len(failed) - 20} more (use --json for all)")
     if failed:

@@ -31,7 +31,7 @@ from ..keys import (
     resolve_master_seed,
     write_key_file,
 )
-from .common import CliState, pass_state
+from .common import CliState, pass_state, said
 from .envelope import CommandFailed
 
 
@@ -385,7 +385,7 @@ def keys_rotate(state: CliState, delete_old: bool) -> None:
         for why in report.kept_blobs.values():
             reasons[why] = reasons.get(why, 0) + 1
         for why, count in sorted(reasons.items(), key=lambda kv: -kv[1]):
-            state.note(f"not deleted ({count} blob(s)): {escape(why)}")
+            state.note(f"not deleted ({count} blob(s)): {said(why)}")
     if not report.complete:
         raise CommandFailed("the rotation is not complete: run `walrus-mem keys rotate` again",
                             kind="RotationIncomplete")

@@ -10,7 +10,7 @@ import click
 from rich.markup import escape
 from rich.table import Table
 
-from .common import CliState, _dump, _progress, pass_state
+from .common import CliState, _dump, _progress, pass_state, said
 from .envelope import CommandFailed
 
 # A blob id is base64url, so about one head in 64 starts with '-'; click would read it
@@ -99,11 +99,11 @@ def restore(state: CliState, head: str | None, manifest_blob_id: str | None,
             for mid, blob in pairs[:20]:
                 state.out.print(f"  {mid}: {label} {blob}")
         for mid, msg in [*report.unreadable[:20], *report.failed[:20]]:
-            state.out.print(f"  {mid}: {escape(msg)}")
+            state.out.print(f"  {mid}: {said(msg)}")
         for line in report.equivocations:
-            state.out.print(f"  equivocation: {escape(line)}", soft_wrap=True)
+            state.out.print(f"  equivocation: {said(line)}", soft_wrap=True)
         for line in report.skipped_heads:
-            state.out.print(f"  skipped head: {escape(line)}", soft_wrap=True)
+            state.out.print(f"  skipped head: {said(line)}", soft_wrap=True)
         if not report.complete:
             state.out.print("Incomplete: run `walrus-mem restore` again to resume.")
     if report.failed:
@@ -150,11 +150,11 @@ def pull(state: CliState, heads: tuple[str, ...], allow_stale: bool,
         if report.key_generation is not None:
             state.out.print(_generation_line(report.namespace, report.key_generation))
         for mid, msg in [*report.unreadable[:20], *report.failed[:20]]:
-            state.out.print(f"  {mid}: {escape(msg)}")
+            state.out.print(f"  {mid}: {said(msg)}")
         for line in report.skipped:
-            state.out.print(f"  skipped head: {escape(line)}", soft_wrap=True)
+            state.out.print(f"  skipped head: {said(line)}", soft_wrap=True)
         for line in report.equivocations:
-            state.out.print(f"  equivocation: {escape(line)}", soft_wrap=True)
+            state.out.print(f"  equivocation: {said(line)}", soft_wrap=True)
     if report.failed:
         raise CommandFailed(f"{len(report.failed)} memory(ies) failed to merge")
 
@@ -195,15 +195,15 @@ def sync(state: CliState) -> None:
             if pulled.key_generation is not None:
                 state.out.print(_generation_line(ns, pulled.key_generation))
             for mid, msg in pulled.unreadable[:20]:
-                state.out.print(f"  {mid}: {escape(msg)}")
+                state.out.print(f"  {mid}: {said(msg)}")
             for line in pulled.equivocations:
-                state.out.print(f"  equivocation: {escape(line)}", soft_wrap=True)
+                state.out.print(f"  equivocation: {said(line)}", soft_wrap=True)
         for ns, head in report.manifests.items():
             state.out.print(f"Head for {ns}: {head}", soft_wrap=True)
         for line in report.skipped_heads:
-            state.out.print(f"  skipped head: {escape(line)}", soft_wrap=True)
+            state.out.print(f"  skipped head: {said(line)}", soft_wrap=True)
         for err in report.errors:
-            state.out.print(f"  error: {escape(err)}")
+            state.out.print(f"  error: {said(err)}")
     if report.errors:
         raise CommandFailed(f"{len(report.errors)} error(s): {report.errors[0]}",
                             hint="`walrus-mem sync` again publishes what is still queued")
@@ -272,6 +272,6 @@ def extend(
         for mid, end in report.extended.items():
             state.out.print(f"  {mid}: until epoch {end}")
         for mid, msg in report.failed:
-            state.out.print(f"  {mid}: FAILED {escape(msg)}")
+            state.out.print(f"  {mid}: FAILED {said(msg)}")
     if report is not None and report.failed:
         raise CommandFailed(f"{len(report.failed)} memory(ies) not extended")

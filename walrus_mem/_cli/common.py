@@ -142,8 +142,18 @@ class CliState:
     def warn(self, text: str) -> None:
         """A warning: on stderr, and in the --json envelope's ``warnings``. ``text`` is
         plain (no rich markup)."""
+        from .envelope import cli_words
+
+        text = cli_words(text)
         self.warnings.append(text)
         self.err.print(f"[yellow]warning:[/yellow] {escape(text)}")
+
+
+def said(text: str) -> str:
+    """A library message for a rich console: in CLI words (envelope.cli_words), escaped."""
+    from .envelope import cli_words
+
+    return escape(cli_words(text))
 
 
 def embedder_override(settings: Settings) -> Embedder | None:

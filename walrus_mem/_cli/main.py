@@ -247,6 +247,10 @@ def cli(
     ctx.obj = CliState(
         config=config, data_dir=data_dir, namespace=namespace, as_json=as_json, verbose=verbose
     )
+    if namespace is not None and not ctx.resilient_parsing:
+        from ..keys import validate_namespace
+
+        validate_namespace(namespace)  # -n "Bad Name!" fails every command, not only some
     ctx.obj.agent_option = agent
 
 
