@@ -63,3 +63,19 @@ def test_walrus_relayer_serves_http_on_loopback_with_fault_knobs(walrus_relayer)
 @pytest.mark.walrus_relayer(initial_epoch=7)
 def test_the_marker_passes_app_options(walrus_relayer):
     assert walrus_relayer.server.relayer.store.current_epoch() == 7
+
+
+def test_loading_the_plugin_does_not_import_the_engine() -> None:
+    """pytest loads the plugin in every project with walrus-mem installed: `import
+    walrus_mem` is lazy (PEP 562), so that costs the error classes, not the engine."""
+    import subprocess
+    import sys
+
+    code = ("import sys, walrus_mem._testing.pytest_plugin, walrus_mem\n"
+            "heavy = ['walrus_mem.memory', 'walrus_mem.config', 'numpy', 'httpx', 'pydantic']\n"
+            "print([m for m in heavy if m in sys.modules])\n"
+            "assert walrus_mem.Memory.__module__ == 'walrus_mem.memory'\n"
+            "print('walrus_mem.memory' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, check=True).stdout.split("\n")
+    assert out[0] == "[]" and out[1] == "True", out

@@ -2,8 +2,9 @@
 
 pytest loads this module in every project that installs walrus-mem (the
 ``pytest11`` entry point ``walrus_mem``). Loading it imports the ``walrus_mem``
-package, which its ``__init__`` makes cost about half a second. The fixtures
-import the modules they use (relayer_mock, the key helpers) when they run.
+package, whose ``__init__`` is lazy (the error classes only: about 20 ms, not the
+engine's 1-2 s). The fixtures import the modules they use (the engine,
+relayer_mock, the key helpers) when they run.
 
 * ``walrus_home``: this test's ``WALRUS_MEM_HOME`` (a temp dir) with every other
   ``WALRUS_MEM_*`` variable removed: no config file, key, state or cache of the
