@@ -154,6 +154,11 @@ def test_cli_consolidate(tmp_path, monkeypatch):
     assert report["superseded"] == 1 and report["applied"] == 1
     out = invoke([*base, "consolidate", "--undo", report["run_id"]]).stdout
     assert "Restored 1 memory" in out
+    again = invoke([*base, "--json", "consolidate", "--undo", report["run_id"]])
+    assert json.loads(again.stdout)["warnings"] == [
+        f"no memory of namespace default carries a change of run {report['run_id']}: a "
+        "mistyped run id, another namespace (-n), or already undone"]
+    assert "already undone" in again.stderr
 
 
 def test_consolidation_after_capture(memory, monkeypatch):

@@ -236,6 +236,10 @@ def consolidate_cmd(state: CliState, dry_run: bool, similarity: float, min_age_h
 
     if undo_run:
         restored = undo(state.memory, undo_run, state.namespace)
+        if not restored:
+            state.warn(f"no memory of namespace {state.namespace} carries a change of run "
+                       f"{undo_run}: a mistyped run id, another namespace (-n), or already "
+                       "undone")
         if state.as_json:
             state.emit_json({"run_id": undo_run, "restored": restored})
         else:
