@@ -169,3 +169,14 @@ def test_export_json_is_the_envelope_and_plain_export_stays_jsonl(
     to_file = envelope_of(invoke(["--json", "export", "-o", str(out)]))["data"]
     assert to_file["output"] == str(out) and "records" not in to_file
     assert len(out.read_text().splitlines()) == to_file["count"]
+
+
+@pytest.mark.parametrize("server", sorted(SERVER_COMMANDS))
+def test_a_server_prints_no_envelope(server: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server's stdout is its own (MCP speaks JSON-RPC there): no envelope after it."""
+    ctx = click.Context(cli)
+    command = cli.get_command(ctx, server)
+    assert command is not None
+    monkeypatch.setattr(command, "callback", lambda *a, **k: None)
+    monkeypatch.setattr(command, "params", [])
+    assert invoke(["--json", server]).stdout == ""

@@ -151,9 +151,10 @@ class WalrusMemGroup(click.Group):
             click.echo("walrus-mem: interrupted", err=True)
             _fail(ctx, named, "Interrupted", "interrupted", error_hint("Interrupted"), 130)
         state = _state(ctx)
-        if state is not None and state.as_json and state.command not in SERVER_COMMANDS:
-            print_envelope(state.command or named, data=state.json_data,
-                           warnings=state.warnings)
+        command = (state.command if state is not None else None) or named
+        if state is not None and state.as_json and \
+                command.partition(" ")[0] not in SERVER_COMMANDS:
+            print_envelope(command, data=state.json_data, warnings=state.warnings)
         return result
 
 
