@@ -203,6 +203,10 @@ def report(result: dict[str, Any]) -> None:
     print(f"{'part':48} {'MB':>9} {'B/memory':>9}")
     for part, size in sorted(result["parts"].items(), key=lambda kv: -kv[1]):
         print(f"{part:48} {size / 1e6:9.2f} {size / n:9.0f}")
+    parts = result["parts"]
+    fts5 = parts.get("catalog: FTS5 index", 0)
+    if fts5:
+        print(f"\npostings / FTS5 index: {parts.get('catalog: postings', 0) / fts5:.1f}x")
     chroma = PEERS_10K_MB["chroma"] * 1e6 / 10_000
     print(f"\nreference (issue 28, 10k facts, not this run): chroma {chroma:.0f} B per memory; "
           f"target <= 2x chroma = {2 * chroma:.0f} B or <= {TARGET_PER_FACT} B per short fact")
