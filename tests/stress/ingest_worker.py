@@ -77,13 +77,13 @@ class CrashHooks:
 
         HashEmbedder.embed = embed_hook  # type: ignore[method-assign]
 
-        seal = writer_mod.seal  # the write path seals facts there
+        seal = writer_mod.seal_fact  # the write path seals facts there (records.seal_fact)
 
         def seal_hook(*args: Any, **kwargs: Any) -> bytes:
             hooks.hit("seal")
             return seal(*args, **kwargs)
 
-        writer_mod.seal = seal_hook
+        writer_mod.seal_fact = seal_hook
 
         write = Catalog.write
 
