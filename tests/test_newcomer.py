@@ -7,12 +7,18 @@ docs/testing.md ("The docs' commands are tested").
 
 from __future__ import annotations
 
+import shutil
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests import newcomer
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("bash") is None or not hasattr(socket, "send_fds"),
+    reason="the replay needs bash and Unix sockets that pass file descriptors")
 
 PAGES = [p for p in newcomer.PAGES if newcomer.read_page(p).lines]
 
