@@ -239,8 +239,13 @@ def serve(sock_path: str) -> None:
 def _child(conn: socket.socket) -> None:
     import atexit
     import io
+    import random
+    import signal
     import traceback
 
+    # what a new process would have: its own waits on its children, its own random state
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    random.seed()
     code = 1
     try:
         msg, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
