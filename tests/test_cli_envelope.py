@@ -180,3 +180,11 @@ def test_a_server_prints_no_envelope(server: str, monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(command, "callback", lambda *a, **k: None)
     monkeypatch.setattr(command, "params", [])
     assert invoke(["--json", server]).stdout == ""
+
+
+def test_an_unknown_command_is_an_error_envelope_too() -> None:
+    doc = envelope_of(invoke(["--json", "nosuch"], expect=2))
+    assert doc["command"] == "" and doc["error"]["type"] == "UsageError"
+    assert doc["error"]["hint"] == "`walrus-mem --help` lists the commands"
+    doc = envelope_of(invoke(["--json", "keys", "nosuch"], expect=2))
+    assert doc["command"] == "keys" and "nosuch" in doc["error"]["message"]

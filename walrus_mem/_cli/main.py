@@ -166,32 +166,40 @@ def _json_mode(ctx: click.Context) -> bool:
     state = _state(ctx)
     if state is not None:
         return state.as_json
-    return "--json" in getattr(ctx, "_protected_args", [])  # pragma: no cover
+    return bool(ctx.params.get("as_json"))  # an unknown command fails before cli() runs
 
 
 def _fail(ctx: click.Context, named: str, kind: str, message: str, hint: str | None,
           code: int) -> NoReturn:
     """Exit ``code``; with --json, after printing the error envelope on stdout."""
-    state = _state(ctx)
-    if state is not None and state.as_json:
-        command = state.command
+    if _json_mode(ctx):
+        state = _state(ctx)
+        command = state.command if state is not None else None
         if command is None or named.startswith(command):
             command = named  # it failed before (or while) parsing its own arguments
-        if hint and "COMMAND" in hint and command:
-            hint = hint.replace("COMMAND", command)
+        if hint and "COMMAND" in hint:
+            hint = (hint.replace("COMMAND", command) if command else
+                    "`walrus-mem --help` lists the commands")
         if command.partition(" ")[0] not in SERVER_COMMANDS:
-            print_envelope(command, data=state.json_data, warnings=state.warnings,
+            print_envelope(command, data=state.json_data if state is not None else None,
+                           warnings=state.warnings if state is not None else [],
                            error={"type": kind, "message": message, "hint": hint})
     ctx.exit(code)
 
 
 def _command_named(ctx: click.Context) -> str:
-    """The command the arguments name, for an error before its callback ran."""
+    """The command the arguments name (``keys export``), for an error before its
+    callback ran; "" when they name none."""
     args = [*getattr(ctx, "_protected_args", []), *ctx.args]
     words = [a for a in args if not a.startswith("-")][:2]
-    if len(words) == 2 and words[0] == "keys":
+    group = ctx.command
+    if not words or not isinstance(group, click.Group) or \
+            words[0] not in [*group.commands, *LAZY_COMMANDS]:
+        return ""
+    sub = group.commands.get(words[0])
+    if isinstance(sub, click.Group) and len(words) == 2 and words[1] in sub.commands:
         return " ".join(words)
-    return words[0] if words else ""
+    return words[0]
 
 
 def _unavailable(name: str, exc: ImportError) -> click.Command:
