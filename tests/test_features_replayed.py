@@ -54,7 +54,20 @@ F3: Steps = [
 ]
 
 
-@pytest.mark.parametrize("steps", [F2, F3], ids=["F2", "F3"])
+# 2026-11-29, a search without the grant, rotation, backup and update rules (seed 23): every
+# machine's catalog repaired (garbage) after the wipe. Each merged its remembered head as
+# gone (lost in the wipe) and, holding nothing of its own, never published again: its
+# latest manifest stayed the lost head, and reading it raised BlobNotFound.
+N1: Steps = [
+    ("genesis", {"clock": 0.0}),
+    ("wipe", {}),
+    ("repair_a_damaged_catalog", {"damage": "garbage", "i": 0}),
+    ("repair_a_damaged_catalog", {"damage": "garbage", "i": 1}),
+    ("repair_a_damaged_catalog", {"damage": "garbage", "i": 2}),
+]
+
+
+@pytest.mark.parametrize("steps", [F2, F3, N1], ids=["F2", "F3", "N1"])
 def test_a_finding_of_the_features_stateful_test_stays_fixed(
         world: T.World, small_chunks: None, steps: Steps) -> None:  # noqa: F811
     _replay(steps)

@@ -288,7 +288,7 @@ class Merging(LogPart):
         kept_blobs.update(kept_now)
         complete = not tally.failed and not unread
         if complete:
-            self._finish(ns, keys, [*(r.ref for r in reads), *gone], remote, plan)
+            self._finish(ns, keys, [*(r.ref for r in reads), *gone], remote, plan, gone)
         with self.lock:
             self.indexes.save_all()
         return PullReport(
@@ -368,8 +368,13 @@ class Merging(LogPart):
         return older_generation(self.host, keys, fingerprint) or keys
 
     def _finish(self, ns: str, keys: NamespaceKeys, refs: list[HeadRef],
-                remote: list[mf.Entry], plan: MergePlan) -> None:
-        """The merge is complete: record the heads the local state now contains."""
+                remote: list[mf.Entry], plan: MergePlan,
+                gone: Sequence[HeadRef] = ()) -> None:
+        """The merge is complete: record the heads the local state now contains. A newest
+        one that is gone from Walrus (``gone``: merged without content) makes a manifest
+        due, so the namespace gets a head the network serves again: else a data dir
+        holding nothing of its own (a catalog repaired after a wipe) kept naming the lost
+        head as its latest manifest, and nobody could restore or read it."""
         candidates = list(dict.fromkeys([*self.merged(ns), *refs]))
         newest = [c for c in candidates
                   if not any(o != c and self.descends(ns, keys, o, c) for o in candidates)]
@@ -377,7 +382,8 @@ class Merging(LogPart):
         live, tombstones = local_state(self.catalog, ns)
         ours_only = sum(1 for mid in live if mid not in listed or listed[mid].deleted) + sum(
             1 for mid in tombstones if mid not in listed or not listed[mid].deleted)
-        ahead = ours_only + len(plan.kept) + (1 if len(newest) > 1 else 0)
+        lost = any(c in gone or self.seen.is_gone(ns, c.blob_id) for c in newest)
+        ahead = ours_only + len(plan.kept) + (1 if len(newest) > 1 or lost else 0)
         with self.lock:
             self.tables.set_head_state(ns, [str(h) for h in sorted(newest, reverse=True)],
                                        ahead=ahead)
