@@ -621,7 +621,10 @@ class Memory:
         (they survive the catalog's loss in ``heads.sqlite3``) and those in
         the heads file. The manifest is
         checked against the reference; every fact blob / quilt patch it lists
-        is fetched, verified, re-embedded and merged in (merge.py's rule), so
+        is fetched (many per read of their quilt), verified and merged in
+        (merge.py's rule) with the vector sealed in it; a fact whose vector another
+        model or other weights made, or that carries none, is re-embedded
+        (``reembedded``, with the reason), so
         memories forgotten here stay forgotten. ``progress(done, total)`` is
         called as facts are processed; a resumed restore starts where the
         interrupted one stopped. Raises StaleManifest for a head older than
