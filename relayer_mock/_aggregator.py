@@ -222,6 +222,8 @@ class AggregatorRoutes(FaultResponses):
         except PathError as exc:
             return bad_path(str(exc))
         identifier = request.path_params["identifier"]
+        if self.settings.profile is not None and _unescaped_slash(request):
+            return Response(b"", status_code=404)  # the daemon's route has one segment
         return await self._serve_patch(
             request, ctx, quilt_id, lambda: self.store.get_patch(quilt_id, identifier)
         )
@@ -333,3 +335,13 @@ def _range_error(message: str) -> Response:
 def _byte_range_error(message: str) -> Response:
     return api_error("INVALID_ARGUMENT", "INVALID_BYTE_RANGE",
                      f"invalid byte range parameters: {message}")
+
+
+def _unescaped_slash(request: Request) -> bool:
+    """Whether the identifier of a by-quilt-id path holds a ``/`` as sent (not ``%2F``):
+    the daemon's route ``/v1/blobs/by-quilt-id/{quilt_id}/{identifier}`` takes one path
+    segment, so such a request matches no route there (an empty 404); an escaped ``/`` is
+    decoded into the identifier."""
+    raw = request.scope.get("raw_path") or request.url.path.encode()
+    rest = raw.split(b"/by-quilt-id/", 1)[-1]
+    return rest.count(b"/") > 1

@@ -48,6 +48,9 @@ class RelayerSettings:
     operator_blocklist: frozenset[str] = frozenset()
     # 503 BLOB_UNAVAILABLE (not 404) in the first epoch after a blob expired ("mid-expiry")
     unavailable_after_expiry: bool = False
+    real_quilt_sizes: bool = False  # quilt storage from the QuiltV1 size (_profiles.py)
+    nullable_certified_epoch: bool = False  # certifiedEpoch null in store answers
+    profile: str | None = None
 
     def public_dict(self) -> dict[str, Any]:
         return {
@@ -66,6 +69,9 @@ class RelayerSettings:
             "notFoundAfterStore": self.not_found_after_store,
             "operatorBlocklist": sorted(self.operator_blocklist),
             "unavailableAfterExpiry": self.unavailable_after_expiry,
+            "realQuiltSizes": self.real_quilt_sizes,
+            "nullableCertifiedEpoch": self.nullable_certified_epoch,
+            "profile": self.profile,
         }
 
 

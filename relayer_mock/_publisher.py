@@ -174,7 +174,8 @@ class PublisherRoutes(FaultResponses):
                 "blobId": obj.blob_id,
                 "size": outcome.size,
                 "encodingType": "RS2",
-                "certifiedEpoch": obj.certified_epoch,
+                "certifiedEpoch": (None if self.settings.nullable_certified_epoch
+                                   else obj.certified_epoch),
                 "storage": {
                     "id": obj.storage_id,
                     "startEpoch": obj.start_epoch,
@@ -189,20 +190,22 @@ class PublisherRoutes(FaultResponses):
                     "epochsAhead": outcome.epochs_ahead,
                 }
             },
-            "cost": cost.store_cost(
-                outcome.size, outcome.epochs_ahead,
-                storage_price=self.settings.storage_price, write_price=self.settings.write_price,
-            ),
+            "cost": cost.storage_units(outcome.encoded_length) * (
+                self.settings.storage_price * outcome.epochs_ahead + self.settings.write_price),
         }
         if obj.shared_object_id is not None:
             created["sharedBlobObject"] = obj.shared_object_id
         return {"newlyCreated": created}
 
     def _store(self, staged: StagedBlob, query: PublisherQuery,
-               quilt: list[PatchLayout] | None = None) -> StoreOutcome:
+               quilt: list[PatchLayout] | None = None,
+               quilt_size: int | None = None) -> StoreOutcome:
+        # the quilt the daemon builds is larger than the mock's container (real_quilt_sizes)
+        size = quilt_size if quilt_size is not None and self.settings.real_quilt_sizes \
+            else staged.size
         return self.store.store(
             staged,
-            encoded_length=cost.encoded_length(staged.size),
+            encoded_length=cost.encoded_length(size),
             epochs=query.epochs,
             permanent=query.permanent,
             force=query.force,
@@ -212,14 +215,15 @@ class PublisherRoutes(FaultResponses):
         )
 
     async def _store_slowly(self, staged: StagedBlob, query: PublisherQuery,
-                            quilt: list[PatchLayout] | None = None) -> StoreOutcome:
+                            quilt: list[PatchLayout] | None = None,
+                            quilt_size: int | None = None) -> StoreOutcome:
         """Store after the configured latency; meanwhile reads of the blob answer 503."""
         delay = self.settings.store_latency.sample(self.latency_rng)
         if delay <= 0:
-            return await run_in_threadpool(self._store, staged, query, quilt)
+            return await run_in_threadpool(self._store, staged, query, quilt, quilt_size)
         with storing(self.store.data_dir, staged.blob_id):
             await asyncio.sleep(delay)
-            return await run_in_threadpool(self._store, staged, query, quilt)
+            return await run_in_threadpool(self._store, staged, query, quilt, quilt_size)
 
     async def put_blob(self, request: Request, ctx: Ctx) -> Response:
         try:
@@ -351,7 +355,7 @@ class PublisherRoutes(FaultResponses):
             self.store.discard(staged)
             return fault
         try:
-            outcome = await self._store_slowly(staged, query, layout)
+            outcome = await self._store_slowly(staged, query, layout, quilt_size)
         except BlobBlocked:
             return forbidden_blob()
         ctx.counters[f"stores.quilt.{outcome.kind}"] += 1

@@ -168,6 +168,7 @@ def create_app(
     fsync: bool = True,
     jwt_secret: str | None = None,
     jwt_algorithm: str = "HS256",
+    jwt_verify_upload: bool = False,
     admin: bool = True,
     admin_token: str | None = None,
     open_admin: bool = False,
@@ -178,6 +179,10 @@ def create_app(
     not_found_after_store: float = 0.0,
     operator_blocklist: Iterable[str] = (),
     unavailable_after_expiry: bool = False,
+    real_quilt_sizes: bool = False,
+    nullable_certified_epoch: bool = False,
+    profile: str | None = None,
+    time_scale: float = 1.0,
 ) -> Starlette:
     """Build the relayer_mock ASGI app over ``data_dir`` (created if missing).
 
@@ -199,6 +204,9 @@ def create_app(
         fsync: fsync blob files and their directory (turn off for throwaway test dirs).
         jwt_secret / jwt_algorithm: require ``Authorization: Bearer <JWT>`` on the publisher
             routes, like the daemon's ``--jwt-decode-secret`` (see :mod:`relayer_mock.auth`).
+        jwt_verify_upload: also compare the token's ``epochs`` / ``max_epochs``, ``size`` /
+            ``max_size`` (on quilts: the encoded QuiltV1 size) and ``send_object_to`` with
+            the request, like the daemon's ``--jwt-verify-upload`` (off by default).
         admin: serve the ``/_mock/...`` routes.
         admin_token: the token those routes require (``Authorization: Bearer`` or the
             ``Relayer-Mock-Admin-Token`` header; at least 16 characters). ``None``: a random
@@ -223,8 +231,27 @@ def create_app(
         unavailable_after_expiry: in the first epoch after a blob expired, reads answer 503
             ``BLOB_UNAVAILABLE`` (mid-expiry) instead of 404; off by default.
 
+        real_quilt_sizes: a quilt's storageSize / encodedLength / cost from the QuiltV1
+            blob the daemon builds (at least 445,556 bytes), not the mock's container.
+        nullable_certified_epoch: ``certifiedEpoch`` is null in store answers.
+        profile: ``"testnet"`` or ``"mainnet"`` (relayer_mock/_profiles.py): defaults as
+            the public networks answer, for every argument above left at its default;
+            ``time_scale`` scales the profile's store latency and 404 window.
+
     The :class:`Relayer` (store, fault injector, settings) is ``app.state.relayer``.
     """
+    if profile is not None:
+        from ._profiles import profile_settings
+
+        given = locals()
+        for key, value in profile_settings(profile, time_scale).items():
+            if given[key] == _DEFAULTS[key]:  # an explicit argument wins
+                given[key] = value
+        max_request_bytes = given["max_request_bytes"]
+        store_latency = given["store_latency"]
+        not_found_after_store = given["not_found_after_store"]
+        real_quilt_sizes = given["real_quilt_sizes"]
+        nullable_certified_epoch = given["nullable_certified_epoch"]
     if max_request_bytes is not None:
         max_blob_size = min(max_blob_size, max_request_bytes)
         max_quilt_size = min(max_quilt_size, max_request_bytes)
@@ -244,6 +271,9 @@ def create_app(
         not_found_after_store=float(not_found_after_store),
         operator_blocklist=frozenset(operator_blocklist),
         unavailable_after_expiry=unavailable_after_expiry,
+        real_quilt_sizes=real_quilt_sizes,
+        nullable_certified_epoch=nullable_certified_epoch,
+        profile=profile,
     )
     if role not in ("publisher", "aggregator", "both"):
         raise ValueError(f"role must be publisher, aggregator or both, got {role!r}")
@@ -260,7 +290,8 @@ def create_app(
         store.set_epoch_duration(epoch_duration)
     auth = None
     if jwt_secret is not None:
-        auth = PublisherAuth(jwt_secret, jwt_algorithm, use_jti=store.use_token)
+        auth = PublisherAuth(jwt_secret, jwt_algorithm, use_jti=store.use_token,
+                             verify_upload=jwt_verify_upload)
     relayer = Relayer(store, FaultInjector(faults), settings, auth, token)
     ep = relayer.endpoint
     write, read, read_json = RouteClass.WRITE, RouteClass.READ, RouteClass.READ_JSON
@@ -309,3 +340,8 @@ def create_app(
     )
     app.state.relayer = relayer
     return app
+
+
+_DEFAULTS: dict[str, object] = {
+    name: p.default for name, p in __import__("inspect").signature(create_app).parameters.items()
+}

@@ -73,13 +73,16 @@ class PublisherAuth:
 
     def __init__(self, secret: str, algorithm: str = "HS256",
                  use_jti: Callable[[str, float], bool] | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, verify_upload: bool = False) -> None:
         if algorithm not in _ALGORITHMS:
             raise ValueError(f"unsupported JWT algorithm {algorithm!r}")
         self._secret = secret.encode()
         self._algorithm = algorithm
         self._use_jti = use_jti
         self._clock = clock
+        # the daemon's --jwt-verify-upload: epochs / size / send_object_to claims are
+        # compared with the request only with it (off by default there too)
+        self.verify_upload = verify_upload
 
     def __repr__(self) -> str:
         return f"PublisherAuth(algorithm={self._algorithm!r})"
@@ -119,6 +122,10 @@ class PublisherAuth:
         iat = claims.get("iat")
         if iat is not None and (not isinstance(iat, int | float) or iat > now + 60):
             return _error("INVALID_TIMESTAMP")
+        if not self.verify_upload:  # signature, expiry and single use only
+            if self._use_jti is not None and not self._use_jti(jti, float(exp)):
+                return _error("TOKEN_ALREADY_USED")
+            return Claims(jti=jti, exp=float(exp))
         if "epochs" in claims and "max_epochs" in claims:
             return _error("INCONSISTENT_TOKEN")
         if "size" in claims and "max_size" in claims:

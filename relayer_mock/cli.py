@@ -169,6 +169,9 @@ def build_fault_config(
 @click.option("--jwt-secret", default=None, envvar="RELAYER_MOCK_JWT_SECRET",
               help="Require Authorization: Bearer JWTs (HMAC secret) on publisher routes.")
 @click.option("--jwt-algorithm", type=click.Choice(["HS256", "HS384", "HS512"]), default="HS256")
+@click.option("--jwt-verify-upload", is_flag=True,
+              help="Compare a token's epochs/size/send_object_to claims with the request "
+                   "(the daemon's --jwt-verify-upload; sizes of quilts: the encoded quilt).")
 @click.option("--no-fsync", is_flag=True, help="Skip fsync of blob files (faster, less durable).")
 @click.option("--no-admin", is_flag=True,
               help="Serve no /_mock/ admin routes, as real Walrus (no epoch route, no delete).")
@@ -194,6 +197,13 @@ def build_fault_config(
 @click.option("--unavailable-after-expiry", is_flag=True,
               help="In the first epoch after a blob expired, reads answer 503 "
                    "BLOB_UNAVAILABLE (mid-expiry) instead of 404.")
+@click.option("--profile", type=click.Choice(["testnet", "mainnet"]), default=None,
+              help="Answer as the public network does: 10 MiB request cap, store latency "
+                   "drawn from a log-normal distribution, a 404 window after a store, real "
+                   "quilt sizes and costs, null certifiedEpoch (explicit options win) "
+                   "[default: none, fast].")
+@click.option("--time-scale", type=click.FloatRange(min=0.0, min_open=True), default=1.0,
+              help="Multiply the profile's store latency and 404 window (tests: 0.05).")
 @click.option("--log-level", type=click.Choice(["critical", "error", "warning", "info", "debug"]),
               default="info")
 def relayer_command(
@@ -224,6 +234,7 @@ def relayer_command(
     aggregator_max_concurrent: int | None,
     jwt_secret: str | None,
     jwt_algorithm: str,
+    jwt_verify_upload: bool,
     no_fsync: bool,
     no_admin: bool,
     admin_token: str | None,
@@ -232,6 +243,8 @@ def relayer_command(
     store_latency_ms: str,
     not_found_after_store: float,
     unavailable_after_expiry: bool,
+    profile: str | None,
+    time_scale: float,
     log_level: str,
 ) -> None:
     """Serve a local, persistent, fault-injecting Walrus publisher and aggregator."""
@@ -292,11 +305,15 @@ def relayer_command(
         admin_token=admin_token,
         jwt_secret=jwt_secret,
         jwt_algorithm=jwt_algorithm,
+        jwt_verify_upload=jwt_verify_upload,
         strict=not lenient,
         role=role,  # type: ignore[arg-type]  # click.Choice checked it
-        store_latency=latency,
+        # left at their defaults, a profile's values apply (create_app)
+        store_latency=latency if latency.enabled or profile is None else None,
         not_found_after_store=not_found_after_store,
         unavailable_after_expiry=unavailable_after_expiry,
+        profile=profile,
+        time_scale=time_scale,
     )
     try:
         sock = bind_socket(host, port)

@@ -733,7 +733,8 @@ def test_publisher_jwt_auth(tmp_path: Path) -> None:
         assert error["details"][0]["domain"] == "auth.publisher.walrus.space"
         return response.status_code, error["status"], error["details"][0]["reason"]
 
-    with EmbeddedRelayer(tmp_path / "r", fsync=False, jwt_secret=secret) as r, r.client() as c:
+    with EmbeddedRelayer(tmp_path / "r", fsync=False, jwt_secret=secret,
+                         jwt_verify_upload=True) as r, r.client() as c:
         missing = c.put("/v1/blobs", content=b"x")
         assert missing.status_code == 400 and missing.headers["content-type"].startswith("text")
         ok_headers = token()

@@ -64,7 +64,8 @@ def test_store_quilt_probe_and_extend_with_exact_claims(
     tmp_path: Path, mint: tuple[str, Path], fake_embedder: HashEmbedder
 ) -> None:
     command, log = mint
-    with RelayerServer(tmp_path / "walrus", fsync=False, jwt_secret=SECRET) as server:
+    with RelayerServer(tmp_path / "walrus", fsync=False, jwt_secret=SECRET,
+                        jwt_verify_upload=True) as server:
         settings = make_settings(tmp_path / "a", publisher_url=server.url,
                                  aggregator_urls=[server.url], publisher_token_command=command,
                                  epochs=5, send_object_to=OWNER)
@@ -94,7 +95,8 @@ def test_a_token_with_wrong_claims_is_refused(tmp_path: Path) -> None:
 
     cases = [("epochs", 6, "INVALID_EPOCHS"), ("max_size", 1, "INVALID_SIZE"),
              ("send_object_to", "0x" + "cd" * 32, "INVALID_SEND_OBJECT_TO")]
-    with RelayerServer(tmp_path / "walrus", fsync=False, jwt_secret=SECRET) as server:
+    with RelayerServer(tmp_path / "walrus", fsync=False, jwt_secret=SECRET,
+                        jwt_verify_upload=True) as server:
         for field, value, reason in cases:
             with WalrusClient(server.url, [server.url], token=wrong(field, value), epochs=5,
                               send_object_to=OWNER) as client:
@@ -111,7 +113,8 @@ def test_an_exact_size_claim_cannot_pass_a_quilt(tmp_path: Path) -> None:
         return encode_token({"exp": 4_000_000_000, "jti": f"exact-{request.route}",
                              "size": request.size}, SECRET)
 
-    with RelayerServer(tmp_path / "walrus", fsync=False, jwt_secret=SECRET) as server, \
+    with RelayerServer(tmp_path / "walrus", fsync=False, jwt_secret=SECRET,
+                        jwt_verify_upload=True) as server, \
             WalrusClient(server.url, [server.url], token=exact) as client:
         client.store_blob(b"fact")
         with pytest.raises(AuthenticationFailed) as info:
@@ -126,7 +129,8 @@ def test_callables_get_the_request_or_nothing(tmp_path: Path) -> None:
         seen.append(request)
         return encode_token({"exp": 4_000_000_000, "jti": f"w{len(seen)}"}, SECRET)
 
-    with RelayerServer(tmp_path / "walrus", fsync=False, jwt_secret=SECRET) as server:
+    with RelayerServer(tmp_path / "walrus", fsync=False, jwt_secret=SECRET,
+                        jwt_verify_upload=True) as server:
         with WalrusClient(server.url, [server.url], token=with_request, epochs=2) as client:
             client.store_blob(b"12345")
             client.store_quilt({"x": b"1", "y": b"22"}, metadata={"x": {"k": "v"}})
