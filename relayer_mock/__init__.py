@@ -8,6 +8,8 @@ Public entry points (imported lazily so embedded use stays cheap):
   (``relayer_mock.server``)
 - ``EmbeddedRelayer`` (in-process sync + async httpx transports) (``relayer_mock.embedded``)
 - ``relayer_command`` (click command) / ``main(argv)`` (``relayer_mock.cli``)
+- ``mock_blob_id(body, files=, metadata=)``: the id the mock gives a blob or a quilt, like
+  ``walrus blob-id`` (``relayer_mock._ids_oracle``)
 
 relayer_mock does not import walrus_mem.
 """
@@ -18,6 +20,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ._ids_oracle import mock_blob_id
     from .app import create_app
     from .embedded import EmbeddedRelayer
     from .faults import FaultConfig, FaultKind
@@ -30,6 +33,7 @@ _EXPORTS = {
     "FaultKind": "relayer_mock.faults",
     "RelayerProcess": "relayer_mock.server",
     "RelayerServer": "relayer_mock.server",
+    "mock_blob_id": "relayer_mock._ids_oracle",
 }
 
 __all__ = [
@@ -39,6 +43,7 @@ __all__ = [
     "RelayerProcess",
     "RelayerServer",
     "create_app",
+    "mock_blob_id",
 ]
 
 

@@ -398,10 +398,20 @@ class Settings(BaseSettings):
     embedding_backend: Literal["auto", "numpy", "onnx", "torch"] = "auto"
     embedding_threads: int = Field(default=1, ge=0, le=256)
     max_fact_bytes: int = Field(default=64 * 1024, ge=256)
-    publish_deadline: float = Field(default=10.0, gt=0)
+    # seconds a store may take, retries included (Walrus: 30 s or more for an upload);
+    # the read-back that verifies it has its own budget (docs/walrus.md, deadlines)
+    publish_deadline: float = Field(default=30.0, gt=0)
+    read_back_deadline: float = Field(default=30.0, gt=0)
+    # computes a blob's id offline (e.g. "walrus blob-id --n-shards 1000"; the file is
+    # appended): a store whose answer was lost is then checked and adopted, not paid twice
+    blob_id_command: str | None = None
     # the largest request a publisher takes (public ones: 10 MiB); quilts are sized under
     # it, and a smaller cap learned from a 413 is kept in the data dir (docs/walrus.md)
     publisher_max_request_bytes: int = Field(default=10 * 1024 * 1024, ge=64 * 1024)
+    # "now": each remember / remember_many / update publishes at once (a single fact pays
+    # a whole blob, 63 storage units); "sync": writes stay queued (readable here) and
+    # sync() publishes them together, in the quilts that cost the fewest units
+    publish_writes: Literal["now", "sync"] = "now"
     read_deadline: float = Field(default=30.0, gt=0)
     request_timeout: float = Field(default=10.0, gt=0)
     min_score: float = Field(default=0.0, ge=0.0)

@@ -213,6 +213,20 @@ class MemoryStats(BaseModel):
     current_epoch: int | None
     embedded: bool
     data_dir: Path
+    # What this data dir's stores of the namespace paid, in storage units (1 MiB of
+    # encoded size for one epoch; the Walrus cost model, docs/walrus.md): facts, the log
+    # (manifests and pages), renewals (extend / sync), and their total.
+    storage_units: int = 0
+    fact_units: int = 0
+    log_units: int = 0
+    renewal_units: int = 0
+    stores: int = 0
+    facts_stored: int = 0
+    units_per_1000_facts: float | None = None
+    # What renewing the blobs the live memories are in now costs, per epoch and for the
+    # configured ``epochs`` (stored as they are; a renewal re-packs them, often for less).
+    renewal_units_per_epoch: int = 0
+    renewal_estimate_units: int = 0
 
 
 class PullReport(BaseModel):

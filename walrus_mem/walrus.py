@@ -34,6 +34,7 @@ import httpx
 from pydantic import SecretStr
 
 from ._walrus.actions import Op, Outcome, Send, Sleep
+from ._walrus.adopt import BlobIdOracle, StoreRequest
 from ._walrus.bounded_io import Bounded, DeadlineTransport, send_async, send_sync
 from ._walrus.checks import MAX_BLOB_BODY, MAX_EPOCHS, MAX_QUILT_BODY, MAX_QUILT_PATCHES
 from ._walrus.core import (
@@ -44,6 +45,7 @@ from ._walrus.core import (
     log_response,
     quilt_identifier_path,
 )
+from ._walrus.cost import CostSink
 from ._walrus.credentials import TokenRequest
 from ._walrus.reads import VerifyCallback, check_range, read_path_blob
 from ._walrus.responses import QuiltPatch, QuiltStoreResult, StoreResult, validate_patch_id
@@ -60,6 +62,7 @@ __all__ = [
     "QuiltPatch",
     "QuiltStoreResult",
     "RetryPolicy",
+    "StoreRequest",
     "StoreResult",
     "TokenRequest",
     "VerifyCallback",
@@ -93,6 +96,10 @@ class WalrusClient:
         transport: an httpx transport used for the publisher and all aggregators.
         sleep / rng / clock: injectable for tests (no real sleeping, seeded jitter).
         retry: backoff policy; max_blob_size: local pre-check of the 10 MiB limit.
+        blob_id: computes the blob id of a :class:`StoreRequest` (``walrus blob-id``;
+            None when it cannot): a store whose answer was lost is then checked through
+            the aggregators and adopted instead of sent (and paid) again
+            (walrus_mem/_walrus/adopt.py, docs/walrus.md "Never pay twice").
     """
 
     def __init__(
@@ -103,7 +110,7 @@ class WalrusClient:
         token: str | SecretStr | Callable[..., object] | None = None,
         token_command: str | Sequence[str] | None = None,
         timeout: float = 10.0,
-        publish_deadline: float = 10.0,
+        publish_deadline: float = 30.0,
         read_deadline: float = 30.0,
         epochs: int = 1,
         permanent: bool = False,
@@ -115,6 +122,7 @@ class WalrusClient:
         retry: RetryPolicy | None = None,
         max_blob_size: int = MAX_BLOB_BODY,
         recent_store_ttl: float = RECENT_STORE_TTL,
+        blob_id: BlobIdOracle | None = None,
     ) -> None:
         self._core = Core(
             publisher_url, aggregator_urls, token=token, token_command=token_command,
@@ -122,6 +130,7 @@ class WalrusClient:
             publish_deadline=publish_deadline, read_deadline=read_deadline, epochs=epochs,
             permanent=permanent, send_object_to=send_object_to, rng=rng, clock=clock,
             retry=retry, max_blob_size=max_blob_size, recent_store_ttl=recent_store_ttl,
+            blob_id=blob_id,
         )
         self._sleep = sleep
         self._http = httpx.Client(
@@ -165,6 +174,16 @@ class WalrusClient:
     def request_cap(self) -> int | None:
         """The smallest learned cap of the publishers, None while none is known."""
         return self._core.request_cap
+
+    @property
+    def cost_sink(self) -> CostSink | None:
+        """Called with each successful store's cost (storage units, _walrus/cost.py) when
+        no cost scope is open; Memory points it at its catalog's ledger."""
+        return self._core.cost_sink
+
+    @cost_sink.setter
+    def cost_sink(self, sink: CostSink | None) -> None:
+        self._core.cost_sink = sink
 
     @property
     def aggregator_urls(self) -> tuple[str, ...]:
@@ -353,7 +372,7 @@ class AsyncWalrusClient:
         token: str | SecretStr | Callable[..., object] | None = None,
         token_command: str | Sequence[str] | None = None,
         timeout: float = 10.0,
-        publish_deadline: float = 10.0,
+        publish_deadline: float = 30.0,
         read_deadline: float = 30.0,
         epochs: int = 1,
         permanent: bool = False,
@@ -365,6 +384,7 @@ class AsyncWalrusClient:
         retry: RetryPolicy | None = None,
         max_blob_size: int = MAX_BLOB_BODY,
         recent_store_ttl: float = RECENT_STORE_TTL,
+        blob_id: BlobIdOracle | None = None,
     ) -> None:
         self._core = Core(
             publisher_url, aggregator_urls, token=token, token_command=token_command,
@@ -372,6 +392,7 @@ class AsyncWalrusClient:
             publish_deadline=publish_deadline, read_deadline=read_deadline, epochs=epochs,
             permanent=permanent, send_object_to=send_object_to, rng=rng, clock=clock,
             retry=retry, max_blob_size=max_blob_size, recent_store_ttl=recent_store_ttl,
+            blob_id=blob_id,
         )
         self._sleep = sleep
         self._http = httpx.AsyncClient(
@@ -414,6 +435,16 @@ class AsyncWalrusClient:
     def request_cap(self) -> int | None:
         """The smallest learned cap of the publishers, None while none is known."""
         return self._core.request_cap
+
+    @property
+    def cost_sink(self) -> CostSink | None:
+        """Called with each successful store's cost (storage units, _walrus/cost.py) when
+        no cost scope is open; Memory points it at its catalog's ledger."""
+        return self._core.cost_sink
+
+    @cost_sink.setter
+    def cost_sink(self, sink: CostSink | None) -> None:
+        self._core.cost_sink = sink
 
     @property
     def aggregator_urls(self) -> tuple[str, ...]:

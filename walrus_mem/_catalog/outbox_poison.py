@@ -6,6 +6,10 @@ A publisher may refuse a batch permanently: a body over its size cap (413,
 failed on every sync and, since sync published no manifest while the outbox
 was non-empty, blocked every later manifest of the namespace (red team f20).
 
+A refusal is: 413 (:class:`~walrus_mem.errors.BodyTooLarge`), 400
+(:class:`~walrus_mem.errors.BadRequest`), or a blob marked invalid (reason
+``MARKED_INVALID``: the network will refuse that blob id again).
+
 * A refused quilt is **split** into one batch per memory at once (the cap may
   be the quilt's total size), so its other members publish on their own.
 * A single-memory batch refused :data:`POISON_AFTER` times in a row is
@@ -30,8 +34,9 @@ REFUSED: Final = "refused for good: "
 
 
 def refused_for_good(exc: StorageError) -> bool:
-    """A refusal the same publisher will repeat for the same bytes."""
-    return isinstance(exc, BodyTooLarge | BadRequest)
+    """A refusal the same publisher will repeat for the same bytes: too large, a bad
+    request, or a blob the network marked invalid (final for that blob id, issue 25)."""
+    return isinstance(exc, BodyTooLarge | BadRequest) or exc.reason == "MARKED_INVALID"
 
 
 def is_poisoned(batch: Any) -> bool:

@@ -15,6 +15,7 @@ from .._catalog.log_tables import LogSnapshot
 from .._catalog.manifest_cache import Segments
 from .._keys.generations import reseal_unfinished
 from .._memory.inputs import new_memory_id
+from .._walrus.cost import store_scope
 from .._walrus.expiry import BACKWARDS_KEY, JUMP_SLACK, EpochClock
 from .._walrus.publish_check import require_read_back
 from ..envelope import seal
@@ -90,7 +91,13 @@ class Publishing(LogPart):
             "(Memory.restore) resumes and finishes it")
 
     def publish_now(self, ns: str, *, again: bool = False) -> str:
-        """:meth:`publish` for a caller already holding :meth:`turn`. ``again``: the root
+        """:meth:`publish` for a caller already holding :meth:`turn` (its stores are the
+        namespace's ``log`` costs, walrus_mem/_walrus/cost.py)."""
+        with store_scope(ns, "log"):
+            return self._publish_now(ns, again=again)
+
+    def _publish_now(self, ns: str, *, again: bool = False) -> str:
+        """``again``: the root
         stored first named an epoch below the clock's (a wipe or reset not yet followed,
         so it may list lost locations): it was not recorded, this one is."""
         if self.tables.restoring(ns) is not None:

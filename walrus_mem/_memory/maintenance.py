@@ -6,9 +6,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .._catalog.catalog import vector_to_blob
+from .._catalog.costs import cost_summary
 from .._catalog.rows import record_from_row
 from ..errors import EpochUnknown, InvalidInput, RestoreIncomplete, RotationIncomplete, StorageError
 from ..models import ExtendReport, MemoryRecord, MemoryStats, from_timestamp
@@ -110,7 +111,27 @@ def stats(parts: Parts, ns: str) -> MemoryStats:
         current_epoch=parts.epochs.clock.current(),
         embedded=parts.settings.embedded and parts.publisher.injected_walrus is None,
         data_dir=parts.data_dir,
+        **_cost_fields(parts, ns),
     )
+
+
+def _cost_fields(parts: Parts, ns: str) -> dict[str, Any]:
+    """MemoryStats' cost figures from the catalog's store_costs ledger."""
+    c = cost_summary(parts.catalog, ns)
+    total = sum(c[f"{p}_units"] for p in ("facts", "log", "renewal", "other"))
+    facts = c["facts_files"]
+    return {
+        "storage_units": total,
+        "fact_units": c["facts_units"],
+        "log_units": c["log_units"],
+        "renewal_units": c["renewal_units"],
+        "stores": sum(c[f"{p}_stores"] for p in ("facts", "log", "renewal", "other")),
+        "facts_stored": facts,
+        "units_per_1000_facts": (round((c["facts_units"] + c["log_units"]) * 1000 / facts, 1)
+                                 if facts else None),
+        "renewal_units_per_epoch": c["units_per_epoch"],
+        "renewal_estimate_units": c["units_per_epoch"] * parts.settings.epochs,
+    }
 
 
 def expiring(parts: Parts, within_epochs: int, namespace: str | None,

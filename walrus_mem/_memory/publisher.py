@@ -17,9 +17,18 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Final
 
+from .._catalog.costs import cost_sink
 from .._catalog.outbox_poison import REFUSED, is_poisoned, refused_for_good
 from .._catalog.outbox_poison import describe as describe_poisoned
-from .._walrus.blobio import PART_OVERHEAD, check_patches, quilt_budget, store_batches
+from .._walrus.blobio import (
+    PART_OVERHEAD,
+    batches_units,
+    cheapest_batches,
+    check_patches,
+    quilt_budget,
+    store_batches,
+)
+from .._walrus.cost import store_scope
 from .._walrus.publish_check import require_read_back, verify_published
 from .._walrus.retry import call_deadline
 from .._walrus.storage import Backend, open_backend
@@ -67,6 +76,7 @@ class Publisher:
         self.log: NamespaceLog | None = None  # set by Memory once the log is built
         self.opened: Backend | None = None
         self.breaker_until = 0.0
+        self.sink = cost_sink(catalog, lock)  # the catalog's store_costs ledger
 
     def backend(self) -> Backend:
         """The storage backend (built on first use; embedded relayer when no URL is set)."""
@@ -74,6 +84,8 @@ class Publisher:
             self.check_open()
             if self.opened is None:
                 self.opened = open_backend(self.settings, self.injected_walrus)
+                if self.injected_walrus is None:  # stores outside a scope: recorded too
+                    self.opened.client.cost_sink = self.sink
             return self.opened
 
     @property
@@ -122,6 +134,12 @@ class Publisher:
                 caps[url] = min(cap, caps.get(url, cap))
             self.catalog.set_meta(CAPS_META, json.dumps(caps, sort_keys=True))
 
+    def publish_budget(self) -> float:
+        """Seconds one batch's publish may take: its store (``publish_deadline``, Walrus's
+        guidance: 30 s or more) plus its read-back (``read_back_deadline``), budgeted
+        apart so a slow store does not leave the read-back nothing."""
+        return self.settings.publish_deadline + self.settings.read_back_deadline
+
     def breaker_open(self) -> bool:
         """Whether a recent outage says not to try the publisher now (sync still does)."""
         return time.monotonic() < self.breaker_until
@@ -167,7 +185,7 @@ class Publisher:
             client = self.backend().client
             if self.settings.verify_publish != "none":
                 require_read_back(client, f"verify_publish = {self.settings.verify_publish!r}")
-            deadline = self.settings.publish_deadline
+            deadline = self.settings.publish_deadline  # the store; its read-back apart
             # A quilt's patch names are public: a keyed hash, never the memory id
             # (keys.quilt_identifier), so nothing ties versions or key generations.
             keys = self.keys.for_namespace(ns)
@@ -175,17 +193,20 @@ class Publisher:
                      str(r["memory_id"]) for r in payload}
             files = {name: bytes(r["sealed"]) for name, r in zip(names, payload, strict=True)}
             if len(payload) == 1:
-                stored = client.store_blob(bytes(payload[0]["sealed"]), deadline=deadline)
+                with store_scope(ns, "facts", self.sink):
+                    stored = client.store_blob(bytes(payload[0]["sealed"]), deadline=deadline)
                 blob = stored
                 locations: dict[str, str | None] = {str(payload[0]["memory_id"]): None}
             else:
-                quilt = client.store_quilt(files, deadline=deadline)
+                with store_scope(ns, "facts", self.sink):
+                    quilt = client.store_quilt(files, deadline=deadline)
                 blob = quilt.blob
                 check_patches(quilt.patches, list(files))
                 locations = {mid: quilt.patches.get(name) for name, mid in names.items()}
             # a failed read-back keeps the batch queued (walrus_mem/_walrus/publish_check.py)
             verify_published(client, self.settings.verify_publish,
-                             blob if len(payload) == 1 else quilt, files, deadline=deadline)
+                             blob if len(payload) == 1 else quilt, files,
+                             deadline=self.settings.read_back_deadline)
         except StorageError as exc:
             self.trip_breaker(exc)
             message = f"{type(exc).__name__}: {exc}"
@@ -255,8 +276,50 @@ class Publisher:
             self.catalog.outbox_failed(batch_id, message)
         return good, message
 
+    def pool(self, namespace: str | None) -> int:
+        """Re-group the outbox batches of each namespace into the quilts that cost the
+        fewest storage units (blobio.cheapest_batches, under the request cap): writes
+        queued for sync (``publish_writes = "sync"``: single remembers, several
+        remember_many calls) are not paid a blob per fact. Only batches never tried are
+        pooled: a tried one (refused, failed, or in doubt after a lost answer) keeps its
+        bytes; pooling is deterministic, so a sync killed mid-publish pools the same way
+        again. Returns how many pooled batches there are after."""
+        grouped = 0
+        for ns in sorted({str(b["namespace"]) for b in self.catalog.outbox_batches(namespace)}):
+            with self.lock, self.catalog.write():
+                # never tried only: a tried batch is re-sent as it was, so a store whose
+                # answer was lost is recognised and adopted (walrus_mem/_walrus/adopt.py)
+                batches = [b for b in self.catalog.outbox_batches(ns)
+                           if int(b["attempts"]) == 0]
+                if len(batches) < 2:
+                    grouped += len(batches)
+                    continue
+                members: builtins.list[tuple[str, int, int]] = []
+                now_spans: builtins.list[range] = []
+                for b in batches:
+                    payload = self.catalog.outbox_payload(int(b["id"]))
+                    now_spans.append(range(len(members), len(members) + len(payload)))
+                    members += [(str(r["memory_id"]), int(r["version"]), len(r["sealed"]))
+                                for r in payload]
+                sizes = [size + PART_OVERHEAD for _, _, size in members]
+                spans = cheapest_batches(sizes, self.quilt_budget())
+                if batches_units(sizes, spans) >= batches_units(sizes, now_spans):
+                    grouped += len(batches)  # as cheap as it is: keep it (and its bytes)
+                    continue
+                now = time.time()
+                for span in spans:  # moves the members; the emptied batches go
+                    self.catalog.add_outbox_batch(
+                        ns, [(members[i][0], members[i][1]) for i in span], now)
+                grouped += len(spans)
+        return grouped
+
     def flush(self, namespace: str | None) -> tuple[int, list[str]]:
-        """Publish every outbox batch (of ``namespace``); (facts published, error lines)."""
+        """Publish every outbox batch (of ``namespace``); (facts published, error lines).
+        With ``publish_writes = "sync"`` the batches are pooled first (:meth:`pool`); with
+        ``"now"`` a queued batch may be one whose store was sent before a crash, so it is
+        re-sent as it was (identical bytes: the same blob id)."""
+        if self.settings.publish_writes == "sync":
+            self.pool(namespace)
         published, errors = 0, builtins.list[str]()
         tried: set[int] = set()
         while True:  # a batch split on a permanent refusal: its parts are tried too
@@ -267,7 +330,7 @@ class Publisher:
             for batch in batches:
                 batch_id = int(batch["id"])
                 tried.add(batch_id)
-                with call_deadline(self.settings.publish_deadline):  # store + read-back
+                with call_deadline(self.publish_budget()):  # store + read-back
                     n, error, failing = self.publish_batch(batch_id)
                 published += n
                 if not error:

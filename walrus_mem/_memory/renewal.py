@@ -29,7 +29,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._catalog.outbox_poison import refused_for_good
-from .._walrus.blobio import check_patches, store_batches
+from .._walrus.blobio import PART_OVERHEAD, cheapest_batches, check_patches
+from .._walrus.cost import store_scope
 from .._walrus.publish_check import require_read_back, verify_published
 from .._walrus.retry import call_deadline
 from ..errors import BlobNotFound, StorageError, WalrusMemError
@@ -102,7 +103,9 @@ def republish(parts: Parts, ns: str, ids: Sequence[str], epochs: int | None) -> 
     if payload and policy != "none":
         require_read_back(client, f"verify_publish = {policy!r}")
     failing: str | None = None
-    for span in store_batches([len(s) for _, (s, _) in payload]):
+    # sized under the publisher's request cap and by cost, as fact batches are (writer.py)
+    for span in cheapest_batches([len(s) + PART_OVERHEAD for _, (s, _) in payload],
+                              parts.publisher.quilt_budget()):
         part = [payload[i] for i in span]
         if failing is not None:  # each part would spend a whole deadline the same way
             failed.extend((m, f"not tried: the publish path is failing ({failing})")
@@ -113,7 +116,9 @@ def republish(parts: Parts, ns: str, ids: Sequence[str], epochs: int | None) -> 
         files = {names[m]: s for m, (s, _) in part}
         try:
             stored: StoreResult | QuiltStoreResult
-            with call_deadline(deadline):  # store + read-back
+            # store + read-back; the store's units go to the ledger as a renewal
+            with call_deadline(parts.publisher.publish_budget()), \
+                    store_scope(ns, "renewal", parts.publisher.sink):
                 if len(part) == 1:
                     blob = stored = client.store_blob(part[0][1][0], epochs=epochs,
                                                       deadline=deadline)
@@ -124,7 +129,8 @@ def republish(parts: Parts, ns: str, ids: Sequence[str], epochs: int | None) -> 
                     blob = stored.blob
                     locations = {m: stored.patches.get(names[m]) for m, _ in part}
                 # a location that does not read back is never recorded (the old one stays)
-                verify_published(client, policy, stored, files, deadline=deadline)
+                verify_published(client, policy, stored, files,
+                                 deadline=parts.settings.read_back_deadline)
         except StorageError as exc:
             failed.extend((m, f"{type(exc).__name__}: {exc}") for m, _ in part)
             if not refused_for_good(exc):

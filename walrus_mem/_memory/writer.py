@@ -19,7 +19,7 @@ from .._catalog.rows import loads_metadata, record_from_row
 from .._log import manifest as mf
 from .._log.lineage import next_lineage
 from .._recall.carried import identity
-from .._walrus.blobio import PART_OVERHEAD, store_batches
+from .._walrus.blobio import PART_OVERHEAD, cheapest_batches
 from .._walrus.retry import call_deadline
 from ..envelope import open_envelope
 from ..errors import InvalidInput, MemoryNotFound, WalrusMemError
@@ -191,7 +191,8 @@ def store(
             queue = [(ids[p], len(sealed[p])) for p in inserted] + [
                 (m.memory_id, len(m.sealed)) for m in moved]
             budget = parts.publisher.quilt_budget()  # under the publishers' request cap
-            for span in store_batches([size + PART_OVERHEAD for _, size in queue], budget):
+            # the split that costs the fewest storage units (blobio.cheapest_batches)
+            for span in cheapest_batches([size + PART_OVERHEAD for _, size in queue], budget):
                 batch_ids.append(parts.catalog.add_outbox_batch(
                     ns, [(queue[j][0], 1) for j in span], now))
             order: list[str] = []
@@ -215,14 +216,17 @@ def store(
             parts.indexes.refresh(ns)
     # One publish_deadline per batch for everything this call sends: stores, their
     # read-backs and a periodic manifest (which gets what is left, else waits for sync).
-    with call_deadline(parts.settings.publish_deadline * max(1, len(batch_ids))):
-        for batch_id in batch_ids:
+    # publish_writes = "sync": the batches wait for sync(), which pools them (publisher.py)
+    publish_now = parts.settings.publish_writes == "now"
+    with call_deadline(parts.publisher.publish_budget() * max(1, len(batch_ids))):
+        for batch_id in batch_ids if publish_now else ():
             if parts.publisher.breaker_open():  # publisher down: the rest wait for sync()
                 break
             _, _, failing = parts.publisher.publish_batch(batch_id, replay=False)  # sealed here
             if failing:  # the next batch would spend its own deadline the same way
                 break
-        syncing.maybe_manifest(parts, ns, started)
+        if publish_now:
+            syncing.maybe_manifest(parts, ns, started)
     if old_blobs:  # the re-stated memories' old ids, as forget deletes them
         parts.publisher.delete_blobs(old_blobs)
     rows = parts.catalog.memories_by_ids(ns, order)
@@ -331,10 +335,11 @@ def update(parts: Parts, ns: str, mid: str, text: str | bytes | None,
         batch_id = parts.catalog.add_outbox_batch(ns, [(mid, version)], now)
     with parts.lock:
         parts.indexes.refresh(ns)
-    with call_deadline(parts.settings.publish_deadline):  # as in _store
-        if not parts.publisher.breaker_open():
-            parts.publisher.publish_batch(batch_id, replay=False)  # sealed by this very call
-        syncing.maybe_manifest(parts, ns, started)
+    if parts.settings.publish_writes == "now":
+        with call_deadline(parts.publisher.publish_budget()):  # as in _store
+            if not parts.publisher.breaker_open():
+                parts.publisher.publish_batch(batch_id, replay=False)  # sealed by this call
+            syncing.maybe_manifest(parts, ns, started)
     stored = parts.catalog.memory(ns, mid)
     if stored is None:  # forgotten by another thread in between
         raise MemoryNotFound(f"no memory {mid} in namespace {ns!r}")

@@ -14,7 +14,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar, cast
 from urllib.parse import quote, urlsplit
 
 import httpx
@@ -33,6 +33,7 @@ from .actions import (
     _unhealthy,
     _with_cause,
 )
+from .adopt import BlobIdOracle, StoreRequest, check_stored, in_doubt, note_in_doubt
 from .bounded_io import Bounded
 from .checks import (
     _RESERVED_FIELD,
@@ -47,6 +48,7 @@ from .checks import (
     _check_url,
     _within_call,
 )
+from .cost import CostSink, cost_of, report
 from .credentials import TokenProvider, TokenRequest, token_provider
 from .endpoints import EndpointHealth
 from .quilt_size import encoded_quilt_size
@@ -125,6 +127,7 @@ class Core(Reads):
         retry: RetryPolicy | None,
         max_blob_size: int,
         recent_store_ttl: float,
+        blob_id: BlobIdOracle | None = None,
     ) -> None:
         # base URL -> "Basic ..." from a user:password in it: the URLs kept, logged and
         # shown carry no credentials (url_secrets.py)
@@ -149,9 +152,16 @@ class Core(Reads):
         self.publisher_health = EndpointHealth(clock)
         # learned per publisher from 413s (base URL -> bytes); Memory keeps them in its catalog
         self.request_caps: dict[str, int] = {}
+        # where stores outside a cost scope are recorded (cost.py); Memory sets it on the
+        # client it opens
+        self.cost_sink: CostSink | None = None
+        # never pay twice (adopt.py): stores whose answer was lost, by request fingerprint
+        self.blob_id = blob_id
+        self.in_doubt: dict[str, Any] = {}
+        self.epoch_hint: int | None = None  # the epoch of the last store answer
         self.aggregator_health = EndpointHealth(clock)
         self.timeout = _check_deadline(timeout, 10.0)
-        self.publish_deadline = _check_deadline(publish_deadline, 10.0)
+        self.publish_deadline = _check_deadline(publish_deadline, 30.0)
         self.read_deadline = _check_deadline(read_deadline, 30.0)
         self.epochs = _check_epochs(epochs)
         self.permanent = bool(permanent)
@@ -260,8 +270,16 @@ class Core(Reads):
             outcome = store_outcome(response.status_code, _headers(response), response.content)
             return outcome if isinstance(outcome, Failure) else _agrees_blob(outcome, body)
 
-        result = yield from self._publish(make, interpret, seconds, size=len(body))
+        request = StoreRequest("blobs", body=body, epochs=int(params["epochs"]),
+                               permanent="permanent" in params)
+        adopted = yield from check_stored(self, request, seconds)  # a lost answer before
+        if isinstance(adopted, StoreResult):
+            return adopted
+        result = yield from self._publish(make, interpret, seconds, size=len(body),
+                                          request=request)
         self.remember(result.blob_id)
+        self._note_epoch(result)
+        report(cost_of(result, kind="blob", files=1, sent_bytes=len(body)), self.cost_sink)
         return result
 
     def store_quilt_op(
@@ -311,8 +329,17 @@ class Core(Reads):
             )
             return outcome if isinstance(outcome, Failure) else _agrees_quilt(outcome)
 
-        result = yield from self._publish(make, interpret, seconds, size=total)
+        request = StoreRequest("quilts", files=dict(parts), metadata=metadata,
+                               epochs=int(params["epochs"]), permanent="permanent" in params)
+        adopted = yield from check_stored(self, request, seconds)  # a lost answer before
+        if isinstance(adopted, QuiltStoreResult):
+            return adopted
+        result = yield from self._publish(make, interpret, seconds, size=total,
+                                          request=request)
         self.remember(result.quilt_id)
+        self._note_epoch(result.blob)
+        report(cost_of(result.blob, kind="quilt", files=len(parts), sent_bytes=total),
+               self.cost_sink)
         return result
 
     @staticmethod
@@ -342,11 +369,16 @@ class Core(Reads):
         seconds: float,
         *,
         size: int = 0,
+        request: StoreRequest | None = None,
     ) -> Op[T]:
         """Send to the publishers (healthy first) until success, a final error, or the deadline.
 
         A 413 for a body of ``size`` bytes teaches that publisher's request cap
         (:meth:`learn_cap`).
+
+        A failure after which the store may have landed (``request`` given: a lost
+        answer, adopt.py) is checked through the aggregators before anything is sent
+        again, and adopted if it landed.
 
         A retryable failure moves on to the next publisher at once; after every
         publisher failed in a round, back off and go round again. A publisher
@@ -366,6 +398,10 @@ class Core(Reads):
                         self._exhausted(last.error, round_no + 1, deadline)
                         raise last.error from last.cause
                     self.stats.add("failovers")
+                if request is not None and self.in_doubt:  # never pay twice
+                    found = yield from check_stored(self, request, deadline.remaining())
+                    if found is not None:
+                        return cast(T, found)
                 with call_deadline(deadline.remaining()):  # bounds a token command too
                     send = make(base, self._timeout(deadline), deadline.remaining())
                 outcome = yield send
@@ -374,6 +410,8 @@ class Core(Reads):
                     self.publisher_health.succeeded(base)
                     return result
                 self.stats._fault(result.kind)
+                if request is not None and in_doubt(result):
+                    note_in_doubt(self, request)
                 if _unhealthy(result):
                     self.publisher_health.failed(base)
                 last = result
@@ -402,6 +440,10 @@ class Core(Reads):
             logger.debug("publisher retry %d in %.3f s after %s", round_no + 1, delay, last.kind)
             yield Sleep(delay)
             round_no += 1
+
+    def _note_epoch(self, result: StoreResult) -> None:
+        if result.registered_epoch is not None:
+            self.epoch_hint = result.registered_epoch
 
     def learn_cap(self, base: str, refused: int) -> None:
         """A request of ``refused`` bytes got a 413: that publisher's cap is below it;

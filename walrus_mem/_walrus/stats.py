@@ -27,6 +27,7 @@ class ClientStats:
     failovers: int = 0
     verification_failures: int = 0
     deadline_exhaustions: int = 0
+    adopted: int = 0  # stores whose answer was lost, found landed and adopted (adopt.py)
     faults: Counter[str] = field(default_factory=Counter)
     retry_reasons: Counter[str] = field(default_factory=Counter)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
@@ -53,6 +54,7 @@ class ClientStats:
                 "failovers": self.failovers,
                 "verification_failures": self.verification_failures,
                 "deadline_exhaustions": self.deadline_exhaustions,
+                "adopted": self.adopted,
                 "faults": dict(self.faults),
                 "retry_reasons": dict(self.retry_reasons),
             }

@@ -23,6 +23,7 @@ import httpx
 
 from ..config import Settings
 from ..walrus import WalrusClient
+from .adopt import StoreRequest, command_oracle
 from .bounded_io import Bounded, DeadlineTransport, send_sync
 
 __all__ = ["Backend", "open_backend"]
@@ -151,6 +152,12 @@ class Backend:
             self.embedded.close()
 
 
+def _mock_oracle(request: StoreRequest) -> str | None:
+    from relayer_mock import mock_blob_id
+
+    return mock_blob_id(request.body, files=request.files, metadata=request.metadata)
+
+
 def open_backend(settings: Settings, walrus: WalrusClient | None = None) -> Backend:
     """Build the backend for ``settings`` (or wrap an injected client)."""
     if walrus is not None:
@@ -170,7 +177,9 @@ def open_backend(settings: Settings, walrus: WalrusClient | None = None) -> Back
 
         relayer = EmbeddedRelayer(Path(settings.data_dir) / "relayer")
         base = str(relayer.base_url)
-        client = WalrusClient(base, [base], transport=relayer.transport, **common)
+        # the mock's ids are computable (relayer_mock/_ids_oracle.py): lost answers adopt
+        client = WalrusClient(base, [base], transport=relayer.transport,
+                              blob_id=_mock_oracle, **common)
         admin = httpx.Client(base_url=base, transport=relayer.transport, timeout=_ADMIN_TIMEOUT)
         return Backend(client, embedded=relayer, admin=admin)
     publishers = settings.all_publisher_urls
@@ -179,7 +188,8 @@ def open_backend(settings: Settings, walrus: WalrusClient | None = None) -> Back
     aggregators = list(settings.aggregator_urls)
     if settings.publisher_serves_reads:
         aggregators += [u for u in publishers if u not in aggregators]
+    oracle = command_oracle(settings.blob_id_command) if settings.blob_id_command else None
     client = WalrusClient(publishers, aggregators, token=token,
-                          token_command=command or None, **common)
+                          token_command=command or None, blob_id=oracle, **common)
     admin_token = settings.mock_admin_token
     return Backend(client, admin_token=admin_token.get_secret_value() if admin_token else None)
