@@ -5,6 +5,9 @@ Usage::
     python bench/scale.py                       # 100k memories (the quick size)
     nice -n 10 python bench/scale.py --n 1000000   # the full size (~15+ min)
     python bench/scale.py --n 300000 --profile .bench-results/scale-prof
+    python bench/scale.py --n 200000 --workdir /tmp/s200     # keep the data dir, then:
+    python bench/scale.py --ab-manifest /tmp/s200/data        # old vs incremental manifest
+    python bench/scale.py --reopen-child /tmp/s200/data /tmp/s200/queries.npz
 
 One namespace, vectors given (a lookup embedder: clustered 384-d vectors and
 Zipf-word texts as in bench/recall.py, generated per batch so the harness holds
@@ -303,6 +306,42 @@ def reopen_child(data_dir: str, queries: str) -> int:
     return 0
 
 
+def ab_manifest(data_dir: str, rounds: int = 3) -> int:
+    """The manifest step's computation on a kept data dir, alternated: the full list as
+    before issue 28 (every published row read, with its sealed bytes as the old query
+    did, every page hashed) against the incremental one (cached segments + changes).
+    Stores nothing (JSON on stdout)."""
+    settings = Settings(config_file=None, data_dir=Path(data_dir), use_keyring=False,
+                        publisher_url=None, aggregator_urls=[])
+    mem = Memory(settings, embedder=LookupEmbedder(), master_key=MASTER)
+    log = mem._log
+    keys = log.host.keys_for(NAMESPACE)
+    clock = log._clock()
+    full, incremental, read = [], [], 0
+    try:
+        for _ in range(rounds):
+            c0 = time.process_time()
+            with mem._catalog.snapshot() as c:
+                c.execute("SELECT id, sealed FROM memories WHERE namespace = ? AND digest IS "
+                          "NULL AND sealed IS NOT NULL", (NAMESPACE,)).fetchall()
+                c.execute("SELECT sealed FROM memories WHERE namespace = ? AND status = "
+                          "'published' ORDER BY key", (NAMESPACE,)).fetchall()
+                _, chunks, _ = log._full(NAMESPACE, clock)
+            full.append(time.process_time() - c0)
+            c0 = time.process_time()
+            _, inc, _ = log._chunks(NAMESPACE, keys, clock)
+            incremental.append(time.process_time() - c0)
+            assert [(c.digest, c.count) for c in inc] == [(c.digest, c.count) for c in chunks]
+            read = sum(c.count for c in inc if c.entries is not None)
+    finally:
+        mem.close()
+    print(json.dumps({"entries": sum(c.count for c in chunks),
+                      "full_cpu_s": [round(x, 3) for x in full],
+                      "incremental_cpu_s": [round(x, 4) for x in incremental],
+                      "incremental_entries_read": read}))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=100_000, help="memories (1000000: full size)")
@@ -313,9 +352,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", default=None, help="keep the data dir here")
     parser.add_argument("--reopen-child", nargs=2, metavar=("DATA_DIR", "QUERIES"),
                         help=argparse.SUPPRESS)
+    parser.add_argument("--ab-manifest", metavar="DATA_DIR",
+                        help="time the old and the incremental manifest computation on a "
+                             "kept data dir (<workdir>/data) and exit")
     args = parser.parse_args(argv)
     if args.reopen_child:
         return reopen_child(*args.reopen_child)
+    if args.ab_manifest:
+        return ab_manifest(args.ab_manifest)
     if args.workdir:
         workdir = Path(args.workdir)
         workdir.mkdir(parents=True, exist_ok=True)
