@@ -36,10 +36,12 @@ def test_refresh_opens_the_index_once_enough_changes_wait(
     add(cat, "ns", 9)
     _model(cat, "ns")
     store = IndexStore(tmp_path / "index", cat)
-    store.refresh("ns")
+    store.refresh("ns", build=True)
     assert store.loaded("ns") is None  # a small write leaves the index alone
     keys = add(cat, "ns", 1, start=9)
     store.refresh("ns")
+    assert store.loaded("ns") is None  # not a write (a restore, a pull): left to the recall
+    store.refresh("ns", build=True)
     idx = store.loaded("ns")
     assert idx is not None and len(idx) == 10  # opened and caught up: nothing left to build
     assert idx.search(unit(9), 1)[0] == keys
@@ -54,7 +56,7 @@ def test_refresh_without_a_model_leaves_the_namespace_alone(
     monkeypatch.setattr(index_store, "OPEN_AFTER", 2)
     add(cat, "ns", 5)  # model_id not adopted yet
     store = IndexStore(tmp_path / "index", cat)
-    store.refresh("ns")
+    store.refresh("ns", build=True)
     assert store.loaded("ns") is None
     store.close()
 

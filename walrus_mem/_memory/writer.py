@@ -213,7 +213,7 @@ def store(
         return replay
     if inserted or moved:
         with parts.lock:
-            parts.indexes.refresh(ns)
+            parts.indexes.refresh(ns, build=True)  # an import builds it as it goes
     # One publish_deadline per batch for everything this call sends: stores, their
     # read-backs and a periodic manifest (which gets what is left, else waits for sync).
     # publish_writes = "sync": the batches wait for sync(), which pools them (publisher.py)
@@ -334,7 +334,7 @@ def update(parts: Parts, ns: str, mid: str, text: str | bytes | None,
         }, vector=None if vector is None else vector_to_blob(vector), event="UPDATE", at=now)
         batch_id = parts.catalog.add_outbox_batch(ns, [(mid, version)], now)
     with parts.lock:
-        parts.indexes.refresh(ns)
+        parts.indexes.refresh(ns, build=True)
     if parts.settings.publish_writes == "now":
         with call_deadline(parts.publisher.publish_budget()):  # as in _store
             if not parts.publisher.breaker_open():

@@ -270,13 +270,17 @@ class IndexStore:
             self._note_verified(idx, None)
             self.catalog.prune_changes(idx.namespace, idx.applied_seq)
 
-    def refresh(self, namespace: str) -> None:
-        """After a write: apply pending catalog changes to a loaded index; open one not
-        loaded yet once :data:`OPEN_AFTER` changes wait for it (else a no-op)."""
+    def refresh(self, namespace: str, *, build: bool = False) -> None:
+        """Apply pending catalog changes to a loaded index (else a no-op). ``build`` (the
+        write path: remember, remember_many, update): open one not loaded yet once
+        :data:`OPEN_AFTER` changes wait for it. Restore and pull leave it to the first
+        recall: building it inline would bound them by the HNSW insertion rate."""
         with self._lock:
             idx = self._indexes.get(namespace)
             if idx is not None:
                 self._catch_up(idx)
+                return
+            if not build:
                 return
             waiting = self.catalog.query_one(
                 "SELECT count(*) FROM (SELECT 1 FROM changes WHERE namespace = ? LIMIT ?)",
