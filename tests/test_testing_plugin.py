@@ -79,3 +79,29 @@ def test_loading_the_plugin_does_not_import_the_engine() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120, check=True).stdout.split("\n")
     assert out[0] == "[]" and out[1] == "True", out
+
+
+@pytest.mark.walrus_relayer(profile="testnet")
+def test_the_testnet_profile_through_the_fixture(walrus_relayer):
+    """The marker's profile answers as Testnet (10 MiB cap, null certifiedEpoch, a
+    404 window after a store, store latency) at 1/20 of its times, and an agent's
+    Memory remembers, syncs and restores through it."""
+    import httpx
+
+    assert walrus_relayer.profile == "testnet"
+    too_big = httpx.put(f"{walrus_relayer.url}/v1/blobs", content=b"x" * (10 * 2**20 + 1),
+                        timeout=30)
+    assert too_big.status_code == 413
+    stored = httpx.put(f"{walrus_relayer.url}/v1/blobs", content=b"x", timeout=30).json()
+    assert stored["newlyCreated"]["blobObject"]["certifiedEpoch"] is None
+
+    from walrus_mem.keys import generate_master_seed
+
+    seed = generate_master_seed()
+    laptop = walrus_relayer.memory("laptop", master_key=seed)
+    fact = laptop.remember("I'm allergic to peanuts")
+    assert laptop.get(fact.id).status == "published"
+    head = laptop.sync().manifests["default"]
+    desktop = walrus_relayer.memory("desktop", master_key=seed)
+    assert desktop.restore("default", head).restored == 1
+    assert [r.text for r in desktop.list("default")] == ["I'm allergic to peanuts"]

@@ -15,7 +15,9 @@ relayer_mock, the key helpers) when they run.
   its data dir and embedded Walrus under ``tmp_path``.
 * ``walrus_relayer``: relayer_mock served over HTTP on a free 127.0.0.1 port, with
   fault knobs (:meth:`WalrusRelayer.faults`) and the app's options through
-  ``@pytest.mark.walrus_relayer(...)``.
+  ``@pytest.mark.walrus_relayer(...)``; ``profile="testnet"`` (or ``"mainnet"``) answers
+  as the public network does, its latencies scaled by ``time_scale`` (here 0.05 unless
+  given, so a test stays fast).
 * ``walrus_agents``: agents with their own Ed25519 keys, each with its own data
   dir, all on one Walrus; ``walrus_agents["alice"]`` and ``["bob"]`` exist,
   ``walrus_agents.add(name)`` makes more.
@@ -39,13 +41,16 @@ if TYPE_CHECKING:
 __all__ = ["WalrusAgents", "WalrusRelayer"]
 
 MARKER = "walrus_relayer"
+#: A profile's store latency and 404-after-store window in a test: 1/20 of the network's
+#: (a Testnet store's median 2.5 s becomes 125 ms). ``time_scale=1`` in the marker for real.
+PROFILE_TIME_SCALE = 0.05
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{MARKER}(**options): options of the walrus_relayer fixture's relayer_mock "
         "app (epoch_duration, not_found_after_store, max_blob_size, ...; see "
-        "relayer_mock.app.create_app) and faults=FaultConfig(...)")
+        "relayer_mock.app.create_app), faults=FaultConfig(...), profile='testnet'")
 
 
 def _isolated_settings(root: Path, **values: Any) -> Settings:
@@ -93,9 +98,12 @@ def walrus_memory(walrus_home: Path, walrus_embedder: Any) -> Iterator[Memory]:
 class WalrusRelayer:
     """relayer_mock over HTTP for one test: :attr:`url` is publisher and aggregator."""
 
-    def __init__(self, server: RelayerServer, home: Path, embedder: Any) -> None:
+    def __init__(self, server: RelayerServer, home: Path, embedder: Any,
+                 profile: str | None = None) -> None:
         self.server = server
         self.url: str = server.url
+        #: the public-network profile it answers as ("testnet", "mainnet"), or None
+        self.profile = profile
         self._home = home
         self._embedder = embedder
         self._memories: list[Memory] = []
@@ -144,8 +152,10 @@ def walrus_relayer(request: pytest.FixtureRequest, walrus_home: Path,
     marker = request.node.get_closest_marker(MARKER)
     options = dict(marker.kwargs) if marker is not None else {}
     options.setdefault("fsync", False)
+    if options.get("profile") is not None:
+        options.setdefault("time_scale", PROFILE_TIME_SCALE)
     with RelayerServer(walrus_home / "relayer", port=0, **options) as server:
-        handle = WalrusRelayer(server, walrus_home, walrus_embedder)
+        handle = WalrusRelayer(server, walrus_home, walrus_embedder, options.get("profile"))
         try:
             yield handle
         finally:
