@@ -190,7 +190,7 @@ def _fail(ctx: click.Context, named: str, kind: str, message: str, hint: str | N
 def _command_named(ctx: click.Context) -> str:
     """The command the arguments name (``keys export``), for an error before its
     callback ran; "" when they name none."""
-    args = [*getattr(ctx, "_protected_args", []), *ctx.args]
+    args: list[str] = [*getattr(ctx, "_protected_args", []), *ctx.args]
     words = [a for a in args if not a.startswith("-")][:2]
     group = ctx.command
     if not words or not isinstance(group, click.Group) or \
