@@ -67,7 +67,20 @@ N1: Steps = [
 ]
 
 
-@pytest.mark.parametrize("steps", [F2, F3, N1], ids=["F2", "F3", "N1"])
+# 2026-11-29, seed 7 at 120 x 15 (shrunk by hand from 9 steps; fails on 80077f7 too): a
+# backup restored on the same HOME syncs through 404s for the newest heads, so its seq-2
+# head stays unmerged; its key rotation then merged that generation-0 head before its
+# manifest, which re-sealed the head's last memory under generation 1 (queued, in no
+# blob), and the manifest left it out while naming the head as a parent.
+N2: Steps = [
+    ("genesis", {"clock": 0.0}),
+    ("restore_a_backup_older_than_its_last_sync",
+     {"i": 1, "new_home": False, "through": "404 newest heads"}),
+    ("rotate", {"i": 1, "killed": False}),
+]
+
+
+@pytest.mark.parametrize("steps", [F2, F3, N1, N2], ids=["F2", "F3", "N1", "N2"])
 def test_a_finding_of_the_features_stateful_test_stays_fixed(
         world: T.World, small_chunks: None, steps: Steps) -> None:  # noqa: F811
     _replay(steps)

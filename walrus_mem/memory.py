@@ -241,6 +241,10 @@ class Memory:
         retired one (_log/older.py, rotation.py); queued for the next publish."""
         return reseal_fetched(self._parts, namespace, ids)
 
+    def publish_queued(self, namespace: str) -> list[str]:
+        """Publish the namespace's outbox now (a merge re-sealed memories); its errors."""
+        return self._parts.publisher.flush(namespace)[1]
+
     def keys_for(self, namespace: str | None = None) -> NamespaceKeys:
         """The namespace's keys (resolved lazily, cached); registers the namespace.
 

@@ -19,7 +19,13 @@ from .._walrus.cost import store_scope
 from .._walrus.expiry import BACKWARDS_KEY, JUMP_SLACK, EpochClock
 from .._walrus.publish_check import require_read_back
 from ..envelope import seal
-from ..errors import RestoreIncomplete, RotationIncomplete, StaleDataDir, WalrusMemError
+from ..errors import (
+    RestoreIncomplete,
+    RotationIncomplete,
+    StaleDataDir,
+    StorageError,
+    WalrusMemError,
+)
 from ..keys import NamespaceKeys
 from . import manifest as mf
 from .announce import announce, announce_pending, announce_record
@@ -112,12 +118,15 @@ class Publishing(LogPart):
         unmerged = self.unmerged(ns, keys)
         if unmerged:  # never publish a manifest that forgets what it did not know
             log.info("merging %d unmerged head(s) of %r before publishing", len(unmerged), ns)
+            queued = self.catalog.queued_count(ns)
             report = self._merge(ns, keys, unmerged, progress=None, gone_ok=True)
             self.merged_on_publish[ns] = report
             if report.failed:
                 raise RestoreIncomplete(
                     f"merging {len(unmerged)} head(s) of {ns!r} before publishing left "
                     f"{len(report.failed)} memories unfetched; retry sync")
+            if self.catalog.queued_count(ns) > queued:
+                self._publish_resealed(ns, queued)
         client = self.host.walrus
         require_read_back(client, "a manifest")  # else each sync pays for pages and root
         self.host.settle_reset(ns)  # never list what a wiped network lost (network_reset.py)
@@ -275,6 +284,19 @@ class Publishing(LogPart):
         chunks = [Chunk(mf.entries_digest(page), len(page), page)
                   for page in mf.chunk_entries(entries)]
         return snap, chunks, None
+
+    def _publish_resealed(self, ns: str, queued: int) -> None:
+        """The merge took memories from blobs of a retired key generation and sealed them
+        again under this one (older.py): queued, in no blob. The manifest names the merged
+        heads as parents, so it must list them: they are published first, or no manifest
+        (a rotation's manifest left them out, and a machine holding it took the older head
+        as contained and never fetched them: stateful finding N2)."""
+        errors = self.host.publish_queued(ns)
+        if self.catalog.queued_count(ns) > queued:
+            raise StorageError(
+                f"memories of {ns!r} a merge re-sealed under the current key generation are "
+                f"not published yet ({'; '.join(errors) or 'still queued'}): no manifest "
+                "until they are; the next sync publishes them")
 
     def announce_pending(self, ns: str) -> str | None:
         """Announce the head this data dir recorded but did not (_log/announce.py)."""
