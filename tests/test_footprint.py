@@ -62,3 +62,32 @@ def test_compact_switches_an_older_catalog_to_incremental_vacuum(tmp_path: Path)
         assert cat.query_one("SELECT count(*) FROM memories")[0] == 29
     finally:
         cat.close()
+
+
+def test_saved_index_rows_end_past_the_last_slot_in_use(tmp_path: Path) -> None:
+    """The rows and vector-copy files hold the slots in use plus a headroom, not the
+    arrays' doubled capacity; a reopened index maps them and answers as before, and
+    takes new memories in their free slots."""
+    import numpy as np
+
+    from walrus_mem._recall.index import NamespaceIndex
+
+    rng = np.random.default_rng(7)
+    vectors = rng.standard_normal((1100, 8)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    idx = NamespaceIndex("ns", tmp_path, "m", 8)
+    for start in range(0, 1100, 100):  # as memories arrive: the arrays double
+        idx.upsert(list(range(start, start + 100)), vectors[start:start + 100],
+                   [(1.0, 0.5, None)] * 100)
+    idx.remove([5, 6])
+    assert len(idx.keys) > 1098 + 1098 // 8 + 64  # capacity doubled past what is used
+    before = [idx.search(vectors[i], 5)[0] for i in (0, 500, 1099)]
+    assert idx.save()
+    saved = np.load(next(tmp_path.glob("*.vectors.npy")), mmap_mode="r")
+    assert len(saved) <= 1100 + 1098 // 8 + 64  # last slot in use + headroom
+    again = NamespaceIndex("ns", tmp_path, "m", 8)
+    assert again.load()
+    assert [again.search(vectors[i], 5)[0] for i in (0, 500, 1099)] == before
+    assert again.count() == 1098
+    again.upsert([5000], vectors[:1], [(1.0, 0.5, None)])
+    assert again.search(vectors[0], 1)[0][0] in (0, 5000)

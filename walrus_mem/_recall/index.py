@@ -511,9 +511,14 @@ class NamespaceIndex:
         count = self.count()
         if len(self._free) < count // 8:
             self._grow(count + count // 8 + 64, exact=True)  # headroom
+        # The files end that headroom past the last slot in use: the arrays double as
+        # memories arrive, and their empty tail saved whole cost up to a vector copy per
+        # memory on disk (issue 28 item 4). A file's free slots are its keys < 0.
+        used = np.flatnonzero(self.keys >= 0)
+        end = min(len(self.rows), (int(used[-1]) + 1 if len(used) else 0) + count // 8 + 64)
         token = os.urandom(6).hex()
         names = f"{self.path.stem}.{token}.rows.npy", f"{self.path.stem}.{token}.vectors.npy"
-        for name, array in zip(names, (self.rows, self.vectors), strict=True):
+        for name, array in zip(names, (self.rows[:end], self.vectors[:end]), strict=True):
             tmp = self.path.with_name(name + f".{os.getpid()}.tmp")
             with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as fh:
                 np.save(fh, array, allow_pickle=False)
