@@ -17,7 +17,8 @@ probes (all tuned on before), chat lines, and the turns of the LoCoMo dev
 conversations in LOCOMO_TRAIN. Each threshold is chosen on a calibration fifth of
 that training data (split by a hash of the text), then the model is refitted on all
 of it. Reported, never trained or tuned on: the public validation splits, the
-held-out halves, the other LoCoMo dev conversations (benign). The public test
+held-out halves, tests/data/injection_multilingual_s26.json (both halves), the other
+LoCoMo dev conversations (benign). The public test
 splits are not in the data directory; nothing here has seen them. Whether each
 model is consulted is decided by ``_activation`` from the held-out figures (a
 rule fixed before them: docs/security.md).
@@ -131,6 +132,11 @@ def _memory() -> list[Row]:
                         ("injection_spaced_heldout_s5", "eval")):
         data = json.loads((TESTS / f"{stem}.json").read_text(encoding="utf-8"))
         add(stem.replace("injection_", ""), split, data["attacks"], data["benign"])
+    # Reported whole, never trained on: with its train half in training the joint model
+    # caught fewer held-out attacks (S-Labs 75 % against 78 %, this corpus's held-out
+    # half 6/36 against 8/36; bench/safety.py, docs/security.md).
+    multi = json.loads((TESTS / "injection_multilingual_s26.json").read_text(encoding="utf-8"))
+    add("multilingual_s26", "eval", multi["attacks"], multi["benign"])
     hard = json.loads((TESTS / "injection_hard_negatives_s26.json").read_text(encoding="utf-8"))
     for split, name in (("train", "train"), ("heldout", "eval")):
         add("hard_negatives_s26", name, [], [b for b in hard["benign"] if b["split"] == split])
@@ -417,7 +423,8 @@ def main() -> None:
     public, hashes = _public(args.data)
     rows = public + _memory() + _chat() + _locomo(args.data)
     hashes["locomo-dev.json"] = _sha256(args.data / "locomo-dev.json")
-    for name in ("injection_memory_s26.json", "injection_hard_negatives_s26.json"):
+    for name in ("injection_memory_s26.json", "injection_hard_negatives_s26.json",
+                 "injection_multilingual_s26.json"):
         hashes[f"tests/data/{name}"] = _sha256(TESTS / name)
     train = [r for r in rows if r.split == "train"]
     held = [r for r in rows if r.split == "eval"]
@@ -427,6 +434,7 @@ def main() -> None:
         text, joint = classifier.load(), classifier.load_joint()
         assert joint is not None, "the shipped weights hold no joint model"
         card = json.loads(classifier.CARD.read_text(encoding="utf-8"))
+        card["data_sha256"].update(hashes)  # the files these figures come from
     else:
         x = _matrix([r.text for r in train])
         vectors = _embed([r.text for r in train])
