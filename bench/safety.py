@@ -7,9 +7,10 @@ rule family adds once the learned model is on (issue 26).
 
 Rows come from bench/train_injection.py's loaders: the S-Labs and neuralchemy
 train/validation splits (../shared/data/injection), the memory-style corpora
-in tests/data (held-out halves as ``eval``), chatterbot-corpus chat lines and
-LoCoMo dev turns. The public *test* splits are not in ../shared/data: nothing
-here reports them. Vectors are the cached MiniLM vectors of train_injection.
+in tests/data (held-out halves as ``eval``), chatterbot-corpus chat lines,
+LoCoMo dev turns and, when installed, bastioncorpus 0.6.0 (PyPI, MIT; never trained
+on). The public *test* splits are not in ../shared/data: nothing here reports them.
+Vectors are the cached MiniLM vectors of train_injection.
 
 Layers: ``joint`` (the shipped learned model on text + vector, what the recall
 screen runs), ``rules`` (detect_injection with the learned layer off, what
@@ -152,7 +153,7 @@ def _families(rows: list[ti.Row], hits: list[frozenset[str]], jflags: list[bool]
     """Per family: rows it alone flags, in three contexts: ``recall`` (joint model on),
     ``rules`` (capture today: rules alone) and ``text`` (capture with the text model on).
     ``redundant_at_recall``: the families that add nothing at recall, removed together."""
-    public = {"slabs", "neuralchemy", "chat_bsd"}
+    public = {"slabs", "neuralchemy", "chat_bsd", "bastion_mit"}  # written by others
     contexts = (("rules", [False] * len(rows)), ("recall", jflags), ("text", tflags))
 
     def unique(fams: frozenset[str]) -> dict[str, int]:
@@ -203,6 +204,32 @@ def _print(fig: dict[str, Any], split: str) -> None:
               + " ".join(f"{e.get(f'{ctx}_unique_{w}', 0):>12}" for ctx, w in cols))
 
 
+BASTION_SHA256 = "b1aaa009aad34df7fb2c4f499cdb936875b97da23a7452caaeb4b94aff2bfd12"
+
+
+def bastion() -> list[ti.Row]:
+    """bastioncorpus 0.6.0 (PyPI, MIT): 181 labelled injections and benign texts in en, de,
+    fr, es, it, written by others, never trained or tuned on (``eval`` rows). Empty when the
+    package is not installed (``pip install bastioncorpus==0.6.0``) or not that version."""
+    import hashlib
+    import importlib.resources
+    import importlib.util
+
+    if importlib.util.find_spec("bastioncorpus") is None:
+        return []
+    data = (importlib.resources.files("bastioncorpus") / "corpus" / "injections.jsonl").read_bytes()
+    if hashlib.sha256(data).hexdigest() != BASTION_SHA256:
+        print("bastioncorpus: not the 0.6.0 corpus, skipped", file=sys.stderr)
+        return []
+    rows = []
+    for line in data.decode("utf-8").splitlines():
+        if line.strip():
+            rec = json.loads(line)
+            rows.append(ti.Row(rec["text"], int(rec["label"] == "malicious"), "bastion_mit",
+                               "eval", rec.get("lang") or "en", rec.get("category", "")))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
@@ -210,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     public, _hashes = ti._public(args.data)
-    rows = [r for r in public + ti._memory() + ti._chat() + ti._locomo(args.data)
+    rows = [r for r in public + ti._memory() + ti._chat() + ti._locomo(args.data) + bastion()
             if r.split == args.split]
     vectors = ti._embed([r.text for r in rows])
     fig = measure(rows, vectors)
