@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from relayer_mock import FaultConfig
 from relayer_mock.server import RelayerServer
 from tests.helpers_memory import MASTER_HEX, make_settings
@@ -31,3 +33,19 @@ def test_marked_invalid_is_refused_for_good(tmp_path: Path) -> None:
             batches = memory._parts.catalog.outbox_batches("default")
     assert len(batches) == 2
     assert all(str(b["last_error"]).startswith(REFUSED) for b in batches)
+
+
+@pytest.mark.slow
+def test_manifest_pages_are_stored_under_the_request_cap(tmp_path: Path) -> None:
+    """Issue 25 item 2 leftover: a manifest's pages (above 8,000 changed entries) were
+    batched up to 96 MiB, a 413 on a capped publisher: no manifest of a large namespace."""
+    cap = 2 * 1024 * 1024  # the pages: about 3 MB in all, none over about 1 MB
+    with RelayerServer(tmp_path / "walrus", fsync=False, max_request_bytes=cap) as server:
+        settings = make_settings(tmp_path / "m", publisher_url=server.url,
+                                 aggregator_urls=[server.url], publish_writes="sync",
+                                 publisher_max_request_bytes=cap, verify_publish="none")
+        with Memory(settings, embedder=HashEmbedder(), master_key=MASTER_HEX) as memory:
+            memory.remember_many([f"fact {i}: item {i * 3} sits on shelf {i % 40}"
+                                  for i in range(8200)])
+            report = memory.sync()
+    assert report.errors == [] and report.manifests

@@ -15,7 +15,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .._catalog.log_tables import LogTables
-from .._walrus.blobio import check_patches, read_checked, store_batches
+from .._walrus.blobio import (
+    PART_OVERHEAD,
+    check_patches,
+    quilt_budget,
+    read_checked,
+    store_batches,
+)
 from ..envelope import open_envelope
 from ..errors import AggregatorUnavailable, WalrusMemError
 from ..keys import NamespaceKeys
@@ -62,7 +68,13 @@ class ManifestPages:
         """Store new pages (one quilt per batch), read each back; their locations."""
         client = self.host.walrus
         new_pages: list[tuple[str, str, str | None, int | None]] = []
-        for span in store_batches([len(data) for _, data in to_store]):
+        # under the publishers' request cap (10 MiB on public ones, or one a 413 taught
+        # the client), as fact batches are: a 96 MiB quilt of pages was a 413 there
+        cap = self.host.settings.publisher_max_request_bytes
+        if client.request_cap is not None:
+            cap = min(cap, client.request_cap)
+        for span in store_batches([len(data) + PART_OVERHEAD for _, data in to_store],
+                                  quilt_budget(cap)):
             part = [to_store[i] for i in span]
             if len(part) == 1:
                 stored = client.store_blob(part[0][1], deadline=deadline)
