@@ -35,17 +35,25 @@ def test_marked_invalid_is_refused_for_good(tmp_path: Path) -> None:
     assert all(str(b["last_error"]).startswith(REFUSED) for b in batches)
 
 
-@pytest.mark.slow
-def test_manifest_pages_are_stored_under_the_request_cap(tmp_path: Path) -> None:
-    """Issue 25 item 2 leftover: a manifest's pages (above 8,000 changed entries) were
-    batched up to 96 MiB, a 413 on a capped publisher: no manifest of a large namespace."""
-    cap = 2 * 1024 * 1024  # the pages: about 3 MB in all, none over about 1 MB
+
+def test_manifest_pages_are_stored_under_the_request_cap(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 25 item 2 leftover: a manifest's pages were batched up to 96 MiB, a 413 on a
+    capped publisher: no manifest of a large namespace. Small pages here (manifest.py's
+    sizes lowered: pages from 100 changed entries, about 50 entries each, at most 200),
+    so 1,000 facts make about 0.4 MB of pages under a 256 KiB cap."""
+    from walrus_mem._log import manifest
+
+    monkeypatch.setattr(manifest, "CHANGED_INLINE_MAX", 100)
+    monkeypatch.setattr(manifest, "PAGE_TARGET", 50)
+    monkeypatch.setattr(manifest, "PAGE_MAX", 200)
+    cap = 256 * 1024
     with RelayerServer(tmp_path / "walrus", fsync=False, max_request_bytes=cap) as server:
         settings = make_settings(tmp_path / "m", publisher_url=server.url,
                                  aggregator_urls=[server.url], publish_writes="sync",
                                  publisher_max_request_bytes=cap, verify_publish="none")
         with Memory(settings, embedder=HashEmbedder(), master_key=MASTER_HEX) as memory:
             memory.remember_many([f"fact {i}: item {i * 3} sits on shelf {i % 40}"
-                                  for i in range(8200)])
+                                  for i in range(1000)])
             report = memory.sync()
     assert report.errors == [] and report.manifests
