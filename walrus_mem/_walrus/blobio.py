@@ -130,8 +130,8 @@ def cheapest_batches(sizes: Sequence[int], max_bytes: int = QUILT_MAX_BYTES,
     fewest storage units: the fewest :func:`store_batches` allows, or up to
     ``_EXTRA_SPLITS`` more, each an even split, priced by the QuiltV1 size the publisher
     builds. A full quilt is not always cheapest: 666 patches of ~1 KiB need an index
-    wider than 10 columns, which doubles the symbol size (151 units where 2 x 500
-    patches cost 69 each; docs/walrus.md)."""
+    wider than 10 columns, which grows the symbol size (130 units where 2 x 500
+    patches cost 67 each, with 32-character identifiers; docs/walrus.md)."""
     greedy = store_batches(sizes, max_bytes)
     if len(sizes) < 2:
         return greedy
