@@ -71,7 +71,7 @@ async def test_same_public_api_as_sync() -> None:
     public = {n for n in dir(WalrusClient) if not n.startswith("_")}
     assert public - {"close"} <= {n for n in dir(AsyncWalrusClient) if not n.startswith("_")}
     for name in public - {"stats", "publisher_url", "publisher_urls", "aggregator_urls",
-                          "request_caps", "request_cap", "cost_sink"}:
+                          "request_caps", "request_cap", "cost_sink", "in_doubt"}:
         sync_params = list(inspect.signature(getattr(WalrusClient, name)).parameters)
         async_params = list(inspect.signature(getattr(AsyncWalrusClient, name)).parameters)
         assert sync_params == async_params, name

@@ -96,3 +96,28 @@ def test_default_deadlines_follow_walrus_guidance() -> None:
     settings = Settings(use_keyring=False)
     assert settings.publish_deadline >= 30.0 and settings.read_back_deadline >= 30.0
     assert WalrusClient("http://p.test", [])._core.publish_deadline >= 30.0
+
+
+def test_a_later_process_checks_the_lost_store_too(tmp_path: Path,
+                                                   slow: RelayerServer) -> None:
+    """The store in doubt is kept in the catalog: a new Memory (``walrus-mem sync`` in
+    another process) adopts it instead of paying again."""
+    settings = make_settings(tmp_path / "m", publisher_url=slow.url,
+                             aggregator_urls=[slow.url], publish_deadline=0.4,
+                             read_back_deadline=5.0, manifest_every=1000)
+    first = Puts()
+    client = WalrusClient(slow.url, [slow.url], transport=first, blob_id=oracle,
+                          publish_deadline=0.4, epochs=5)
+    with client, Memory(settings, embedder=HashEmbedder(), master_key=MASTER_HEX,
+                        walrus=client) as memory:
+        assert memory.remember("Dan sails on Sundays").status == "queued"  # answer lost
+    time.sleep(STORE_SECONDS)
+    later = Puts()
+    client = WalrusClient(slow.url, [slow.url], transport=later, blob_id=oracle,
+                          publish_deadline=0.4, epochs=5)
+    with client, Memory(settings, embedder=HashEmbedder(), master_key=MASTER_HEX,
+                        walrus=client) as memory:
+        memory.sync()
+        assert memory.stats().queued == 0
+    assert client.stats.adopted == 1 and len(first.bodies) == 1
+    assert first.bodies[0] not in later.bodies  # the fact's blob was not sent again

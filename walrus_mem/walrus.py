@@ -27,7 +27,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import anyio
 import httpx
@@ -174,6 +174,12 @@ class WalrusClient:
     def request_cap(self) -> int | None:
         """The smallest learned cap of the publishers, None while none is known."""
         return self._core.request_cap
+
+    @property
+    def in_doubt(self) -> dict[str, Any]:
+        """Stores whose answer was lost, by request fingerprint, still to be checked
+        before anything is sent again (walrus_mem/_walrus/adopt.py)."""
+        return self._core.in_doubt
 
     @property
     def cost_sink(self) -> CostSink | None:
@@ -435,6 +441,12 @@ class AsyncWalrusClient:
     def request_cap(self) -> int | None:
         """The smallest learned cap of the publishers, None while none is known."""
         return self._core.request_cap
+
+    @property
+    def in_doubt(self) -> dict[str, Any]:
+        """Stores whose answer was lost, by request fingerprint, still to be checked
+        before anything is sent again (walrus_mem/_walrus/adopt.py)."""
+        return self._core.in_doubt
 
     @property
     def cost_sink(self) -> CostSink | None:

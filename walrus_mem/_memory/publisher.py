@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Final
 from .._catalog.costs import cost_sink
 from .._catalog.outbox_poison import REFUSED, is_poisoned, refused_for_good
 from .._catalog.outbox_poison import describe as describe_poisoned
+from .._walrus.adopt import dump_doubts, load_doubts
 from .._walrus.blobio import (
     PART_OVERHEAD,
     batches_units,
@@ -59,6 +60,9 @@ log = logging.getLogger(__name__)
 BREAKER_SECONDS: Final = 30.0
 CAPS_META: Final = "publisher_request_caps"
 """Catalog meta: JSON {publisher base URL: bytes}, request caps learned from 413s."""
+DOUBTS_META: Final = "stores_in_doubt"
+"""Catalog meta: JSON {request fingerprint: blob id}, stores whose answer was lost
+(walrus_mem/_walrus/adopt.py): a later process checks them before paying again."""
 
 
 class Publisher:
@@ -86,6 +90,12 @@ class Publisher:
                 self.opened = open_backend(self.settings, self.injected_walrus)
                 if self.injected_walrus is None:  # stores outside a scope: recorded too
                     self.opened.client.cost_sink = self.sink
+                try:  # stores an earlier process lost the answer of: checked, not re-paid
+                    kept = json.loads(self.catalog.get_meta(DOUBTS_META) or "{}")
+                except ValueError:
+                    kept = {}
+                if isinstance(kept, dict):
+                    load_doubts(self.opened.client.in_doubt, kept, time.monotonic())
             return self.opened
 
     @property
@@ -139,6 +149,13 @@ class Publisher:
         guidance: 30 s or more) plus its read-back (``read_back_deadline``), budgeted
         apart so a slow store does not leave the read-back nothing."""
         return self.settings.publish_deadline + self.settings.read_back_deadline
+
+    def keep_doubts(self, client: WalrusClient) -> None:
+        """Save ``client``'s stores in doubt in the catalog (when they changed)."""
+        text = json.dumps(dump_doubts(client.in_doubt), sort_keys=True)
+        with self.lock:
+            if (self.catalog.get_meta(DOUBTS_META) or "{}") != text:
+                self.catalog.set_meta(DOUBTS_META, text)
 
     def breaker_open(self) -> bool:
         """Whether a recent outage says not to try the publisher now (sync still does)."""
@@ -209,6 +226,8 @@ class Publisher:
                              deadline=self.settings.read_back_deadline)
         except StorageError as exc:
             self.trip_breaker(exc)
+            if self.opened is not None:  # a lost answer: the next process checks it too
+                self.keep_doubts(self.opened.client)
             message = f"{type(exc).__name__}: {exc}"
             log.info("publish of outbox batch %d deferred: %s", batch_id, message)
             if isinstance(exc, BodyTooLarge) and len(payload) > 1:
@@ -230,6 +249,7 @@ class Publisher:
                 self.catalog.outbox_failed(batch_id, message)
             return 0, message, not message.startswith(REFUSED)
         self.breaker_until = 0.0
+        self.keep_doubts(client)  # one adopted (or found not to have landed): settled
         versions = {str(r["memory_id"]): int(r["version"]) for r in payload}
         with self.lock:  # damaged members stay in the batch, queued, for repair
             self.catalog.record_location(ns, versions, locations, blob,

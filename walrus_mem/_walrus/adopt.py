@@ -49,7 +49,7 @@ from .responses import Failure, QuiltStoreResult, StoreResult, is_blob_id
 
 Core = Any  # walrus_mem/_walrus/core.py's Core (imported there: no import cycle)
 __all__ = ["ADOPT_WAIT", "DOUBT_TTL", "BlobIdOracle", "StoreRequest", "check_stored",
-           "command_oracle", "in_doubt", "note_in_doubt"]
+           "command_oracle", "dump_doubts", "in_doubt", "load_doubts", "note_in_doubt"]
 
 log = logging.getLogger("walrus_mem.walrus")
 
@@ -89,6 +89,20 @@ BlobIdOracle = Callable[[StoreRequest], "str | None"]
 class _Doubt:
     blob_id: str
     since: float
+
+
+def dump_doubts(doubts: Mapping[str, Any]) -> dict[str, str]:
+    """The stores in doubt as JSON-able data (fingerprint -> blob id), to keep on disk:
+    a later process (``walrus-mem sync`` after a ``remember`` that timed out) checks
+    them too instead of paying again."""
+    return {key: d.blob_id for key, d in doubts.items() if isinstance(d, _Doubt)}
+
+
+def load_doubts(doubts: dict[str, Any], data: Mapping[str, str], since: float) -> None:
+    """Add kept stores in doubt (``since``: now, on the client's clock)."""
+    for key, blob_id in data.items():
+        if isinstance(key, str) and isinstance(blob_id, str) and is_blob_id(blob_id):
+            doubts.setdefault(key, _Doubt(blob_id, since))
 
 
 def in_doubt(failure: Failure) -> bool:
