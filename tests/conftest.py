@@ -78,6 +78,7 @@ SLOW_FILES: Final = frozenset({
     "test_walrus_client_fuzz.py", "test_index_fuzz.py",
     "test_relayer_mock_server.py", "test_walrus_integration.py", "test_memory_processes.py",
     "test_bench_locomo.py", "test_extract_locomo.py",
+    "test_import_cost.py",
 })
 SLOW_TESTS: Final = frozenset({
     "test_errors_raised_when_a_placeholder_setting_is_used_name_the_placeholder",

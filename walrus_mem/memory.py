@@ -245,6 +245,12 @@ class Memory:
         """Publish the namespace's outbox now (a merge re-sealed memories); its errors."""
         return self._parts.publisher.flush(namespace)[1]
 
+    def publish_pooled(self, namespace: str | None = None) -> tuple[int, builtins.list[str]]:
+        """Publish the outbox now, never-tried batches pooled into the cheapest quilts
+        (publisher.pool), then a periodic manifest if due; (facts published, errors)."""
+        self._check_open()
+        return syncing.publish_pooled(self._parts, self._ns(namespace))
+
     def keys_for(self, namespace: str | None = None) -> NamespaceKeys:
         """The namespace's keys (resolved lazily, cached); registers the namespace.
 
@@ -316,6 +322,7 @@ class Memory:
         *,
         namespace: str | None = None,
         idempotency_key: str | None = None,
+        publish: bool | None = None,
     ) -> RememberManyResult:
         """Remember many facts: one quilt per ≤ 666 new facts instead of one blob each.
 
@@ -327,7 +334,8 @@ class Memory:
         kept (merge it into the first item to keep both); a live memory's is
         re-stated under a new id, as in :meth:`remember`. With an
         ``idempotency_key`` already used in this namespace, the earlier result is
-        returned (``replayed=True``) and nothing is stored.
+        returned (``replayed=True``) and nothing is stored. ``publish=False``: the facts
+        stay queued (:meth:`publish_pooled` or :meth:`sync` publishes), else per publish_writes.
         """
         self._check_open()
         ns = self._ns(namespace)
@@ -354,7 +362,7 @@ class Memory:
                     prepared.append(writer.prepare(self.settings, i, raw))
             except (InvalidInput, WalrusMemError) as exc:
                 failed.append((i, f"{type(exc).__name__}: {exc}"))
-        return writer.store(self._parts, ns, prepared, failed, key)
+        return writer.store(self._parts, ns, prepared, failed, key, publish)
 
     def share(
         self, memory_ids: Sequence[str] | str, *, to: str | bytes, namespace: str | None = None

@@ -27,6 +27,11 @@ EXPORT_ONLY_FIELDS = frozenset({
 #: The SOURCE that means standard input.
 STDIN = Path("-")
 
+#: Facts an import queues before it publishes them, pooled into the cheapest quilts
+#: (publisher.pool): 666-fact chunks published one by one paid ~2x the minimum storage
+#: units, pooled ~1.08x; the bound keeps what an interrupted import leaves queued small.
+POOLED_FACTS = 10_000
+
 
 def read_import_items(path: Path, fmt: str) -> list[dict[str, Any] | str]:
     """Parse FILE (``-``: stdin) into remember_many items.
@@ -168,7 +173,8 @@ def markdown_facts(text: str, source: str) -> list[dict[str, Any] | str]:
               help="auto: a folder is markdown, *.jsonl or a first line starting with { is "
                    "jsonl, anything else is one fact per line.")
 @click.option("--batch-size", type=click.IntRange(1, 666), default=666, show_default=True,
-              help="Facts per remember_many call (one quilt each).")
+              help="Facts per remember_many call; the calls are queued and published "
+                   "together, in the quilts that cost the fewest storage units.")
 @pass_state
 def import_(state: CliState, source: Path, fmt: str, batch_size: int) -> None:
     """Remember many facts from a JSONL file, a text file, a folder of Markdown notes, or
@@ -180,15 +186,20 @@ def import_(state: CliState, source: Path, fmt: str, batch_size: int) -> None:
     totals = {"stored": 0, "deduplicated": 0, "queued": 0}
     failed: list[tuple[int, str]] = []
     done = 0
+    errors: list[str] = []
     try:
         with _progress(state, "importing", len(items)) as advance:
             for start in range(0, len(items), batch_size):
                 chunk = items[start:start + batch_size]
-                result = mem.remember_many(chunk, namespace=state.namespace)
+                # queued in the catalog outbox (crash safe: the next sync publishes it)
+                result = mem.remember_many(chunk, namespace=state.namespace, publish=False)
                 for key in totals:
                     totals[key] += getattr(result, key)
                 failed += [(start + i, msg) for i, msg in result.failed]
                 done += len(chunk)
+                if totals["queued"] >= POOLED_FACTS or done == len(items):
+                    published, errors = mem.publish_pooled(state.namespace)
+                    totals["queued"] = max(0, totals["queued"] - published)
                 advance(len(chunk))
     except KeyboardInterrupt:
         # Ctrl-C: say what is in, exit 130 like a shell (not click's "Aborted!" and 1)
@@ -199,6 +210,8 @@ def import_(state: CliState, source: Path, fmt: str, batch_size: int) -> None:
             f"deduplicated, {totals['queued']} queued, {len(failed)} failed); the batch in "
             "progress may be partly stored, `walrus-mem sync` publishes what is queued",
             kind="Interrupted", exit_code=130) from None
+    for line in errors[:5]:  # the facts stay queued: `walrus-mem sync` tries again
+        state.warn(f"not published yet: {said(line)}")
     summary = _summary(state, len(items), totals, failed)
     if state.as_json:
         state.emit_json(summary)

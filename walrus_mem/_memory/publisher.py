@@ -333,12 +333,13 @@ class Publisher:
                 grouped += len(spans)
         return grouped
 
-    def flush(self, namespace: str | None) -> tuple[int, list[str]]:
+    def flush(self, namespace: str | None, *, pool: bool = False) -> tuple[int, list[str]]:
         """Publish every outbox batch (of ``namespace``); (facts published, error lines).
-        With ``publish_writes = "sync"`` the batches are pooled first (:meth:`pool`); with
-        ``"now"`` a queued batch may be one whose store was sent before a crash, so it is
-        re-sent as it was (identical bytes: the same blob id)."""
-        if self.settings.publish_writes == "sync":
+        With ``publish_writes = "sync"`` or ``pool`` the batches are pooled first
+        (:meth:`pool`, which leaves a tried batch as it was); with ``"now"`` a queued batch
+        may be one whose store was sent before a crash, so it is re-sent as it was
+        (identical bytes: the same blob id)."""
+        if pool or self.settings.publish_writes == "sync":
             self.pool(namespace)
         published, errors = 0, builtins.list[str]()
         tried: set[int] = set()

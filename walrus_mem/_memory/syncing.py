@@ -158,6 +158,15 @@ def known_namespaces(parts: Parts) -> list[str]:
             log.warning("%s", exc)
     return list(dict.fromkeys(names))
 
+def publish_pooled(parts: Parts, ns: str) -> tuple[int, list[str]]:
+    """Memory.publish_pooled: the outbox pooled into the cheapest quilts and published
+    (an import's queued chunks), then the periodic manifest if it is due."""
+    started = time.time()
+    published = parts.publisher.flush(ns, pool=True)
+    maybe_manifest(parts, ns, started)
+    return published
+
+
 def maybe_manifest(parts: Parts, ns: str, since: float) -> None:
     """A periodic manifest after a write, when ``manifest_every`` writes are due and
     nothing holds it back (outage, queued facts, unknown epoch, another publisher)."""

@@ -107,9 +107,11 @@ def store(
     items: list[Item],
     failed: list[tuple[int, str]],
     idem_key: str | None,
+    publish: bool | None = None,
 ) -> RememberManyResult:
     """Store validated facts of ``ns`` (Memory.remember_many's doc): dedupe, embed, seal,
-    one catalog transaction, then publish while the publisher answers."""
+    one catalog transaction, then publish while the publisher answers (``publish``: None
+    as ``publish_writes`` says, False: the batches stay queued in the outbox)."""
     started = time.time()
     keys = parts.keys.for_namespace(ns)
     parts.embedding.check_model(ns)
@@ -217,7 +219,8 @@ def store(
     # One publish_deadline per batch for everything this call sends: stores, their
     # read-backs and a periodic manifest (which gets what is left, else waits for sync).
     # publish_writes = "sync": the batches wait for sync(), which pools them (publisher.py)
-    publish_now = parts.settings.publish_writes == "now"
+    # publish=False (an import pooling its chunks): likewise, until it publishes them
+    publish_now = parts.settings.publish_writes == "now" if publish is None else publish
     with call_deadline(parts.publisher.publish_budget() * max(1, len(batch_ids))):
         for batch_id in batch_ids if publish_now else ():
             if parts.publisher.breaker_open():  # publisher down: the rest wait for sync()
