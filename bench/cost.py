@@ -15,7 +15,9 @@ latency scaled by ``--time-scale``, default 0.01, since units do not depend on t
 * ``remember + sync``: N single ``remember`` calls, ``sync`` every ``--sync-every``;
 * ``chat import``: a chat history of ``--chat-mb`` MB (LoCoMo turns from
   ../shared/data/locomo-dev.json, one line per turn, repeated with a tag until the size
-  is reached), imported as ``walrus-mem import`` does (remember_many of 666), then sync.
+  is reached), imported as ``walrus-mem import`` does (remember_many of 666 queued,
+  published pooled every ``POOLED_FACTS`` and at the end), then sync; and ``chat, 666 at
+  once``, as the import did before (each remember_many of 666 publishing at once).
 
 The last two run with ``publish_writes = "now"`` (the default: each call publishes at
 once) and ``"sync"`` (writes wait for sync, which pools the outbox into the cheapest
@@ -48,6 +50,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.ingest import make_texts  # noqa: E402
 from relayer_mock.server import RelayerServer  # noqa: E402
+from walrus_mem._cli.cmd_import_export import POOLED_FACTS  # noqa: E402
 from walrus_mem._walrus.cost import minimum_units  # noqa: E402
 from walrus_mem.config import Settings  # noqa: E402
 from walrus_mem.memory import Memory  # noqa: E402
@@ -95,7 +98,12 @@ def run(scenario: str, texts: list[str], server: RelayerServer, args: argparse.N
                 memory.remember(text)
                 if i % args.sync_every == 0:
                     memory.sync()
-        else:
+        elif scenario == "chat import":  # as walrus-mem import does: queued, then pooled
+            for start in range(0, len(texts), 666):
+                memory.remember_many(texts[start:start + 666], publish=False)
+                if (start + 666) % POOLED_FACTS < 666 or start + 666 >= len(texts):
+                    memory.publish_pooled()
+        else:  # "chat, 666 at once": each remember_many publishes (the import before)
             for start in range(0, len(texts), 666):
                 memory.remember_many(texts[start:start + 666])
         memory.sync()
@@ -152,6 +160,9 @@ def main(argv: list[str] | None = None) -> int:
             if "chat" in only:
                 rows.append(run("chat import", chat_lines(chat_mb, args.chat_source), server,
                                 args, Path(tmp), mode))
+        if "chat" in only and "now" in args.modes.split(","):
+            rows.append(run("chat, 666 at once", chat_lines(chat_mb, args.chat_source),
+                            server, args, Path(tmp), "now"))
     header = ("scenario", "publish_writes", "facts", "sealed_bytes", "fact_stores", "fact_units",
               "units_per_1000", "minimum_per_1000", "ratio", "log_units", "total_per_1000",
               "seconds")

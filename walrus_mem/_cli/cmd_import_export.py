@@ -29,8 +29,10 @@ STDIN = Path("-")
 
 #: Facts an import queues before it publishes them, pooled into the cheapest quilts
 #: (publisher.pool): 666-fact chunks published one by one paid ~2x the minimum storage
-#: units, pooled ~1.08x; the bound keeps what an interrupted import leaves queued small.
-POOLED_FACTS = 10_000
+#: units, pooled at the end ~1.08x (groups of 10,000: 1.14x on a 5 MB chat, each group's
+#: split ending ragged); the bound keeps an interrupted import's queue and the wait for
+#: a first published fact finite (docs/benchmarks.md, storage cost).
+POOLED_FACTS = 50_000
 
 
 def read_import_items(path: Path, fmt: str) -> list[dict[str, Any] | str]:
