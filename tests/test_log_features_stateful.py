@@ -59,10 +59,10 @@ machine's newest head equals it.
 Sizes: ``WALRUS_MEM_STATEFUL_EXAMPLES`` (default 20) examples of
 ``WALRUS_MEM_STATEFUL_STEPS`` (default 15) steps, about 2.5 minutes (in `make test`, not
 in `make check`; derandomized); a long local run is e.g. 300 x 15 (seed 7: 4,500 steps
-passed on 80077f7; seed 11, 120 x 15, passes since 839c0a8; the findings of long runs
-are replayed in tests/test_features_replayed.py). ``WALRUS_MEM_STATEFUL_WITHOUT=wipe,
-clock_jump`` leaves rules out (to tell which feature a failure needs). Known failures are
-listed in .ci/stateful_findings.md, not marked here.
+passed on 80077f7; on d05c333 seed 11 at 300 x 15 and seed 7 at 120 x 15 passed; the
+findings of long runs are replayed in tests/test_features_replayed.py).
+``WALRUS_MEM_STATEFUL_WITHOUT=wipe,clock_jump`` leaves rules out (to tell which feature a
+failure needs). Known failures are listed in .ci/stateful_findings.md, not marked here.
 """
 
 from __future__ import annotations
