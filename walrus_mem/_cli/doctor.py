@@ -372,7 +372,7 @@ def _check_token_command(command: str) -> Check:
     from ..errors import AuthenticationFailed, InvalidInput
 
     try:
-        command_provider(command)()
+        command_provider(command)(None)
     except (AuthenticationFailed, InvalidInput) as exc:
         return Check("publisher token", "fail", str(exc),
                      "the command must exit 0 and print exactly one token on stdout")

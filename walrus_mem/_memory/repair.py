@@ -39,6 +39,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from pydantic import BaseModel, Field
@@ -102,7 +103,8 @@ class RepairHost(Protocol):
 
     def __enter__(self) -> RepairHost: ...
 
-    def __exit__(self, *exc: object) -> None: ...
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None, /) -> None: ...
 
 _BATCH_FACTS: Final = 666  # Walrus quilt limit
 _BATCH_BYTES: Final = 9 * 1024 * 1024  # public publishers cap requests at 10 MiB
