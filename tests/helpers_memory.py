@@ -24,6 +24,10 @@ MOCK_ADMIN_TOKEN = "test-only-relayer-mock-admin-token"
 def make_settings(data_dir: Path, **overrides: Any) -> Settings:
     values: dict[str, Any] = {"data_dir": data_dir, "use_keyring": False}
     values.update(overrides)
+    if "publish_deadline" in overrides and "read_back_deadline" not in overrides:
+        # A test that shortens the store's deadline means the whole publish to be short;
+        # the read-back has had its own budget (30 s by default) since issue 25.
+        values["read_back_deadline"] = overrides["publish_deadline"]
     return Settings(**values)
 
 
