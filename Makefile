@@ -35,7 +35,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile
 
 # The quick tier for a change-and-test loop: everything not marked slow
-# (tests/conftest.py says what is), about 4 minutes here.
+# (tests/conftest.py says what is), about 2.5 minutes here on two workers.
 check: $(STAMP)
 	$(BIN)/ruff check walrus_mem relayer_mock tests examples bench
 	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile -m "not slow" -q
