@@ -128,6 +128,18 @@ def test_keys_lists_agents_with_fingerprints(tmp_path, monkeypatch):
     assert_no_secret(exported, agent_seed.hex(), TEST_MASTER_HEX)
 
 
+def test_keys_with_agent_lists_that_agent_and_refuses_an_unknown_one(tmp_path, monkeypatch):
+    """`--agent NAME keys` shows NAME's row only; a mistyped agent used to list every
+    namespace with exit 0."""
+    monkeypatch.setenv("WALRUS_MEM_MASTER_KEY", TEST_MASTER_HEX)
+    cfg = tmp_path / "agents.toml"
+    cfg.write_text('[agents.writer]\nnamespace = "writing"\n[agents.coder]\n')
+    data = invoke_json(["--config", str(cfg), "--agent", "writer", "keys"])
+    assert [(r["agent"], r["namespace"]) for r in data["namespaces"]] == [("writer", "writing")]
+    typo = invoke(["--config", str(cfg), "--agent", "writre", "keys"], expect=1)
+    assert "unknown agent 'writre'" in typo.stderr and "writing" not in typo.stdout
+
+
 def test_unset_placeholder_is_one_line_naming_the_variable(tmp_path):
     cfg = tmp_path / "c.toml"
     cfg.write_text('publisher_url = "${NOT_SET_ANYWHERE_42}"\n')

@@ -127,6 +127,9 @@ def keys(ctx: click.Context, state: CliState) -> None:
     settings = state.settings
     master, source = _master_or_none(settings)
     rows = _with_catalog(state, _namespace_keys(settings, master), master)
+    if state.agent_option is not None:  # --agent NAME: that agent's row; a typo is an error
+        settings.agent(state.agent_option)
+        rows = [row for row in rows if row["agent"] == state.agent_option]
     if state.as_json:
         state.emit_json({"master_key_source": source, "namespaces": rows})
         return
