@@ -136,7 +136,7 @@ def test_keys_with_agent_lists_that_agent_and_refuses_an_unknown_one(tmp_path, m
     cfg.write_text('[agents.writer]\nnamespace = "writing"\n[agents.coder]\n')
     data = invoke_json(["--config", str(cfg), "--agent", "writer", "keys"])
     assert [(r["agent"], r["namespace"]) for r in data["namespaces"]] == [("writer", "writing")]
-    typo = invoke(["--config", str(cfg), "--agent", "writre", "keys"], expect=1)
+    typo = invoke(["--config", str(cfg), "keys", "--agent", "writre"], expect=1)
     assert "unknown agent 'writre'" in typo.stderr and "writing" not in typo.stdout
 
 

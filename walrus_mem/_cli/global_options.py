@@ -56,9 +56,15 @@ def _command_chain(group: click.Group, ctx: click.Context,
     command: click.Command = group
     i = 0
     while isinstance(command, click.Group):
+        start = i
         while i < len(rest) and rest[i].startswith("-") and rest[i] != "-":
+            name, value = _split(rest[i])
             i += 1  # a (sub)group's own flags: none of ours take values
+            if name in _VALUED and value is None and name not in claimed:
+                i += 1  # a global option's value (`keys --agent coder`), not a command
         if i >= len(rest) or rest[i] == "--":
+            if command is not group and command.invoke_without_command:
+                return claimed, start  # `keys -a coder`: the subgroup runs itself
             return None
         sub = command.get_command(ctx, rest[i])
         if sub is None:
