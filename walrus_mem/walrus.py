@@ -72,7 +72,70 @@ __all__ = [
 T = TypeVar("T")
 
 
-class WalrusClient:
+class _CoreView:
+    """What both clients show of their shared :class:`Core` (no I/O, so no sync/async twin)."""
+
+    _core: Core
+
+    def __repr__(self) -> str:
+        return self._core.describe(type(self).__name__)
+
+    @property
+    def stats(self) -> ClientStats:
+        """Counters of requests, retries, failovers and faults seen."""
+        return self._core.stats
+
+    def forget_stored(self, blob_id: str) -> None:
+        """Stop treating a 404 for ``blob_id`` as cache lag (it was deleted, say).
+
+        A blob this client stored in the last ``recent_store_ttl`` seconds is
+        retried on 404 until the read deadline; after the caller deleted it,
+        a 404 is the truth and reads fail at once with BlobNotFound.
+        """
+        self._core.forget_stored(blob_id)
+
+    @property
+    def publisher_url(self) -> str | None:
+        """The first publisher (None for a read-only client)."""
+        return self._core.publisher_url
+
+    @property
+    def publisher_urls(self) -> tuple[str, ...]:
+        """Every publisher, in configured order (failover goes healthy-first)."""
+        return self._core.publisher_urls
+
+    @property
+    def request_caps(self) -> dict[str, int]:
+        """Request caps learned from 413s, per publisher base URL (bytes; may be seeded)."""
+        return self._core.request_caps
+
+    @property
+    def request_cap(self) -> int | None:
+        """The smallest learned cap of the publishers, None while none is known."""
+        return self._core.request_cap
+
+    @property
+    def in_doubt(self) -> dict[str, Any]:
+        """Stores whose answer was lost, by request fingerprint, still to be checked
+        before anything is sent again (walrus_mem/_walrus/adopt.py)."""
+        return self._core.in_doubt
+
+    @property
+    def cost_sink(self) -> CostSink | None:
+        """Called with each successful store's cost (storage units, _walrus/cost.py) when
+        no cost scope is open; Memory points it at its catalog's ledger."""
+        return self._core.cost_sink
+
+    @cost_sink.setter
+    def cost_sink(self, sink: CostSink | None) -> None:
+        self._core.cost_sink = sink
+
+    @property
+    def aggregator_urls(self) -> tuple[str, ...]:
+        return self._core.aggregator_urls
+
+
+class WalrusClient(_CoreView):
     """Synchronous Walrus client: one publisher, aggregators tried in order.
 
     **Usage**::
@@ -137,63 +200,6 @@ class WalrusClient:
             transport=transport if transport is not None else DeadlineTransport(),
             timeout=timeout, headers={"User-Agent": USER_AGENT},
         )
-
-    def __repr__(self) -> str:
-        return self._core.describe(type(self).__name__)
-
-    @property
-    def stats(self) -> ClientStats:
-        """Counters of requests, retries, failovers and faults seen."""
-        return self._core.stats
-
-    def forget_stored(self, blob_id: str) -> None:
-        """Stop treating a 404 for ``blob_id`` as cache lag (it was deleted, say).
-
-        A blob this client stored in the last ``recent_store_ttl`` seconds is
-        retried on 404 until the read deadline; after the caller deleted it,
-        a 404 is the truth and reads fail at once with BlobNotFound.
-        """
-        self._core.forget_stored(blob_id)
-
-    @property
-    def publisher_url(self) -> str | None:
-        """The first publisher (None for a read-only client)."""
-        return self._core.publisher_url
-
-    @property
-    def publisher_urls(self) -> tuple[str, ...]:
-        """Every publisher, in configured order (failover goes healthy-first)."""
-        return self._core.publisher_urls
-
-    @property
-    def request_caps(self) -> dict[str, int]:
-        """Request caps learned from 413s, per publisher base URL (bytes; may be seeded)."""
-        return self._core.request_caps
-
-    @property
-    def request_cap(self) -> int | None:
-        """The smallest learned cap of the publishers, None while none is known."""
-        return self._core.request_cap
-
-    @property
-    def in_doubt(self) -> dict[str, Any]:
-        """Stores whose answer was lost, by request fingerprint, still to be checked
-        before anything is sent again (walrus_mem/_walrus/adopt.py)."""
-        return self._core.in_doubt
-
-    @property
-    def cost_sink(self) -> CostSink | None:
-        """Called with each successful store's cost (storage units, _walrus/cost.py) when
-        no cost scope is open; Memory points it at its catalog's ledger."""
-        return self._core.cost_sink
-
-    @cost_sink.setter
-    def cost_sink(self, sink: CostSink | None) -> None:
-        self._core.cost_sink = sink
-
-    @property
-    def aggregator_urls(self) -> tuple[str, ...]:
-        return self._core.aggregator_urls
 
     def _drive(self, op: Op[T]) -> T:
         try:
@@ -363,7 +369,7 @@ class WalrusClient:
         self.close()
 
 
-class AsyncWalrusClient:
+class AsyncWalrusClient(_CoreView):
     """Asynchronous twin of :class:`WalrusClient` (same arguments, awaitable methods).
 
     ``transport`` is an ``httpx.AsyncBaseTransport``; ``sleep`` an async callable
@@ -404,63 +410,6 @@ class AsyncWalrusClient:
         self._http = httpx.AsyncClient(
             transport=transport, timeout=timeout, headers={"User-Agent": USER_AGENT}
         )
-
-    def __repr__(self) -> str:
-        return self._core.describe(type(self).__name__)
-
-    @property
-    def stats(self) -> ClientStats:
-        """Counters of requests, retries, failovers and faults seen."""
-        return self._core.stats
-
-    def forget_stored(self, blob_id: str) -> None:
-        """Stop treating a 404 for ``blob_id`` as cache lag (it was deleted, say).
-
-        A blob this client stored in the last ``recent_store_ttl`` seconds is
-        retried on 404 until the read deadline; after the caller deleted it,
-        a 404 is the truth and reads fail at once with BlobNotFound.
-        """
-        self._core.forget_stored(blob_id)
-
-    @property
-    def publisher_url(self) -> str | None:
-        """The first publisher (None for a read-only client)."""
-        return self._core.publisher_url
-
-    @property
-    def publisher_urls(self) -> tuple[str, ...]:
-        """Every publisher, in configured order (failover goes healthy-first)."""
-        return self._core.publisher_urls
-
-    @property
-    def request_caps(self) -> dict[str, int]:
-        """Request caps learned from 413s, per publisher base URL (bytes; may be seeded)."""
-        return self._core.request_caps
-
-    @property
-    def request_cap(self) -> int | None:
-        """The smallest learned cap of the publishers, None while none is known."""
-        return self._core.request_cap
-
-    @property
-    def in_doubt(self) -> dict[str, Any]:
-        """Stores whose answer was lost, by request fingerprint, still to be checked
-        before anything is sent again (walrus_mem/_walrus/adopt.py)."""
-        return self._core.in_doubt
-
-    @property
-    def cost_sink(self) -> CostSink | None:
-        """Called with each successful store's cost (storage units, _walrus/cost.py) when
-        no cost scope is open; Memory points it at its catalog's ledger."""
-        return self._core.cost_sink
-
-    @cost_sink.setter
-    def cost_sink(self, sink: CostSink | None) -> None:
-        self._core.cost_sink = sink
-
-    @property
-    def aggregator_urls(self) -> tuple[str, ...]:
-        return self._core.aggregator_urls
 
     async def _drive(self, op: Op[T]) -> T:
         try:
