@@ -50,6 +50,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .markdown_blocks import fenced_blocks
+
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SHELL_LANGS = {"sh", "bash", "shell", "console"}
@@ -57,8 +59,6 @@ SKIP_MARKER = re.compile(r"^\s*<!--\s*newcomer:\s*skip\s*(?P<reason>.*?)\s*-->\s
 SETUP_WORDS = {"make", "pip", "source"}
 NOT_REPLAYED_SUBCOMMANDS = {"demo"}
 _EXIT = re.compile(r"#\s*exits?\s+(\d+)\s*$")
-_FENCE = re.compile(r"^ {0,3}(?P<fence>`{3,}|~{3,})(?P<info>[^\n`]*)$")
-_NOTEST = re.compile(r"^\s*<!--\s*notest\s*-->\s*$")
 FAIL_CODE = 97
 
 
@@ -83,38 +83,18 @@ class Page:
 
 def _blocks(path: Path) -> Iterator[tuple[int, str, list[str], str | None]]:
     """(first body line, language, body lines, why skipped or None) per fenced block."""
-    lines = path.read_text(encoding="utf-8").splitlines()
-    i = 0
-    while i < len(lines):
-        m = _FENCE.match(lines[i])
-        if not m:
-            i += 1
-            continue
-        fence, info = m.group("fence"), m.group("info").split()
-        start = i
-        i += 1
-        body_start = i
-        while i < len(lines) and not (lines[i].strip().startswith(fence)
-                                      and set(lines[i].strip()) == {fence[0]}):
-            i += 1
-        body = lines[body_start:i]
-        i += 1
-        prev = start - 1
-        while prev >= 0 and not lines[prev].strip():
-            prev -= 1
-        before = lines[prev] if prev >= 0 else ""
+    for block in fenced_blocks(path):
         why = None
-        marker = SKIP_MARKER.match(before)
+        marker = SKIP_MARKER.match(block.before)
         if marker:
             reason = marker.group("reason").strip("() ")
             if not reason:
-                raise ValueError(f"{path.name}:{prev + 1}: <!-- newcomer: skip --> needs a "
-                                 "reason: <!-- newcomer: skip (why) -->")
+                raise ValueError(f"{path.name}:{block.before_line + 1}: <!-- newcomer: skip --> "
+                                 "needs a reason: <!-- newcomer: skip (why) -->")
             why = f"marked: {reason}"
-        elif "notest" in info[1:] or _NOTEST.match(before):
+        elif block.notest:
             why = "marked notest"
-        lang = info[0].lower() if info else ""
-        yield body_start + 1, lang, body, why
+        yield block.fence_line + 2, block.lang, block.body, why
 
 
 def read_page(path: Path) -> Page:

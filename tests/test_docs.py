@@ -43,12 +43,11 @@ import pytest
 from walrus_mem.testing import HashEmbedder
 
 from .helpers_cli import TEST_MASTER_HEX, invoke
+from .markdown_blocks import fenced_blocks
 
 ROOT = Path(__file__).resolve().parent.parent
 DOC_FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
-_FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})(?P<info>[^\n`]*)$")
-_NOTEST_COMMENT = re.compile(r"^\s*<!--\s*notest\s*-->\s*$")
 _SHELL_SYNTAX = re.compile(r"[|<>;&`$]")
 _SKIP_SUBCOMMANDS = {"demo", "relayer", "mcp"}
 
@@ -70,38 +69,9 @@ class Block:
 
 def extract_blocks(path: Path) -> list[Block]:
     """Fenced code blocks of a Markdown file, with their language and notest marker."""
-    lines = path.read_text(encoding="utf-8").splitlines()
-    blocks: list[Block] = []
-    i = 0
-    while i < len(lines):
-        m = _FENCE.match(lines[i])
-        if not m:
-            i += 1
-            continue
-        fence, info = m.group("fence"), m.group("info").strip()
-        start = i
-        body: list[str] = []
-        i += 1
-        while i < len(lines) and not (
-            lines[i].strip().startswith(fence) and set(lines[i].strip()) == {fence[0]}
-        ):
-            body.append(lines[i])
-            i += 1
-        i += 1
-        prev = start - 1
-        while prev >= 0 and not lines[prev].strip():
-            prev -= 1
-        words = info.split()
-        blocks.append(Block(
-            path=path,
-            line=start + 1,
-            lang=words[0].lower() if words else "",
-            info=info,
-            code="\n".join(body) + "\n",
-            notest="notest" in words[1:]
-            or (prev >= 0 and bool(_NOTEST_COMMENT.match(lines[prev]))),
-        ))
-    return blocks
+    return [Block(path=path, line=b.fence_line + 1, lang=b.lang, info=b.info,
+                  code="\n".join(b.body) + "\n", notest=b.notest)
+            for b in fenced_blocks(path)]
 
 
 def blocks_of(lang: set[str]) -> list[tuple[Path, list[Block]]]:
