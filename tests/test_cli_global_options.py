@@ -48,6 +48,23 @@ def test_a_subcommands_own_option_stays_its_own():
     assert hoist("remember", "x", "--category", "-n") == ["remember", "x", "--category", "-n"]
 
 
+def test_an_option_between_a_group_and_its_subcommand_goes_where_it_is_read():
+    # `keys --agent x export`: export has its own --agent, so the value goes to export
+    assert hoist("keys", "--agent", "x", "export") == ["keys", "export", "--agent", "x"]
+    assert hoist("keys", "-a", "x", "export", "--yes") == [
+        "keys", "export", "--yes", "--agent", "x"]
+    # a global option export does not define is hoisted to the front
+    assert hoist("keys", "--json", "-n", "ops", "export") == [
+        "--json", "--namespace", "ops", "keys", "export"]
+    # the subgroup that runs itself (`keys --agent coder`) is hoisted as before
+    assert hoist("keys", "--agent", "coder") == ["--agent", "coder", "keys"]
+
+
+def test_keys_agent_before_export_is_not_a_usage_error():
+    result = invoke(["keys", "--agent", "nosuch", "export", "--yes"], expect=1)
+    assert "No such option" not in result.stderr
+
+
 @pytest.mark.parametrize("args", [
     ["-n", "a", "recall", "x", "-n", "b"],
     ["recall", "x", "-n", "a", "--namespace", "b"],

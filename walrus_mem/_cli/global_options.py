@@ -49,30 +49,43 @@ def _claimed(command: click.Command, ctx: click.Context) -> dict[str, bool]:
     return names
 
 
-def _command_chain(group: click.Group, ctx: click.Context,
-                   rest: list[str]) -> tuple[dict[str, bool], int] | None:
-    """The option spellings the invoked command chain claims, and where its tokens start."""
+def _command_chain(group: click.Group, ctx: click.Context, rest: list[str]
+                   ) -> tuple[dict[str, bool], int, list[str], list[tuple[str, str | None]]] | None:
+    """The option spellings the invoked command chain claims, where its tokens start,
+    ``rest`` without the global options found between a group and its subcommand
+    (``keys --agent x export``), and those options as (canonical name, value)."""
     claimed: dict[str, bool] = {}
+    between: list[tuple[str, str | None]] = []
+    kept: list[str] = []
     command: click.Command = group
     i = 0
     while isinstance(command, click.Group):
-        start = i
+        start, found = i, len(between)
+        mark = len(kept)
         while i < len(rest) and rest[i].startswith("-") and rest[i] != "-":
             name, value = _split(rest[i])
-            i += 1  # a (sub)group's own flags: none of ours take values
-            if name in _VALUED and value is None and name not in claimed:
-                i += 1  # a global option's value (`keys --agent coder`), not a command
+            token, i = rest[i], i + 1  # a (sub)group's own flags: none of ours take values
+            if name in _VALUED and value is None and name not in claimed and i < len(rest):
+                value, i = rest[i], i + 1  # a global option's value, not a command
+            if name in _VALUED and name not in claimed:
+                between.append((_VALUED[name], value))
+            elif token in _FLAGS and token not in claimed:
+                between.append((_FLAGS[token], None))
+            else:
+                kept.append(token)
         if i >= len(rest) or rest[i] == "--":
             if command is not group and command.invoke_without_command:
-                return claimed, start  # `keys -a coder`: the subgroup runs itself
+                del between[found:]  # `keys -a coder`: the subgroup runs itself
+                return claimed, mark, [*kept[:mark], *rest[start:]], between
             return None
         sub = command.get_command(ctx, rest[i])
         if sub is None:
             return None  # click reports the unknown command
         command = sub
         claimed.update(_claimed(command, ctx))
+        kept.append(rest[i])
         i += 1
-    return claimed, i
+    return claimed, len(kept), [*kept, *rest[i:]], between
 
 
 def hoist_global_options(group: click.Group, ctx: click.Context, args: list[str]) -> list[str]:
@@ -100,9 +113,17 @@ def hoist_global_options(group: click.Group, ctx: click.Context, args: list[str]
     chain = _command_chain(group, ctx, rest)
     if chain is None:
         return args
-    claimed, start = chain
+    claimed, start, rest, between = chain
     moved: list[str] = []
     kept = rest[:start]
+    tail: list[str] = []  # options the subcommand reads itself, given before its name
+    for option, value in between:
+        if option in claimed and value is not None:
+            tail.extend([option, value])
+        elif value is None:
+            moved.append(option)
+        elif _remember(seen, option, value):
+            moved.extend([option, value])
     j = start
     while j < len(rest):
         token = rest[j]
@@ -132,7 +153,7 @@ def hoist_global_options(group: click.Group, ctx: click.Context, args: list[str]
         else:
             kept.append(token)
         j += 1
-    return [*front, *moved, *kept]
+    return [*front, *moved, *kept, *tail]
 
 
 def _remember(seen: dict[str, str], option: str, value: str) -> bool:
