@@ -29,6 +29,7 @@ from walrus_mem.envelope import (
     SUITE_ID,
     TAG_SIZE,
     VERSION,
+    VERSION_ATTACHED,
     bucket_size,
     canonical_json,
     seal,
@@ -127,6 +128,35 @@ ENVELOPES: list[dict[str, Any]] = [
         },
     },
     {
+        # The same fact as Memory.remember seals it since the footprint round of issue 28:
+        # envelope version 2, the vector's 768 float16 bytes raw after the padded JSON
+        # (the JSON holds null at vec.data and "#bytes": [[["vec", "data"], 768]]).
+        "name": "fact-with-raw-vector",
+        "mode": "derived",
+        "namespace": "default",
+        "nonce": bytes(range(0xE0, 0xE0 + 24)),
+        "record": {
+            "id": "0190f3c2a1b24c8d9e0f112233445566",
+            "kind": "fact",
+            "format": 1,
+            "version": 1,
+            "text": "The user prefers tea over coffee.",
+            "metadata": {},
+            "category": "preference",
+            "importance": 0.85,
+            "created_at": 1735689600.0,
+            "updated_at": 1735689600.0,
+            "expires_at": None,
+            "vec": {
+                "model": "sentence-transformers/all-MiniLM-L6-v2",
+                "weights": "7cdf38ecb8fe8399309ec2c49a7d9df8",
+                "dim": 384,
+                "dtype": "f16",
+                "data": b"".join(struct.pack("<e", x) for x in SAMPLE_VECTOR),
+            },
+        },
+    },
+    {
         "name": "independent-agent-fact",
         "mode": "independent",
         "namespace": AGENT_NAMESPACE,
@@ -134,6 +164,30 @@ ENVELOPES: list[dict[str, Any]] = [
         "record": {"id": "mem-0003", "kind": "fact", "text": "sealed with an agent's own key"},
     },
 ]
+
+
+def _detached(record: dict[str, Any], path: list[str], slices: list[list[Any]]) -> dict[str, Any]:
+    """``record`` with each bytes value replaced by null (collected, in sorted-key order)."""
+    out: dict[str, Any] = {}
+    for key in sorted(record):
+        value = record[key]
+        if isinstance(value, bytes):
+            slices.append([[*path, key], value])
+            out[key] = None
+        elif isinstance(value, dict):
+            out[key] = _detached(value, [*path, key], slices)
+        else:
+            out[key] = value
+    return out
+
+
+def _as_json(value: Any) -> Any:
+    """``value`` with each bytes value written as ``{"$hex": ...}`` (vectors.json is JSON)."""
+    if isinstance(value, bytes):
+        return {"$hex": value.hex()}
+    if isinstance(value, dict):
+        return {k: _as_json(v) for k, v in value.items()}
+    return value
 
 
 def _derived_entry(keys: NamespaceKeys, signing_seed: bytes) -> dict[str, Any]:
@@ -181,19 +235,24 @@ def build_vectors() -> dict[str, Any]:
     for spec in ENVELOPES:
         keys = _keys_for(spec["mode"], spec["namespace"])
         blob = seal(keys, spec["record"], nonce=spec["nonce"])
-        body = canonical_json(spec["record"])
-        envelopes.append(
-            {
-                "name": spec["name"],
-                "keys": {"mode": spec["mode"], "namespace": spec["namespace"]},
-                "nonce_hex": spec["nonce"].hex(),
-                "record": spec["record"],
-                "canonical_json_hex": body.hex(),
-                "padded_plaintext_size": bucket_size(4 + len(body)),
-                "envelope_size": len(blob),
-                "envelope_hex": blob.hex(),
-            }
-        )
+        slices: list[list[Any]] = []
+        body = canonical_json(_detached(spec["record"], [], slices))
+        if slices:  # version 2: the JSON names where the attachment's slices go
+            body = canonical_json({**_detached(spec["record"], [], []), "#bytes": [
+                [path, len(raw)] for path, raw in slices]})
+        entry = {
+            "name": spec["name"],
+            "keys": {"mode": spec["mode"], "namespace": spec["namespace"]},
+            "nonce_hex": spec["nonce"].hex(),
+            "record": _as_json(spec["record"]),
+            "canonical_json_hex": body.hex(),
+            "padded_plaintext_size": bucket_size(4 + len(body)),
+            "envelope_size": len(blob),
+            "envelope_hex": blob.hex(),
+        }
+        if slices:
+            entry["attachment_hex"] = b"".join(raw for _, raw in slices).hex()
+        envelopes.append(entry)
 
     small = bytes.fromhex(envelopes[0]["envelope_hex"])
     rejections = [
@@ -211,8 +270,8 @@ def build_vectors() -> dict[str, Any]:
         },
         {
             "envelope": "small-fact",
-            "change": "byte 4 (version) set to 2",
-            "blob_hex": (small[:4] + b"\x02" + small[5:]).hex(),
+            "change": "byte 4 (version) set to 3",
+            "blob_hex": (small[:4] + b"\x03" + small[5:]).hex(),
             "error": "UnsupportedVersion",
         },
         {
@@ -259,6 +318,8 @@ def build_vectors() -> dict[str, Any]:
         },
         "envelope_format": {
             "version": VERSION,
+            "version_attached": VERSION_ATTACHED,
+            "header_size_attached": HEADER_SIZE + 4,
             "suite": SUITE_ID,
             "header_size": HEADER_SIZE,
             "tag_size": TAG_SIZE,

@@ -90,21 +90,41 @@ def test_vectors_have_the_required_envelopes():
     assert any(e["keys"]["mode"] == "independent" for e in envs)
 
 
+def _record_of(value: Any) -> Any:
+    """A vectors.json record with its ``{"$hex": ...}`` values as the bytes they stand for."""
+    if isinstance(value, dict):
+        if set(value) == {"$hex"}:
+            return bytes.fromhex(value["$hex"])
+        return {k: _record_of(v) for k, v in value.items()}
+    return value
+
+
+def _nulled(value: Any) -> Any:
+    if isinstance(value, dict):
+        return None if set(value) == {"$hex"} else {k: _nulled(v) for k, v in value.items()}
+    return value
+
+
 @pytest.mark.parametrize("env", vectors()["envelopes"], ids=lambda e: e["name"])
 def test_envelope_vector_byte_for_byte(env):
     keys = _keys_for(env["keys"])
     nonce = bytes.fromhex(env["nonce_hex"])
     blob = bytes.fromhex(env["envelope_hex"])
     body = bytes.fromhex(env["canonical_json_hex"])
+    record = _record_of(env["record"])
+    attachment = bytes.fromhex(env.get("attachment_hex", ""))
+    header_size = HEADER_SIZE + (4 if attachment else 0)
 
     # The library reproduces the exact bytes and opens them to the record.
-    assert seal(keys, env["record"], nonce=nonce) == blob
-    assert open_envelope(keys, blob, expected_id=env["record"]["id"]) == env["record"]
-    assert canonical_json(env["record"]) == body
-    assert len(blob) == env["envelope_size"] == env["padded_plaintext_size"] + OVERHEAD
+    assert seal(keys, record, nonce=nonce) == blob
+    assert open_envelope(keys, blob, expected_id=record["id"]) == record
+    if not attachment:
+        assert canonical_json(record) == body
+    assert len(blob) == env["envelope_size"] == (
+        env["padded_plaintext_size"] + len(attachment) + OVERHEAD + header_size - HEADER_SIZE)
 
     # Field by field, with primitives only (no walrus_mem code).
-    assert blob[0:4] == b"WMEM" and blob[4] == 1 and blob[5] == 1
+    assert blob[0:4] == b"WMEM" and blob[4] == (2 if attachment else 1) and blob[5] == 1
     entry = (
         vectors()["independent_agent"]
         if env["keys"]["mode"] == "independent"
@@ -112,17 +132,25 @@ def test_envelope_vector_byte_for_byte(env):
     )
     assert blob[6:22].hex() == entry["fingerprint_hex"]
     assert blob[22:46] == nonce
+    if attachment:
+        assert blob[46:50] == struct.pack(">I", len(attachment))
     verify_key = nacl.signing.VerifyKey(bytes.fromhex(entry["verify_key_hex"]))
     assert verify_key.verify(blob[:-64], blob[-64:]) == blob[:-64]
     plaintext = nacl.bindings.crypto_aead_xchacha20poly1305_ietf_decrypt(
-        blob[46:-64], blob[:46], nonce, bytes.fromhex(entry["sealing_key_hex"])
+        blob[header_size:-64], blob[:header_size], nonce, bytes.fromhex(entry["sealing_key_hex"])
     )
-    assert len(plaintext) == env["padded_plaintext_size"] == bucket_size(4 + len(body))
+    padded = len(plaintext) - len(attachment)
+    assert padded == env["padded_plaintext_size"] == bucket_size(4 + len(body))
     assert plaintext[:4] == struct.pack(">I", len(body))
     assert plaintext[4 : 4 + len(body)] == body
-    assert plaintext[4 + len(body) :] == bytes(len(plaintext) - 4 - len(body))
+    assert plaintext[4 + len(body) : padded] == bytes(padded - 4 - len(body))
+    assert plaintext[padded:] == attachment
+    expected = json.loads(body) if attachment else env["record"]
+    if attachment:  # the JSON holds null where each bytes value was, and where they go
+        assert {k: v for k, v in expected.items() if k != "#bytes"} == _nulled(env["record"])
+        assert sum(n for _, n in expected["#bytes"]) == len(attachment)
     assert body == json.dumps(
-        env["record"], sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        expected, sort_keys=True, separators=(",", ":"), ensure_ascii=False
     ).encode("utf-8")
 
 
@@ -246,7 +274,7 @@ def test_empty_and_foreign_bytes(keys):
             open_envelope(keys, not_bytes)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("version", [0, 2, 255])
+@pytest.mark.parametrize("version", [0, 3, 255])
 def test_unsupported_version(keys, version):
     blob = bytearray(seal(keys, _record()))
     blob[4] = version
@@ -430,7 +458,8 @@ def test_nonce_source_is_injectable(keys):
         ({"id": "m", "kind": "f", "x": {1: "a"}}, "keys must be strings"),
         ({"id": "m", "kind": "f", "x": {1: "a", "1": "b"}}, "keys must be strings"),
         ({"id": "m", "kind": "f", "x": {"a", "b"}}, "set"),
-        ({"id": "m", "kind": "f", "x": b"bytes"}, "bytes"),
+        ({"id": "m", "kind": "f", "x": [b"bytes"]}, "bytes"),  # bytes only as object values
+        ({"id": "m", "kind": "f", "#bytes": []}, "reserved"),
         ({"id": "m", "kind": "f", "x": object()}, "object"),
         ({"id": "m", "kind": "f", "x": "\ud800"}, "JSON-serialisable"),
         ({"id": "m", "kind": "f", "x": 10**5000}, "JSON-serialisable"),

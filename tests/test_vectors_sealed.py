@@ -88,10 +88,13 @@ def test_a_fact_carries_its_index_vector_sealed(tmp_path: Path, walrus) -> None:
         vec = record[FIELD]
         assert vec["model"] == "test-hash-embedder-64" and vec["dim"] == 64
         assert vec["weights"] == "feature-hash-v1" and vec["dtype"] == "f16"
-        raw = base64.b64decode(vec["data"])
+        raw = vec["data"]
+        assert isinstance(raw, bytes)  # raw after the JSON (envelope version 2)
+        assert bytes(sealed)[4] == 2 and len(bytes(sealed)) == 512 + 128 + 130  # not 1,150
         assert raw == vectors[str(mid)]  # exactly the float16 the index holds
         # nothing of it is in the clear: neither the raw float16 nor its base64
-        assert raw[:16] not in bytes(sealed) and vec["data"][:24].encode() not in bytes(sealed)
+        assert raw[:16] not in bytes(sealed)
+        assert base64.b64encode(raw)[:24] not in bytes(sealed)
     mem.close()
 
 
@@ -151,6 +154,31 @@ def test_another_model_or_weights_re_embeds_and_says_why(tmp_path: Path, walrus,
     mem.close()
 
 
+def test_facts_sealed_with_the_base64_vector_still_restore_without_embedding(
+        tmp_path: Path, walrus, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Facts sealed between issue 28 item 1 and the footprint round carry their vector
+    as base64 inside the JSON (envelope version 1): a restore still inserts it."""
+    import walrus_mem._memory.records as records
+
+    def as_before(ident: VectorIdentity, vector: object) -> dict[str, object]:
+        field = vector_field(ident, vector)  # type: ignore[arg-type]
+        return {**field, "data": base64.b64encode(field["data"]).decode("ascii")}
+
+    monkeypatch.setattr(records, "vector_field", as_before)
+    writer, head = written(tmp_path, walrus, HashEmbedder(64), texts(20))
+    monkeypatch.undo()
+    for (sealed,) in writer._parts.catalog.query("SELECT sealed FROM memories"):
+        assert bytes(sealed)[4] == 1 and isinstance(
+            open_envelope(writer.keys_for(NS), bytes(sealed))[FIELD]["data"], str)
+    reader_embedder = Counting(64)
+    reader = open_mem(tmp_path / "reader", walrus, reader_embedder)
+    report = reader.restore(NS, head)
+    assert report.restored == 20 and report.reembedded == 0 and reader_embedder.texts == 0
+    assert catalog_vectors(reader) == catalog_vectors(writer)
+    writer.close()
+    reader.close()
+
+
 def test_blobs_sealed_before_vectors_travelled_still_restore(tmp_path: Path,
                                                              walrus) -> None:
     """Facts sealed as before issue 28 (no ``vec``: the writer's embedder names no
@@ -203,6 +231,9 @@ def test_a_malformed_carried_vector_is_never_used() -> None:
         {**good, "data": base64.b64encode(b"\0" * 8).decode()},  # zero vector
         {**good, "data": base64.b64encode(np.full(4, np.nan, "<f2").tobytes()).decode()},
         {**good, "data": base64.b64encode(b"\x01" * 6).decode()},  # wrong length
+        {**good, "data": b"\x01" * 6},  # raw, wrong length
+        {**good, "data": b"\0" * 8},  # raw zero vector
+        {**good, "data": 12},
         {**good, "dim": 5}, {**good, "dtype": "f32"}, {**good, "weights": "v"},
         "a string",
     ]
@@ -238,7 +269,9 @@ def test_weights_digest_names_the_files_and_is_cached(tmp_path: Path) -> None:
 
 def _envelopes(n: int) -> tuple[NamespaceKeys, list[bytes]]:
     keys = NamespaceKeys.derive(MasterSeed.from_hex(MASTER_HEX), NS)
-    return keys, [seal(keys, {"id": f"m{i}", "kind": "fact", "text": "x" * (i * 40)})
+    # version 1 and version 2 (a raw vector after the JSON) alternately
+    return keys, [seal(keys, {"id": f"m{i}", "kind": "fact", "text": "x" * (i * 40),
+                              **({"vec": {"data": bytes([i + 1]) * (64 + i)}} if i % 2 else {})})
                   for i in range(n)]
 
 
@@ -320,15 +353,21 @@ def test_nothing_of_the_vector_reaches_storage(tmp_path: Path, walrus) -> None:
 def test_the_known_answer_fact_with_vector_decodes_to_its_vector() -> None:
     from tests.helpers_keys import vectors
 
-    (env,) = [e for e in vectors()["envelopes"] if e["name"] == "fact-with-vector"]
-    keys = NamespaceKeys.derive(MasterSeed.from_hex(vectors()["master_seed_hex"]),
-                                env["keys"]["namespace"])
-    record = open_envelope(keys, bytes.fromhex(env["envelope_hex"]))
-    assert record == env["record"] and env["envelope_size"] == 2174
     ident = VectorIdentity("sentence-transformers/all-MiniLM-L6-v2",
                            "7cdf38ecb8fe8399309ec2c49a7d9df8", 384)
-    raw = carried_vector(record, ident)
-    assert raw is not None
-    values = np.frombuffer(raw, "<f2").astype(np.float64)
-    expected = np.cos(0.37 * np.arange(384) + 0.5)
-    assert np.allclose(values, expected / np.linalg.norm(expected), atol=1e-3)
+    found = {}
+    # base64 in the JSON (version 1, as sealed before the footprint round) and raw after
+    # it (version 2): both decode to the same float16 bytes
+    for name, size in (("fact-with-vector", 2174), ("fact-with-raw-vector", 1410)):
+        (env,) = [e for e in vectors()["envelopes"] if e["name"] == name]
+        keys = NamespaceKeys.derive(MasterSeed.from_hex(vectors()["master_seed_hex"]),
+                                    env["keys"]["namespace"])
+        record = open_envelope(keys, bytes.fromhex(env["envelope_hex"]))
+        assert env["envelope_size"] == size
+        raw = carried_vector(record, ident)
+        assert raw is not None
+        values = np.frombuffer(raw, "<f2").astype(np.float64)
+        expected = np.cos(0.37 * np.arange(384) + 0.5)
+        assert np.allclose(values, expected / np.linalg.norm(expected), atol=1e-3)
+        found[name] = raw
+    assert found["fact-with-vector"] == found["fact-with-raw-vector"]

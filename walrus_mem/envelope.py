@@ -15,6 +15,13 @@ Padded plaintext = u32-BE length L || canonical JSON (L bytes) || zeros, to
 the smallest size bucket that fits (see :func:`bucket_size`), so
 ``n = bucket + 16`` and a blob's length reveals only its bucket.
 
+Version 2 (a record holding ``bytes`` values, e.g. a fact's carried vector) adds a
+u32-BE attachment length A to the header (50 bytes) and appends the values' raw
+bytes after the padded JSON: ``n = bucket + A + 16``. The JSON holds ``null`` where
+each value was and a top-level ``"#bytes"`` list of ``[path, length]`` saying where
+the attachment's slices go. A record without bytes is sealed as version 1, byte for
+byte as before.
+
 Opening checks, in order: structure (:class:`InvalidEnvelope`), version and
 suite (:class:`UnsupportedVersion`), fingerprint (:class:`WrongNamespace`),
 signature and AEAD (:class:`TamperedBlob`), record shape
@@ -55,6 +62,7 @@ __all__ = [
     "SUITE_ID",
     "TAG_SIZE",
     "VERSION",
+    "VERSION_ATTACHED",
     "bucket_size",
     "canonical_json",
     "envelope_fingerprint",
@@ -64,6 +72,8 @@ __all__ = [
 
 MAGIC: Final = b"WMEM"
 VERSION: Final = 1
+VERSION_ATTACHED: Final = 2  # the layout with a raw-bytes attachment (docs/envelope-format.md)
+ATTACHED_KEY: Final = "#bytes"  # version 2: where the attachment's slices go
 SUITE_ID: Final = 1
 FPR_SIZE: Final = FINGERPRINT_SIZE  # 16
 NONCE_SIZE: Final = nacl.bindings.crypto_aead_xchacha20poly1305_ietf_NPUBBYTES  # 24
@@ -78,6 +88,8 @@ _LEN_PREFIX: Final = 4
 _MIB: Final = 1024 * 1024
 _FPR_AT: Final = 6
 _NONCE_AT: Final = _FPR_AT + FPR_SIZE
+_ATTACHED_HEADER: Final = HEADER_SIZE + 4  # 50: version 2 adds the u32 attachment length
+_MIN_SIZE_ATTACHED: Final = _ATTACHED_HEADER + _MIN_BUCKET + TAG_SIZE + SIGNATURE_SIZE  # 386
 
 
 def bucket_size(n: int) -> int:
@@ -134,6 +146,25 @@ def canonical_json(record: Mapping[str, Any]) -> bytes:
         raise InvalidInput(f"record is not JSON-serialisable: {type(exc).__name__}") from exc
 
 
+def _detach(value: Mapping[str, Any], path: list[str], slices: list[tuple[list[str], bytes]],
+            depth: int) -> dict[str, Any]:
+    """A copy of ``value`` with every ``bytes`` value (in objects, at any depth) replaced
+    by ``None`` and appended to ``slices`` with its path, in sorted-key order."""
+    if depth > MAX_JSON_DEPTH:
+        raise InvalidInput(f"record nests deeper than {MAX_JSON_DEPTH} levels")
+    out: dict[str, Any] = {}
+    for k in sorted(value, key=lambda k: (not isinstance(k, str), str(k))):
+        v = value[k]
+        if isinstance(v, bytes | bytearray | memoryview) and isinstance(k, str):
+            slices.append(([*path, k], bytes(v)))
+            out[k] = None
+        elif isinstance(v, Mapping) and isinstance(k, str):
+            out[k] = _detach(v, [*path, k], slices, depth + 1)
+        else:
+            out[k] = v  # canonical_json checks it (and refuses bytes inside arrays)
+    return out
+
+
 def seal(
     keys: NamespaceKeys,
     record: Mapping[str, Any],
@@ -144,8 +175,10 @@ def seal(
 ) -> bytes:
     """Seal ``record`` (must carry string ``id`` and ``kind``) for ``keys``' namespace.
 
-    ``max_plaintext`` bounds the canonical JSON of the record
-    (:class:`PayloadTooLarge`). ``nonce`` is for known-answer vectors only;
+    ``max_plaintext`` bounds the canonical JSON of the record plus its bytes values
+    (:class:`PayloadTooLarge`). A record holding ``bytes`` values (in objects, not in
+    arrays) is sealed as version 2, their raw bytes after the padded JSON; any other
+    as version 1. ``nonce`` is for known-answer vectors only;
     leave it ``None`` so a fresh random nonce is used for every seal.
     """
     if not isinstance(keys, NamespaceKeys):
@@ -154,18 +187,30 @@ def seal(
         raise InvalidInput("a sealed record must be a mapping")
     if not isinstance(record.get("id"), str) or not isinstance(record.get("kind"), str):
         raise InvalidInput("a sealed record needs string 'id' and 'kind' fields")
-    body = canonical_json(record)
-    if len(body) > max_plaintext:
+    if ATTACHED_KEY in record:
+        raise InvalidInput(f"the record key {ATTACHED_KEY!r} is reserved")
+    slices: list[tuple[list[str], bytes]] = []
+    plain = _detach(record, [], slices, 0)
+    attachment = b"".join(raw for _, raw in slices)
+    if slices:
+        plain[ATTACHED_KEY] = [[path, len(raw)] for path, raw in slices]
+    body = canonical_json(plain)
+    if len(body) + len(attachment) > max_plaintext:
         raise PayloadTooLarge(
-            f"sealed record is {len(body)} bytes; the limit is {max_plaintext} bytes"
+            f"sealed record is {len(body) + len(attachment)} bytes; "
+            f"the limit is {max_plaintext} bytes"
         )
     padded_len = bucket_size(_LEN_PREFIX + len(body))
-    plaintext = struct.pack(">I", len(body)) + body + bytes(padded_len - _LEN_PREFIX - len(body))
+    plaintext = (struct.pack(">I", len(body)) + body + bytes(padded_len - _LEN_PREFIX - len(body))
+                 + attachment)
     if nonce is None:
         nonce = random(NONCE_SIZE)
     if not isinstance(nonce, bytes) or len(nonce) != NONCE_SIZE:
         raise InvalidInput(f"nonce must be {NONCE_SIZE} bytes")
     header = MAGIC + bytes([VERSION, SUITE_ID]) + keys.fingerprint_bytes + nonce
+    if slices:
+        header = (MAGIC + bytes([VERSION_ATTACHED, SUITE_ID]) + keys.fingerprint_bytes + nonce
+                  + struct.pack(">I", len(attachment)))
     ciphertext = nacl.bindings.crypto_aead_xchacha20poly1305_ietf_encrypt(
         plaintext, header, nonce, keys.sealing_key
     )
@@ -174,22 +219,37 @@ def seal(
     return signed + signature
 
 
-def _check_structure(blob: bytes) -> None:
+def _check_structure(blob: bytes) -> int:
+    """Check what can be checked without keys; return the header's size."""
     if len(blob) < len(MAGIC) or blob[: len(MAGIC)] != MAGIC:
         raise InvalidEnvelope("not a walrus_mem envelope (bad magic or too short)")
     if len(blob) < _FPR_AT:
         raise InvalidEnvelope(f"envelope truncated: {len(blob)} bytes")
     # Version before size: the minimum size belongs to a version.
-    if blob[4] != VERSION:
+    if blob[4] not in (VERSION, VERSION_ATTACHED):
         raise UnsupportedVersion(f"envelope format version {blob[4]} is not supported")
     if blob[5] != SUITE_ID:
         raise UnsupportedVersion(f"envelope cipher suite {blob[5]} is not supported")
-    if len(blob) < MIN_SIZE:
-        raise InvalidEnvelope(f"envelope truncated: {len(blob)} bytes, at least {MIN_SIZE} needed")
-    if not _is_bucket(len(blob) - HEADER_SIZE - TAG_SIZE - SIGNATURE_SIZE):
+    least = MIN_SIZE if blob[4] == VERSION else _MIN_SIZE_ATTACHED
+    if len(blob) < least:
+        raise InvalidEnvelope(f"envelope truncated: {len(blob)} bytes, at least {least} needed")
+    if not _is_bucket(len(blob) - _header_size(blob) - _attached_size(blob) - TAG_SIZE
+                      - SIGNATURE_SIZE):
         raise InvalidEnvelope(
             f"envelope length {len(blob)} matches no padding bucket (truncated or extended)"
         )
+    return _header_size(blob)
+
+
+def _header_size(blob: bytes) -> int:
+    return HEADER_SIZE if blob[4] == VERSION else _ATTACHED_HEADER
+
+
+def _attached_size(blob: bytes) -> int:
+    if blob[4] == VERSION:
+        return 0
+    (size,) = struct.unpack(">I", blob[HEADER_SIZE:_ATTACHED_HEADER])
+    return int(size)
 
 
 def _as_bytes(blob: object) -> bytes:
@@ -208,8 +268,10 @@ def envelope_fingerprint(blob: bytes | bytearray | memoryview) -> bytes:
     return data[_FPR_AT:_NONCE_AT]
 
 
-def _parse_record(plaintext: bytes) -> dict[str, Any]:
-    """Unpad and parse an authenticated plaintext; only its sealer could have made it bad."""
+def _parse_record(plaintext: bytes, attached: int = 0) -> dict[str, Any]:
+    """Unpad and parse an authenticated plaintext; only its sealer could have made it bad.
+    ``attached``: the length of a version 2 envelope's attachment (its last bytes)."""
+    plaintext = plaintext[: len(plaintext) - attached]
     (length,) = struct.unpack(">I", plaintext[:_LEN_PREFIX])
     body = plaintext[_LEN_PREFIX : _LEN_PREFIX + length]
     if len(body) != length or any(plaintext[_LEN_PREFIX + length :]):
@@ -233,6 +295,33 @@ def _parse_record(plaintext: bytes) -> dict[str, Any]:
         raise InvalidEnvelope("authentic envelope does not hold a JSON object")
     if not isinstance(record.get("id"), str) or not isinstance(record.get("kind"), str):
         raise InvalidEnvelope("authentic envelope holds a record without string id and kind")
+    return record
+
+
+def _attach(record: dict[str, Any], attachment: bytes) -> dict[str, Any]:
+    """Put a version 2 record's attachment back where its ``"#bytes"`` list says."""
+    spec = record.pop(ATTACHED_KEY, None)
+    if not isinstance(spec, list) or not spec:
+        raise InvalidEnvelope("authentic version 2 envelope says nothing of its attachment")
+    at = 0
+    seen: set[tuple[str, ...]] = set()
+    for item in spec:
+        ok = (isinstance(item, list) and len(item) == 2 and isinstance(item[0], list)
+              and item[0] and all(isinstance(k, str) for k in item[0])
+              and type(item[1]) is int and 0 <= item[1] <= len(attachment) - at)
+        if not ok or tuple(item[0]) in seen:
+            raise InvalidEnvelope("authentic envelope has a malformed attachment list")
+        seen.add(tuple(item[0]))
+        *parents, last = item[0]
+        node: Any = record
+        for k in parents:
+            node = node.get(k) if isinstance(node, dict) else None
+        if not isinstance(node, dict) or last not in node or node[last] is not None:
+            raise InvalidEnvelope("authentic envelope's attachment list names no null value")
+        node[last] = attachment[at : at + item[1]]
+        at += item[1]
+    if at != len(attachment):
+        raise InvalidEnvelope("authentic envelope's attachment list leaves bytes over")
     return record
 
 
@@ -261,7 +350,7 @@ def open_envelope(
     this namespace substituted for another record (:class:`BlobMismatch`).
     """
     data = _as_bytes(blob)
-    _check_structure(data)
+    header_size = _check_structure(data)
     if not isinstance(keys, NamespaceKeys):
         raise InvalidInput("open_envelope() needs NamespaceKeys")
     if data[_FPR_AT:_NONCE_AT] != keys.fingerprint_bytes:
@@ -271,14 +360,18 @@ def open_envelope(
         keys.signing_key.verify_key.verify(signed, signature)
     except nacl.exceptions.BadSignatureError as exc:
         raise TamperedBlob("envelope signature does not verify") from exc
-    header = signed[:HEADER_SIZE]
+    header = signed[:header_size]
     try:
         plaintext = nacl.bindings.crypto_aead_xchacha20poly1305_ietf_decrypt(
-            signed[HEADER_SIZE:], header, header[_NONCE_AT:], keys.sealing_key
+            signed[header_size:], header, header[_NONCE_AT:_NONCE_AT + NONCE_SIZE],
+            keys.sealing_key
         )
     except nacl.exceptions.CryptoError as exc:
         raise TamperedBlob("envelope ciphertext failed authentication") from exc
-    record = _parse_record(plaintext)
+    attached = _attached_size(data)
+    record = _parse_record(plaintext, attached)
+    if data[4] == VERSION_ATTACHED:
+        record = _attach(record, plaintext[len(plaintext) - attached :])
     if expected_id is not None and record["id"] != expected_id:
         raise BlobMismatch("envelope holds another memory than the one requested")
     if expected_kind is not None and record["kind"] != expected_kind:

@@ -5,8 +5,9 @@ memory, which bounds it by the aggregator's request rate, not the network. Most 
 of a namespace sit hundreds to a quilt (one per <= 666 facts written together), so a
 merge that wants many facts of one quilt reads the quilt blob once and looks for each
 wanted envelope in it: every envelope of the namespace begins with the same 22 bytes
-(magic, version, suite, key fingerprint: envelope.py) and is ``bucket + 126`` bytes
-long, and the manifest binds each wanted version's exact bytes by their BLAKE2b-256
+(magic, version, suite, key fingerprint: envelope.py; version 1 or 2) and is
+``bucket + 126`` bytes long (version 2: ``bucket + A + 130``, A in its header), and
+the manifest binds each wanted version's exact bytes by their BLAKE2b-256
 digest. A candidate is taken only when its digest is one the manifest lists, so the
 layout of the quilt blob is never trusted: where a patch's bytes are not contiguous in
 the blob (or an aggregator serves something else), nothing matches and those facts
@@ -15,10 +16,19 @@ are read one by one as before (merging.py).
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Collection
 from typing import Final
 
-from ..envelope import HEADER_SIZE, MAGIC, SIGNATURE_SIZE, SUITE_ID, TAG_SIZE, VERSION
+from ..envelope import (
+    HEADER_SIZE,
+    MAGIC,
+    SIGNATURE_SIZE,
+    SUITE_ID,
+    TAG_SIZE,
+    VERSION,
+    VERSION_ATTACHED,
+)
 from . import manifest as mf
 
 __all__ = ["BULK_MAX_BYTES", "BULK_MIN", "find_sealed", "envelope_prefix"]
@@ -42,18 +52,27 @@ def find_sealed(data: bytes, prefix: bytes, wanted: Collection[str]) -> dict[str
     in ``wanted``. An envelope found ends before the next one begins, so each start is
     tried only with the bucket lengths that fit before it (one hash when they adjoin)."""
     starts: list[int] = []
-    at = data.find(prefix)
-    while at >= 0:
-        starts.append(at)
-        at = data.find(prefix, at + len(prefix))
+    attached_prefix = prefix[:4] + bytes([VERSION_ATTACHED]) + prefix[5:]
+    for pre in (prefix, attached_prefix):
+        at = data.find(pre)
+        while at >= 0:
+            starts.append(at)
+            at = data.find(pre, at + len(pre))
+    starts.sort()
     found: dict[str, bytes] = {}
     for i, start in enumerate(starts):
         end = starts[i + 1] if i + 1 < len(starts) else len(data)
-        room = end - start - _OVERHEAD
+        extra = 0  # version 2: the attachment's length and the 4 bytes that give it
+        if data[start + 4] == VERSION_ATTACHED:
+            if start + HEADER_SIZE + 4 > end:
+                continue
+            (attached,) = struct.unpack(">I", data[start + HEADER_SIZE:start + HEADER_SIZE + 4])
+            extra = attached + 4
+        room = end - start - _OVERHEAD - extra
         exact = room if room in _BUCKETS else None
         for bucket in ([exact] if exact is not None else []) + [
                 b for b in _BUCKETS if b < room and b != exact]:
-            candidate = data[start : start + bucket + _OVERHEAD]
+            candidate = data[start : start + bucket + _OVERHEAD + extra]
             digest = mf.sealed_digest(candidate)
             if digest in wanted:
                 found[digest] = candidate
