@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal, Protocol, runtime_checkab
 
 from pydantic import BaseModel, Field, ValidationError
 
+from ._safety import capture_screen
 from ._safety.capture_hedges import HEDGE, HYPOTHETICAL, clauses, is_guess
 from ._safety.capture_patterns import PLACEHOLDER
 from .safety import SecretPolicy, redact_secrets, screen_fact, strip_memory_blocks
@@ -676,7 +677,10 @@ def analyze(
             "importance": fact.importance,
             "metadata": {"source": "analyze", **dict(metadata or {})},
         })
-    result: RememberManyResult = memory.remember_many(
-        items, namespace=namespace, idempotency_key=idempotency_key
-    )
+    with capture_screen.screening() as refused:  # the learned screen, on the stored vector
+        result: RememberManyResult = memory.remember_many(
+            items, namespace=namespace, idempotency_key=idempotency_key
+        )
+    for _ in refused.scores:
+        log.info("analyze: dropped a fact (injection)")
     return result

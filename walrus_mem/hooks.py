@@ -59,6 +59,7 @@ from ._agents.consolidate import NOT_RETIRED, consolidate
 from ._recall.embeddings import constant_vectors
 from ._recall.ranking import CLEAR_WINNER_FLOOR, CLEAR_WINNER_RATIO
 from ._recall.relevance_gate import GATES, IntentBank, QueryVerdict, query_verdict
+from ._safety import capture_screen
 from ._safety.prompt_screen import safe_category, screen_records
 from .errors import InvalidSessionKey, KeyMaterialError
 from .extract import (
@@ -734,16 +735,18 @@ class MemoryHooks:
             self._count(captures_skipped=1)
             return CaptureOutcome("skipped", "no_facts", facts=len(facts), redacted=redacted,
                                   rejected=rejected, reasons=dict(reasons))
-        result = self.memory.remember_many(
-            items, namespace=session.namespace, idempotency_key=f"walrus-capture:{turn}"
-        )
+        with capture_screen.screening() as refused:  # the learned screen, on the stored vector
+            result = self.memory.remember_many(
+                items, namespace=session.namespace, idempotency_key=f"walrus-capture:{turn}")
+        reasons += Counter(fact_injection=len(refused))  # refused as screen_fact would
+        rejected += len(refused)
         self._mark_seen(key, prints)
         stored = 0 if result.replayed else int(result.stored)
         dedup = len(items) if result.replayed else int(result.deduplicated)
-        for index, error in result.failed:
+        for index, error in (f for f in result.failed if f[0] not in refused.scores):
             reasons["fact_store_failed"] += 1
             log.warning("walrus_mem: captured fact %d not stored: %s", index, error)
-        self._count(facts_stored=stored, facts_deduplicated=dedup)
+        self._count(facts_stored=stored, facts_deduplicated=dedup, facts_rejected=len(refused))
         if self.consolidate_after_capture and stored:
             fresh_ids = [r.id for r in result.records if not r.deduplicated]
             report = consolidate(self.memory, session.namespace, focus=fresh_ids)

@@ -39,6 +39,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from ._agents.consolidate import NOT_RETIRED
+from ._safety import capture_screen
 from ._safety.prompt_screen import safe_category, screen_records, screen_text
 from .errors import (
     InvalidInput,
@@ -437,6 +438,12 @@ def _screen_metadata(metadata: dict[str, Any] | None) -> tuple[dict[str, Any] | 
     return {str(k): clean(str(k), v) for k, v in metadata.items()}, sorted(set(kinds))
 
 
+def _all_refused(rejected: list[dict[str, Any]]) -> UnsafeContent:
+    reasons = ", ".join(sorted({r["reason"] for r in rejected}))
+    return UnsafeContent(f"no fact was stored: every fact was refused by the safety filters "
+                         f"({reasons})")
+
+
 def _store(ctx: _Context, args: StoreInput) -> dict[str, Any]:
     ctx.writable("memory_store")
     ns = ctx.namespace(args.namespace)
@@ -466,11 +473,14 @@ def _store(ctx: _Context, args: StoreInput) -> dict[str, Any]:
         items.append(item)
         positions.append(index)
     if not items:
-        raise UnsafeContent(
-            "no fact was stored: every fact was refused by the safety filters "
-            f"({', '.join(sorted({r['reason'] for r in rejected}))})"
-        )
-    result = ctx.memory.remember_many(items, namespace=ns)
+        raise _all_refused(rejected)
+    with capture_screen.screening() as refused:  # the learned screen, on the stored vector
+        result = ctx.memory.remember_many(items, namespace=ns)
+    rejected = sorted([*rejected, *({"index": positions[i], "reason": "injection",
+                                     "labels": ["classifier"]} for i in refused.scores)],
+                      key=lambda entry: entry["index"])
+    if not result.records and all(i in refused.scores for i, _ in result.failed):
+        raise _all_refused(rejected)
     return {
         "namespace": ns,
         "stored": result.stored,
@@ -478,7 +488,7 @@ def _store(ctx: _Context, args: StoreInput) -> dict[str, Any]:
         "queued": result.queued,
         "ids": [r.id for r in result.records],
         "failed": [{"index": positions[i], "error": escape_for_prompt(msg)}
-                   for i, msg in result.failed],
+                   for i, msg in result.failed if i not in refused.scores],
         "rejected": rejected,
         "redacted": redacted,
         "metadata_redacted": metadata_redacted,
@@ -543,8 +553,9 @@ def _update(ctx: _Context, args: UpdateInput) -> dict[str, Any]:
                                 f"({screened.reason})")
         text, redacted = screened.text, list(screened.secret_kinds)
     metadata, metadata_redacted = _screen_metadata(args.metadata)
-    record = ctx.memory.update(args.id, text, namespace=ns, metadata=metadata,
-                               category=args.category, importance=args.importance)
+    with capture_screen.screening():  # UnsafeContent if the learned screen flags the text
+        record = ctx.memory.update(args.id, text, namespace=ns, metadata=metadata,
+                                   category=args.category, importance=args.importance)
     kept, withheld = _screened(ctx, [record], ns)
     return {"namespace": ns, "memory": _meta(record), "redacted": redacted,
             "metadata_redacted": metadata_redacted,

@@ -19,10 +19,11 @@ from .._catalog.rows import loads_metadata, record_from_row
 from .._log import manifest as mf
 from .._log.lineage import next_lineage
 from .._recall.carried import identity
+from .._safety import capture_screen
 from .._walrus.blobio import PART_OVERHEAD, cheapest_batches
 from .._walrus.retry import call_deadline
 from ..envelope import open_envelope
-from ..errors import InvalidInput, MemoryNotFound, WalrusMemError
+from ..errors import InvalidInput, MemoryNotFound, UnsafeContent, WalrusMemError
 from ..models import MemoryRecord, RememberManyResult
 from . import restate, syncing
 from .inputs import (
@@ -135,6 +136,16 @@ def store(
         it.dedupe_hash: existing[it.dedupe_hash] for it in items
         if it.memory_id is None and it.dedupe_hash in existing})
     vectors = parts.embedding.embed([it.text for it in new_items])
+    # Under a capture path the learned screen reads these very vectors (capture_screen)
+    flagged = capture_screen.flags([it.text for it in new_items], vectors,
+                                   parts.embedding.embedder.model_id)
+    if any(score is not None for score in flagged):
+        out = {it.dedupe_hash: s for it, s in zip(new_items, flagged, strict=True) if s is not None}
+        failed = sorted([*failed, *((it.index, capture_screen.refused_message(
+            it.index, out[it.dedupe_hash])) for it in items if it.dedupe_hash in out)])
+        items = [it for it in items if it.dedupe_hash not in out]
+        keep = [pos for pos, s in enumerate(flagged) if s is None]
+        new_items, vectors = [new_items[pos] for pos in keep], vectors[keep]
     now = time.time()
     ids = [it.memory_id or new_memory_id() for it in new_items]
     ident = identity(parts.embedding.embedder)  # the vector travels sealed with its fact
@@ -305,6 +316,9 @@ def update(parts: Parts, ns: str, mid: str, text: str | bytes | None,
         return record_from_row(row)
     text_changed = item.text != row["text"]
     vector = parts.embedding.embed([item.text])[0] if text_changed else None
+    if vector is not None and capture_screen.flags(
+            [item.text], vector[None], parts.embedding.embedder.model_id)[0] is not None:
+        raise UnsafeContent("the new text was refused by the injection screen (classifier)")
     now = time.time()
     version = int(row["version"]) + 1
     record = fact_record(mid, version, item.text, item.metadata, item.category,
