@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from .._log.gone import provably_gone
 from .._log.heads import HeadRef
+from .._walrus.epoch_guard import AHEAD_KEY, REFUSED_KEY, ahead_sightings, refused_ends
 from .._walrus.expiry import BACKWARDS_KEY, CLAIM_KEY, JUMP_SLACK, META_KEY
 from ..errors import BlobNotFound, NetworkResetPending, WalrusMemError
 from .integrity import split_sound
@@ -59,12 +60,15 @@ from .renewal import renew_due
 if TYPE_CHECKING:
     from .parts import Parts
 
-__all__ = ["RESET_KEY", "check_served", "follow", "settle", "suspect"]
+__all__ = ["BACKWARDS", "LOST", "RESET_KEY", "check_served", "follow", "settle", "suspect"]
 
 log = logging.getLogger(__name__)
 
 RESET_KEY: Final = "network_reset"
-"""Catalog meta: the last reset followed ({"at", "from", "to"}), for doctor and tests."""
+"""Catalog meta: the last reset followed ({"at", "kind", "from", "to", "lost_blobs",
+"owed"}), for doctor and tests."""
+BACKWARDS: Final = "backwards"  # kind: the network's epochs went back (a wipe, a reset)
+LOST: Final = "lost"  # kind: they did not, but the network lost what must be live
 SAMPLE: Final = 3  # blobs read to confirm a reset
 RECENT: Final = 300.0  # seconds a sighting counts as the current epoch
 SERVED_DEADLINE: Final = 5.0  # seconds the per-sync "is our newest head served?" read may take
@@ -84,6 +88,11 @@ def follow(parts: Parts, errors: list[str], witnesses: Collection[str] = ()) -> 
     followed (the caller asks the clock again). ``witnesses``: blobs that must still be
     live by the old clock and were just answered 404 (no need to read a sample)."""
     held = _held(parts)
+    verdict: dict[str, bool] = {}  # blob id -> still served
+    if held is None:
+        gone = _ahead(parts, errors)
+        if gone is not None:  # decided: every blob of the old network asked is gone
+            held, verdict = _held(parts), dict.fromkeys(gone, False)
     if held is None:
         witness = _below_heads(parts)
         if witness is None:
@@ -91,8 +100,8 @@ def follow(parts: Parts, errors: list[str], witnesses: Collection[str] = ()) -> 
         held, witnesses = _held(parts), [*witnesses, witness]
         assert held is not None
     catalog = parts.catalog
-    verdict: dict[str, bool] = dict.fromkeys(witnesses, False)  # blob id -> still served
-    if not verdict:
+    verdict.update(dict.fromkeys(witnesses, False))
+    if not verdict and held.get("kind") != LOST:
         old_now = parts.epochs.clock.current()  # still on the old network's sightings
         for blob in dict.fromkeys(_sample(parts, old_now or 0)):
             try:
@@ -123,7 +132,9 @@ def follow(parts: Parts, errors: list[str], witnesses: Collection[str] = ()) -> 
             except (WalrusMemError, ValueError):
                 verdict[str(blob)] = False  # unconfirmed: storing it again loses nothing
     lost = [b for b, ok in verdict.items() if not ok and b not in witnesses]  # heads aside
-    _apply(parts, seen, held.get("newest"), [*due, *lost])
+    kind = LOST if held.get("kind") == LOST else BACKWARDS
+    served = [b for b, ok in verdict.items() if ok]
+    _apply(parts, seen, held.get("newest"), [*due, *lost], kind=kind, served=served)
     return True
 
 
@@ -207,17 +218,22 @@ def _require_renewed(parts: Parts, ns: str, current: int | None, errors: list[st
             "manifest until they are; the next sync retries")
 
 
-def _sample(parts: Parts, old_now: int) -> list[str]:
+def _sample(parts: Parts, old_now: int, exclude: Collection[str] = (),
+            before: float | None = None) -> list[str]:
     """Blobs that must still be live by the old clock: the newest ones our memories live
-    in, our newest manifest, the newest head of each namespace's local state."""
+    in, our newest manifest, the newest head of each namespace's local state (not those
+    in ``exclude``; with ``before``, only manifests stored before then and no heads)."""
     catalog = parts.catalog
     sample = [str(r[0]) for r in catalog.query(
         "SELECT blob_id FROM memories WHERE status = 'published' AND blob_id IS NOT NULL "
-        "AND end_epoch > ? GROUP BY blob_id ORDER BY max(end_epoch) DESC LIMIT ?",
-        (old_now, SAMPLE))]
+        "AND end_epoch > ? AND blob_id NOT IN (SELECT value FROM json_each(?)) "
+        "GROUP BY blob_id ORDER BY max(end_epoch) DESC LIMIT ?",
+        (old_now, json.dumps(list(exclude)), SAMPLE))]
     sample += [str(r[0]) for r in catalog.query(
-        "SELECT blob_id FROM manifests WHERE end_epoch > ? ORDER BY seq DESC LIMIT 1",
-        (old_now,))]
+        "SELECT blob_id FROM manifests WHERE end_epoch > ? AND at < ? ORDER BY seq DESC "
+        "LIMIT 1", (old_now, float("inf") if before is None else before))]
+    if before is not None:
+        return sample
     for ns in catalog.namespaces():
         merged = parts.log.merged(ns)
         if merged:
@@ -265,9 +281,83 @@ def suspect(parts: Parts, ns: str, ref: HeadRef, errors: list[str]) -> bool:
         head = parts.log.seen.get(ns, ref.blob_id)
         stored = None if head is None else head.stored_epoch
         if _held(parts) is None:
-            if epoch is None or stored is None or epoch >= stored - JUMP_SLACK:
-                return False  # the network is where it was: "not yet"
+            if epoch is None:
+                return False
+            if stored is None or epoch >= stored - JUMP_SLACK:
+                # not below: "not yet" (a lagging aggregator), unless the network lost
+                # what must still be live (another network behind the endpoints)
+                return _lost_here(parts, ref, epoch, errors)
             _hold(parts, epoch, stored)
+    return follow(parts, errors, witnesses=[ref.blob_id])
+
+
+def _ahead(parts: Parts, errors: list[str]) -> list[str] | None:
+    """Store answers named epochs ahead of what the clock allows (epoch_guard.py keeps
+    them, refused): a lying publisher, or another network behind the endpoints whose
+    epochs are ahead. The blobs that must still be live by the clock and were stored
+    before the first such answer are read (one byte each): one served, the old network
+    is still here (the sightings are dropped: a lie, or a manifest of another network);
+    every one answering 404, or none left (``extend`` replaced every location already),
+    it is another network, held apart as a backwards sighting is and followed: the
+    blobs found gone are returned (None: not followed)."""
+    store = parts.epochs.clock.store
+    ahead = ahead_sightings(store)
+    if not ahead:
+        return None
+    first = min(f for f, _ in ahead.values())
+    old_now = parts.epochs.clock.current() or 0
+    sample = list(dict.fromkeys(_sample(parts, old_now, exclude=refused_ends(store),
+                                        before=first)))
+    for blob in sample:
+        try:
+            if _served(parts, blob):
+                log.warning("store answers named epoch(s) %s, ahead of what the clock allows, "
+                            "but the network still serves this data dir's blobs: not another "
+                            "network (a lying publisher, or another network's manifest); "
+                            "ignored", sorted(ahead))
+                parts.catalog.set_meta(AHEAD_KEY, "")
+                return None
+        except (WalrusMemError, ValueError) as exc:
+            errors.append(f"network change check: {type(exc).__name__}: {exc}")
+            return None
+    parts.catalog.set_meta(BACKWARDS_KEY, json.dumps({
+        "newest": parts.epochs.clock.reading().newest_seen, "kind": LOST,
+        "seen": [[e, f, last] for e, (f, last) in sorted(ahead.items())]}))
+    return sample
+
+
+def _lost_here(parts: Parts, ref: HeadRef, epoch: int, errors: list[str]) -> bool:
+    """A head answered 404 before its end epoch and the network's epoch (``epoch``) is
+    not below it: is this still the network that stored our blobs? The newest blobs our
+    memories live in (and our newest manifest) must still be live by the clock; stored
+    on another network (one whose answers the clock refused: their epochs were ahead)
+    they say nothing. Every one of them answering 404 on every aggregator, the network
+    no longer has what this data dir stored: it is another network (a redeploy, a new
+    system object) or a wipe whose epochs did not go back. Then the change is followed
+    as a reset is (:func:`follow`): the clock restarts from ``epoch``, each blob is read
+    and the memories of the lost ones are stored again by this sync. One served: a
+    lagging aggregator, nothing changes. Nothing else to ask: undecided ("not yet")."""
+    old_now = parts.epochs.clock.current() or 0
+    refused = refused_ends(parts.epochs.clock.store)
+    sample = [b for b in dict.fromkeys(_sample(parts, old_now, exclude=refused))
+              if b != ref.blob_id]
+    if not sample:
+        return False
+    for blob in sample:
+        try:
+            if _served(parts, blob):
+                return False  # a lagging aggregator: "not yet"
+        except (WalrusMemError, ValueError) as exc:
+            errors.append(f"network change check: {type(exc).__name__}: {exc}")
+            return False
+    newest = parts.epochs.clock.reading().newest_seen
+    now = time.time()
+    parts.catalog.set_meta(BACKWARDS_KEY, json.dumps({
+        "newest": newest, "seen": [[epoch, now, now]], "kind": LOST}))
+    log.warning("the network behind the endpoints (epoch %d) no longer serves any of the "
+                "%d newest blobs this data dir stored that must still be live (%s): another "
+                "network, or a wipe; following it", epoch, len(sample) + 1,
+                ", ".join([ref.blob_id, *sample]))
     return follow(parts, errors, witnesses=[ref.blob_id])
 
 
@@ -334,10 +424,14 @@ def _namespaces(c: Any) -> set[str]:
 
 
 def _apply(parts: Parts, seen: list[tuple[int, float, float]], old: object,
-           lost: list[str]) -> None:
+           lost: list[str], *, kind: str = "backwards", served: Collection[str] = ()) -> None:
     new = max(e for e, _, _ in seen)
     now = time.time()
     first_new = min(f for _, f, _ in seen)  # the new network's epochs first seen
+    # blobs the new network stored (and serves) whose answers the old clock refused
+    # (epochs ahead of it): their end is the one the answer named, not the shifted one
+    own_ends = [(end, blob) for blob, (_, end) in refused_ends(parts.epochs.clock.store).items()
+                if blob in served and end > new]
     with parts.lock, parts.catalog.write() as c:
         c.execute("UPDATE meta SET value = ? WHERE key = ?",
                   (json.dumps({"seen": [list(s) for s in seen]}), META_KEY))
@@ -346,15 +440,25 @@ def _apply(parts: Parts, seen: list[tuple[int, float, float]], old: object,
         for table in ("memories", "versions"):  # lost: due for renewal by this very sync
             c.execute(f"UPDATE {table} SET end_epoch = ? WHERE end_epoch IS NOT NULL AND "
                       "blob_id IN (SELECT value FROM json_each(?))", (new, json.dumps(lost)))
+        for table in ("memories", "versions"):
+            c.executemany(f"UPDATE {table} SET end_epoch = ? WHERE blob_id = ?", own_ends)
         for table in ("manifests", "manifest_pages"):  # the old ones are gone; pages and
             # a new manifest are stored again
             c.execute(f"UPDATE {table} SET end_epoch = ? WHERE end_epoch IS NOT NULL", (new,))
+        c.execute("DELETE FROM meta WHERE key IN (?, ?)", (REFUSED_KEY, AHEAD_KEY))
         c.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE "
                   "SET value = excluded.value",
-                  (RESET_KEY, json.dumps({"at": now, "from": old, "to": new,
+                  (RESET_KEY, json.dumps({"at": now, "kind": kind, "from": old, "to": new,
+                                          "lost_blobs": len(lost),
                                           "owed": sorted(_namespaces(c))})))
-    parts.log.seen.end_all(new, stored_above=new + JUMP_SLACK, seen_before=first_new)
-    log.warning("the network lost this data dir's blobs and its epochs went back from %s "
-                "to %d: a wipe or an epoch reset. The epoch clock follows the new network; "
-                "the memories of the %d lost blob(s) are stored again by this sync and a new "
-                "manifest lists them (docs/reliability.md#expiry)", old, new, len(lost))
+    # the heads stored before: the network lost them. Backwards, those stored above the
+    # new epochs; another network, every one seen before it (its epochs say nothing)
+    parts.log.seen.end_all(new, stored_above=new + JUMP_SLACK if kind == BACKWARDS else -1,
+                           seen_before=first_new)
+    what = ("its epochs went back from %s to %d: a wipe or an epoch reset" if kind == BACKWARDS
+            else "its epochs did not go back (%s, now %d): another network behind the "
+            "endpoints (a redeploy, another system object) or a wipe")
+    log.warning("the network lost this data dir's blobs and " + what + ". The epoch clock "
+                "follows the new network; the memories of the %d lost blob(s) are stored "
+                "again by this sync and a new manifest lists them (docs/walrus.md#network-"
+                "resets-and-network-changes)", old, new, len(lost))

@@ -327,6 +327,11 @@ class EpochClock:
         self._network = network_seconds  # the length of the network the endpoints name
         self._now = now
 
+    @property
+    def store(self) -> ClockStore:
+        """Where the sightings are kept (the catalog)."""
+        return self._catalog
+
     def observe(self, epoch: int | None, *, at: float | None = None) -> None:
         """A store answer (or the mock's admin route) named ``epoch`` as current."""
         if epoch is None:
