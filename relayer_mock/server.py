@@ -108,6 +108,9 @@ class RelayerServer:
         data_dir: durable state directory (may be shared with other servers).
         faults: fault-injection settings (default none).
         port: 0 picks a free port.
+        metrics_port: serve the daemon's Prometheus ``/metrics`` (its
+            ``walrus_contract_info`` gauge naming the system object) on this loopback port
+            (0: a free one), as ``walrus daemon --metrics-address`` does; :attr:`metrics_url`.
         admin_token: the token the ``/_mock/`` routes require (default: a random one);
             :attr:`admin_token` holds it (``None`` with ``admin=False``).
         allow_remote: allow a non-loopback ``host`` (refused otherwise).
@@ -126,6 +129,7 @@ class RelayerServer:
         startup_timeout: float = 30.0,
         admin_token: str | None = None,
         allow_remote: bool = False,
+        metrics_port: int | None = None,
         **app_kwargs: Any,
     ) -> None:
         if not allow_remote and not is_loopback(host):
@@ -145,6 +149,9 @@ class RelayerServer:
         self._thread: threading.Thread | None = None
         self._sock: socket.socket | None = None
         self.url = ""
+        self._metrics_port = metrics_port
+        self.metrics: Any = None
+        self.metrics_url = ""  # with metrics_port: the daemon's /metrics (_metrics.py)
 
     @property
     def relayer(self) -> Any:
@@ -186,6 +193,11 @@ class RelayerServer:
             name=f"relayer-mock-{self.port}", daemon=True,
         )
         self._thread.start()
+        if self._metrics_port is not None:
+            from ._metrics import MetricsServer
+
+            self.metrics = MetricsServer(self.data_dir, port=self._metrics_port)
+            self.metrics_url = self.metrics.url
         deadline = time.monotonic() + self._startup_timeout
         while not self._server.started:
             if not self._thread.is_alive():
@@ -198,6 +210,9 @@ class RelayerServer:
 
     def stop(self, timeout: float = 10.0) -> None:
         """Graceful shutdown; idempotent."""
+        if self.metrics is not None:
+            self.metrics.close()
+            self.metrics = None
         if self._server is not None:
             self._server.should_exit = True
         if self._thread is not None:

@@ -13,10 +13,15 @@ from pathlib import Path
 
 import httpx
 
+from relayer_mock._metrics import metrics_text
 from relayer_mock.server import RelayerServer
+from tests.helpers_cli import invoke, invoke_json
 from tests.helpers_log import LyingAggregator, live, machine
+from tests.helpers_memory import MASTER_HEX
 from walrus_mem import Memory
+from walrus_mem._cli.doctor_network import check_network
 from walrus_mem._memory.network_reset import RESET_KEY
+from walrus_mem._walrus.network_identity import IDENTITY_KEY, parse_contract_info
 
 
 def _locations(mem: Memory) -> dict[str, tuple[str | None, str | None, int | None]]:
@@ -121,11 +126,95 @@ def test_one_lagging_blob_is_not_a_different_network(tmp_path: Path) -> None:
     nothing is stored again and no change is recorded."""
     with RelayerServer(tmp_path / "walrus", admin=False, fsync=False,
                        initial_epoch=40) as srv, LyingAggregator(srv.url) as agg:
-        with machine(tmp_path / "a", srv.url, aggregator=agg.url,
-                     state_dir=tmp_path / "sa") as a:
+        with machine(tmp_path / "a", srv.url, aggregator=agg.url, state_dir=tmp_path / "sa",
+                     read_deadline=1.0) as a:  # the head's 404 is waited out (just stored)
             a.remember_many([f"a fact {i}" for i in range(3)])
             head = a.sync().manifests["default"]
             agg.hide[head.split(".")[0]] = 0
             report = a.sync()
             assert report.errors == [] and report.renewed == 0 and not report.manifests
             assert a._catalog.get_meta(RESET_KEY) is None
+
+
+# -- the system object: configured, or named by the publisher's metrics -----------------
+
+
+def _doctor_network(tmp_path: Path, url: str, metrics: str) -> dict[str, dict[str, str]]:
+    """`walrus-mem --json doctor` on machine a's data dir: its checks by name."""
+    env = {"WALRUS_MEM_PUBLISHER_URL": url, "WALRUS_MEM_AGGREGATOR_URLS": url,
+           "WALRUS_MEM_MASTER_KEY": MASTER_HEX, "WALRUS_MEM_USE_KEYRING": "false",
+           "WALRUS_MEM_STATE_DIR": str(tmp_path / "sa"),
+           "WALRUS_MEM_EMBEDDING_MODEL": "test-hash",
+           "WALRUS_MEM_NETWORK_METRICS_URL": metrics}
+    data = invoke_json(["--data-dir", str(tmp_path / "a"), "doctor", "--no-model"],
+                       env=env, expect=None)
+    return {c["name"]: c for c in data["checks"]}
+
+
+def test_a_changed_system_object_is_followed_and_named_by_doctor(tmp_path: Path) -> None:
+    """The publisher's metrics endpoint (walrus_contract_info, the one place a daemon names
+    its system object) names another system object than the one recorded: another
+    network. Sync follows it (the clock, the lost memories stored again once), and
+    `walrus-mem doctor` (text and --json) names the change and both system objects;
+    before, doctor said nothing of any reset or change of network."""
+    with RelayerServer(tmp_path / "walrus", admin=False, fsync=False, initial_epoch=40,
+                       metrics_port=0) as srv:
+        port, url, metrics_port, metrics = srv.port, srv.url, srv.metrics.port, srv.metrics_url
+        first = srv.metrics.ids["system_object"]
+        with machine(tmp_path / "a", url, state_dir=tmp_path / "sa",
+                     network_metrics_url=metrics) as a:
+            a.remember_many([f"fact {i}" for i in range(4)])
+            a.sync()
+            assert first in a._catalog.get_meta(IDENTITY_KEY)
+    with RelayerServer(tmp_path / "walrus-other", admin=False, fsync=False, port=port,
+                       initial_epoch=41, metrics_port=metrics_port) as srv:
+        second = srv.metrics.ids["system_object"]
+        assert second != first
+        with machine(tmp_path / "a", url, state_dir=tmp_path / "sa",
+                     network_metrics_url=metrics) as a:
+            report = a.sync()
+            assert report.errors == [] and report.renewed == 4, report
+            record = json.loads(a._catalog.get_meta(RESET_KEY) or "{}")
+            assert record["kind"] == "lost" and record["system_object"] == [first, second]
+            assert a.sync().renewed == 0
+        checks = _doctor_network(tmp_path, url, metrics)
+        network = checks["network"]
+        assert network["status"] == "ok", network
+        assert "another network" in network["detail"] and second in network["detail"]
+        assert first in network["detail"]
+        text = invoke(["--data-dir", str(tmp_path / "a"), "doctor", "--no-model"],
+                      env={"WALRUS_MEM_PUBLISHER_URL": url, "WALRUS_MEM_AGGREGATOR_URLS": url,
+                           "WALRUS_MEM_MASTER_KEY": MASTER_HEX,
+                           "WALRUS_MEM_USE_KEYRING": "false",
+                           "WALRUS_MEM_STATE_DIR": str(tmp_path / "sa"),
+                           "WALRUS_MEM_EMBEDDING_MODEL": "test-hash",
+                           "WALRUS_MEM_NETWORK_METRICS_URL": metrics}, expect=None)
+        assert "another network" in text.stdout and second in text.stdout
+
+
+def test_metrics_naming_another_system_object_than_configured_fail_doctor(
+        tmp_path: Path) -> None:
+    """walrus_system_object says which network the endpoints must lead to; the publisher's
+    metrics naming another one is a mismatch doctor fails on, and nothing is followed."""
+    expected = "0x" + "ab" * 32
+    with RelayerServer(tmp_path / "walrus", admin=False, fsync=False, initial_epoch=40,
+                       metrics_port=0) as srv:
+        with machine(tmp_path / "a", srv.url, state_dir=tmp_path / "sa",
+                     network_metrics_url=srv.metrics_url, walrus_system_object=expected) as a:
+            a.remember("a fact")
+            a.sync()
+            checks = {c.name: c for c in check_network(a)}
+            bad = checks["network identity"]
+            assert bad.status == "fail" and expected in bad.detail
+            assert srv.metrics.ids["system_object"] in bad.detail
+            assert a._catalog.get_meta(RESET_KEY) is None
+
+
+def test_walrus_contract_info_is_parsed_as_the_daemon_prints_it() -> None:
+    """The gauge as the daemon's registry prints it (labels sorted by name), with other
+    metrics around it; a malformed object id is no identity."""
+    system, staking = "0x" + "6c" * 32, "0x" + "be" * 32
+    text = ("# TYPE walrus_other counter\nwalrus_other 3\n" + metrics_text(
+        {"system_object": system, "staking_object": staking}, "0x" + "01" * 32))
+    assert parse_contract_info(text) == {"system_object": system, "staking_object": staking}
+    assert parse_contract_info('walrus_contract_info{system_object="0x12"} 1\n') is None

@@ -405,6 +405,13 @@ class Settings(BaseSettings):
     # computes a blob's id offline (e.g. "walrus blob-id --n-shards 1000"; the file is
     # appended): a store whose answer was lost is then checked and adopted, not paid twice
     blob_id_command: str | None = None
+    # the Walrus system object the endpoints must serve (testnet/mainnet ids are in the
+    # Walrus repo's setup/client_config_*.yaml); a change is a change of network, whose
+    # lost blobs sync stores again (docs/walrus.md#network-resets-and-network-changes)
+    walrus_system_object: str | None = None
+    # the publisher's Prometheus endpoint (`walrus publisher --metrics-address`, default
+    # 127.0.0.1:27182; `/metrics`): its walrus_contract_info gauge names the system object
+    network_metrics_url: str | None = None
     # the largest request a publisher takes (public ones: 10 MiB); quilts are sized under
     # it, and a smaller cap learned from a 413 is kept in the data dir (docs/walrus.md)
     publisher_max_request_bytes: int = Field(default=10 * 1024 * 1024, ge=64 * 1024)
@@ -457,6 +464,20 @@ class Settings(BaseSettings):
     @classmethod
     def _check_urls(cls, v: list[str]) -> list[str]:
         return [_http_url(u) for u in v]
+
+    @field_validator("walrus_system_object")
+    @classmethod
+    def _check_system_object(cls, v: str | None) -> str | None:
+        if v is None or not v.strip():
+            return None
+        if not _SUI_ADDRESS.fullmatch(v.strip()):
+            raise ValueError("must be a Sui object id: 0x and 64 hex digits")
+        return v.strip().lower()
+
+    @field_validator("network_metrics_url")
+    @classmethod
+    def _check_metrics_url(cls, v: str | None) -> str | None:
+        return _http_url(v) or None if v and v.strip() else None
 
     @field_validator("send_object_to")
     @classmethod

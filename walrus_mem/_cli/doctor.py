@@ -524,6 +524,11 @@ def check_integrity(mem: Any) -> list[Check]:
                             "walrus-mem sync (retries them)"))
     for ns in mem.namespaces():
         checks += _namespace_integrity(mem, ns)
+    from .doctor_network import check_network
+
+    # a reset or another network followed, or suspected
+    checks += [Check(c.name, c.status, c.detail, c.fix)  # type: ignore[arg-type]
+               for c in check_network(mem)]
     return checks
 
 

@@ -53,6 +53,7 @@ from .._log.gone import provably_gone
 from .._log.heads import HeadRef
 from .._walrus.epoch_guard import AHEAD_KEY, REFUSED_KEY, ahead_sightings, refused_ends
 from .._walrus.expiry import BACKWARDS_KEY, CLAIM_KEY, JUMP_SLACK, META_KEY
+from .._walrus.network_identity import change_followed, change_pending, observe_identity
 from ..errors import BlobNotFound, NetworkResetPending, WalrusMemError
 from .integrity import split_sound
 from .renewal import renew_due
@@ -89,6 +90,8 @@ def follow(parts: Parts, errors: list[str], witnesses: Collection[str] = ()) -> 
     live by the old clock and were just answered 404 (no need to read a sample)."""
     held = _held(parts)
     verdict: dict[str, bool] = {}  # blob id -> still served
+    if held is None and _identity_changed(parts, errors):
+        held = _held(parts)
     if held is None:
         gone = _ahead(parts, errors)
         if gone is not None:  # decided: every blob of the old network asked is gone
@@ -134,7 +137,9 @@ def follow(parts: Parts, errors: list[str], witnesses: Collection[str] = ()) -> 
     lost = [b for b, ok in verdict.items() if not ok and b not in witnesses]  # heads aside
     kind = LOST if held.get("kind") == LOST else BACKWARDS
     served = [b for b, ok in verdict.items() if ok]
-    _apply(parts, seen, held.get("newest"), [*due, *lost], kind=kind, served=served)
+    _apply(parts, seen, held.get("newest"), [*due, *lost], kind=kind, served=served,
+           system_object=held.get("system_object"))
+    change_followed(parts.epochs.clock.store)
     return True
 
 
@@ -291,6 +296,32 @@ def suspect(parts: Parts, ns: str, ref: HeadRef, errors: list[str]) -> bool:
     return follow(parts, errors, witnesses=[ref.blob_id])
 
 
+def _identity_changed(parts: Parts, errors: list[str]) -> bool:
+    """The network's system object (``walrus_system_object``, or the one the publisher's
+    metrics name: network_identity.py) is not the one recorded before: another network,
+    declared. Its epoch is asked (one probe store) and the change held apart as a
+    backwards sighting is; :func:`follow` then reads every blob and stores the lost
+    memories again (no sample decides here: the system object said it). True when held."""
+    store = parts.epochs.clock.store
+    observe_identity(store, parts.settings)
+    pending = change_pending(store)
+    if pending is None:
+        return False
+    try:
+        epoch = parts.epochs.probe_epoch()
+    except (WalrusMemError, ValueError) as exc:
+        errors.append(f"network change check: {type(exc).__name__}: {exc}")
+        return False
+    if epoch is None:
+        return False
+    now = time.time()
+    parts.catalog.set_meta(BACKWARDS_KEY, json.dumps({
+        "newest": parts.epochs.clock.reading().newest_seen, "kind": LOST,
+        "seen": [[epoch, now, now]],
+        "system_object": [pending.get("previous"), pending.get("system_object")]}))
+    return True
+
+
 def _ahead(parts: Parts, errors: list[str]) -> list[str] | None:
     """Store answers named epochs ahead of what the clock allows (epoch_guard.py keeps
     them, refused): a lying publisher, or another network behind the endpoints whose
@@ -424,7 +455,8 @@ def _namespaces(c: Any) -> set[str]:
 
 
 def _apply(parts: Parts, seen: list[tuple[int, float, float]], old: object,
-           lost: list[str], *, kind: str = "backwards", served: Collection[str] = ()) -> None:
+           lost: list[str], *, kind: str = "backwards", served: Collection[str] = (),
+           system_object: object = None) -> None:
     new = max(e for e, _, _ in seen)
     now = time.time()
     first_new = min(f for _, f, _ in seen)  # the new network's epochs first seen
@@ -450,6 +482,8 @@ def _apply(parts: Parts, seen: list[tuple[int, float, float]], old: object,
                   "SET value = excluded.value",
                   (RESET_KEY, json.dumps({"at": now, "kind": kind, "from": old, "to": new,
                                           "lost_blobs": len(lost),
+                                          **({"system_object": system_object}
+                                             if system_object else {}),
                                           "owed": sorted(_namespaces(c))})))
     # the heads stored before: the network lost them. Backwards, those stored above the
     # new epochs; another network, every one seen before it (its epochs say nothing)
