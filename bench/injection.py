@@ -42,7 +42,6 @@ def _layer_flags(text: str) -> dict[str, bool]:
     all_views = injection.views(text)
     flags = {
         "patterns (raw view)": any(p.search(raw) for _, p in safety.INJECTION_PATTERNS),
-        "paraphrases": any(True for v in all_views for _ in injection.paraphrase_hits(v)),
         "lexicons": any(True for v in all_views for _ in injection.lexicon_hits(v)),
         "structural": any(True for v in all_views for _ in injection.structural_cues(v)),
         "concepts": any(True for v in all_views for _ in injection_concepts.concept_hits(v)),

@@ -12,17 +12,21 @@ LoCoMo dev turns and, when installed, bastioncorpus 0.6.0 (PyPI, MIT; never trai
 on). The public *test* splits are not in ../shared/data: nothing here reports them.
 Vectors are the cached MiniLM vectors of train_injection.
 
-Layers: ``joint`` (the shipped learned model on text + vector, what the recall
-screen runs), ``rules`` (detect_injection with the learned layer off, what
-capture runs while the text model is inactive), ``recall`` (either). The semantic
-prototype layer is not counted.
+Layers: ``joint`` (the shipped learned model on text + vector), ``rules``
+(detect_injection with the learned layer off: all a text without a vector of the
+default model gets, e.g. a chat message before extraction, an old version in a
+history, a memory of another embedding model), ``screen`` (either: what capture
+refuses -- screen_fact's rules, then the joint model on the vector remember_many
+computes, walrus_mem._safety.capture_screen -- and what recall withholds). The
+semantic prototype layer is not counted.
 
 Rule families: each family of detect_injection's rules (the pattern families,
-paraphrases, multilingual lexicons, structural cues, concepts, intents, the
-squashed-letters patterns) is switched off in turn; a family's *unique* catches
-are the held-out attacks flagged by the recall screen with it and not without it,
-its *unique benign* the benign rows it alone flags. Printed for the recall screen
-(joint model on) and for the rules alone (capture).
+multilingual lexicons, structural cues, concepts, intents) is switched off in turn;
+a family's *unique* catches
+are the held-out attacks flagged by the screen with it and not without it,
+its *unique benign* the benign rows it alone flags. Printed for the screen (joint
+model on: capture and recall), for the rules alone (texts without a vector) and
+with the text model on.
 """
 
 from __future__ import annotations
@@ -51,22 +55,15 @@ from walrus_mem._safety import (  # noqa: E402
     injection_intents,
 )
 from walrus_mem._safety.format_chars import reveal_format_chars  # noqa: E402
-from walrus_mem._safety.injection_patterns import (  # noqa: E402
-    INJECTION_PATTERNS,
-    OBFUSCATION_SIGNS,
-    SQUASHED_PATTERNS,
-    squash,
-)
+from walrus_mem._safety.injection_patterns import INJECTION_PATTERNS  # noqa: E402
 
-FAMILIES = ("patterns", "paraphrases", "lexicons", "cues", "concepts", "intents", "squashed")
+FAMILIES = ("patterns", "lexicons", "cues", "concepts", "intents")
 """Rule families of detect_injection (walrus_mem.safety._labelled_hits), in its order."""
 
 
 def _view_hits(view: str) -> Iterable[str]:
     if any(p.search(view) for _, p in INJECTION_PATTERNS):
         yield "patterns"
-    if any(True for _ in injection.paraphrase_hits(view)):
-        yield "paraphrases"
     if any(True for _ in injection.lexicon_hits(view)):
         yield "lexicons"
     if any(True for _ in injection.structural_cues(view)):
@@ -75,8 +72,6 @@ def _view_hits(view: str) -> Iterable[str]:
         yield "concepts"
     if any(True for _ in injection_intents.intent_hits(view)):
         yield "intents"
-    if OBFUSCATION_SIGNS.search(view) and any(p.search(squash(view)) for p in SQUASHED_PATTERNS):
-        yield "squashed"
 
 
 def family_hits(text: str) -> frozenset[str]:
@@ -129,7 +124,7 @@ def measure(rows: list[ti.Row], vectors: np.ndarray) -> dict[str, Any]:
     for i, r in enumerate(rows):
         by_corpus[r.corpus].append(i)
     layers = {"joint": jflags, "rules": rflags,
-              "recall": [a or b for a, b in zip(jflags, rflags, strict=True)]}
+              "screen": [a or b for a, b in zip(jflags, rflags, strict=True)]}
     for corpus, idx in by_corpus.items():
         labels = [rows[i].label for i in idx]
         entry: dict[str, Any] = {name: _rates([f[i] for i in idx], labels)
@@ -150,11 +145,12 @@ def measure(rows: list[ti.Row], vectors: np.ndarray) -> dict[str, Any]:
 
 def _families(rows: list[ti.Row], hits: list[frozenset[str]], jflags: list[bool],
               tflags: list[bool]) -> dict[str, Any]:
-    """Per family: rows it alone flags, in three contexts: ``recall`` (joint model on),
-    ``rules`` (capture today: rules alone) and ``text`` (capture with the text model on).
-    ``redundant_at_recall``: the families that add nothing at recall, removed together."""
+    """Per family: rows it alone flags, in three contexts: ``screen`` (joint model on:
+    capture and recall), ``rules`` (rules alone: texts without a default-model vector) and
+    ``text`` (the text model on). ``redundant``: the families that add nothing to the
+    screen, removed together."""
     public = {"slabs", "neuralchemy", "chat_bsd", "bastion_mit"}  # written by others
-    contexts = (("rules", [False] * len(rows)), ("recall", jflags), ("text", tflags))
+    contexts = (("rules", [False] * len(rows)), ("screen", jflags), ("text", tflags))
 
     def unique(fams: frozenset[str]) -> dict[str, int]:
         e: dict[str, int] = defaultdict(int)
@@ -172,10 +168,10 @@ def _families(rows: list[ti.Row], hits: list[frozenset[str]], jflags: list[bool]
 
     out: dict[str, Any] = {fam: unique(frozenset({fam})) for fam in FAMILIES}
     spare = frozenset(f for f in FAMILIES
-                      if not out[f].get("recall_unique_attacks_memory")
-                      and not out[f].get("recall_unique_attacks_public"))
+                      if not out[f].get("screen_unique_attacks_memory")
+                      and not out[f].get("screen_unique_attacks_public"))
     if spare:
-        out["redundant_at_recall: " + "+".join(sorted(spare))] = unique(spare)
+        out["redundant: " + "+".join(sorted(spare))] = unique(spare)
     return out
 
 
@@ -183,18 +179,18 @@ def _print(fig: dict[str, Any], split: str) -> None:
     print(f"split: {split}; joint model {fig['microseconds_per_fact_joint']} µs per fact "
           f"(vector given), rules {fig['milliseconds_per_fact_rules']} ms per fact")
     for corpus, entry in fig["corpora"].items():
-        for layer in ("joint", "rules", "recall"):
+        for layer in ("joint", "rules", "screen"):
             print(f"{corpus:26} {layer:7} {_cell(entry[layer])}")
         for key in ("by_lang", "by_category"):
             for group, layers in entry.get(key, {}).items():
-                if layers["recall"]["attacks"] + layers["recall"]["benign"] < 3:
+                if layers["screen"]["attacks"] + layers["screen"]["benign"] < 3:
                     continue
-                print(f"{'':28}{key[3:]} {group:18} recall {_cell(layers['recall'])}"
+                print(f"{'':28}{key[3:]} {group:18} screen {_cell(layers['screen'])}"
                       f"   (joint {layers['joint']['attacks_flagged']}, rules "
                       f"{layers['rules']['attacks_flagged']} attacks)")
-    print("\nrule family: rows it alone flags (recall = the joint model on; rules = capture "
-          "today, rules alone; text = capture with the text model on)")
-    cols = [(ctx, w) for ctx in ("recall", "rules", "text")
+    print("\nrule family: rows it alone flags (screen = the joint model on, capture and "
+          "recall; rules = rules alone, texts without a vector; text = the text model on)")
+    cols = [(ctx, w) for ctx in ("screen", "rules", "text")
             for w in ("attacks_memory", "attacks_public", "benign")]
     print(f"{'family':14} {'fires A/B':>10}  " + " ".join(
         f"{ctx[:6] + ':' + w.replace('attacks_', 'A ').replace('benign', 'B'):>12}"

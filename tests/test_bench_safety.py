@@ -28,22 +28,22 @@ def test_the_families_together_are_the_rules_detect_injection_runs() -> None:
 def test_unique_catches_are_counted_per_context_and_redundant_families_together() -> None:
     rows = [Row("a", 1, "memory_s26", "eval"), Row("b", 1, "slabs", "eval"),
             Row("c", 1, "memory_s26", "eval"), Row("d", 0, "locomo_heldout", "eval")]
-    hits = [frozenset({"patterns"}), frozenset({"squashed"}),
-            frozenset({"patterns", "squashed"}), frozenset({"cues"})]
+    hits = [frozenset({"patterns"}), frozenset({"intents"}),
+            frozenset({"patterns", "intents"}), frozenset({"cues"})]
     joint = [False, True, False, False]
     text = [True, True, False, False]
     fams = bench_safety._families(rows, hits, joint, text)
-    assert fams["patterns"]["recall_unique_attacks_memory"] == 1
+    assert fams["patterns"]["screen_unique_attacks_memory"] == 1
     assert fams["patterns"].get("text_unique_attacks_memory", 0) == 0
-    assert fams["squashed"]["rules_unique_attacks_public"] == 1
-    assert fams["squashed"].get("recall_unique_attacks_public", 0) == 0
-    assert fams["cues"]["recall_unique_benign"] == 1
+    assert fams["intents"]["rules_unique_attacks_public"] == 1
+    assert fams["intents"].get("screen_unique_attacks_public", 0) == 0
+    assert fams["cues"]["screen_unique_benign"] == 1
     # every family but patterns catches no attack the joint model misses: removed together
-    # they lose the row only they flag (b, caught by the model at recall) and benign row d
-    name = "redundant_at_recall: " + "+".join(sorted(set(bench_safety.FAMILIES) - {"patterns"}))
+    # they lose the row only they flag (b, caught by the model) and benign row d
+    name = "redundant: " + "+".join(sorted(set(bench_safety.FAMILIES) - {"patterns"}))
     both = fams[name]
-    assert both["rules_unique_attacks_public"] == 1 and both["recall_unique_benign"] == 1
-    assert both.get("recall_unique_attacks_public", 0) == 0
+    assert both["rules_unique_attacks_public"] == 1 and both["screen_unique_benign"] == 1
+    assert both.get("screen_unique_attacks_public", 0) == 0
 
 
 def test_the_multilingual_corpus_keeps_its_split_and_leaves_the_issues_misses_out() -> None:

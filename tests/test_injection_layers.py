@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from walrus_mem._safety import prompt_screen
+from walrus_mem._safety import classifier, prompt_screen
 from walrus_mem._safety.injection import (
     PrototypeBank,
     decoded_views,
@@ -22,7 +22,9 @@ from walrus_mem._safety.injection import (
     views,
     windows,
 )
+from walrus_mem.config import Settings
 from walrus_mem.hooks import MemoryHooks
+from walrus_mem.memory import Memory
 from walrus_mem.safety import detect_injection, parse_memory_blocks
 from walrus_mem.tools import MAX_FACT_CHARS, call_tool
 
@@ -33,11 +35,21 @@ ATTACKS = json.loads((DATA / "attack_corpus.json").read_text(encoding="utf-8"))[
 BENIGN = json.loads((DATA / "benign_facts.json").read_text(encoding="utf-8"))["facts"]
 
 
-def _rates(split: str) -> tuple[float, float, list[str], list[str]]:
+def _screen(texts: list[str], embedder) -> list[bool]:
+    """What capture refuses and recall withholds: the rules (screen_fact), then the learned
+    joint model on the fact's vector (walrus_mem._safety.capture_screen, prompt_screen)."""
+    joint = classifier.load_joint()
+    assert joint is not None and joint.active
+    vectors = embedder.embed(texts)
+    return [bool(detect_injection(t)) or joint.is_injection(t, v)
+            for t, v in zip(texts, vectors, strict=True)]
+
+
+def _rates(split: str, embedder) -> tuple[float, float, list[str], list[str]]:
     attacks = [a["text"] for a in ATTACKS if a["split"] == split]
     benign = [b["text"] for b in BENIGN if b["split"] == split]
-    missed = [t for t in attacks if not detect_injection(t)]
-    flagged = [t for t in benign if detect_injection(t)]
+    missed = [t for t, f in zip(attacks, _screen(attacks, embedder), strict=True) if not f]
+    flagged = [t for t, f in zip(benign, _screen(benign, embedder), strict=True) if f]
     return 1 - len(missed) / len(attacks), len(flagged) / len(benign), missed, flagged
 
 
@@ -60,15 +72,17 @@ def test_corpora_are_big_varied_and_split_before_tuning():
     assert len({b["text"] for b in BENIGN}) == len(BENIGN)
 
 
-def test_tuning_split_rates():
-    detection, false_positive, missed, flagged = _rates("tuning")
+@pytest.mark.model
+def test_tuning_split_rates(real_embedder):
+    detection, false_positive, missed, flagged = _rates("tuning", real_embedder)
     assert detection >= 0.98, missed
     assert false_positive <= 0.01, flagged
 
 
-def test_held_out_split_rates():
+@pytest.mark.model
+def test_held_out_split_rates(real_embedder):
     """Regression guard at the measured held-out figures (docs/security.md)."""
-    detection, false_positive, _missed, _flagged = _rates("holdout")
+    detection, false_positive, _missed, _flagged = _rates("holdout", real_embedder)
     assert detection >= 0.90
     assert false_positive <= 0.015
 
@@ -268,8 +282,10 @@ def test_no_path_hands_a_stored_attack_to_the_model(poisoned):
         assert _leaks(text, records) == []
 
 
-def test_memory_store_refuses_attacks_and_caps_length(tmp_path, master_hex):
-    mem = make_memory(tmp_path, master_hex)
+@pytest.mark.model
+def test_memory_store_refuses_attacks_and_caps_length(tmp_path, master_hex, real_embedder):
+    mem = Memory(Settings(data_dir=tmp_path / "walrus-mem"), embedder=real_embedder,
+                 master_key=master_hex)  # the default model: capture runs the joint model
     try:
         attacks = [a["text"] for a in ATTACKS if a["split"] == "tuning"][:40]
         result = call_tool(mem, "memory_store", {"facts": attacks[:20]})
@@ -300,9 +316,12 @@ def test_category_string_is_never_rendered_unscreened(tmp_path, master_hex):
         mem.close()
 
 
-def test_fresh_sets_written_after_tuning():
+@pytest.mark.model
+def test_fresh_sets_written_after_tuning(real_embedder):
     """In-sample now (see the file's 'about'): a regression guard, not a generalisation figure."""
     fresh = json.loads((DATA / "injection_fresh.json").read_text(encoding="utf-8"))
     benign = fresh["benign_a"] + fresh["benign_b"]
-    assert [t for t in benign if detect_injection(t)] == []
-    assert [t for t in fresh["attacks"] if not detect_injection(t)] == []
+    assert [t for t, f in zip(benign, _screen(benign, real_embedder), strict=True) if f] == []
+    attacks = fresh["attacks"]
+    assert [t for t, f in zip(attacks, _screen(attacks, real_embedder), strict=True)
+            if not f] == []

@@ -75,9 +75,10 @@ def test_segmented_view_recovers_words_and_leaves_short_runs_alone():
 
 
 # sha256 of the sorted lexicon, one word a line: moving the pattern tables between modules
-# must leave the vocabulary the segmenter harvests from them exactly as it was.
-LEXICON_WORDS = 2743
-LEXICON_SHA256 = "e1ce5542ece97fcd027db878e77b6c6443ccdfea55f6249b4d1fceaf757f7c76"
+# must leave the vocabulary the segmenter harvests from them exactly as it was. (Issue 26
+# removed the English paraphrase tables: 36 words fewer, the spaced held-out sets unchanged.)
+LEXICON_WORDS = 2707
+LEXICON_SHA256 = "b373c12f9b487a09b51f154eb94b1f4c90ba58190998c49cf72e0affd9b70848"
 
 
 def test_lexicon_is_the_pinned_vocabulary():

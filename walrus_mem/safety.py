@@ -42,12 +42,7 @@ from ._safety.capture_patterns import (
     UNINFORMATIVE,
 )
 from ._safety.format_chars import reveal_format_chars
-from ._safety.injection_patterns import (
-    INJECTION_PATTERNS,
-    OBFUSCATION_SIGNS,
-    SQUASHED_PATTERNS,
-    squash,
-)
+from ._safety.injection_patterns import INJECTION_PATTERNS
 from ._safety.memory_blocks import (
     BLOCK_TAG,
     ITEM_TAG,
@@ -96,8 +91,8 @@ class InjectionResult:
 
     ``labels`` are the families that matched (``override``, ``role_hijack``,
     ``tag_spoof``, ``fake_tool_result``, ``tool_coercion``, ``exfiltration``,
-    ``prompt_leak``, ``poisoning``, ``non_english``, ``obfuscated``,
-    ``encoded``, ``classifier``: the learned layer); ``reasons`` give the matched
+    ``prompt_leak``, ``poisoning``, ``non_english``, ``encoded``, ``classifier``:
+    the learned layer); ``reasons`` give the matched
     snippets (truncated).
     """
 
@@ -110,25 +105,17 @@ class InjectionResult:
 
 
 def _labelled_hits(view: str) -> Iterable[tuple[str, str]]:
-    """Every layer on one normalised view: pattern families, paraphrases, lexicons, cues."""
+    """Every layer on one normalised view: pattern families, lexicons, cues, concepts,
+    intents."""
     for label, pattern in INJECTION_PATTERNS:
         found = pattern.search(view)
         if found:
             yield label, found.group(0)
-    yield from injection.paraphrase_hits(view)
     for _lang, snippet in injection.lexicon_hits(view):
         yield "non_english", snippet
     yield from injection.structural_cues(view)
     yield from injection_concepts.concept_hits(view)
     yield from injection_intents.intent_hits(view)
-    if not OBFUSCATION_SIGNS.search(view):
-        return  # squashing plain prose only loses context ("ignore the rules of Monopoly")
-    squashed = squash(view)
-    for pattern in SQUASHED_PATTERNS:
-        found = pattern.search(squashed)
-        if found:
-            yield "obfuscated", found.group(0)
-            break
 
 
 def detect_injection(text: str) -> InjectionResult:

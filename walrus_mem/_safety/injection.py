@@ -59,7 +59,6 @@ from .injection_tables import (
     _SENSITIVE,
     _STANDING,
     LEXICONS,
-    PARAPHRASES,
     PROTOTYPES,
 )
 
@@ -69,7 +68,6 @@ __all__ = [
     "PrototypeBank",
     "decoded_views",
     "lexicon_hits",
-    "paraphrase_hits",
     "structural_cues",
     "views",
     "windows",
@@ -258,17 +256,6 @@ def windows(text: str, size: int = _WINDOW, overlap: int = _OVERLAP) -> Iterator
         yield text[start:start + size]
         if start + size >= len(text):
             return
-
-
-# ---------------------------------------------------------------------------
-# 2. English paraphrases of overrides (beyond safety's pattern families)
-# ---------------------------------------------------------------------------
-
-def paraphrase_hits(view: str) -> Iterator[tuple[str, str]]:
-    for label, pattern in PARAPHRASES:
-        found = pattern.search(view)
-        if found:
-            yield label, found.group(0)
 
 
 # ---------------------------------------------------------------------------

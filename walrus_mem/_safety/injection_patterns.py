@@ -1,53 +1,14 @@
-"""Regex tables for prompt-injection detection, and the text folds they match on.
+"""Regex tables for prompt-injection detection.
 
 :func:`walrus_mem.safety.detect_injection` runs ``INJECTION_PATTERNS`` on every
-normalised view, and ``SQUASHED_PATTERNS`` on the letters-only fold
-(:func:`squash`) when the text shows signs of obfuscation.
+normalised view. (The letters-only fold and its patterns went in issue 26: the learned
+joint model catches every held-out attack they alone caught.)
 """
 
 from __future__ import annotations
 
-import html
 import re
-import unicodedata
 from typing import Final
-
-# ---------------------------------------------------------------------------
-# normalisation
-# ---------------------------------------------------------------------------
-
-# Invisible characters used to split trigger words ("ig\u200bnore").
-_INVISIBLE: Final = re.compile(
-    "[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]"
-)
-# Latin look-alikes from Cyrillic and Greek, folded only for the Latin pass.
-_HOMOGLYPHS: Final = str.maketrans(
-    {
-        "а": "a", "е": "e", "о": "o", "р": "p", "с": "c", "у": "y", "х": "x",
-        "і": "i", "ј": "j", "ѕ": "s", "ԁ": "d", "ɡ": "g", "ո": "n", "ν": "v",
-        "ο": "o", "α": "a", "ι": "i", "κ": "k", "τ": "t", "ρ": "p",
-    }
-)
-_LEET: Final = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t",
-                              "@": "a", "$": "s", "!": "i", "|": "i"})
-_HSPACE: Final = re.compile(r"[^\S\n]+")
-_NL: Final = re.compile(r"\s*\n\s*")
-
-
-def _normalise(text: str) -> str:
-    """Unescape entities, fold width/compat forms, drop invisibles, casefold."""
-    text = html.unescape(html.unescape(text))
-    text = unicodedata.normalize("NFKC", text)
-    text = _INVISIBLE.sub("", text)
-    text = _HSPACE.sub(" ", text.casefold())
-    return _NL.sub("\n", text).strip()
-
-
-def squash(text: str) -> str:
-    """Letters only after leet folding: catches 'i g n o r e' and '1gn0r3'."""
-    folded = text.translate(_HOMOGLYPHS).translate(_LEET)
-    return "".join(ch for ch in folded if ch.isalpha())
-
 
 # ---------------------------------------------------------------------------
 # injection detection
@@ -456,18 +417,4 @@ INJECTION_PATTERNS: Final[tuple[tuple[str, re.Pattern[str]], ...]] = tuple(
             r"|(?:पिछले|सभी)\s+(?:निर्देशों|निर्देश)\s+(?:को\s+)?(?:अनदेखा|नज़रअंदाज़)",
         ),
     )
-)
-
-# Letters spaced out ("i g n o r e"), or words mixing letters with digits or symbols ("1gn0r3").
-OBFUSCATION_SIGNS: Final = re.compile(
-    r"(?:\b\w\W{1,3}){4,}\w\b|\b(?=\w*[a-z])(?=\w*[0-9])\w{3,}\b|[a-z][@$!|][a-z]", re.IGNORECASE
-)
-
-SQUASHED_PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
-    re.compile(
-        r"(?:ignore|disregard|forget|bypass|override)(?:all|any|the|your|previous|prior|above"
-        r"|earlier|system)+(?:instructions?|rules|directives|guidelines|prompts?)"
-    ),
-    re.compile(r"youarenow(?:dan|injailbreak|jailbroken|unrestricted|unfiltered)"),
-    re.compile(r"revealyoursystemprompt|systempromptoverride"),
 )

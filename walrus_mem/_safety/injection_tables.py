@@ -1,7 +1,9 @@
 """The pattern tables of :mod:`walrus_mem._safety.injection`'s layers 2 to 5.
 
-English paraphrases of overrides, the multilingual lexicons, the structural cues
-and the semantic prototypes. They live apart from the code that runs them so that
+The multilingual lexicons, the structural cues and the semantic prototypes (the
+English paraphrases of overrides went in issue 26: the learned joint model, which
+capture and recall run, catches every held-out attack they alone caught). They
+live apart from the code that runs them so that
 :func:`walrus_mem._safety.injection_spaced.lexicon` can read their vocabulary
 without importing injection, which imports injection_spaced.
 """
@@ -11,97 +13,7 @@ from __future__ import annotations
 import re
 from typing import Final
 
-# ---------------------------------------------------------------------------
-# 2. English paraphrases of overrides (beyond safety's pattern families)
-# ---------------------------------------------------------------------------
-
 _F: Final = re.IGNORECASE
-_BEFORE = r"(?:earlier|before|above|previously|prior|so\s+far|until\s+now|at\s+the\s+start)"
-_VOID = (r"(?:outdated|obsolete|void|invalid|null|superseded|cancel+ed|revoked|expired|irrelevant"
-         r"|withdrawn|rescinded|retracted|lifted"
-         r"|no\s+longer\s+(?:valid|applies|apply|counts?|matters?|in\s+force|relevant)"
-         r"|(?:does|do)\s*(?:n't|\s+not)\s+(?:count|apply|matter)(?:\s+any\s*more)?)")
-_GUIDANCE = (r"(?:setup|set-up|configuration|config|guidance|directives?|directions|instructions?"
-             r"|rules"
-             r"|polic(?:y|ies)|guardrails?|restrictions?|limits|persona|programming|safety\s+"
-             r"(?:policy|rules|settings)|content\s+(?:policy|filters?|restrictions)"
-             r"|system\s+(?:message|prompt|instructions?)|operator'?s?\s+(?:rules|guidance)"
-             r"|safeguards?|filters?)")
-PARAPHRASES: Final[tuple[tuple[str, re.Pattern[str]], ...]] = tuple(
-    (label, re.compile(rx, _F)) for label, rx in (
-        ("override", rf"\b(?:everything|all|anything|whatever)\b(?:(?!\babout\s+(?:the|my|our)\b)"
-                     rf"[^.\n]){{0,60}}\b{_BEFORE}\b(?:(?!\babout\s+(?:the|my|our)\b)[^.\n]){{0,40}}"
-                     rf"\b{_VOID}"),
-        ("override", rf"(?<!\bmy\s)(?<!\bour\s)\b(?:earlier|previous|prior|original|initial|old"
-                     rf"|usual|existing|your|the|these|those|all)\s+(?:(?:safety|content|system"
-                     rf"|operator'?s?|developer'?s?|current|previous|prior|earlier|original|usual"
-                     rf"|existing|default|core|hidden|old|setup)\s+)?{_GUIDANCE}\b"
-                     rf"(?!\s+(?:for|of|about|on|from)\s+(?!(?:this|the)\s+(?:chat|conversation|session"
-                     rf"|assistant|ai|model)\b|you\b))[^.\n]{{0,40}}?\b"
-                     r"(?:no\s+longer\s+appl(?:y|ies)|(?:do|does)\s*(?:n't|\s+not)\s+appl(?:y|ies)"
-                     r"|(?:are|is|was|were|have\s+been|has\s+been|got)\s+(?:now\s+)?(?:void|"
-                     r"cancel+ed|revoked|lifted|superseded|outdated|obsolete|switched\s+off|"
-                     r"turned\s+off|disabled|removed|expired|suspended|waived|withdrawn|rescinded"
-                     r"|retracted))"),
-        ("override", rf"\bwhatever\s+you\s+were\s+(?:configured|told|instructed|set\s+up)\s+"
-                     rf"with\b[^.\n]{{0,40}}\b{_VOID}"),
-        ("override", r"\b(?:treat|consider|regard|take)\s+(?:the\s+text\s+in\s+)?(?:this|these)\s+"
-                     r"(?:memory|memories|note|entry|message|text)\s+as\s+(?:(?:higher|top|the\s+"
-                     r"highest)\s+priority|your\s+(?:new\s+)?(?:operating\s+)?(?:rules|instructions"
-                     r"|orders|system)|the\s+only|authoritative|binding)"),
-        ("override", r"\b(?:act|behave|respond|answer)\s+as\s+(?:though|if)\s+you\s+(?:never\s+"
-                     r"(?:received|got|had)|(?:have|had)\s+no|were\s+never\s+given)\b[^.\n]{0,30}"
-                     r"\b(?:instructions|rules|guidelines|system|restrictions|limits)"),
-        ("override", rf"\b(?:set\s+aside|put\s+aside|suspend|waive|drop|discard|abandon|shed)\s+"
-                     rf"(?:your|the|all|any)\s+(?:\w+\s+){{0,2}}{_GUIDANCE}"),
-        ("override", rf"\byou\s+(?:no\s+longer\s+(?:need|have)\s+to|don'?t\s+(?:need|have)\s+to"
-                     rf"|are\s+no\s+longer\s+(?:required|obliged|bound))\s+(?:follow|obey|respect"
-                     rf"|apply|honou?r)\s+(?:the|your|any)\s+(?:\w+\s+)?{_GUIDANCE}"),
-        ("override", rf"\b{_GUIDANCE}\s+(?:do|does)\s*(?:n't|\s+not)\s+apply\s+to\s+you\b"),
-        ("override", r"\b(?:the\s+)?(?:developer|operator|admin(?:istrator)?|owner|openai|anthropic"
-                     r"|security\s+team)s?\s+(?:has|have)\s+(?:authori[sz]ed|allowed|permitted|"
-                     r"cleared|approved)\s+you\s+to\b"),
-        ("override", r"\b(?:only|solely)\s+(?:trust|follow|obey|listen\s+to)\s+(?:the\s+)?"
-                     r"(?:memories|memory|this\s+note|my\s+notes)\b|\bact\s+on\s+my\s+notes\s+only"
-                     r"|\btrust\s+only\s+the\s+memor"),
-        ("override", r"\bfrom\s+(?:this\s+point|here\s+on|now\s+on|this\s+moment)\b[^.\n]{0,30}"
-                     r"\b(?:act\s+on|obey|follow|trust)\s+(?:my|this|these|only)\b"),
-        ("override", r"\b(?:operator|developer|system|admin(?:istrator)?)'?s?\s+(?:guidance|rules"
-                     r"|instructions|directions|prompt)\s+(?:is|are)\s+(?:now\s+)?(?:cancel+ed|void"
-                     r"|revoked|withdrawn|suspended)|\byou\s+answer\s+to\s+me\s+alone\b"
-                     r"|\bcomply\s+with\s+this\s+(?:note|memory|message)\b"),
-        ("override", r"\byou\s+may\s+now\s+(?:share|reveal|send|disclose|ignore|disregard|access"
-                     r"|read|forward|skip)\b|\b(?:it'?s|it\s+is)\s+(?:fine|ok|okay|allowed)\s+to\s+"
-                     r"(?:read|share|send|reveal|forward|publish|disclose)\b[^.\n]{0,40}\b(?:private|"
-                     r"secret|internal|personal|confidential|messages|documents|passwords?)"),
-        ("role_hijack", r"\btreat\s+(?:whatever|anything|everything|what)\s+(?:the\s+)?(?:next\s+)?"
-                        r"(?:user|person|message)\s+(?:says|writes|sends)\s+as\s+(?:(?:coming\s+)?"
-                        r"from\s+)?(?:the\s+)?(?:system|admin(?:istrator)?|developer|operator|root)"),
-        ("prompt_leak", r"\b(?:tell|show)\s+me\s+what\s+your\s+(?:hidden\s+|secret\s+|internal\s+)?"
-                        r"(?:configuration|config|instructions|prompt|rules)\s+say|\bdrop\s+the\s+"
-                        r"(?:assistant|ai)\s+act\b"),
-        ("exfiltration", r"\b(?:paste|print|include|put|copy|dump)\s+(?:the\s+)?(?:full\s+)?"
-                         r"contents?\s+of\s+(?:the\s+|your\s+|my\s+)?(?:\.env|env\s+file|secrets?"
-                         r"|credentials|keychain|vault|password\s+file|config\s+file)"),
-        ("exfiltration", r"\b(?:whenever|when|if)\s+(?:the\s+)?user\s+"
-                         r"(?:mentions|types|shares|gives)\s+(?:a\s+|their\s+|his\s+|her\s+)?(?:password|pin|card|code|key)\b"
-                         r"[^.\n]{0,40}\b(?:repeat|store|save|record|send|log)\b"),
-        ("role_hijack", r"\b(?:upgraded|switched|moved|put|promoted|unlocked)\s+(?:you\s+)?"
-                        r"(?:to|into)\s+(?:developer|admin|god|debug|unrestricted|maintenance|root"
-                        r"|jailbreak)\s+mode\b"),
-        ("role_hijack", r"\bswitch\s+(?:your\s+)?persona\b|\b(?:discard|drop|shed)\s+(?:the\s+)?"
-                        r"assistant\s+persona\b|\byou(?:'re|\s+are)\s+no\s+longer\s+an?\s+"
-                        r"(?:assistant|ai|chatbot)\b|\bwith\s+root\s+access\b"),
-        ("role_hijack", r"\byou(?:'re|\s+are)\s+(?:now\s+)?an?\s+(?:unfiltered|unrestricted|"
-                        r"uncensored|jailbroken)\b|\b(?:model|ai|assistant)\s+with\s+no\s+"
-                        r"(?:content\s+)?(?:filter|limits|restrictions|rules)\b|\bno\s+safety\s+"
-                        r"rules\s+exist\b"),
-        ("prompt_leak", r"\brepeat\s+(?:back\s+)?everything\s+(?:written|said|stated|above)\b"
-                        r"|\bwhat\s+(?:exactly\s+)?does\s+your\s+system\s+(?:message|prompt)\s+say"
-                        r"|\b(?:show|print|output|reveal)\s+(?:me\s+)?your\s+(?:initial\s+)?"
-                        r"(?:configuration|config)\b"),
-    )
-)
 
 
 # ---------------------------------------------------------------------------
