@@ -218,3 +218,39 @@ def test_walrus_contract_info_is_parsed_as_the_daemon_prints_it() -> None:
         {"system_object": system, "staking_object": staking}, "0x" + "01" * 32))
     assert parse_contract_info(text) == {"system_object": system, "staking_object": staking}
     assert parse_contract_info('walrus_contract_info{system_object="0x12"} 1\n') is None
+
+
+def test_doctor_names_a_suspected_reset_and_epochs_ahead(tmp_path: Path) -> None:
+    """Store answers whose epoch went back, or ran ahead of what the clock allows, are held
+    apart until a sync checks them: doctor says so (before, it said nothing)."""
+    with RelayerServer(tmp_path / "walrus", admin=False, fsync=False) as srv, \
+            machine(tmp_path / "a", srv.url, state_dir=tmp_path / "sa",
+                    epoch_seconds=3600.0) as a:
+        a._catalog.note_epoch(40)
+        assert check_network(a) == []
+        a._catalog.note_epoch(1)  # back: a wipe or reset suspected
+        a._catalog.note_epoch(500)  # ahead of what a 1 h epoch allows
+        checks = {c.name: c for c in check_network(a)}
+        assert checks["network reset"].status == "warn"
+        assert "below epoch 40" in checks["network reset"].detail
+        assert checks["network change"].status == "warn"
+        assert "[500]" in checks["network change"].detail
+        assert "walrus-mem sync" in checks["network change"].fix
+
+
+def test_doctor_names_a_followed_wipe(tmp_path: Path) -> None:
+    """After a wipe (epochs back from 40 to 1) is followed, doctor's network check says
+    what happened and that every lost memory was stored again."""
+    with RelayerServer(tmp_path / "walrus", admin=False, fsync=False,
+                       initial_epoch=40) as srv:
+        port, url = srv.port, srv.url
+        with machine(tmp_path / "a", url, state_dir=tmp_path / "sa") as a:
+            a.remember_many([f"fact {i}" for i in range(3)])
+            a.sync()
+    with _other_network(tmp_path, port, 1), \
+            machine(tmp_path / "a", url, state_dir=tmp_path / "sa") as a:
+        assert a.sync().renewed == 3
+        check = {c.name: c for c in check_network(a)}["network"]
+        assert check.status == "ok"
+        assert "wipe or an epoch reset" in check.detail and "40 -> 1" in check.detail
+        assert "every lost memory stored again" in check.detail

@@ -347,6 +347,7 @@ def _ahead(parts: Parts, errors: list[str]) -> list[str] | None:
                             "network (a lying publisher, or another network's manifest); "
                             "ignored", sorted(ahead))
                 parts.catalog.set_meta(AHEAD_KEY, "")
+                parts.catalog.set_meta(REFUSED_KEY, "")  # their ends stay the shifted ones
                 return None
         except (WalrusMemError, ValueError) as exc:
             errors.append(f"network change check: {type(exc).__name__}: {exc}")
