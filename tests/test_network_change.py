@@ -254,3 +254,23 @@ def test_doctor_names_a_followed_wipe(tmp_path: Path) -> None:
         assert check.status == "ok"
         assert "wipe or an epoch reset" in check.detail and "40 -> 1" in check.detail
         assert "every lost memory stored again" in check.detail
+
+
+def test_endpoints_switched_to_another_network_while_the_old_one_still_runs(
+        tmp_path: Path) -> None:
+    """The configuration now names another network's publisher and aggregator (the old
+    one still runs elsewhere): the memories' blobs are not on the new one. One sync
+    stores them there once; a fresh machine on the new network restores everything."""
+    with RelayerServer(tmp_path / "walrus", admin=False, fsync=False,
+                       initial_epoch=40) as old, \
+            RelayerServer(tmp_path / "walrus-new", admin=False, fsync=False,
+                          initial_epoch=42) as new:
+        with machine(tmp_path / "a", old.url, state_dir=tmp_path / "sa") as a:
+            a.remember_many([f"fact {i}" for i in range(5)])
+            a.sync()
+        with machine(tmp_path / "a", new.url, state_dir=tmp_path / "sa") as a:
+            report = a.sync()
+            assert report.errors == [] and report.renewed == 5, report
+            head = report.manifests["default"]
+            assert a.sync().renewed == 0
+        assert _fresh_count(tmp_path, new.url, head) == 5
