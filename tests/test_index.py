@@ -200,7 +200,7 @@ def _rows_files(tmp_path: Path, kind: str = "rows") -> list[Path]:
 
 
 def _state(idx) -> dict[int, tuple]:  # type: ignore[no-untyped-def]
-    return {key: (idx.vectors[slot].tobytes(), float(idx.norms[slot]),
+    return {key: (idx.vectors[slot].tobytes(), float(idx.in_graph[slot]),
                   float(idx.created_at[slot]), float(idx.importance[slot]))
             for key, slot in idx.slots.items()}
 
@@ -338,6 +338,8 @@ def test_every_build_of_a_batch_is_the_same_graph_and_reaches_every_memory(
     for build in range(10):
         store = IndexStore(tmp_path / f"index{build}", cat)
         idx = store.get("ns", "m", dim) if build % 2 else store.rebuild("ns", "m", dim)
+        # get() builds in the background (index_builder.py), in batches: the same graph
+        assert store.wait_built("ns", timeout=300)
         found = np.asarray(idx.index.search(vectors, 10).keys)
         stranded = [k for k, row in zip(keys, found.tolist(), strict=True) if k not in row]
         assert stranded == [], f"build {build}"

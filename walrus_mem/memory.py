@@ -140,7 +140,7 @@ class Memory:
         try:
             self._catalog = Catalog(self.data_dir / "catalog.sqlite3")
             self._catalog.epoch_guard = clock_guard(lambda: self.epoch_clock)
-            self._indexes = IndexStore(self.data_dir / "index", self._catalog)
+            self._indexes = IndexStore(self.data_dir / "index", self._catalog, lock=self._lock)
         except BaseException:
             self._dir_lock.release()
             raise

@@ -201,6 +201,10 @@ class MemoryStats(BaseModel):
     index_vectors: int
     index_path: Path
     index_bytes: int
+    index_pending: int = 0
+    """Memories recall finds by an exact scan while the background builder has not put
+    them in the HNSW graph yet (after a restore or pull; ``index_building``: it runs)."""
+    index_building: bool = False
     catalog_path: Path
     catalog_bytes: int
     model_id: str | None

@@ -47,7 +47,7 @@ __all__ = ["RESTORE_CHUNK", "RESTORE_WORKERS", "Merging"]
 log = logging.getLogger(__name__)
 
 RESTORE_WORKERS: Final = 8
-RESTORE_CHUNK: Final = 256
+RESTORE_CHUNK: Final = 1024
 BULK_DEADLINE: Final = 20.0  # one whole-quilt read; past it the facts are read one by one
 _UNREADABLE: Final = (ForbiddenBlob, VerificationFailed, EnvelopeError, InvalidInput,
                       BadRequest, ValueError)
@@ -248,8 +248,7 @@ class Merging(LogPart):
                     except (WalrusMemError, ValueError) as exc:
                         tally.failed.append((entry.memory_id, f"{type(exc).__name__}: {exc}"))
                 # a retired generation's copy: kept out, or re-sealed below (_log/older.py)
-                fetched, more, dropped = split_older(keys, fetched, live,
-                                                     {e.memory_id for e in plan.kept})
+                fetched, more, dropped = split_older(keys, fetched, live, tally.ids_of(plan)[1])
                 older |= more
                 plan.unchanged += dropped
                 apply_fetched(self, ns, keys, plan, fetched, tally, live)
@@ -291,6 +290,7 @@ class Merging(LogPart):
             self._finish(ns, keys, [*(r.ref for r in reads), *gone], remote, plan, gone)
         with self.lock:
             self.indexes.save_all()
+            self.indexes.start_build(ns)  # what the merge held pending: index_builder.py
         return PullReport(
             namespace=ns, heads=[str(r.ref) for r in reads],
             legacy=None if legacy is None else legacy[0], total=total,

@@ -192,6 +192,7 @@ class IndexHealth:
     sampled: int = 0
     bad_lookups: int = 0  # sampled keys whose stored vector or search disagrees
     pending: int = 0  # changes the file has not applied yet (replayed on open)
+    unbuilt: int = 0  # memories its rows hold that the graph does not yet (index_builder.py)
     damage: str | None = None  # the file fails its checksum
     notes: list[str] = field(default_factory=list)
 
@@ -209,6 +210,9 @@ class IndexHealth:
         parts = [f"{self.index_count} vectors in the file, {self.catalog_count} memories"]
         if self.pending:
             parts.append(f"{self.pending} recent changes replayed on open")
+        if self.unbuilt:
+            parts.append(f"{self.unbuilt} not in the graph yet (built in the background; "
+                         "recall scans them exactly meanwhile)")
         if self.missing or self.extra:
             parts.append(f"{self.missing} keys missing, {self.extra} unknown keys")
         parts.append(f"{self.sampled - self.bad_lookups}/{self.sampled} sampled lookups agree")
@@ -260,6 +264,10 @@ def check_index_file(
     health.pending = len(pending_set)
     health.index_count = len(idx.index)
     in_file = {int(k) for k in np.asarray(idx.index.keys, dtype=np.uint64).tolist()}
+    if idx.rows_loaded:  # the rows file's pending memories: the builder's queue, not missing
+        unbuilt = {int(k) for k in idx.keys[(idx.keys >= 0) & (idx.in_graph == 0)].tolist()}
+        health.unbuilt = len(unbuilt)
+        pending_set |= unbuilt
     catalog_keys = [int(r[0]) for r in catalog.query(
         "SELECT key FROM memories WHERE namespace = ? ORDER BY key", (namespace,))]
     settled = [k for k in catalog_keys if k not in pending_set]

@@ -85,6 +85,7 @@ def stats(parts: Parts, ns: str) -> MemoryStats:
     info = parts.catalog.namespace(ns)
     index_path = parts.indexes.path_for(ns)
     loaded = parts.indexes.loaded(ns)
+    build = parts.indexes.build_progress(ns)
     catalog_bytes = sum(
         p.stat().st_size for p in parts.data_dir.glob("catalog.sqlite3*") if p.exists()
     )
@@ -99,6 +100,8 @@ def stats(parts: Parts, ns: str) -> MemoryStats:
         index_vectors=len(loaded) if loaded is not None else counts["memories"],
         index_path=index_path,
         index_bytes=index_path.stat().st_size if index_path.exists() else 0,
+        index_pending=build["pending"],
+        index_building=build["building"],
         catalog_path=parts.catalog.path,
         catalog_bytes=catalog_bytes,
         model_id=None if info is None else info["model_id"],

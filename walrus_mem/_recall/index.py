@@ -31,7 +31,14 @@ The catalog is the source of truth; an index file is only a cache of it:
   with a warning log;
 * vectors are inserted on one thread (:func:`_add`): USearch's concurrent
   insertion can leave a stored node that no search reaches, and makes the
-  graph, so recall, differ from one build of the same memories to the next.
+  graph, so recall, differ from one build of the same memories to the next;
+* a memory can be held in the rows (vector copy and attributes) before it is
+  in the graph: *pending*, the background builder's queue (index_builder.py).
+  A search answers from the graph plus an exact scan of the pending vectors,
+  merged by score (:meth:`NamespaceIndex.search`), so a restore or pull of
+  many memories never makes a recall wait on the HNSW build. The rows file
+  marks them (``norm`` 0), so a process killed mid-build resumes where the
+  last save left it.
 """
 
 from __future__ import annotations
@@ -100,6 +107,9 @@ def _add(index: Index, keys: npt.NDArray[np.uint64],
 
 _ROWS_DTYPE: Final = np.dtype([("key", "<i8"), ("created_at", "<f8"), ("importance", "<f8"),
                                 ("expires_at", "<f8"), ("norm", "<f4")])
+# ``norm`` once held the vector's norm (never 0: a zero vector is refused); now 0 marks a
+# memory held in the rows but not yet in the graph (pending), anything else one in it.
+# Rows files of earlier versions hold no 0 there: every memory in them is in the graph.
 _VECTOR_DTYPE: Final = np.dtype("<f2")
 
 
@@ -147,10 +157,12 @@ class NamespaceIndex:
         # {"stamp", "blake2b"} of the file as last verified or saved by this object
         self.verified: dict[str, Any] | None = None
         self.damage: str | None = None  # why the last load refused the file as damaged
+        self.built_unsaved = 0  # pending memories moved into the graph since the last save
         self.clear_rows()
 
     def __len__(self) -> int:
-        return len(self.index)
+        """Memories held: in the graph, plus pending (in the rows, not yet in the graph)."""
+        return len(self.index) + self.pending
 
     # -- per-memory rows beside the graph ---------------------------------------------
 
@@ -171,6 +183,8 @@ class NamespaceIndex:
         return int(np.count_nonzero(self.keys >= 0))
 
     def clear_rows(self) -> None:
+        self.pending = 0
+        self._pending_cache: npt.NDArray[np.intp] | None = None
         self._slots = {}
         self._free: list[int] = []
         self._forget_table()
@@ -186,9 +200,9 @@ class NamespaceIndex:
         self.rows = rows
         self.keys: npt.NDArray[np.int64] = rows["key"]  # -1: free slot
         self.vectors: npt.NDArray[np.float16] = vectors
-        # no longer written nor read (the exact cosines are NumKong's, which normalise):
-        # the field stays so saved rows files keep their layout
-        self.norms: npt.NDArray[np.float32] = rows["norm"]
+        # 0: pending (not in the graph yet). The field once held norms (the exact cosines
+        # are NumKong's now, which normalise); it keeps saved rows files' layout.
+        self.in_graph: npt.NDArray[np.float32] = rows["norm"]
         self.created_at: npt.NDArray[np.float64] = rows["created_at"]
         self.importance: npt.NDArray[np.float64] = rows["importance"]
         self.expires_at: npt.NDArray[np.float64] = rows["expires_at"]  # NaN: never expires
@@ -214,8 +228,11 @@ class NamespaceIndex:
         keys: list[int],
         vectors: npt.NDArray[np.float32] | npt.NDArray[np.float16] | None,
         attrs: list[tuple[float, float, float | None]],
+        *,
+        pending: bool = False,
     ) -> None:
-        """Record vectors (None: keep the stored ones) and attributes of ``keys``."""
+        """Record vectors (None: keep the stored ones) and attributes of ``keys``;
+        ``pending``: they are not in the graph (else they are)."""
         new = [key for key in dict.fromkeys(keys) if key not in self.slots]
         self._grow(len(self.slots) + len(new))
         for key in new:
@@ -223,7 +240,12 @@ class NamespaceIndex:
         at = np.fromiter((self.slots[key] for key in keys), np.intp, len(keys))
         if new:
             self._table_add(new)
+        unique = np.unique(at)
+        was = int(np.count_nonzero((self.in_graph[unique] == 0) & (self.keys[unique] >= 0)))
         self.keys[at] = keys
+        self.in_graph[at] = 0.0 if pending else 1.0
+        self.pending += (len(unique) if pending else 0) - was
+        self._pending_cache = None
         if vectors is not None:
             self.vectors[at] = vectors
         self.created_at[at] = [a[0] for a in attrs]
@@ -235,6 +257,10 @@ class NamespaceIndex:
             slot = self.slots.pop(key, None)
             if slot is not None:
                 self.vectors[slot] = 0  # a forgotten memory's vector does not linger in RAM
+                if self.in_graph[slot] == 0:
+                    self.pending -= 1
+                    self.in_graph[slot] = 1.0
+                    self._pending_cache = None
                 self.keys[slot] = -1
                 self._free.append(slot)
                 if self._table is not None and 0 <= key - self._table_base < len(self._table):
@@ -305,13 +331,75 @@ class NamespaceIndex:
     # -- search -----------------------------------------------------------------------
 
     def search(self, vector: npt.NDArray[np.float32], count: int) -> tuple[list[int], list[float]]:
-        """Top ``count`` keys by cosine similarity (1 - cosine distance)."""
-        if len(self.index) == 0 or count <= 0:
+        """Top ``count`` keys by cosine similarity (1 - cosine distance): the graph's, and
+        while memories are pending (not in the graph yet), the best of an exact scan of
+        their vector copies merged in by score. Both score with the same kernel on the
+        same float16 vectors, so the merged answer is the one the built graph gives."""
+        if count <= 0 or len(self) == 0:
             return [], []
-        matches: Any = self.index.search(vector, count)
-        keys: list[int] = matches.keys.tolist()
-        sims: list[float] = (1.0 - matches.distances.astype(np.float64)).tolist()
-        return keys, sims
+        if len(self.index):
+            matches: Any = self.index.search(vector, count)
+            if not self.pending:
+                keys: list[int] = matches.keys.tolist()
+                sims: list[float] = (1.0 - matches.distances.astype(np.float64)).tolist()
+                return keys, sims
+            graph_keys = np.asarray(matches.keys, dtype=np.int64)
+            graph_sims = 1.0 - np.asarray(matches.distances, dtype=np.float64)
+        else:
+            graph_keys, graph_sims = np.zeros(0, np.int64), np.zeros(0)
+        slots = self.pending_slots()
+        exact = self.similarities_at(slots, vector)
+        if len(exact) > count:
+            best = np.argpartition(-exact, count - 1)[:count]
+            slots, exact = slots[best], exact[best]
+        all_keys = np.concatenate([graph_keys, self.keys[slots]])
+        all_sims = np.concatenate([graph_sims, exact])
+        order = np.lexsort((all_keys, -all_sims))[:count]  # by score, ties by key
+        return all_keys[order].tolist(), all_sims[order].tolist()
+
+    # -- pending memories: in the rows, not yet in the graph (index_builder.py) ----------
+
+    def pending_slots(self) -> npt.NDArray[np.intp]:
+        """Slots of the pending memories, in key order (the order the builder takes)."""
+        if self._pending_cache is None:
+            slots = np.flatnonzero((self.in_graph == 0) & (self.keys >= 0))
+            self._pending_cache = slots[np.argsort(self.keys[slots], kind="stable")]
+        return self._pending_cache
+
+    def defer(
+        self,
+        keys: list[int],
+        vectors: npt.NDArray[np.float32] | npt.NDArray[np.float16],
+        attrs: list[tuple[float, float, float | None]],
+    ) -> None:
+        """Hold ``keys`` with their vectors and attributes, pending: searched exactly until
+        :meth:`build_step` moves them into the graph (a restore or pull of many memories
+        costs no HNSW insertion)."""
+        if not keys:
+            return
+        arr = np.asarray(keys, dtype=np.uint64)
+        if len(self.index):
+            present = np.asarray(self.index.contains(arr), dtype=bool).reshape(-1)
+            if present.any():  # an updated vector: the graph's copy is stale
+                self._writable()
+                self.index.remove(arr[present])
+        self.set_rows(keys, vectors, attrs, pending=True)
+
+    def build_step(self, limit: int) -> int:
+        """Move up to ``limit`` pending memories (lowest keys first, as a rebuild from the
+        catalog inserts them) into the graph; how many moved."""
+        slots = self.pending_slots()[:max(0, limit)]
+        if not len(slots):
+            return 0
+        self._writable()
+        keys = self.keys[slots].astype(np.uint64)
+        _add(self.index, keys, self.vectors[slots].astype(np.float32))
+        self.in_graph[slots] = 1.0
+        self.pending -= len(slots)
+        self.built_unsaved += len(slots)
+        cache = self._pending_cache
+        self._pending_cache = None if cache is None else cache[len(slots):]
+        return len(slots)
 
     def search_all(self, vector: npt.NDArray[np.float32]) -> tuple[list[int], list[float]]:
         """Every key, best first: USearch's answer completed with what its beam missed.
@@ -321,8 +409,8 @@ class NamespaceIndex:
         Keys USearch returns keep its similarity (as in :meth:`search`); the
         others get the exact cosine of their vector copies.
         """
-        keys, sims = self.search(vector, len(self.slots))
-        if len(keys) >= len(self.slots):
+        keys, sims = self.search(vector, len(self))
+        if len(keys) >= len(self):
             return keys, sims
         found = set(keys)
         missing = [key for key in self.slots if key not in found]
@@ -495,7 +583,8 @@ class NamespaceIndex:
             return False
         keys = rows["key"]
         present = np.flatnonzero(keys >= 0)
-        if len(present) != len(self.index):
+        pending = int(np.count_nonzero(rows["norm"][present] == 0))
+        if len(present) - pending != len(self.index) or pending != int(meta.get("pending", 0)):
             log.info("index rows %s do not match the index; reading the catalog", names[0])
             return False
         # Plain ndarray views of the maps: np.memmap's Python-level __getitem__ costs
@@ -504,6 +593,7 @@ class NamespaceIndex:
         self._slots = None  # built from the keys if a write or a full scan needs it
         self._free = np.flatnonzero(keys < 0)[::-1].tolist()
         self._forget_table()
+        self.pending, self._pending_cache = pending, None
         return True
 
     def _save_rows(self) -> tuple[str, str]:
@@ -540,11 +630,12 @@ class NamespaceIndex:
                 if (
                     meta is not None
                     and meta.get("model_id") == self.model_id
-                    and int(meta.get("applied_seq", 0)) > self.applied_seq
                     and self.path.exists()
+                    and (int(meta.get("applied_seq", 0)), -int(meta.get("pending", 0)))
+                    > (self.applied_seq, -self.pending)
                 ):
-                    self.unsaved = 0
-                    return False  # another process saved a newer state
+                    self.unsaved = self.built_unsaved = 0
+                    return False  # another process saved a newer state (or built more of it)
                 tmp = self.path.with_name(self.path.name + f".{os.getpid()}.tmp")
                 self.index.save(str(tmp))
                 os.chmod(tmp, 0o600)  # vectors say something about the texts: owner only
@@ -556,7 +647,8 @@ class NamespaceIndex:
                     "format": META_FORMAT,
                     "model_id": self.model_id,
                     "dim": self.dim,
-                    "count": len(self.index),
+                    "count": len(self.index),  # in the graph
+                    "pending": self.pending,  # in the rows only (index_builder.py)
                     "applied_seq": self.applied_seq,
                     "rows_file": rows_file,
                     "blake2b": digest,
@@ -573,5 +665,5 @@ class NamespaceIndex:
             raise LocalStoreError(
                 f"index lock {self.lock_path} is held by another process"
             ) from exc
-        self.unsaved = 0
+        self.unsaved = self.built_unsaved = 0
         return True

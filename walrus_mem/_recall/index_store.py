@@ -1,6 +1,7 @@
 """All namespace indexes of one data dir: opened lazily, caught up with the catalog's
 change log before use, rebuilt from the catalog when a file is unusable (index.py tells
-how and why)."""
+how and why). Many memories at once (a restore, a pull, a rebuild) go into the graph in
+the background (index_builder.py) while recall scans them exactly."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from .index import (
     index_file_stem,
     log,  # index.py's logger: the warnings keep the name callers filter on
 )
+from .index_builder import Builder
 
 __all__ = ["IndexStore"]
 
@@ -40,6 +42,12 @@ SAVE_SHARE: Final = 8
 (capped at :data:`SAVE_CAP`): a save writes the whole file, so saving every
 ``save_every`` changes made each write cost in proportion to the namespace."""
 SAVE_CAP: Final = 50_000
+DEFER_AT: Final = 1000
+"""A catch-up of at least this many changed keys holds them pending (exact scan) and
+leaves their graph insertion to the builder, instead of inserting them inline."""
+BACKGROUND_MIN: Final = 1000
+"""Pending memories that start a background builder; fewer are inserted at once (about a
+second at most), so a small namespace's index is whole when its first recall returns."""
 
 
 def _batches(
@@ -72,13 +80,18 @@ def _keys_agree(idx: NamespaceIndex, catalog: Catalog, sample: int = 16) -> bool
     row = catalog.query_one("SELECT count(*), total(key) FROM memories WHERE namespace = ?",
                             (idx.namespace,))
     count, total = (int(row[0]), float(row[1])) if row is not None else (0, 0.0)
-    held = idx.keys[idx.keys >= 0]  # the rows' keys, as numpy (1M in milliseconds)
-    if (len(idx.index) != count or idx.count() != count or len(held) != count
+    present = idx.keys >= 0
+    held = idx.keys[present]  # the rows' keys, as numpy (1M in milliseconds)
+    if (len(idx) != count or idx.count() != count or len(held) != count
             or float(held.sum(dtype=np.float64)) != total):
         return False
     if not len(held):
         return len(idx.index) == 0
-    keys = held.astype(np.uint64)
+    keys = idx.keys[present & (idx.in_graph != 0)].astype(np.uint64)  # not the pending
+    if len(keys) != len(idx.index):
+        return False
+    if not len(keys):
+        return True
     if not bool(np.asarray(idx.index.contains(keys), dtype=bool).all()):
         return False
     chosen = keys[:: max(1, len(keys) // sample)][:sample]
@@ -104,12 +117,17 @@ def _same(a: npt.NDArray[np.float32], b: npt.NDArray[np.float32]) -> bool:
 class IndexStore:
     """All namespace indexes of one data dir, loaded lazily and caught up on use."""
 
-    def __init__(self, directory: Path, catalog: Catalog, *, save_every: int = 1000) -> None:
+    def __init__(self, directory: Path, catalog: Catalog, *, save_every: int = 1000,
+                 lock: threading.RLock | None = None) -> None:
         self.directory = Path(directory)
         self.catalog = catalog
         self.save_every = save_every
         self._indexes: dict[str, NamespaceIndex] = {}
-        self._lock = threading.RLock()
+        # The engine lock (Memory's) when given: recall reads the index under it, so the
+        # background builder takes it for each batch it inserts.
+        self._lock = lock if lock is not None else threading.RLock()
+        self.auto_build = True  # False (tests): pending memories wait for build_some()
+        self._builders: dict[str, Builder] = {}
         # PRAGMA data_version when each namespace last caught up: unchanged means no other
         # connection committed since, and our own writes call refresh() themselves.
         self._seen_version: dict[str, int] = {}
@@ -151,6 +169,7 @@ class IndexStore:
             elif self._seen_version.get(namespace) != version:
                 self._catch_up(idx)
             self._seen_version[namespace] = version
+            self._kick(idx)
             return idx
 
     def _verified_record(self, idx: NamespaceIndex) -> dict[str, Any] | None:
@@ -200,7 +219,7 @@ class IndexStore:
                 if _keys_agree(idx, self.catalog):  # counts included: one scan, not two
                     return idx
                 log.warning("index %s disagrees with the catalog; rebuilding", idx.path.name)
-        self._rebuild(idx)
+        self._rebuild(idx, defer=True)
         return idx
 
     def _load_rows(self, idx: NamespaceIndex) -> None:
@@ -211,7 +230,9 @@ class IndexStore:
             for keys, vectors, attrs in _batches(conn, idx):
                 idx.set_rows(keys, vectors, attrs)
 
-    def _rebuild(self, idx: NamespaceIndex) -> None:
+    def _rebuild(self, idx: NamespaceIndex, *, defer: bool = False) -> None:
+        """Fill the index from the catalog: into the graph, or with ``defer`` into the rows
+        only, pending (the builder inserts them; nothing is saved until it has)."""
         idx.index = _new_index(idx.dim)
         idx.viewed = False
         idx.clear_rows()
@@ -224,14 +245,20 @@ class IndexStore:
                 "SELECT value FROM meta WHERE key = ?", (f"changes_floor:{idx.namespace}",)
             ).fetchone()
             for keys, vectors, attrs in _batches(conn, idx):
-                _add(idx.index, np.asarray(keys, dtype=np.uint64), vectors)
-                idx.set_rows(keys, vectors, attrs)
+                if not defer:
+                    _add(idx.index, np.asarray(keys, dtype=np.uint64), vectors)
+                idx.set_rows(keys, vectors, attrs, pending=defer)
         # The log may be pruned empty: the floor is then the newest applied change.
         idx.applied_seq = max(int(seq or 0), int(floor[0]) if floor else 0)
-        idx.unsaved = max(len(idx.index), 1)
-        self._save(idx)
+        idx.unsaved = max(len(idx), 1)
+        if not defer:
+            self._save(idx)
 
-    def _catch_up(self, idx: NamespaceIndex) -> None:
+    def _catch_up(self, idx: NamespaceIndex, *, defer: bool = False) -> None:
+        """Apply the change log past ``idx.applied_seq``. ``defer`` (a restore or pull
+        under way), or as many changes as :data:`DEFER_AT`: the new vectors are held
+        pending for the builder, not inserted now; ``defer`` also saves nothing (the
+        merge saves once at its end)."""
         floor = self.catalog.changes_floor(idx.namespace)
         if idx.applied_seq < floor:
             # Another process saved and pruned the log past us: its file is newer.
@@ -253,11 +280,15 @@ class IndexStore:
         gone = [k for k in keys if k not in rows]
         idx.remove(gone)
         if present:
-            idx.upsert(present, np.stack([rows[k][0] for k in present]),
-                       [rows[k][1] for k in present])
+            vectors = np.stack([rows[k][0] for k in present])
+            attrs = [rows[k][1] for k in present]
+            if defer or len(present) >= DEFER_AT:
+                idx.defer(present, vectors, attrs)
+            else:
+                idx.upsert(present, vectors, attrs)
         idx.applied_seq = newest
         idx.unsaved += len(keys)
-        if idx.unsaved >= self.save_threshold(len(idx)):
+        if not defer and idx.unsaved >= self.save_threshold(len(idx)):
             self._save(idx)
 
     def save_threshold(self, count: int) -> int:
@@ -270,15 +301,31 @@ class IndexStore:
             self._note_verified(idx, None)
             self.catalog.prune_changes(idx.namespace, idx.applied_seq)
 
-    def refresh(self, namespace: str, *, build: bool = False) -> None:
+    def refresh(self, namespace: str, *, build: bool = False, defer: bool = False) -> None:
         """Apply pending catalog changes to a loaded index (else a no-op). ``build`` (the
         write path: remember, remember_many, update): open one not loaded yet once
-        :data:`OPEN_AFTER` changes wait for it. Restore and pull leave it to the first
-        recall: building it inline would bound them by the HNSW insertion rate."""
+        :data:`OPEN_AFTER` changes wait for it. ``defer`` (restore and pull, per chunk):
+        the changes are held pending, for the builder :meth:`start_build` starts at the
+        merge's end (inline insertion would bound them by the HNSW rate); a namespace
+        with no index file yet (a restore onto a fresh data dir) is opened for that, so
+        the rows are saved once at the end and the first recall maps them."""
         with self._lock:
             idx = self._indexes.get(namespace)
             if idx is not None:
-                self._catch_up(idx)
+                self._catch_up(idx, defer=defer)
+                if not defer:
+                    self._kick(idx)  # many changes at once were held pending
+                return
+            if defer and not self.path_for(namespace).exists():
+                info = self.catalog.namespace(namespace)
+                if info is None or info["model_id"] is None or info["dim"] is None:
+                    return
+                idx = NamespaceIndex(namespace, self.directory, str(info["model_id"]),
+                                     int(info["dim"]))
+                self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+                self._rebuild(idx, defer=True)
+                self._indexes[namespace] = idx
+                self._seen_version[namespace] = self.catalog.data_version()
                 return
             if not build:
                 return
@@ -295,10 +342,12 @@ class IndexStore:
     def forget_namespace_index(self, namespace: str) -> None:
         """Drop the in-memory index (e.g. after reindex) so the next get rebuilds it."""
         with self._lock:
+            self._stop_builder(namespace)
             self._indexes.pop(namespace, None)
 
     def rebuild(self, namespace: str, model_id: str, dim: int) -> NamespaceIndex:
         with self._lock:
+            self._stop_builder(namespace)
             idx = NamespaceIndex(namespace, self.directory, model_id, dim)
             self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
             self._rebuild(idx)
@@ -308,11 +357,89 @@ class IndexStore:
     def save_all(self) -> None:
         with self._lock:
             for idx in self._indexes.values():
-                if idx.unsaved:
+                if idx.unsaved or idx.built_unsaved:
                     self._save(idx)
+
+    # -- the background builder (index_builder.py) -----------------------------------
+
+    def start_build(self, namespace: str) -> None:
+        """After a restore or pull: move its pending memories into the graph, at once
+        when few, else in the background."""
+        with self._lock:
+            idx = self._indexes.get(namespace)
+            if idx is not None:
+                self._kick(idx)
+
+    def _kick(self, idx: NamespaceIndex) -> None:
+        if not idx.pending or not self.auto_build:
+            return
+        if idx.pending < BACKGROUND_MIN:
+            idx.build_step(idx.pending)
+            # saved now when all of the graph was built here (a rebuild: the next open
+            # then maps it), else when due
+            self._built(idx, len(idx.index) == idx.built_unsaved)
+            return
+        running = self._builders.get(idx.namespace)
+        if running is not None and running.is_alive() and running.idx is idx:
+            return
+        ns = idx.namespace
+        builder = Builder(idx, self._lock, lambda: self._indexes.get(ns), self._built)
+        self._builders[ns] = builder
+        builder.start()
+
+    def _built(self, idx: NamespaceIndex, done: bool) -> None:
+        """After a builder's batch (under the lock): save when done or when due."""
+        if idx.built_unsaved and (done or idx.built_unsaved >= self.save_threshold(len(idx))):
+            self._save(idx)
+
+    def build_some(self, namespace: str, limit: int) -> int:
+        """Move up to ``limit`` pending memories into the graph now (tests, tools)."""
+        with self._lock:
+            idx = self._indexes.get(namespace)
+            return 0 if idx is None else idx.build_step(limit)
+
+    def wait_built(self, namespace: str, timeout: float | None = None) -> bool:
+        """Wait for the namespace's background build to finish (the deterministic hook
+        for tests); True when nothing of a loaded index is pending."""
+        builder = self._builders.get(namespace)
+        if builder is not None:
+            builder.join(timeout)
+        with self._lock:
+            idx = self._indexes.get(namespace)
+            return idx is None or idx.pending == 0
+
+    def build_progress(self, namespace: str) -> dict[str, Any]:
+        """How far the namespace's graph is built: ``in_graph`` and ``pending`` memories
+        (from the loaded index, else from the saved file's metadata) and whether a
+        background build runs in this process."""
+        with self._lock:
+            idx = self._indexes.get(namespace)
+            builder = self._builders.get(namespace)
+            building = builder is not None and builder.is_alive()
+            if idx is not None:
+                return {"in_graph": len(idx.index), "pending": idx.pending,
+                        "building": building}
+        try:
+            meta = json.loads((self.directory / f"{index_file_stem(namespace)}.meta.json")
+                              .read_text(encoding="utf-8"))
+            return {"in_graph": int(meta.get("count", 0)), "pending": int(meta.get("pending", 0)),
+                    "building": False}
+        except (OSError, ValueError, TypeError, AttributeError):
+            return {"in_graph": 0, "pending": 0, "building": False}
+
+    def _stop_builder(self, namespace: str) -> None:
+        builder = self._builders.pop(namespace, None)
+        if builder is not None:
+            builder.cancel()  # it sees the flag before its next batch
 
     def close(self) -> None:
         with self._lock:
+            builders = list(self._builders.values())
+            self._builders.clear()
+            for builder in builders:
+                builder.cancel()
+            for builder in builders:
+                builder.join()  # it polls the flag while we hold the lock: no wait
             try:
                 self.save_all()
             finally:
