@@ -31,6 +31,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
@@ -82,6 +83,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 MANIFEST_LOCK_TIMEOUT: Final = 300.0
+PAGE_WORKERS: Final = 8
+"""Manifest pages read at once by a restore or pull."""
 MAX_WALK = 10_000
 """Manifests an ancestry check visits at most; beyond, the heads count as concurrent."""
 MAX_FETCH = 1_000
@@ -392,11 +395,25 @@ class NamespaceLog(Merging, Publishing):
             f"for head seq {ref.seq} ({ref.blob_id})")
 
     def _read_entries(self, keys: NamespaceKeys, root: mf.Root) -> list[mf.Entry]:
+        """The root's entries and its pages', in order. The pages are read in parallel
+        (:data:`PAGE_WORKERS`): one after the other they took 10-17 s of a 100k restore
+        before its first fact was fetched."""
         client = self.host.walrus
         entries = list(root.entries or [])
-        for blob_id, patch_id, digest, _ in root.pages:  # the root binds each page's digest
-            entries.extend(read_page(client, keys, blob_id, patch_id, digest,
-                                     opener=lambda data: self._sealed_under(keys, data)))
+
+        def page(spec: tuple[str, str | None, str, int]) -> list[mf.Entry]:
+            blob_id, patch_id, digest, _ = spec  # the root binds each page's digest
+            return read_page(client, keys, blob_id, patch_id, digest,
+                             opener=lambda data: self._sealed_under(keys, data))
+
+        pages = list(root.pages)
+        if len(pages) <= 1:
+            for spec in pages:
+                entries.extend(page(spec))
+            return entries
+        with ThreadPoolExecutor(max_workers=min(PAGE_WORKERS, len(pages))) as pool:
+            for part in pool.map(page, pages):  # in order; the first failure is raised
+                entries.extend(part)
         return entries
 
     def read(self, ns: str, head: str | HeadRef) -> tuple[HeadRef, list[mf.Entry]]:
