@@ -91,13 +91,21 @@ def api_error(
     )
 
 
-def internal_error(message: str, headers: Mapping[str, str] | None = None) -> Response:
-    """Daemon ``Internal(anyhow)`` errors: reason INTERNAL_ERROR, domain global, a TraceID."""
+def internal_error(message: str, headers: Mapping[str, str] | None = None, *,
+                   domain: str = DAEMON_DOMAIN) -> Response:
+    """Daemon ``Internal(anyhow)`` errors: reason INTERNAL_ERROR, a TraceID, and the domain
+    of the error type that wraps it (``daemon.walrus.space`` for the route errors,
+    ``auth.publisher.walrus.space`` for PublisherAuthError), not ``global``: the
+    ``#[rest_api_error(delegate)]`` variant delegates status, reason and details to
+    anyhow's RestApiError impl, but the derive's ``domain()`` is always the enum's own
+    (MystenLabs/walrus 3c1cacc, crates/walrus-proc-macros/src/derive_api_errors.rs
+    ``domain_method``; common/api.rs ``to_response``). ``message`` is the underlying error
+    text (the enum's Display, ``#[error(transparent)]``)."""
     body = error_envelope(
         "INTERNAL",
         "INTERNAL_ERROR",
         message,
-        domain="global",
+        domain=domain,
         debug_detail=f"TraceID: {secrets.token_hex(16)}",
     )
     return json_response(body, 500, headers)

@@ -158,8 +158,11 @@ def test_epochs_out_of_range_is_internal_error(client: httpx.Client, epochs: str
     assert response.status_code == 500
     error = response.json()["error"]
     assert error["status"] == "INTERNAL"
+    # the error type's own domain: the RestApiError derive does not delegate domain() to
+    # the Internal(anyhow) variant (walrus-proc-macros derive_api_errors.rs domain_method;
+    # StoreBlobError is #[rest_api_error(domain = DAEMON_ERROR_DOMAIN)], routes.rs)
     assert error["details"][0] == {"@type": "ErrorInfo", "reason": "INTERNAL_ERROR",
-                                   "domain": "global", "metadata": {}}
+                                   "domain": "daemon.walrus.space", "metadata": {}}
     assert error["details"][1]["@type"] == "DebugInfo"
     assert error["details"][1]["detail"].startswith("TraceID: ")
     assert client.get("/_mock/blobs").json()["count"] == 0

@@ -161,7 +161,8 @@ def _marked_invalid_500() -> httpx.Response:
         "status": "INTERNAL", "code": 500,
         "message": "the blob was marked invalid, which is likely a system error, please "
                    "report it",
-        "details": [{"@type": "ErrorInfo", "reason": "INTERNAL_ERROR", "domain": "global",
+        "details": [{"@type": "ErrorInfo", "reason": "INTERNAL_ERROR",
+                     "domain": "daemon.walrus.space",
                      "metadata": {}},
                     {"@type": "DebugInfo", "stackEntries": [], "detail": "TraceID: 00"}]}})
 
