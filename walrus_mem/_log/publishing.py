@@ -303,8 +303,11 @@ class Publishing(LogPart):
         return announce_pending(self, ns)
 
     def _read_back(self, ref: HeadRef, sealed: bytes) -> None:
-        """An aggregator must serve exactly the stored root (i11's read-back check)."""
-        self.host.walrus.read_back(sealed, blob_id=ref.blob_id)
+        """An aggregator must serve exactly the stored root (i11's read-back check), within
+        ``read_back_deadline`` (a fresh blob may answer a cached 404 for a while), not
+        the ``read_deadline`` of an ordinary read."""
+        self.host.walrus.read_back(sealed, blob_id=ref.blob_id,
+                                   deadline=self.host.settings.read_back_deadline)
 
     def _fill_digests(self, ns: str) -> None:
         missing = self.catalog.sealed_without_digest(ns)

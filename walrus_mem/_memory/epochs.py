@@ -55,11 +55,12 @@ class Epochs:
         if policy != "none":
             require_read_back(client, f"verify_publish = {policy!r}")
         probe = os.urandom(32)
-        with call_deadline(self.settings.publish_deadline):  # store + read-back
-            stored = client.store_blob(probe, epochs=1, deadline=self.settings.publish_deadline)
+        s = self.settings  # the store and its read-back, budgeted apart (as fact batches)
+        with call_deadline(s.publish_deadline + s.read_back_deadline):
+            stored = client.store_blob(probe, epochs=1, deadline=s.publish_deadline)
             # the epoch of an answer that did not store anything is not the network's
             verify_published(client, policy, stored, {"probe": probe},
-                             deadline=self.settings.publish_deadline)
+                             deadline=s.read_back_deadline)
         if stored.registered_epoch is None:
             return None
         self.catalog.note_epoch(stored.registered_epoch)

@@ -175,11 +175,12 @@ def share(memory: GrantHost, memory_ids: list[str] | tuple[str, ...] | str, *,
     policy = memory.settings.verify_publish
     if policy != "none":
         require_read_back(memory.walrus, f"verify_publish = {policy!r}")
-    with call_deadline(memory.settings.publish_deadline):  # store + read-back
-        stored = memory.walrus.store_blob(blob, deadline=memory.settings.publish_deadline)
+    s = memory.settings  # the store and its read-back, budgeted apart (as fact batches)
+    with call_deadline(s.publish_deadline + s.read_back_deadline):
+        stored = memory.walrus.store_blob(blob, deadline=s.publish_deadline)
         # never hand out a reference to a blob a lying publisher did not store
         verify_published(memory.walrus, policy, stored, {"grant": blob},
-                         deadline=memory.settings.publish_deadline)
+                         deadline=s.read_back_deadline)
     return Grant(
         reference=f"{REFERENCE_PREFIX}:{stored.blob_id}:{_digest(blob)}",
         blob_id=stored.blob_id,
