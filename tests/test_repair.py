@@ -100,6 +100,9 @@ def test_outbox_replay_does_not_publish_a_damaged_copy(mem: Memory) -> None:
     report = mem.sync()
     assert report.published == 1 and report.still_queued == 0 and store_count(admin) > stores
     assert mem.get(bad.id, verify=True).text == bad.text
+    # the row kept no vector (its sealed copy carried it): the reseal embedded it again
+    mem._parts.indexes.rebuild("default", "test-hash-embedder-64", 64)
+    assert mem.recall("a queued fact whose sealed copy rots", k=1)[0].id == bad.id
 
 
 def _corrupt_index_keys(index_file: Path, dim: int, old_key: int, new_key: int, *,

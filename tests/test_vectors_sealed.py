@@ -74,8 +74,12 @@ def texts(n: int, tag: str = "") -> list[str]:
 
 
 def catalog_vectors(mem: Memory) -> dict[str, bytes]:
-    return {str(r[0]): bytes(r[1]) for r in mem._parts.catalog.query(
-        "SELECT id, vector FROM memories WHERE namespace = ?", (NS,))}
+    """Each memory's float16 vector as the catalog gives it (from the sealed copy when the
+    row keeps none itself)."""
+    ids = {int(r[0]): str(r[1]) for r in mem._parts.catalog.query(
+        "SELECT key, id FROM memories WHERE namespace = ?", (NS,))}
+    return {ids[k]: v.astype("<f2").tobytes()
+            for k, v in mem._parts.catalog.vectors_by_keys(NS, list(ids)).items()}
 
 
 def test_a_fact_carries_its_index_vector_sealed(tmp_path: Path, walrus) -> None:

@@ -67,6 +67,7 @@ __all__ = [
     "canonical_json",
     "envelope_fingerprint",
     "open_envelope",
+    "open_own_copy",
     "seal",
 ]
 
@@ -336,6 +337,15 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def open_own_copy(keys: NamespaceKeys, blob: bytes | bytearray | memoryview) -> dict[str, Any]:
+    """Decrypt and parse an envelope this data dir sealed or verified before (its
+    catalog's sealed copy) without checking the signature again: the AEAD tag still
+    authenticates it under the sealing key, and at about 8 µs instead of 120 µs a
+    rebuild can read a million vectors from the sealed copies. Never for bytes that
+    came from storage: :func:`open_envelope` checks those."""
+    return _open(keys, blob, verify=False)
+
+
 def open_envelope(
     keys: NamespaceKeys,
     blob: bytes | bytearray | memoryview,
@@ -349,6 +359,16 @@ def open_envelope(
     never partial data. ``expected_id``/``expected_kind`` detect a valid blob of
     this namespace substituted for another record (:class:`BlobMismatch`).
     """
+    record = _open(keys, blob, verify=True)
+    if expected_id is not None and record["id"] != expected_id:
+        raise BlobMismatch("envelope holds another memory than the one requested")
+    if expected_kind is not None and record["kind"] != expected_kind:
+        raise BlobMismatch(f"envelope holds a {record['kind']!r} record, not {expected_kind!r}")
+    return record
+
+
+def _open(keys: NamespaceKeys, blob: bytes | bytearray | memoryview, *,
+          verify: bool) -> dict[str, Any]:
     data = _as_bytes(blob)
     header_size = _check_structure(data)
     if not isinstance(keys, NamespaceKeys):
@@ -356,10 +376,11 @@ def open_envelope(
     if data[_FPR_AT:_NONCE_AT] != keys.fingerprint_bytes:
         raise WrongNamespace("envelope was sealed under another namespace key")
     signed, signature = data[:-SIGNATURE_SIZE], data[-SIGNATURE_SIZE:]
-    try:
-        keys.signing_key.verify_key.verify(signed, signature)
-    except nacl.exceptions.BadSignatureError as exc:
-        raise TamperedBlob("envelope signature does not verify") from exc
+    if verify:
+        try:
+            keys.signing_key.verify_key.verify(signed, signature)
+        except nacl.exceptions.BadSignatureError as exc:
+            raise TamperedBlob("envelope signature does not verify") from exc
     header = signed[:header_size]
     try:
         plaintext = nacl.bindings.crypto_aead_xchacha20poly1305_ietf_decrypt(
@@ -372,8 +393,4 @@ def open_envelope(
     record = _parse_record(plaintext, attached)
     if data[4] == VERSION_ATTACHED:
         record = _attach(record, plaintext[len(plaintext) - attached :])
-    if expected_id is not None and record["id"] != expected_id:
-        raise BlobMismatch("envelope holds another memory than the one requested")
-    if expected_kind is not None and record["kind"] != expected_kind:
-        raise BlobMismatch(f"envelope holds a {record['kind']!r} record, not {expected_kind!r}")
     return record

@@ -253,8 +253,8 @@ def check_consistency(mem: Memory, namespace: str) -> Consistency:
         ordered = sorted(keys)
         stored = np.asarray(idx.index.get(np.asarray(ordered, dtype=np.uint64)),
                             dtype=np.float32).reshape(len(ordered), -1)
-        by_key = {int(r["key"]): np.frombuffer(r["vector"], dtype="<f2").astype(np.float32)
-                  for r in rows}
+        # the catalog's vectors (from the sealed copy when the row keeps none)
+        by_key = cat.vectors_by_keys(namespace, ordered)
         expected = np.stack([by_key[k] for k in ordered])
         if not np.allclose(stored, expected, atol=2e-2):
             report.problems.append("index vectors differ from the catalog's")

@@ -156,8 +156,9 @@ def _needles(mem: Memory) -> tuple[set[bytes], set[bytes], set[bytes]]:
                for i in range(len(t.encode()) - WINDOW + 1)}
     names = {a.encode() for a in AGENTS} | {a.replace("-", "_").encode() for a in AGENTS}
     vectors: set[bytes] = set()
-    for (blob,) in mem._catalog.query("SELECT vector FROM memories"):
-        f16 = np.frombuffer(blob, dtype="<f2")  # as stored (catalog and index precision)
+    for ns, key in mem._catalog.query("SELECT namespace, key FROM memories"):
+        (vector,) = mem._catalog.vectors_by_keys(ns, [int(key)]).values()
+        f16 = vector.astype("<f2")  # as stored (catalog and index precision)
         vectors.add(f16[:8].tobytes())
         vectors.add(f16[:8].astype("<f4").tobytes())
     embedded = DenseEmbedder().embed(texts)  # the embedder's own float32 output

@@ -65,6 +65,13 @@ from .outbox import OutboxQueue
 from .postings_reads import PostingsQueries
 from .reads import MEMORY_COLUMNS, MemoryQueries
 from .schema import MIGRATIONS, SCHEMA_VERSION
+from .vectors import (
+    VECTOR_COLUMNS,
+    VectorConnection,
+    VectorSource,
+    resolve_vectors,
+    stored_vector,
+)
 from .writes import MemoryWrites
 
 __all__ = [
@@ -140,6 +147,7 @@ class Catalog(FtsQueries, PostingsQueries, ChangeLog, OutboxQueue, MemoryQueries
                 check_same_thread=False,
                 timeout=BUSY_TIMEOUT_MS / 1000,
                 cached_statements=256,
+                factory=VectorConnection,
             )
         except sqlite3.Error as exc:
             raise _translate(exc, self.path) from exc
@@ -412,7 +420,30 @@ class Catalog(FtsQueries, PostingsQueries, ChangeLog, OutboxQueue, MemoryQueries
                 c.executescript("PRAGMA incremental_vacuum;")
 
     @_guarded
+    def shed_vectors(self, batch: int = 2000) -> int:
+        """Empty the ``vector`` of every row whose sealed copy carries exactly that vector
+        (rows written before schema 7 keep theirs until this runs, from ``vacuum``);
+        returns how many. Rows whose sealed copy this process cannot open keep theirs."""
+        if self.vector_source is None:
+            return 0
+        shed, last = 0, 0
+        while True:
+            with self.write() as c:
+                rows = c.execute(
+                    "SELECT key, namespace, vector, sealed FROM memories WHERE key > ? AND "
+                    "length(vector) > 0 AND sealed IS NOT NULL ORDER BY key LIMIT ?",
+                    (last, batch)).fetchall()
+                if not rows:
+                    return shed
+                empty = [(int(r[0]),) for r in rows
+                         if not stored_vector(c, str(r[1]), r[3], bytes(r[2]))]
+                c.executemany("UPDATE memories SET vector = x'' WHERE key = ?", empty)
+                shed += len(empty)
+                last = int(rows[-1][0])
+
+    @_guarded
     def vacuum(self) -> None:
+        self.shed_vectors()
         with self._lock:
             self.conn.execute("VACUUM")
             self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
@@ -558,29 +589,44 @@ class Catalog(FtsQueries, PostingsQueries, ChangeLog, OutboxQueue, MemoryQueries
         )
         return {str(r["id"]): r for r in rows}
 
+    @property
+    def vector_source(self) -> VectorSource | None:
+        """Where a row's vector comes from when its sealed copy carries it (vectors.py):
+        set by Memory, which holds the keys."""
+        return getattr(self.conn, "vector_source", None)
+
+    @vector_source.setter
+    def vector_source(self, source: VectorSource | None) -> None:
+        self.conn.vector_source = source  # type: ignore[attr-defined]
+
     @_guarded
     def vectors_by_keys(
         self, namespace: str, keys: Sequence[int]
     ) -> dict[int, npt.NDArray[np.float32]]:
-        rows = self.query(
-            "SELECT key, vector FROM memories WHERE key IN "
-            "(SELECT value FROM json_each(?)) AND namespace = ?",
-            (json.dumps([int(k) for k in keys]), namespace),
-        )
-        return {int(r[0]): vector_from_blob(r[1]) for r in rows}
+        with self._lock:
+            rows = self.query(
+                f"SELECT key, {VECTOR_COLUMNS} FROM memories WHERE key IN "
+                "(SELECT value FROM json_each(?)) AND namespace = ?",
+                (json.dumps([int(k) for k in keys]), namespace),
+            )
+            vectors = resolve_vectors(self.conn, namespace, [(r[1], r[2]) for r in rows])
+        return {int(r[0]): vector_from_blob(v) for r, v in zip(rows, vectors, strict=True)}
 
     @_guarded
     def index_rows(
         self, namespace: str, keys: Sequence[int]
     ) -> dict[int, tuple[npt.NDArray[np.float32], tuple[float, float, float | None]]]:
         """What the index needs per key: the vector and (created_at, importance, expires_at)."""
-        rows = self.query(
-            "SELECT key, vector, created_at, importance, expires_at FROM memories WHERE key IN "
-            "(SELECT value FROM json_each(?)) AND namespace = ?",
-            (json.dumps([int(k) for k in keys]), namespace),
-        )
+        with self._lock:
+            rows = self.query(
+                f"SELECT key, {VECTOR_COLUMNS}, created_at, importance, expires_at FROM memories "
+                "WHERE key IN (SELECT value FROM json_each(?)) AND namespace = ?",
+                (json.dumps([int(k) for k in keys]), namespace),
+            )
+            vectors = resolve_vectors(self.conn, namespace, [(r[1], r[2]) for r in rows])
         return {
-            int(r[0]): (vector_from_blob(r[1]), (float(r[2]), float(r[3]), r[4])) for r in rows
+            int(r[0]): (vector_from_blob(v), (float(r[3]), float(r[4]), r[5]))
+            for r, v in zip(rows, vectors, strict=True)
         }
 
     @_guarded

@@ -173,5 +173,11 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     """
     UPDATE meta SET value = 'stale' WHERE key = 'postings' AND value = '1';
     """,
+    # 7: a row's ``vector`` may be empty: its sealed copy carries the vector (vectors.py).
+    # Rows written before keep theirs until ``vacuum`` (compact) empties them; the version
+    # bump keeps older walrus_mem, which would read an empty vector as damage, out.
+    """
+    DELETE FROM meta WHERE key = 'vectors_shed';
+    """,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)

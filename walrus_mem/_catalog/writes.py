@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from .._walrus.epoch_guard import EpochGuard, plausible_end
 from .guard import CatalogPart, _guarded
+from .vectors import VECTOR_COLUMNS, resolve_vectors, stored_vector
 
 __all__ = ["MemoryWrites"]
 
@@ -56,6 +57,7 @@ class MemoryWrites(CatalogPart):
         """
         values = {**_MEMORY_DEFAULTS, **row}
         with self.write() as c:
+            vector = stored_vector(c, namespace, values["sealed"], values["vector"])
             cur = c.execute(
                 "INSERT INTO memories (id, namespace, text, metadata, category, importance, "
                 "created_at, updated_at, expires_at, version, dedupe_hash, status, blob_id, "
@@ -66,7 +68,7 @@ class MemoryWrites(CatalogPart):
                  values["updated_at"], values["expires_at"], values["version"],
                  values["dedupe_hash"], values["status"], values["blob_id"],
                  values["quilt_patch_id"], values["end_epoch"], values["sealed"],
-                 values["vector"], values["digest"]),
+                 vector, values["digest"]),
             )
             if cur.rowcount == 0:
                 return None
@@ -148,8 +150,12 @@ class MemoryWrites(CatalogPart):
         quilt_patch_id, end_epoch, digest) the current version of memory ``key``."""
         values = {**_MEMORY_DEFAULTS, **row}
         with self.write() as c:
-            before = c.execute("SELECT dedupe_hash FROM memories WHERE key = ?",
-                               (key,)).fetchone()
+            before = c.execute(f"SELECT dedupe_hash, {VECTOR_COLUMNS} FROM memories "
+                               "WHERE key = ?", (key,)).fetchone()
+            kept = vector
+            if kept is None and before is not None and not before[1]:
+                # the vector stays, but the sealed copy it was read from is replaced
+                kept = resolve_vectors(c, namespace, [(before[1], before[2])])[0]
             c.execute(
                 "UPDATE memories SET text = ?, metadata = ?, category = ?, importance = ?, "
                 "updated_at = ?, expires_at = ?, version = ?, dedupe_hash = ?, status = ?, "
@@ -163,8 +169,10 @@ class MemoryWrites(CatalogPart):
             )
             if before is not None and str(before[0]) != values["dedupe_hash"]:
                 self._promote_twin(c, namespace, str(before[0]))
+            if kept is not None:
+                c.execute("UPDATE memories SET vector = ? WHERE key = ?",
+                          (stored_vector(c, namespace, values["sealed"], kept), key))
             if vector is not None:
-                c.execute("UPDATE memories SET vector = ? WHERE key = ?", (vector, key))
                 self.fts_remove(namespace, key)
                 self.fts_add(namespace, key, str(values["text"]))
             # Even without a new vector: the index keeps importance / expiry too.

@@ -11,6 +11,7 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Protocol
 
+from .._recall.carried import SealedVectors
 from ..errors import ConfigError, KeyMaterialError
 from ..keys import MasterSeed, NamespaceKeys, resolve_master_seed
 from .access import check_access
@@ -36,6 +37,9 @@ class KeyChain:
         self.lock = lock
         self._master = master
         self._cache: dict[str, NamespaceKeys] = {}
+        # A catalog row whose sealed copy carries its vector keeps none itself (issue 28):
+        # the catalog reads it from the sealed copy with these keys (_catalog/vectors.py).
+        catalog.vector_source = SealedVectors(self.derive_keys)
 
     def master_seed(self) -> MasterSeed:
         """The master seed: the explicit key, else config, key file or keyring (once)."""

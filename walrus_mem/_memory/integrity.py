@@ -38,7 +38,7 @@ from typing import Any, Final
 import numpy as np
 from filelock import FileLock, Timeout
 
-from .._catalog.catalog import Catalog, vectors_from_blobs
+from .._catalog.catalog import Catalog
 from .._recall.index import LOCK_TIMEOUT, NamespaceIndex
 from ..envelope import open_envelope
 from ..errors import EnvelopeError, LocalStoreError
@@ -277,11 +277,10 @@ def check_index_file(
     chosen = [k for k in _sample(settled, sample) if k in in_file]
     if not chosen:
         return health
-    rows = catalog.query(
-        "SELECT key, vector FROM memories WHERE namespace = ? AND key IN "
-        f"({','.join('?' * len(chosen))}) ORDER BY key", (namespace, *chosen))
-    keys = [int(r[0]) for r in rows]
-    vectors = vectors_from_blobs([r[1] for r in rows], dim).astype(np.float32)
+    found = catalog.vectors_by_keys(namespace, sorted(chosen))  # maybe from sealed copies
+    keys = sorted(found)
+    vectors = (np.stack([found[k] for k in keys]).astype(np.float32) if keys
+               else np.zeros((0, dim), np.float32))
     for key, vector in zip(keys, vectors, strict=True):
         health.sampled += 1
         if not _stored_vector_agrees(idx, key, vector):

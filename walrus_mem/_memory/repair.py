@@ -44,17 +44,17 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from pydantic import BaseModel, Field
 
-from .._catalog.catalog import Catalog
+from .._catalog.catalog import Catalog, vector_to_blob
 from .._local.datadir_lock import DataDirLock
 from .._local.dir_trust import check_private_dir
 from .._log.manifest import sealed_digest
-from ..envelope import seal
+from .._recall.carried import identity
 from ..errors import CatalogCorrupt, InvalidInput, StorageError, WalrusMemError
 from ..keys import NamespaceKeys
 from ..models import MemoryRecord, RestoreReport
 from ..walrus import WalrusClient
 from .integrity import catalog_problems, check_index_file, damaged_sealed, sealed_problem
-from .records import fact_record
+from .records import fact_record, seal_fact
 
 if TYPE_CHECKING:
     from .._log.context import ProgressCallback
@@ -247,13 +247,17 @@ def _replace_sealed(mem: RepairHost, ns: str, report: RepairReport) -> None:
             mid, version, str(row["text"]), json.loads(row["metadata"] or "{}"),
             row["category"], float(row["importance"]), float(row["created_at"]),
             float(row["updated_at"]), row["expires_at"])
-        data = seal(keys, record, max_plaintext=mem.parts.publisher.max_plaintext())
+        # the row may have kept no vector (its sealed copy carried it): embed it again
+        vector = vector_to_blob(mem.parts.embedding.embed([str(row["text"])])[0])
+        data = seal_fact(keys, record, max_plaintext=mem.parts.publisher.max_plaintext(),
+                         ident=identity(mem.parts.embedding.embedder), vector=vector)
         report.resealed.append(mid)  # flagged: its text comes from the unauthenticated row
         log.warning("memory %s: sealed copy does not open (%s); sealed again from the catalog "
                     "row's text, which nothing authenticates: check it", mid, problem)
         with catalog.write() as c:
-            c.execute("UPDATE memories SET sealed = ?, digest = ? WHERE id = ? AND version = ?",
-                      (data, sealed_digest(data), mid, version))
+            c.execute("UPDATE memories SET sealed = ?, digest = ?, vector = ? "
+                      "WHERE id = ? AND version = ?",
+                      (data, sealed_digest(data), vector, mid, version))
 
 
 def _rebuild_row(mem: RepairHost, ns: str, row: Any, sealed: bytes, report: RepairReport,

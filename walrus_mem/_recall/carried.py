@@ -23,7 +23,7 @@ import hashlib
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -31,8 +31,12 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["FIELD", "VectorIdentity", "carried_vector", "identity", "mismatch",
-           "vector_field", "weights_digest_of"]
+from ..envelope import open_own_copy
+from ..errors import EnvelopeError, WalrusMemError
+from ..keys import NamespaceKeys
+
+__all__ = ["FIELD", "SealedVectors", "VectorIdentity", "carried_bytes", "carried_vector",
+           "identity", "mismatch", "vector_field", "weights_digest_of"]
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +108,61 @@ def carried_vector(record: Mapping[str, Any], ident: VectorIdentity | None) -> b
     if not values.any():  # an embedder never yields the zero vector (check_vectors)
         return None
     return raw
+
+
+def carried_bytes(record: Mapping[str, Any]) -> bytes | None:
+    """The float16 bytes of the vector ``record`` carries, whatever made it (raw, or the
+    base64 of facts sealed before); None when it carries none or a malformed one."""
+    vec = record.get(FIELD)
+    if not isinstance(vec, Mapping) or vec.get("dtype") != DTYPE:
+        return None
+    data = vec.get("data")
+    if isinstance(data, bytes):
+        return data
+    if isinstance(data, str):
+        try:
+            return base64.b64decode(data, validate=True)
+        except (binascii.Error, ValueError):
+            return None
+    return None
+
+
+class SealedVectors:
+    """The catalog's source for vectors it does not keep itself (issue 28 item 4): a
+    memory's float16 vector read from its own sealed copy, opened with the namespace's
+    key of the generation that sealed it (picked by the envelope's fingerprint, current
+    first, then a rotation's next one, then older ones). ``derive(namespace,
+    generation=None)`` gives a namespace's keys (KeyChain.derive_keys)."""
+
+    def __init__(self, derive: Callable[..., NamespaceKeys]) -> None:
+        self._derive = derive
+        self._keys: dict[tuple[str, bytes], NamespaceKeys] = {}
+
+    def __call__(self, namespace: str, sealed: bytes) -> bytes | None:
+        """The vector ``sealed`` carries, or None (no vector, no key, does not open)."""
+        fingerprint = bytes(sealed[6:22])
+        keys = self._keys.get((namespace, fingerprint)) or self._find(namespace, fingerprint)
+        if keys is None:
+            return None
+        try:
+            return carried_bytes(open_own_copy(keys, sealed))
+        except EnvelopeError:
+            return None
+
+    def _find(self, namespace: str, fingerprint: bytes) -> NamespaceKeys | None:
+        try:
+            current = self._derive(namespace)
+            tried = [current.generation, current.generation + 1,
+                     *range(current.generation - 1, -1, -1)]
+            for generation in tried:
+                keys = current if generation == current.generation else self._derive(
+                    namespace, generation=generation)
+                if keys.fingerprint_bytes == fingerprint:
+                    self._keys[(namespace, fingerprint)] = keys
+                    return keys
+        except WalrusMemError as exc:  # no key here for that namespace
+            log.debug("no key to read %s's sealed vectors (%s)", namespace, type(exc).__name__)
+        return None
 
 
 def mismatch(record: Mapping[str, Any], ident: VectorIdentity | None) -> str:

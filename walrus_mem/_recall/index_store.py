@@ -10,13 +10,14 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import numpy as np
 import numpy.typing as npt
 from filelock import FileLock, Timeout
 
 from .._catalog.catalog import Catalog, vectors_from_blobs
+from .._catalog.vectors import VECTOR_COLUMNS, resolve_vectors
 from ..errors import LocalStoreError, ModelMismatch, WalrusMemError
 from .index import (
     LOCK_TIMEOUT,
@@ -30,6 +31,8 @@ from .index import (
 from .index_builder import Builder
 
 __all__ = ["IndexStore"]
+
+_Mode = Literal["auto", "defer", "inline"]
 
 _REBUILD_BATCH: Final = 10_000
 OPEN_AFTER: Final = 1000
@@ -57,14 +60,16 @@ def _batches(
     last = 0
     while True:
         rows = conn.execute(
-            "SELECT key, vector, created_at, importance, expires_at FROM memories "
+            f"SELECT key, {VECTOR_COLUMNS}, created_at, importance, expires_at FROM memories "
             "WHERE namespace = ? AND key > ? ORDER BY key LIMIT ?",
             (idx.namespace, last, _REBUILD_BATCH),
         ).fetchall()
         if not rows:
             return
-        yield ([int(r[0]) for r in rows], vectors_from_blobs([r[1] for r in rows], idx.dim),
-               [(float(r[2]), float(r[3]), r[4]) for r in rows])
+        # a row's vector may be in its sealed copy (catalog vectors.py)
+        blobs = resolve_vectors(conn, idx.namespace, [(r[1], r[2]) for r in rows])
+        yield ([int(r[0]) for r in rows], vectors_from_blobs(blobs, idx.dim),
+               [(float(r[3]), float(r[4]), r[5]) for r in rows])
         last = int(rows[-1][0])
 
 
@@ -158,16 +163,20 @@ class IndexStore:
             )
         return idx
 
-    def get(self, namespace: str, model_id: str, dim: int) -> NamespaceIndex:
-        """The namespace's index, loaded or rebuilt, with every catalog change applied."""
+    def get(self, namespace: str, model_id: str, dim: int, *,
+            inline: bool = False) -> NamespaceIndex:
+        """The namespace's index, loaded or rebuilt, with every catalog change applied:
+        many at once (a rebuild, a large catch-up) held pending for the background
+        builder, unless ``inline`` (a write that builds the index as memories arrive)."""
+        mode: _Mode = "inline" if inline else "auto"
         with self._lock:
             idx = self._loaded_as(namespace, model_id, dim)
             version = self.catalog.data_version()
             if idx is None:
-                idx = self._open(namespace, model_id, dim)
+                idx = self._open(namespace, model_id, dim, mode)
                 self._indexes[namespace] = idx
             elif self._seen_version.get(namespace) != version:
-                self._catch_up(idx)
+                self._catch_up(idx, mode)
             self._seen_version[namespace] = version
             self._kick(idx)
             return idx
@@ -205,7 +214,7 @@ class IndexStore:
             self._note_verified(idx, verified)
         return loaded
 
-    def _open(self, namespace: str, model_id: str, dim: int) -> NamespaceIndex:
+    def _open(self, namespace: str, model_id: str, dim: int, mode: _Mode) -> NamespaceIndex:
         self.directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         idx = NamespaceIndex(namespace, self.directory, model_id, dim)
         if self._load_locked(idx):
@@ -215,11 +224,11 @@ class IndexStore:
             if idx.applied_seq < self.catalog.changes_floor(namespace):
                 log.warning("index %s is older than the change log; rebuilding", idx.path.name)
             else:
-                self._catch_up(idx)
+                self._catch_up(idx, mode)
                 if _keys_agree(idx, self.catalog):  # counts included: one scan, not two
                     return idx
                 log.warning("index %s disagrees with the catalog; rebuilding", idx.path.name)
-        self._rebuild(idx, defer=True)
+        self._rebuild(idx, defer=mode != "inline")
         return idx
 
     def _load_rows(self, idx: NamespaceIndex) -> None:
@@ -254,24 +263,26 @@ class IndexStore:
         if not defer:
             self._save(idx)
 
-    def _catch_up(self, idx: NamespaceIndex, *, defer: bool = False) -> None:
-        """Apply the change log past ``idx.applied_seq``. ``defer`` (a restore or pull
-        under way), or as many changes as :data:`DEFER_AT`: the new vectors are held
-        pending for the builder, not inserted now; ``defer`` also saves nothing (the
-        merge saves once at its end)."""
+    def _catch_up(self, idx: NamespaceIndex, mode: _Mode = "auto") -> None:
+        """Apply the change log past ``idx.applied_seq``. ``"defer"`` (a restore or pull
+        under way), or ``"auto"`` with as many changes as :data:`DEFER_AT`: the new
+        vectors are held pending for the builder, not inserted now (``"defer"`` also
+        saves nothing: the merge saves once at its end); ``"inline"`` (a write):
+        inserted now."""
+        defer = mode == "defer"
         floor = self.catalog.changes_floor(idx.namespace)
         if idx.applied_seq < floor:
             # Another process saved and pruned the log past us: its file is newer.
             reloaded = self._load_locked(idx)
             if not reloaded or idx.applied_seq < floor:
-                self._rebuild(idx)
+                self._rebuild(idx, defer=mode != "inline")
                 return
             if not idx.rows_loaded:
                 self._load_rows(idx)
         keys, newest = self.catalog.changes_since(idx.namespace, idx.applied_seq)
         if self.catalog.changes_floor(idx.namespace) > idx.applied_seq:
             # Another process pruned the log while we read it: start over from its file.
-            self._catch_up(idx)
+            self._catch_up(idx, mode)
             return
         if not keys:
             return
@@ -282,7 +293,7 @@ class IndexStore:
         if present:
             vectors = np.stack([rows[k][0] for k in present])
             attrs = [rows[k][1] for k in present]
-            if defer or len(present) >= DEFER_AT:
+            if defer or (mode == "auto" and len(present) >= DEFER_AT):
                 idx.defer(present, vectors, attrs)
             else:
                 idx.upsert(present, vectors, attrs)
@@ -312,7 +323,7 @@ class IndexStore:
         with self._lock:
             idx = self._indexes.get(namespace)
             if idx is not None:
-                self._catch_up(idx, defer=defer)
+                self._catch_up(idx, "defer" if defer else "inline" if build else "auto")
                 if not defer:
                     self._kick(idx)  # many changes at once were held pending
                 return
@@ -337,7 +348,7 @@ class IndexStore:
             info = self.catalog.namespace(namespace)
             if info is None or info["model_id"] is None or info["dim"] is None:
                 return
-            self.get(namespace, str(info["model_id"]), int(info["dim"]))
+            self.get(namespace, str(info["model_id"]), int(info["dim"]), inline=True)
 
     def forget_namespace_index(self, namespace: str) -> None:
         """Drop the in-memory index (e.g. after reindex) so the next get rebuilds it."""

@@ -1,0 +1,134 @@
+"""Issue 28 item 4: a row keeps no vector of its own when its sealed copy carries it (the
+768 bytes were stored twice); reads, index rebuilds, updates and an old catalog's
+upgrade take the vector from the sealed copy (walrus_mem/_catalog/vectors.py)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.helpers_memory import MASTER_HEX, make_settings
+from walrus_mem._catalog.catalog import SCHEMA_VERSION, Catalog
+from walrus_mem.errors import LocalStoreError
+from walrus_mem.memory import Memory
+from walrus_mem.testing import HashEmbedder
+
+NS = "default"
+OLD = Path(__file__).parent / "data" / "catalog_schema6.sqlite3"
+
+TEXTS = [f"the {w} notebook sits on shelf {i}" for i, w in enumerate(
+    "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima".split())]
+
+
+class NoDigest(HashEmbedder):
+    """An embedder naming no weights: its facts are sealed without their vector."""
+
+    def __init__(self) -> None:
+        super().__init__(64)
+        self.weights_digest = None  # type: ignore[assignment]
+
+
+def _open(path: Path, embedder: object | None = None) -> Memory:
+    return Memory(make_settings(path), embedder=embedder or HashEmbedder(64),
+                  master_key=MASTER_HEX)
+
+
+def _lengths(mem: Memory) -> list[int]:
+    return [int(r[0]) for r in mem._parts.catalog.query(
+        "SELECT length(vector) FROM memories ORDER BY key")]
+
+
+def _expected(texts: list[str]) -> np.ndarray:
+    return HashEmbedder(64).embed(texts).astype("<f2").astype(np.float32)
+
+
+def _vectors(mem: Memory) -> dict[str, np.ndarray]:
+    rows = {int(r[0]): str(r[1]) for r in mem._parts.catalog.query(
+        "SELECT key, text FROM memories WHERE namespace = ?", (NS,))}
+    return {rows[k]: v for k, v in mem._parts.catalog.vectors_by_keys(NS, list(rows)).items()}
+
+
+def test_a_row_keeps_no_vector_its_sealed_copy_carries(tmp_path: Path) -> None:
+    with _open(tmp_path / "d") as mem:
+        mem.remember_many(TEXTS)
+        assert _lengths(mem) == [0] * len(TEXTS)
+        got = _vectors(mem)
+        for text, vector in zip(TEXTS, _expected(TEXTS), strict=True):
+            assert np.array_equal(got[text], vector)
+        assert "notebook" in mem.recall("golf notebook", k=1)[0].text
+
+
+def test_a_vector_the_sealed_copy_does_not_carry_stays_in_the_row(tmp_path: Path) -> None:
+    with _open(tmp_path / "d", NoDigest()) as mem:
+        mem.remember_many(TEXTS[:3])
+        assert _lengths(mem) == [128] * 3
+        assert len(_vectors(mem)) == 3
+
+
+def test_an_update_keeps_the_vector_through_the_new_sealed_copy(tmp_path: Path) -> None:
+    with _open(tmp_path / "d") as mem:
+        recs = mem.remember_many(TEXTS[:3])
+        mem.update(recs[0].id, metadata={"room": "attic"})  # same text: the vector stays
+        mem.update(recs[1].id, text="the bravo notebook moved to the attic")
+        assert _lengths(mem) == [0, 0, 0]
+        got = _vectors(mem)
+        expected = _expected([TEXTS[0], "the bravo notebook moved to the attic"])
+        assert np.array_equal(got[TEXTS[0]], expected[0])
+        assert np.array_equal(got["the bravo notebook moved to the attic"], expected[1])
+
+
+def test_the_index_is_rebuilt_from_the_sealed_copies(tmp_path: Path) -> None:
+    with _open(tmp_path / "d") as mem:
+        mem.remember_many(TEXTS)
+        before = [(h.id, round(h.score, 6)) for h in mem.recall("kilo notebook shelf", k=5)]
+        index_dir = mem._parts.indexes.directory
+    shutil.rmtree(index_dir)  # the index is lost: the catalog rows have no vectors
+    with _open(tmp_path / "d") as mem:
+        assert [(h.id, round(h.score, 6)) for h in mem.recall("kilo notebook shelf", k=5)] \
+            == before
+        idx = mem._parts.indexes.get(NS, "test-hash-embedder-64", 64)
+        found, at = idx.find(sorted(int(r[0]) for r in mem._parts.catalog.query(
+            "SELECT key FROM memories")))
+        assert found.all()
+        assert np.array_equal(np.sort(idx.vectors[at].astype(np.float32), axis=0),
+                              np.sort(_expected(TEXTS), axis=0))
+
+
+def test_without_the_keys_a_shed_row_is_refused_not_misread(tmp_path: Path) -> None:
+    with _open(tmp_path / "d") as mem:
+        mem.remember_many(TEXTS[:2])
+        path = mem.catalog_path
+    cat = Catalog(path)  # opened alone: no vector source
+    try:
+        keys = [int(r[0]) for r in cat.query("SELECT key FROM memories")]
+        with pytest.raises(LocalStoreError, match="sealed copy"):
+            cat.vectors_by_keys(NS, keys)
+    finally:
+        cat.close()
+
+
+def test_a_catalog_written_by_schema_6_is_upgraded_in_place(tmp_path: Path) -> None:
+    """tests/data/catalog_schema6.sqlite3 was written by walrus_mem at schema 6 (2a78617:
+    24 facts through Memory with HashEmbedder(64), their vectors sealed base64 in version
+    1 envelopes and again in the rows; one updated with new text, one with new metadata,
+    one forgotten). It opens at schema 7 with its rows' vectors as they were; compact
+    empties those its sealed copies carry, and every vector and recall stays the same."""
+    data = tmp_path / "d"
+    data.mkdir(mode=0o700)
+    shutil.copy(OLD, data / "catalog.sqlite3")
+    with _open(data) as mem:
+        assert mem._parts.catalog.query_one(
+            "SELECT max(version) FROM schema_version")[0] == SCHEMA_VERSION == 7
+        assert _lengths(mem) == [128] * 23
+        before = _vectors(mem)
+        hits = [(h.id, round(h.score, 6)) for h in mem.recall("the golf notebook", k=5)]
+        mem.compact()
+        assert _lengths(mem) == [0] * 23
+        after = _vectors(mem)
+        assert before.keys() == after.keys()
+        assert all(np.array_equal(before[t], after[t]) for t in before)
+        assert [(h.id, round(h.score, 6)) for h in mem.recall("the golf notebook", k=5)] == hits
+        assert after["the alpha notebook moved to the attic"] is not None

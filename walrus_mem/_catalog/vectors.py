@@ -1,0 +1,68 @@
+"""The ``memories.vector`` column: empty when the memory's sealed copy carries the vector.
+
+Since issue 28 a fact's float16 vector travels inside its sealed envelope, and the
+catalog keeps that envelope (``sealed``) for sync and extend. Keeping the same 768
+bytes again in ``vector`` cost a quarter of a short fact's row, and two rows no longer
+fitted a page. So a row stores an empty ``vector`` when its sealed copy carries exactly
+that vector (checked when the row is written), and a read takes it from the sealed copy
+(AEAD only: about 15 µs a row, _recall/carried.py ``SealedVectors``). A vector the sealed
+copy does not carry (a fact sealed without one, another model's, a re-embedding) is kept
+in the column as before.
+
+The source needs the namespace keys, which the catalog does not hold: Memory installs
+one (``Catalog.vector_source``). Without it (a catalog opened alone) rows are written
+with their vectors, and a row whose vector is in its sealed copy cannot be read
+(:class:`LocalStoreError`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from typing import Final
+
+from ..errors import LocalStoreError
+
+__all__ = ["VECTOR_COLUMNS", "VectorConnection", "VectorSource", "resolve_vectors",
+           "stored_vector"]
+
+VectorSource = Callable[[str, bytes], "bytes | None"]
+"""(namespace, sealed envelope) -> the float16 vector bytes it carries, or None."""
+
+VECTOR_COLUMNS: Final = "vector, CASE WHEN length(vector) = 0 THEN sealed END"
+"""The two columns a read of vectors selects: the sealed copy only where it is needed."""
+
+
+class VectorConnection(sqlite3.Connection):
+    """The catalog's connection, carrying the vector source (so code that reads through
+    the connection, e.g. an index rebuild's snapshot, resolves vectors too)."""
+
+    vector_source: VectorSource | None = None
+
+
+def stored_vector(conn: sqlite3.Connection, namespace: str, sealed: bytes | None,
+                  vector: bytes) -> bytes:
+    """What ``vector`` keeps for a row with ``sealed``: empty when the sealed copy
+    carries exactly these bytes, else the bytes."""
+    source = getattr(conn, "vector_source", None)
+    if source is None or not sealed or not vector:
+        return vector
+    return b"" if source(namespace, bytes(sealed)) == bytes(vector) else vector
+
+
+def resolve_vectors(conn: sqlite3.Connection, namespace: str,
+                    rows: Sequence[tuple[bytes, bytes | None]]) -> list[bytes]:
+    """The vector bytes of rows read as :data:`VECTOR_COLUMNS` (vector, sealed-or-null)."""
+    source = getattr(conn, "vector_source", None)
+    out: list[bytes] = []
+    for vector, sealed in rows:
+        if vector:
+            out.append(bytes(vector))
+            continue
+        raw = source(namespace, bytes(sealed)) if source is not None and sealed else None
+        if not raw:
+            raise LocalStoreError(
+                "a memory's vector is kept in its sealed copy, which cannot be read here "
+                + ("(no namespace key)" if source is None else "(run walrus-mem doctor)"))
+        out.append(raw)
+    return out
