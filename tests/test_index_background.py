@@ -194,3 +194,25 @@ def test_a_process_killed_mid_build_resumes_at_the_next_open(
     assert ranked(mem) == mid_build
     mem.close()
     relayer.close()
+
+
+def test_a_write_inserts_inline_and_a_recall_defers_a_large_catch_up(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(index_store, "DEFER_AT", 50)
+    cat = Catalog(tmp_path / "c.sqlite3")
+    add(cat, "ns", 10)
+    store = IndexStore(tmp_path / "index", cat)
+    store.auto_build = False  # nothing pending is built unless the test says so
+    idx = store.rebuild("ns", "m", DIM)
+    assert len(idx.index) == 10 and idx.pending == 0
+    add(cat, "ns", 60, start=100)
+    store.refresh("ns", build=True)  # a write (remember_many): built as memories arrive
+    assert len(idx.index) == 70 and idx.pending == 0
+    other = Catalog(tmp_path / "c.sqlite3")  # another process's connection
+    keys = add(other, "ns", 60, start=200)
+    other.close()
+    store.get("ns", "m", DIM)  # a recall after another process's import: held pending
+    assert len(idx.index) == 70 and idx.pending == 60
+    assert idx.search(unit(230), 1)[0] == [keys[30]]
+    store.close()
+    cat.close()
