@@ -14,6 +14,7 @@ from .._catalog.rows import record_from_row
 from ..errors import EpochUnknown, InvalidInput, RestoreIncomplete, RotationIncomplete, StorageError
 from ..models import ExtendReport, MemoryRecord, MemoryStats, from_timestamp
 from .inputs import validate_memory_id
+from .manifest_reclaim import reclaim_manifests
 from .renewal import republish
 
 if TYPE_CHECKING:
@@ -75,6 +76,7 @@ def compact(parts: Parts, ns: str) -> None:
         info = parts.catalog.namespace(ns)
         if info is not None and info["model_id"] is not None:
             parts.indexes.rebuild(ns, str(info["model_id"]), int(info["dim"]))
+        reclaim_manifests(parts, ns)  # superseded ones, embedded relayer only
         parts.catalog.scrub()
         parts.catalog.vacuum()
 
