@@ -274,3 +274,24 @@ def test_endpoints_switched_to_another_network_while_the_old_one_still_runs(
             head = report.manifests["default"]
             assert a.sync().renewed == 0
         assert _fresh_count(tmp_path, new.url, head) == 5
+
+
+def test_a_fact_stored_on_the_new_network_does_not_hide_the_lost_ones(tmp_path: Path) -> None:
+    """Another network at the same epochs; a fact is stored on it before the next sync.
+    Its blob is served, and it is the newest: the check must ask what was stored before
+    the head that answered 404 (the ledger's store times), else one served blob reads
+    as "a lagging aggregator" and the lost memories are never stored again."""
+    with RelayerServer(tmp_path / "walrus", admin=False, fsync=False,
+                       initial_epoch=40) as srv:
+        port, url = srv.port, srv.url
+        with machine(tmp_path / "a", url, state_dir=tmp_path / "sa") as a:
+            a.remember_many([f"fact {i}" for i in range(4)])
+            a.sync()
+    with _other_network(tmp_path, port, 41):
+        with machine(tmp_path / "a", url, state_dir=tmp_path / "sa") as a:
+            a.remember("a fact stored on the new network")
+            report = a.sync()
+            assert report.errors == [] and report.renewed == 4, report
+            head = report.manifests["default"]
+            assert a.sync().renewed == 0
+        assert _fresh_count(tmp_path, url, head) == 5

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sqlite3
 import time
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any, Final
@@ -54,7 +55,7 @@ from .._log.heads import HeadRef
 from .._walrus.epoch_guard import AHEAD_KEY, REFUSED_KEY, ahead_sightings, refused_ends
 from .._walrus.expiry import BACKWARDS_KEY, CLAIM_KEY, JUMP_SLACK, META_KEY
 from .._walrus.network_identity import change_followed, change_pending, observe_identity
-from ..errors import BlobNotFound, NetworkResetPending, WalrusMemError
+from ..errors import BlobNotFound, LocalStoreError, NetworkResetPending, WalrusMemError
 from .integrity import split_sound
 from .renewal import renew_due
 
@@ -322,6 +323,19 @@ def _identity_changed(parts: Parts, errors: list[str]) -> bool:
     return True
 
 
+def _stored_since(parts: Parts, ref: HeadRef) -> list[str]:
+    """Blobs this data dir stored after it stored the head ``ref`` (the cost ledger's
+    store times): on another network since, they are served and say nothing of what
+    the head's network held. Empty when the head is not ours or the ledger has none."""
+    try:
+        rows = parts.catalog.query(
+            "SELECT DISTINCT c.blob_id FROM store_costs c JOIN manifests m ON m.blob_id = ? "
+            "WHERE c.at > m.at", (ref.blob_id,))
+    except (sqlite3.Error, LocalStoreError):  # no ledger (a catalog of an older version)
+        return []
+    return [str(b) for (b,) in rows]
+
+
 def _ahead(parts: Parts, errors: list[str]) -> list[str] | None:
     """Store answers named epochs ahead of what the clock allows (epoch_guard.py keeps
     them, refused): a lying publisher, or another network behind the endpoints whose
@@ -370,8 +384,8 @@ def _lost_here(parts: Parts, ref: HeadRef, epoch: int, errors: list[str]) -> boo
     and the memories of the lost ones are stored again by this sync. One served: a
     lagging aggregator, nothing changes. Nothing else to ask: undecided ("not yet")."""
     old_now = parts.epochs.clock.current() or 0
-    refused = refused_ends(parts.epochs.clock.store)
-    sample = [b for b in dict.fromkeys(_sample(parts, old_now, exclude=refused))
+    exclude = {*refused_ends(parts.epochs.clock.store), *_stored_since(parts, ref)}
+    sample = [b for b in dict.fromkeys(_sample(parts, old_now, exclude=exclude))
               if b != ref.blob_id]
     if not sample:
         return False
