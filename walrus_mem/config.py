@@ -412,6 +412,9 @@ class Settings(BaseSettings):
     # the publisher's Prometheus endpoint (`walrus publisher --metrics-address`, default
     # 127.0.0.1:27182; `/metrics`): its walrus_contract_info gauge names the system object
     network_metrics_url: str | None = None
+    # prints the network's epoch as `walrus info epoch --json` does (run without a shell):
+    # read instead of a probe store (63 storage units) where the epoch must be asked
+    network_info_command: str | None = None
     # the largest request a publisher takes (public ones: 10 MiB); quilts are sized under
     # it, and a smaller cap learned from a 413 is kept in the data dir (docs/walrus.md)
     publisher_max_request_bytes: int = Field(default=10 * 1024 * 1024, ge=64 * 1024)

@@ -9,6 +9,7 @@ import os
 from typing import TYPE_CHECKING
 
 from .._walrus.expiry import NETWORK_EPOCH_SECONDS, EpochClock, network_of
+from .._walrus.network_info import run_info_command
 from .._walrus.publish_check import require_read_back, verify_published
 from .._walrus.retry import call_deadline
 from ..errors import WalrusMemError
@@ -49,7 +50,14 @@ class Epochs:
         return self.clock.current()
 
     def probe_epoch(self) -> int | None:
-        """Store 32 random bytes for one epoch and note the epoch the answer names."""
+        """Store 32 random bytes for one epoch and note the epoch the answer names; with
+        ``network_info_command`` its epoch instead (no store; network_info.py), the probe
+        store only when the command fails."""
+        if self.settings.network_info_command:
+            info = run_info_command(self.settings.network_info_command)
+            if info is not None:
+                self.catalog.note_epoch(info.current_epoch)
+                return info.current_epoch
         policy = self.settings.verify_publish
         client = self.publisher.client
         if policy != "none":
