@@ -90,7 +90,10 @@ def run(scenario: str, texts: list[str], server: RelayerServer, args: argparse.N
                         epochs=args.epochs, verify_publish="sample",
                         publish_writes=publish_writes)
     started = time.perf_counter()
-    with Memory(settings, embedder=HashEmbedder(), master_key=MASTER) as memory:
+    embedder = HashEmbedder(args.dim)
+    if args.no_vector:  # an embedder naming no weights: facts sealed without their vector
+        embedder.weights_digest = None  # type: ignore[assignment]
+    with Memory(settings, embedder=embedder, master_key=MASTER) as memory:
         if scenario == "remember_many":
             memory.remember_many(texts)
         elif scenario == "remember + sync":
@@ -142,6 +145,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="publish_writes settings the singles and the import run with")
     parser.add_argument("--chat-source", type=Path, default=LOCOMO,
                         help="LoCoMo JSON whose turns make the chat history")
+    parser.add_argument("--dim", type=int, default=64,
+                        help="vector dimension (384: MiniLM's; a fact carries its vector)")
+    parser.add_argument("--no-vector", action="store_true",
+                        help="seal facts without their vector (as before issue 28)")
     args = parser.parse_args(argv)
     n = args.n or (10_000 if args.full else 2_000)
     singles = args.singles or (10_000 if args.full else 300)

@@ -20,9 +20,13 @@ apportioned by their payload bytes (``sum(length(col))``): text, sealed copy,
 vector, the rest. Without ``dbstat`` (a SQLite built without it), page counts
 per b-tree are not available and only the file sizes are reported.
 
-Chroma, mem0 and sqlite-vec are not dependencies; the peers' figures for 10k
-facts are the issue's (28: chroma 24 MB, sqlite-vec 16 MB, mem0 48 MB), which
-the output quotes as a reference, not as a same-run measurement.
+Chroma, mem0 and sqlite-vec are not dependencies; the output quotes the issue's
+figures for 10k facts (28: chroma 24 MB, sqlite-vec 16 MB, mem0 48 MB) as a
+reference. ``bench/footprint_peers.py`` measures chroma on the same facts and
+vectors in the same run, from its own venv.
+
+``--compact`` measures the data dir again after ``Memory.compact`` (superseded
+manifests deleted from the embedded relayer, vectors of older rows emptied, VACUUM).
 
 Prints a table and writes ``.bench-results/footprint-<n>.json``.
 """
@@ -56,11 +60,24 @@ PEERS_10K_MB = {"chroma": 24.0, "sqlite-vec": 16.0, "mem0": 48.0}  # issue 28, n
 TARGET_PER_FACT = 2500  # bytes: the issue's absolute target for a short fact
 
 
-def fill(data_dir: Path, n: int, batch: int) -> dict[str, Any]:
+def _settings(data_dir: Path) -> Settings:
     # the per-user heads mirror goes beside the data dir, not in ~/.local/state
-    settings = Settings(config_file=None, data_dir=data_dir, use_keyring=False,
-                        publisher_url=None, aggregator_urls=[],
-                        state_dir=data_dir.parent / (data_dir.name + ".state"))
+    return Settings(config_file=None, data_dir=data_dir, use_keyring=False,
+                    publisher_url=None, aggregator_urls=[],
+                    state_dir=data_dir.parent / (data_dir.name + ".state"))
+
+
+def compact(data_dir: Path) -> dict[str, Any]:
+    """``Memory.compact``: superseded manifests out of the embedded relayer, older rows'
+    vectors emptied, the index rebuilt, VACUUM."""
+    started = time.perf_counter()
+    with Memory(_settings(data_dir), embedder=HashEmbedder(dim=384), master_key=MASTER) as mem:
+        mem.compact(NAMESPACE)
+    return {"compact_s": round(time.perf_counter() - started, 1)}
+
+
+def fill(data_dir: Path, n: int, batch: int) -> dict[str, Any]:
+    settings = _settings(data_dir)
     texts = make_texts(n)
     started = time.perf_counter()
     with Memory(settings, embedder=HashEmbedder(dim=384), master_key=MASTER) as mem:
@@ -219,7 +236,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", default=None,
                         help="measure this data dir (filled first if it does not exist)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary data dir")
+    parser.add_argument("--compact", action="store_true",
+                        help="also measure after Memory.compact (a second table)")
     parser.add_argument("--fill-only", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--compact-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     tmp = None
     if args.data_dir:
@@ -229,6 +249,9 @@ def main(argv: list[str] | None = None) -> int:
         data_dir = Path(tmp) / "data"
     if args.fill_only:
         print(json.dumps(fill(data_dir, args.n, args.batch)))
+        return 0
+    if args.compact_only:
+        print(json.dumps(compact(data_dir)))
         return 0
     fill_info: dict[str, Any] = {}
     if not data_dir.exists():
@@ -242,6 +265,14 @@ def main(argv: list[str] | None = None) -> int:
     result.update(fill_info, data_dir=str(data_dir), sqlite=sqlite3.sqlite_version,
                   peers_10k_mb_issue28=PEERS_10K_MB)
     report(result)
+    if args.compact:
+        child = subprocess.run([sys.executable, __file__, "--compact-only", "--data-dir",
+                                str(data_dir)], check=True, stdout=subprocess.PIPE, text=True)
+        after = measure(data_dir, args.n)
+        after.update(json.loads(child.stdout.strip().splitlines()[-1]))
+        print("\nafter Memory.compact:")
+        report(after)
+        result["after_compact"] = after
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / f"footprint-{args.n}.json"
     out.write_text(json.dumps(result, indent=1))
