@@ -216,3 +216,55 @@ def test_a_write_inserts_inline_and_a_recall_defers_a_large_catch_up(
     assert idx.search(unit(230), 1)[0] == [keys[30]]
     store.close()
     cat.close()
+
+
+def test_a_restore_hands_its_vectors_to_the_index_instead_of_reading_them_back(
+        tmp_path: Path, walrus, monkeypatch: pytest.MonkeyPatch) -> None:
+    from walrus_mem._log import merging
+
+    monkeypatch.setattr(merging, "RESTORE_CHUNK", 10)
+    head = written(tmp_path, walrus, 40)
+    reader = open_mem(tmp_path / "reader", walrus)
+    catalog = reader._parts.catalog
+    asked: list[int] = []
+    real = catalog.index_rows
+
+    def index_rows(ns, keys):  # type: ignore[no-untyped-def]
+        asked.extend(keys)
+        return real(ns, keys)
+
+    monkeypatch.setattr(catalog, "index_rows", index_rows)
+    assert reader.restore(NS, head).restored == 40
+    # The first chunk opened the index (rows read from the catalog: it had no file);
+    # the other three handed their rows over: none read back (each read of a vector
+    # opens the memory's sealed copy).
+    assert asked == []
+    idx = reader._parts.indexes.loaded(NS)
+    assert idx is not None and len(idx) == 40
+    keys = [int(r[0]) for r in catalog.query("SELECT key FROM memories")]
+    truth = catalog.vectors_by_keys(NS, keys)
+    found, slots = idx.find(keys)
+    assert found.all()
+    for key, slot in zip(keys, slots.tolist(), strict=True):
+        assert idx.vectors[slot].tobytes() == truth[key].astype(np.float16).tobytes()
+    reader.close()
+
+
+def test_rows_another_connection_wrote_meanwhile_are_read_back(
+        tmp_path: Path, walrus, monkeypatch: pytest.MonkeyPatch) -> None:
+    from walrus_mem._log import merging
+
+    monkeypatch.setattr(merging, "RESTORE_CHUNK", 10)
+    head = written(tmp_path, walrus, 30)
+    reader = open_mem(tmp_path / "reader", walrus)
+    catalog = reader._parts.catalog
+    asked: list[int] = []
+    real_rows, real_version = catalog.index_rows, catalog.data_version
+    versions = iter(range(10_000))
+    monkeypatch.setattr(catalog, "index_rows",
+                        lambda ns, keys: asked.extend(keys) or real_rows(ns, keys))
+    # each reading differs, as when another connection commits between two of them
+    monkeypatch.setattr(catalog, "data_version", lambda: real_version() + next(versions))
+    assert reader.restore(NS, head).restored == 30
+    assert len(asked) == 20  # the 2nd and 3rd chunks: read back
+    reader.close()

@@ -128,7 +128,12 @@ def apply_fetched(nslog: LogContext, ns: str, keys: NamespaceKeys, plan: MergePl
     vectors = _vectors(nslog, [r for _, _, r in incoming], texts, tally)
     emb = nslog.host.embedder
     now = time.time()
+    # What the index needs of each row inserted here, so its catch-up need not read the
+    # rows back (whose vectors are in their sealed copies: each read opens one). Rows
+    # replaced (an update keeps its created_at) are read back.
+    written: dict[int, tuple[bytes, tuple[float, float, float | None]]] = {}
     with nslog.lock, nslog.catalog.write():
+        version = nslog.catalog.data_version()  # no other connection commits before ours
         nslog.catalog.adopt_model(ns, emb.model_id, emb.dim)
         for entry, _, rec in fetched:
             if entry.memory_id in kept:  # ours wins at the same version: theirs -> history
@@ -168,8 +173,12 @@ def apply_fetched(nslog: LogContext, ns: str, keys: NamespaceKeys, plan: MergePl
             if mid in adds:
                 if nslog.catalog.is_tombstoned(ns, mid):
                     continue  # forgotten meanwhile (a tombstone only ever wins)
-                if nslog.catalog.insert_memory(ns, row, event="RESTORE", at=now) is not None:
+                key = nslog.catalog.insert_memory(ns, row, event="RESTORE", at=now)
+                if key is not None:
                     tally.added += 1
+                    attrs = _attrs(row)
+                    if attrs is not None:
+                        written[key] = (vector_bytes, attrs)
                 continue
             current = nslog.catalog.memory(ns, mid)
             if current is None:  # forgotten meanwhile
@@ -203,8 +212,19 @@ def apply_fetched(nslog: LogContext, ns: str, keys: NamespaceKeys, plan: MergePl
                                           vector=vector_bytes, event="MERGE", at=now)
             nslog.catalog.drop_queued(ns, mid)
             tally.updated += 1
-    with nslog.lock:
-        nslog.indexes.refresh(ns, defer=True)  # into the graph after the merge, in the background
+    with nslog.lock:  # into the graph after the merge, in the background (index_builder.py)
+        nslog.indexes.refresh(ns, defer=True, known=written, known_at=version)
+
+
+def _attrs(row: Mapping[str, Any]) -> tuple[float, float, float | None] | None:
+    """(created_at, importance, expires_at) of a row as the catalog stores them (REAL
+    columns), or None when expires_at is not a number (then the index reads the row)."""
+    expires = row["expires_at"]
+    if expires is not None and (isinstance(expires, bool)
+                                or not isinstance(expires, int | float)):
+        return None
+    return (float(row["created_at"]), float(row["importance"]),
+            None if expires is None else float(expires))
 
 
 def _vectors(nslog: LogContext, records: list[dict[str, Any]], texts: list[str],

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final, Literal
 
@@ -33,6 +33,8 @@ from .index_builder import Builder
 __all__ = ["IndexStore"]
 
 _Mode = Literal["auto", "defer", "inline"]
+Known = Mapping[int, tuple[bytes, tuple[float, float, float | None]]]
+"""key -> (float16 vector bytes, (created_at, importance, expires_at)) a writer just wrote."""
 
 _REBUILD_BATCH: Final = 10_000
 OPEN_AFTER: Final = 1000
@@ -263,12 +265,14 @@ class IndexStore:
         if not defer:
             self._save(idx)
 
-    def _catch_up(self, idx: NamespaceIndex, mode: _Mode = "auto") -> None:
+    def _catch_up(self, idx: NamespaceIndex, mode: _Mode = "auto",
+                  known: Known | None = None) -> None:
         """Apply the change log past ``idx.applied_seq``. ``"defer"`` (a restore or pull
         under way), or ``"auto"`` with as many changes as :data:`DEFER_AT`: the new
         vectors are held pending for the builder, not inserted now (``"defer"`` also
         saves nothing: the merge saves once at its end); ``"inline"`` (a write):
-        inserted now."""
+        inserted now. ``known``: rows the caller wrote itself, with nothing committed by
+        another connection since (so they are what the catalog holds), not read back."""
         defer = mode == "defer"
         floor = self.catalog.changes_floor(idx.namespace)
         if idx.applied_seq < floor:
@@ -286,7 +290,14 @@ class IndexStore:
             return
         if not keys:
             return
-        rows = self.catalog.index_rows(idx.namespace, keys)
+        known = known or {}
+        need = [k for k in keys if k not in known]
+        rows: dict[int, tuple[Any, tuple[float, float, float | None]]] = (
+            self.catalog.index_rows(idx.namespace, need) if need else {})
+        for key in keys:
+            if key in known:
+                blob, written = known[key]
+                rows[key] = (np.frombuffer(blob, dtype="<f2"), written)
         present = [k for k in keys if k in rows]
         gone = [k for k in keys if k not in rows]
         idx.remove(gone)
@@ -312,18 +323,26 @@ class IndexStore:
             self._note_verified(idx, None)
             self.catalog.prune_changes(idx.namespace, idx.applied_seq)
 
-    def refresh(self, namespace: str, *, build: bool = False, defer: bool = False) -> None:
+    def refresh(self, namespace: str, *, build: bool = False, defer: bool = False,
+                known: Known | None = None, known_at: int | None = None) -> None:
         """Apply pending catalog changes to a loaded index (else a no-op). ``build`` (the
         write path: remember, remember_many, update): open one not loaded yet once
         :data:`OPEN_AFTER` changes wait for it. ``defer`` (restore and pull, per chunk):
         the changes are held pending, for the builder :meth:`start_build` starts at the
         merge's end (inline insertion would bound them by the HNSW rate); a namespace
         with no index file yet (a restore onto a fresh data dir) is opened for that, so
-        the rows are saved once at the end and the first recall maps them."""
+        the rows are saved once at the end and the first recall maps them. ``known``
+        (with ``known_at``, the catalog's data version inside the transaction that wrote
+        them): the vectors and attributes of rows just written, used instead of reading
+        them back (a restore's vectors are in its sealed copies: each read opens one)
+        unless another connection committed since."""
         with self._lock:
             idx = self._indexes.get(namespace)
             if idx is not None:
-                self._catch_up(idx, "defer" if defer else "inline" if build else "auto")
+                if known and known_at != self.catalog.data_version():
+                    known = None  # another connection wrote meanwhile: read the rows
+                self._catch_up(idx, "defer" if defer else "inline" if build else "auto",
+                               known)
                 if not defer:
                     self._kick(idx)  # many changes at once were held pending
                 return
