@@ -98,8 +98,10 @@ def check_network(mem: Any) -> list[Check]:
         else:
             checks.append(Check("network", "ok", f"{detail}; every lost memory stored again"
                                 + (f"; {ident}" if ident else "")))
-    elif ident:
-        checks.append(Check("network", "ok", ident))
+    else:
+        checks.append(Check("network", "ok", "no wipe, epoch reset or change of network seen; "
+                            + (ident or "the system object is not known (walrus_system_object "
+                               "or network_metrics_url would name it)")))
     mismatch = identity.get("mismatch") if isinstance(identity, dict) else None
     if mismatch:
         checks.append(Check("network identity", "fail", str(mismatch),
