@@ -118,6 +118,10 @@ def build_fault_config(
                    "blobs (add --jwt-secret); the admin routes still need the admin token.")
 @click.option("--port", default=DEFAULT_PORT, type=click.IntRange(0, 65535),
               help="Port to bind; 0 picks a free one.")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
+              help="Also serve the daemon's Prometheus GET /metrics (its walrus_contract_info "
+                   "gauge, naming this mock network's system object) on this loopback port, "
+                   "as walrus daemon --metrics-address does; 0 picks a free one.")
 @click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="State directory [default: $RELAYER_MOCK_DATA_DIR, "
                    "$WALRUS_MEM_HOME/data/relayer or the user data dir walrus-mem/relayer].")
@@ -246,6 +250,7 @@ def relayer_command(
     profile: str | None,
     time_scale: float,
     log_level: str,
+    metrics_port: int | None = None,
 ) -> None:
     """Serve a local, persistent, fault-injecting Walrus publisher and aggregator."""
     import uvicorn
@@ -325,6 +330,12 @@ def relayer_command(
               "aggregator": " (aggregator routes only)"}[role]
     click.echo(f"relayer_mock serving the Walrus HTTP API at {url} (data dir: {data_dir})"
                f"{served}")
+    metrics = None
+    if metrics_port is not None:
+        from ._metrics import MetricsServer
+
+        metrics = MetricsServer(data_dir, port=metrics_port)
+        click.echo(f"metrics (walrus_contract_info) at {metrics.url}", err=True)
     if faults.enabled:
         click.echo(f"fault injection: {faults.model_dump_json()}")
     if token_note is not None:
@@ -340,6 +351,8 @@ def relayer_command(
         server.run(sockets=[sock])
     finally:
         sock.close()
+        if metrics is not None:
+            metrics.close()
         app.state.relayer.store.close()
 
 

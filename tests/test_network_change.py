@@ -296,3 +296,21 @@ def test_a_fact_stored_on_the_new_network_does_not_hide_the_lost_ones(tmp_path: 
             head = report.manifests["default"]
             assert a.sync().renewed == 0
         assert _fresh_count(tmp_path, url, head) == 5
+
+
+def test_python_m_relayer_mock_serves_the_metrics_gauge(tmp_path: Path) -> None:
+    """`python -m relayer_mock --metrics-port N`: GET /metrics names the same system
+    object as a RelayerServer on that data dir (one identity per data dir)."""
+    import socket
+
+    from relayer_mock.server import RelayerProcess
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with RelayerProcess(tmp_path / "walrus", extra_args=["--metrics-port", str(port)]):
+        answer = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10)
+        assert answer.status_code == 200
+        named = parse_contract_info(answer.text)
+    with RelayerServer(tmp_path / "walrus", fsync=False, metrics_port=0) as srv:
+        assert named == srv.metrics.ids
