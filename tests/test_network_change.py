@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import httpx
+import pytest
 
 from relayer_mock._metrics import metrics_text
 from relayer_mock.server import RelayerServer
@@ -29,10 +31,16 @@ def _locations(mem: Memory) -> dict[str, tuple[str | None, str | None, int | Non
             for r in mem.list(limit=1000, include_expired=True)}
 
 
-def _other_network(tmp_path: Path, port: int, epoch: int) -> RelayerServer:
+def _other_network(tmp_path: Path, port: int, epoch: int, **kw: Any) -> RelayerServer:
     """Another network at the same address: nothing of the old one, its epochs ahead."""
     return RelayerServer(tmp_path / "walrus-other", admin=False, fsync=False, port=port,
-                         initial_epoch=epoch)
+                         initial_epoch=epoch, **kw)
+
+
+def _profile(name: str | None) -> dict[str, Any]:
+    """relayer_mock's public-network profile (store latency, a cached-404 window, real
+    quilt sizes, a null certifiedEpoch) at 1/100 of its times; None: the fast default."""
+    return {} if name is None else {"profile": name, "time_scale": 0.01}
 
 
 def _fresh_count(tmp_path: Path, url: str, head: str) -> int:
@@ -42,22 +50,25 @@ def _fresh_count(tmp_path: Path, url: str, head: str) -> int:
         return len(live(f))
 
 
-def test_a_different_network_ahead_is_healed_by_one_sync(tmp_path: Path) -> None:
+@pytest.mark.parametrize("profile", [None, "testnet", "mainnet"])
+def test_a_different_network_ahead_is_healed_by_one_sync(tmp_path: Path,
+                                                         profile: str | None) -> None:
     """The endpoints now lead to another network whose epochs are ahead (90, the old one
     was at 40): no epoch went backwards, so the reset check took the head's 404 for a
     lagging aggregator ("not yet") for good, the clock refused the new network's epochs
     as implausible and no memory was stored again. Now the network is asked for the
     blobs that must still be live: all answer 404 on every aggregator, the network lost
     them; the clock follows the new network, one sync stores each lost memory once, the
-    catalog records the change and a fresh restore of the new head gets everything."""
+    catalog records the change and a fresh restore of the new head gets everything.
+    Once on the default mock and once on each public-network profile."""
     with RelayerServer(tmp_path / "walrus", admin=False, fsync=False,
-                       initial_epoch=40) as srv:
+                       initial_epoch=40, **_profile(profile)) as srv:
         port, url = srv.port, srv.url
         with machine(tmp_path / "a", url, state_dir=tmp_path / "sa") as a:
             a.remember_many([f"fact on the first network {i}" for i in range(6)])
             a.remember("a single fact on the first network")
             a.sync()
-    with _other_network(tmp_path, port, 90) as srv:
+    with _other_network(tmp_path, port, 90, **_profile(profile)) as srv:
         with machine(tmp_path / "a", url, state_dir=tmp_path / "sa") as a:
             a.remember("fact on the second network")
             report = a.sync()
