@@ -9,6 +9,7 @@ only what real Walrus shows)."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from tests.helpers_log import LyingAggregator, live, machine
 from tests.helpers_memory import MASTER_HEX
 from walrus_mem import Memory
 from walrus_mem._cli.doctor_network import check_network
+from walrus_mem._log.heads import HeadRef, SeenHead, SeenHeads
 from walrus_mem._memory.network_reset import RESET_KEY
 from walrus_mem._walrus.network_identity import IDENTITY_KEY, parse_contract_info
 
@@ -325,3 +327,22 @@ def test_python_m_relayer_mock_serves_the_metrics_gauge(tmp_path: Path) -> None:
         named = parse_contract_info(answer.text)
     with RelayerServer(tmp_path / "walrus", fsync=False, metrics_port=0) as srv:
         assert named == srv.metrics.ids
+
+
+def test_a_change_of_network_ends_only_the_heads_seen_by_the_lost_one(tmp_path: Path) -> None:
+    """Another network lacks every head seen by the one that answered 404, whatever epoch
+    they were stored in; a head first seen after it may be the new network's own (another
+    machine followed the change first and published it): it keeps its end."""
+    store = SeenHeads(tmp_path / "heads.sqlite3")
+    try:
+        old = HeadRef(1, "old", "ab" * 32)
+        store.add("ns", SeenHead(old, "w", (), ("old",), end_epoch=45, stored_epoch=40))
+        seen_by = store.end_bound("ns", "old")[1]
+        assert seen_by is not None
+        time.sleep(0.01)
+        new = HeadRef(2, "new", "cd" * 32)
+        store.add("ns", SeenHead(new, "v", (old,), ("new",), end_epoch=46, stored_epoch=41))
+        store.end_seen_by(41, seen_by)
+        assert store.end_bound("ns", "old")[0] == 41 and store.end_bound("ns", "new")[0] == 46
+    finally:
+        store.close()

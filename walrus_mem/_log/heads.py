@@ -283,6 +283,17 @@ class SeenHeads:
                       "(stored_epoch IS NULL AND seen_at <= ?)",
                       (epoch, stored_above, seen_before))
 
+    def end_seen_by(self, epoch: int, seen_by: float) -> None:
+        """Every head first seen by ``seen_by`` ends by ``epoch`` (unless it ends sooner):
+        another network behind the endpoints lacks them whatever epoch they were stored
+        in (network_reset.py, a change of network); heads seen later may be the new
+        network's own and are left as they are."""
+        if self._connect(create=False) is None:
+            return
+        with self._tx() as c:
+            c.execute("UPDATE heads SET end_epoch = ? WHERE seen_at <= ? AND "
+                      "(end_epoch IS NULL OR end_epoch > ?)", (epoch, seen_by, epoch))
+
     def stored_floor(self) -> tuple[int, str, HeadRef] | None:
         """(the highest epoch a seen head was stored in, that head's namespace and
         reference): an epoch the network has reached. Heads a followed reset ended are

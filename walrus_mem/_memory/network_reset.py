@@ -138,8 +138,10 @@ def follow(parts: Parts, errors: list[str], witnesses: Collection[str] = ()) -> 
     lost = [b for b, ok in verdict.items() if not ok and b not in witnesses]  # heads aside
     kind = LOST if held.get("kind") == LOST else BACKWARDS
     served = [b for b, ok in verdict.items() if ok]
+    seen_by = held.get("heads_seen_by")
     _apply(parts, seen, held.get("newest"), [*due, *lost], kind=kind, served=served,
-           system_object=held.get("system_object"))
+           system_object=held.get("system_object"),
+           heads_seen_by=float(seen_by) if isinstance(seen_by, int | float) else None)
     change_followed(parts.epochs.clock.store)
     return True
 
@@ -292,7 +294,7 @@ def suspect(parts: Parts, ns: str, ref: HeadRef, errors: list[str]) -> bool:
             if stored is None or epoch >= stored - JUMP_SLACK:
                 # not below: "not yet" (a lagging aggregator), unless the network lost
                 # what must still be live (another network behind the endpoints)
-                return _lost_here(parts, ref, epoch, errors)
+                return _lost_here(parts, ns, ref, epoch, errors)
             _hold(parts, epoch, stored)
     return follow(parts, errors, witnesses=[ref.blob_id])
 
@@ -372,7 +374,7 @@ def _ahead(parts: Parts, errors: list[str]) -> list[str] | None:
     return sample
 
 
-def _lost_here(parts: Parts, ref: HeadRef, epoch: int, errors: list[str]) -> bool:
+def _lost_here(parts: Parts, ns: str, ref: HeadRef, epoch: int, errors: list[str]) -> bool:
     """A head answered 404 before its end epoch and the network's epoch (``epoch``) is
     not below it: is this still the network that stored our blobs? The newest blobs our
     memories live in (and our newest manifest) must still be live by the clock; stored
@@ -398,8 +400,10 @@ def _lost_here(parts: Parts, ref: HeadRef, epoch: int, errors: list[str]) -> boo
             return False
     newest = parts.epochs.clock.reading().newest_seen
     now = time.time()
+    _, seen_by = parts.log.seen.end_bound(ns, ref.blob_id)  # heads seen by then: lost too
     parts.catalog.set_meta(BACKWARDS_KEY, json.dumps({
-        "newest": newest, "seen": [[epoch, now, now]], "kind": LOST}))
+        "newest": newest, "seen": [[epoch, now, now]], "kind": LOST,
+        **({"heads_seen_by": seen_by} if seen_by is not None else {})}))
     log.warning("the network behind the endpoints (epoch %d) no longer serves any of the "
                 "%d newest blobs this data dir stored that must still be live (%s): another "
                 "network, or a wipe; following it", epoch, len(sample) + 1,
@@ -471,7 +475,7 @@ def _namespaces(c: Any) -> set[str]:
 
 def _apply(parts: Parts, seen: list[tuple[int, float, float]], old: object,
            lost: list[str], *, kind: str = "backwards", served: Collection[str] = (),
-           system_object: object = None) -> None:
+           system_object: object = None, heads_seen_by: float | None = None) -> None:
     new = max(e for e, _, _ in seen)
     now = time.time()
     first_new = min(f for _, f, _ in seen)  # the new network's epochs first seen
@@ -501,9 +505,13 @@ def _apply(parts: Parts, seen: list[tuple[int, float, float]], old: object,
                                              if system_object else {}),
                                           "owed": sorted(_namespaces(c))})))
     # the heads stored before: the network lost them. Backwards, those stored above the
-    # new epochs; another network, every one seen before it (its epochs say nothing)
-    parts.log.seen.end_all(new, stored_above=new + JUMP_SLACK if kind == BACKWARDS else -1,
-                           seen_before=first_new)
+    # new epochs; another network, every one seen by the head that answered 404 (or the
+    # first sign of the change): its epochs say nothing
+    if kind == BACKWARDS:
+        parts.log.seen.end_all(new, stored_above=new + JUMP_SLACK, seen_before=first_new)
+    else:
+        parts.log.seen.end_seen_by(new, heads_seen_by if heads_seen_by is not None
+                                   else first_new)
     what = ("its epochs went back from %s to %d: a wipe or an epoch reset" if kind == BACKWARDS
             else "its epochs did not go back (%s, now %d): another network behind the "
             "endpoints (a redeploy, another system object) or a wipe")
