@@ -1,13 +1,16 @@
 """Issue 28 item 4: compact deletes a data dir's superseded manifests from its embedded
 relayer (every manifest ever published stayed there: 1,180 bytes per memory at 10k),
-keeping what the log, later manifests and restores may still read."""
+keeping what the log, later manifests and restores may still read; a relayer other data
+dirs share is never touched."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from relayer_mock.embedded import EmbeddedRelayer
 from walrus_mem import Memory, Settings
 from walrus_mem.testing import HashEmbedder
+from walrus_mem.walrus import WalrusClient
 
 MASTER = "17" * 32
 NS = "default"
@@ -18,39 +21,61 @@ def _settings(tmp: Path) -> Settings:
                     publisher_url=None, aggregator_urls=[], state_dir=tmp / "state")
 
 
-def _blobs(mem: Memory) -> set[str]:
-    """The blobs the embedded relayer still serves."""
-    with mem._parts.publisher.backend().embedded.client() as admin:
+def _served(relayer: EmbeddedRelayer) -> set[str]:
+    """The blobs a relayer still serves."""
+    with relayer.client() as admin:
         return {b["blobId"] for b in admin.get("/_mock/blobs").json()["blobs"] if b["available"]}
 
 
-def _roots(mem: Memory) -> list[str]:
+def _roots(mem: Memory, ns: str = NS) -> list[str]:
     return [str(r[0]) for r in mem._parts.catalog.query(
-        "SELECT blob_id FROM manifests WHERE namespace = ? ORDER BY seq", (NS,))]
+        "SELECT blob_id FROM manifests WHERE namespace = ? ORDER BY seq", (ns,))]
 
 
-def test_compact_deletes_superseded_manifests_from_the_embedded_relayer(tmp_path: Path) -> None:
+def _write(mem: Memory, batches: int = 4, tag: str = "") -> None:
+    for batch in range(batches):
+        mem.remember_many([f"fact {tag}{batch}-{i} about the blue notebook" for i in range(30)])
+        assert not mem.sync().errors
+
+
+def _still_works(mem: Memory, count: int) -> None:
+    head = mem._parts.log.newest(NS)[0]
+    assert len(mem._parts.log.read(NS, head)[1]) == count
+    mem.remember("one more fact after the old manifests went")
+    assert not mem.sync().errors
+    assert mem._parts.log.newest(NS)[0].seq == head.seq + 1
+
+
+def test_compact_deletes_the_manifests_the_newest_supersedes(tmp_path: Path) -> None:
     with Memory(_settings(tmp_path), embedder=HashEmbedder(64), master_key=MASTER) as mem:
-        for batch in range(4):
-            mem.remember_many([f"fact {batch}-{i} about the blue notebook" for i in range(30)])
-            assert not mem.sync().errors
+        _write(mem)
         mem.remember("another namespace's fact", namespace="other")
         assert not mem.sync(namespace="other").errors
+        relayer = mem._parts.publisher.backend().embedded
         roots = _roots(mem)
-        assert len(roots) == 4 and set(roots) <= _blobs(mem)
-        others = [str(r[0]) for r in mem._parts.catalog.query(
-            "SELECT blob_id FROM manifests WHERE namespace = 'other'")]
-        head = mem._parts.log.newest(NS)[0]
+        assert len(roots) == 4 and set(roots) <= _served(relayer)  # publishing keeps them
         mem.compact()
-        left = _blobs(mem)
-        assert roots[-1] in left and not set(roots[:-1]) & left  # the superseded ones went
-        assert set(others) <= left  # another namespace's are its own compact's business
-        # everything still reads: the head, every memory, the next manifest builds on it
-        assert len(mem._parts.log.read(NS, head)[1]) == 120
-        assert len(mem.list(limit=200)) == 120
-        mem.remember("one more fact after compact")
-        assert not mem.sync().errors
-        assert mem._parts.log.newest(NS)[0].seq == head.seq + 1
+        served = _served(relayer)
+        assert roots[-1] in served and not set(roots[:-1]) & served
+        assert set(_roots(mem, "other")) <= served  # another namespace's: its own compact
+        _still_works(mem, 120)
+        _write(mem, 2, "later ")
+        mem.compact()  # only the manifests published since are looked at again
+        assert _served(relayer) & set(_roots(mem)) == {_roots(mem)[-1]}
     with Memory(_settings(tmp_path), embedder=HashEmbedder(64), master_key=MASTER) as mem:
         assert not mem.sync().errors  # a new process merges nothing it cannot read
-        assert len(mem.recall("blue notebook", k=200, min_score=0)) == 121
+        assert len(mem.recall("blue notebook", k=300, min_score=0)) == 181
+
+
+def test_a_relayer_other_data_dirs_share_keeps_every_manifest(tmp_path: Path) -> None:
+    relayer = EmbeddedRelayer(tmp_path / "walrus")
+    try:
+        client = WalrusClient(relayer.base_url, [relayer.base_url], transport=relayer.transport,
+                              epochs=5)
+        with Memory(_settings(tmp_path), embedder=HashEmbedder(64), master_key=MASTER,
+                    walrus=client) as mem:
+            _write(mem, 3)
+            mem.compact()
+            assert set(_roots(mem)) <= _served(relayer)  # another machine may read them
+    finally:
+        relayer.close()
