@@ -135,6 +135,8 @@ def apply_fetched(nslog: LogContext, ns: str, keys: NamespaceKeys, plan: MergePl
     with nslog.lock, nslog.catalog.write():
         version = nslog.catalog.data_version()  # no other connection commits before ours
         nslog.catalog.adopt_model(ns, emb.model_id, emb.dim)
+        forgotten = _tombstoned(nslog.catalog, ns,
+                                [e.memory_id for e, _, _ in incoming if e.memory_id in adds])
         for entry, _, rec in fetched:
             if entry.memory_id in kept:  # ours wins at the same version: theirs -> history
                 ours = nslog.catalog.memory(ns, entry.memory_id)
@@ -171,7 +173,7 @@ def apply_fetched(nslog: LogContext, ns: str, keys: NamespaceKeys, plan: MergePl
                 "vector": vector_bytes, "digest": entry.digest or mf.sealed_digest(data),
             }
             if mid in adds:
-                if nslog.catalog.is_tombstoned(ns, mid):
+                if mid in forgotten:
                     continue  # forgotten meanwhile (a tombstone only ever wins)
                 key = nslog.catalog.insert_memory(ns, row, event="RESTORE", at=now)
                 if key is not None:
@@ -214,6 +216,19 @@ def apply_fetched(nslog: LogContext, ns: str, keys: NamespaceKeys, plan: MergePl
             tally.updated += 1
     with nslog.lock:  # into the graph after the merge, in the background (index_builder.py)
         nslog.indexes.refresh(ns, defer=True, known=written, known_at=version)
+
+
+def _tombstoned(catalog: Catalog, ns: str, ids: list[str]) -> set[str]:
+    """Which of ``ids`` have a tombstone (``Catalog.is_tombstoned``), in one query: a
+    chunk's adds asked one by one cost a query each, and SQLite answered each from the
+    (namespace, event) index, i.e. by reading every tombstone of the namespace. The ``+``
+    keeps it on the primary key (memory_id, version): one lookup per id."""
+    if not ids:
+        return set()
+    return {str(r[0]) for r in catalog.query(
+        "SELECT j.value FROM json_each(?) AS j WHERE EXISTS (SELECT 1 FROM versions AS v "
+        "WHERE v.memory_id = j.value AND +v.namespace = ? AND +v.event = 'DELETE')",
+        (json.dumps(ids), ns))}
 
 
 def _attrs(row: Mapping[str, Any]) -> tuple[float, float, float | None] | None:

@@ -1,0 +1,36 @@
+"""Issue 28 item 2: what a restore asks the catalog per chunk costs what the chunk holds,
+not what the namespace holds (the tombstone check of a chunk's new memories)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from walrus_mem._catalog.catalog import Catalog
+from walrus_mem._log import apply
+
+
+def test_the_tombstone_check_of_a_chunk_is_one_lookup_per_id(tmp_path: Path,
+                                                             monkeypatch) -> None:
+    cat = Catalog(tmp_path / "c.sqlite3")
+    with cat.write() as c:
+        c.execute("INSERT INTO namespaces (name, created_at) VALUES ('ns', 0)")
+    for i in range(300):  # many tombstones: a scan of them per id is what must not happen
+        cat.add_history("ns", f"gone-{i}", 2, "DELETE", 0.0)
+    cat.add_history("other", "gone-live", 2, "DELETE", 0.0)  # another namespace's
+    asked: list[str] = []
+    real = cat.query
+
+    def query(sql, params=()):  # type: ignore[no-untyped-def]
+        asked.append(sql)
+        return real(sql, params)
+
+    monkeypatch.setattr(cat, "query", query)
+    ids = ["gone-3", "live-1", "gone-299", "gone-live"]
+    assert apply._tombstoned(cat, "ns", ids) == {"gone-3", "gone-299"}
+    assert len(asked) == 1  # one query for the chunk
+    plan = " | ".join(str(r[3]) for r in real("EXPLAIN QUERY PLAN " + asked[0],
+                                              (json.dumps(ids), "ns")))
+    assert "versions_ns_event" not in plan and "(memory_id=?)" in plan, plan
+    assert apply._tombstoned(cat, "ns", []) == set()
+    cat.close()
