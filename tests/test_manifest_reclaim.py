@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from relayer_mock.embedded import EmbeddedRelayer
 from walrus_mem import Memory, Settings
 from walrus_mem.testing import HashEmbedder
@@ -79,3 +81,34 @@ def test_a_relayer_other_data_dirs_share_keeps_every_manifest(tmp_path: Path) ->
             assert set(_roots(mem)) <= _served(relayer)  # another machine may read them
     finally:
         relayer.close()
+
+
+def test_compact_deletes_page_quilts_no_kept_manifest_lists(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past INLINE_MAX entries a manifest's entries go to pages, stored as quilts; a page
+    no kept root lists goes with its manifest_pages row (never reused), the newest
+    root's pages stay, and the next manifests and a fresh restore read everything."""
+    import walrus_mem._log.manifest as mf
+
+    monkeypatch.setattr(mf, "INLINE_MAX", 20)
+    monkeypatch.setattr(mf, "CHANGED_INLINE_MAX", 10)
+    with Memory(_settings(tmp_path), embedder=HashEmbedder(64), master_key=MASTER) as mem:
+        _write(mem, 5)
+        relayer = mem._parts.publisher.backend().embedded
+        pages_before = {str(r[0]) for r in mem._parts.catalog.query(
+            "SELECT blob_id FROM manifest_pages")}
+        assert len(pages_before) >= 2
+        mem.compact()
+        served = _served(relayer)
+        pages_after = {str(r[0]) for r in mem._parts.catalog.query(
+            "SELECT blob_id FROM manifest_pages")}
+        assert pages_after < pages_before and pages_after <= served
+        assert not (pages_before - pages_after) & served
+        _still_works(mem, 150)
+        _write(mem, 2, "later ")
+        mem.compact()
+        _still_works(mem, 211)
+    with Memory(_settings(tmp_path), embedder=HashEmbedder(64), master_key=MASTER) as mem:
+        # a new process reads the newest head whole: root and every page it lists
+        assert len(mem._parts.log.read(NS, mem._parts.log.newest(NS)[0])[1]) == 212
+        assert not mem.sync().errors

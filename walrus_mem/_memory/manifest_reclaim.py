@@ -11,9 +11,10 @@ these may still read it:
   file's lines) and the heads its local state contains are kept; an ancestry walk
   over the older ones uses the seen-heads table (parents recorded when first seen),
   not the blobs;
-- a later manifest: every page blob the catalog knows (``manifest_pages``) is kept,
-  since pages are reused from one manifest to the next, and so is any blob that
-  holds a live memory's version;
+- a kept head's manifest: the page quilts its root lists are kept (pages are reused
+  from one manifest to the next); another page quilt goes with its ``manifest_pages``
+  rows, so no later manifest reuses a page from it (when a kept root cannot be read,
+  every page quilt is kept); any blob that holds a live memory's version is kept;
 - a restore or pull under way or interrupted in this namespace: then nothing is
   deleted (its plan may name an older head).
 
@@ -34,6 +35,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Final
 
+from .._log.manifest import parse_root
+from ..envelope import open_envelope
+from ..errors import WalrusMemError
+
 if TYPE_CHECKING:
     from .parts import Parts
 
@@ -50,6 +55,24 @@ def reclaim_manifests(parts: Parts, ns: str) -> list[str]:
         return []
     with parts.log.turn(ns, wait=True):  # no manifest of ns is being published meanwhile
         return reclaim_superseded(parts, ns)
+
+
+def _pages_in_use(parts: Parts, ns: str, heads: list[str]) -> set[str] | None:
+    """The page quilts the roots of ``heads`` list (read from the relayer and opened),
+    or None when one of them cannot be read."""
+    client = parts.publisher.backend().client
+    keys = parts.keys.for_namespace(ns)
+    out: set[str] = set()
+    for blob_id in heads:
+        try:
+            root = parse_root(open_envelope(keys, client.read_blob(blob_id),
+                                            expected_kind="manifest"))
+        except (WalrusMemError, ValueError, KeyError, TypeError) as exc:
+            log.info("manifest %s not read (%s): its pages are all kept", blob_id,
+                     type(exc).__name__)
+            return None
+        out |= {page[0] for page in root.pages}
+    return out
 
 
 def _embedded(parts: Parts) -> bool:
@@ -71,14 +94,29 @@ def reclaim_superseded(parts: Parts, ns: str) -> list[str]:
     rows = catalog.query(
         "SELECT seq, blob_id FROM manifests WHERE namespace = ? AND seq > ? AND seq < ? "
         "ORDER BY seq", (ns, floor, int(top[0]) if top and top[0] is not None else 0))
-    if not rows:
-        return []
-    keep = {ref.blob_id for ref in nslog.newest(ns)}
-    keep |= {ref.blob_id for ref in nslog.merged(ns)}
-    keep |= {str(r[0]) for r in catalog.query(
+    heads = {ref.blob_id: ref for ref in [*nslog.newest(ns), *nslog.merged(ns)]}
+    keep = set(heads)
+    page_blobs = {str(r[0]) for r in catalog.query(
         "SELECT blob_id FROM manifest_pages WHERE namespace = ?", (ns,))}
+    own = {str(r[0]) for r in catalog.query(
+        "SELECT blob_id FROM manifests WHERE namespace = ?", (ns,))}
+    # only this data dir's manifests are in its embedded relayer (a head of another data
+    # dir, from the per-user heads file, lists that data dir's own blobs)
+    in_use = _pages_in_use(parts, ns, [b for b in heads if b in own])
+    keep |= page_blobs if in_use is None else in_use
     backend = parts.publisher.backend()
     deleted: list[str] = []
+    for blob_id in sorted(page_blobs - keep):  # superseded page quilts, never reused again
+        if catalog.live_versions_in_blob(blob_id):
+            continue
+        with catalog.write() as c:
+            c.execute("DELETE FROM manifest_pages WHERE namespace = ? AND blob_id = ?",
+                      (ns, blob_id))
+        done, reason = backend.delete_blob(blob_id)
+        if done:
+            deleted.append(blob_id)
+        else:
+            log.info("superseded manifest pages %s kept: %s", blob_id, reason)
     settled, stopped = floor, False
     for seq, blob_id in rows:
         blob_id = str(blob_id)
