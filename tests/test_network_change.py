@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +18,12 @@ import httpx
 import pytest
 
 from relayer_mock._metrics import metrics_text
+from relayer_mock._responses import MSG_BLOB_NOT_FOUND, dumps, error_envelope
 from relayer_mock.server import RelayerServer
 from tests.helpers_cli import invoke, invoke_json
 from tests.helpers_log import LyingAggregator, live, machine
 from tests.helpers_memory import MASTER_HEX
+from tests.helpers_proxy import HookProxy
 from walrus_mem import Memory
 from walrus_mem._cli.doctor_network import check_network
 from walrus_mem._log.heads import HeadRef, SeenHead, SeenHeads
@@ -146,6 +149,35 @@ def test_one_lagging_blob_is_not_a_different_network(tmp_path: Path) -> None:
             agg.hide[head.split(".")[0]] = 0
             report = a.sync()
             assert report.errors == [] and report.renewed == 0 and not report.manifests
+            assert a._catalog.get_meta(RESET_KEY) is None
+
+
+def test_a_cold_aggregator_is_not_a_different_network(tmp_path: Path) -> None:
+    """An aggregator answering 404 to the first two reads of every blob it has not served
+    yet (a cold cache; the stateful test's "lag" found this): the head's 404 and one
+    round of 404s for the memories' blobs are not a lost network. The loss is confirmed
+    over three rounds of reads, the third is served: nothing is stored again."""
+    reads: Counter[str] = Counter()
+
+    def cold(method: str, path: str, body: bytes) -> tuple[int, bytes] | None:
+        if method == "GET" and path.startswith("/v1/blobs/"):
+            key = path.split("?")[0]
+            reads[key] += 1
+            if reads[key] <= 2:
+                return 404, dumps(error_envelope("NOT_FOUND", "BLOB_NOT_FOUND",
+                                                 MSG_BLOB_NOT_FOUND))
+        return None
+
+    with RelayerServer(tmp_path / "walrus", admin=False, fsync=False,
+                       initial_epoch=40) as srv:
+        with machine(tmp_path / "a", srv.url, state_dir=tmp_path / "sa") as a:
+            a.remember_many([f"a fact {i}" for i in range(4)])
+            a.sync()
+        with HookProxy(srv.url, hook=cold) as proxy, \
+                machine(tmp_path / "a", srv.url, aggregator=proxy.url,
+                        state_dir=tmp_path / "sa", read_deadline=1.0) as a:
+            report = a.sync()
+            assert report.errors == [] and report.renewed == 0, report
             assert a._catalog.get_meta(RESET_KEY) is None
 
 

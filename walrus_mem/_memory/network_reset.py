@@ -74,6 +74,12 @@ LOST: Final = "lost"  # kind: they did not, but the network lost what must be li
 SAMPLE: Final = 3  # blobs read to confirm a reset
 RECENT: Final = 300.0  # seconds a sighting counts as the current epoch
 SERVED_DEADLINE: Final = 5.0  # seconds the per-sync "is our newest head served?" read may take
+LOST_CONFIRM_PAUSES: Final = (2.0, 3.0)
+"""Seconds between the rounds of reads that confirm a loss seen only as 404s (no epoch
+went back, no system object changed): an aggregator or its cache answers 404 for a blob
+it has not served yet (the public networks' cached-404 window after a store), so one
+round of 404s is a lagging aggregator as often as a lost network. Three rounds over 5 s
+are paid only when a head already answered 404."""
 
 
 def _held(parts: Parts) -> dict[str, Any] | None:
@@ -379,8 +385,9 @@ def _lost_here(parts: Parts, ns: str, ref: HeadRef, epoch: int, errors: list[str
     not below it: is this still the network that stored our blobs? The newest blobs our
     memories live in (and our newest manifest) must still be live by the clock; stored
     on another network (one whose answers the clock refused: their epochs were ahead)
-    they say nothing. Every one of them answering 404 on every aggregator, the network
-    no longer has what this data dir stored: it is another network (a redeploy, a new
+    they say nothing. Every one of them answering 404 on every aggregator, in each of
+    three rounds of reads over 5 s (:data:`LOST_CONFIRM_PAUSES`), the network no longer
+    has what this data dir stored: it is another network (a redeploy, a new
     system object) or a wipe whose epochs did not go back. Then the change is followed
     as a reset is (:func:`follow`): the clock restarts from ``epoch``, each blob is read
     and the memories of the lost ones are stored again by this sync. One served: a
@@ -391,13 +398,15 @@ def _lost_here(parts: Parts, ns: str, ref: HeadRef, epoch: int, errors: list[str
               if b != ref.blob_id]
     if not sample:
         return False
-    for blob in sample:
-        try:
-            if _served(parts, blob):
-                return False  # a lagging aggregator: "not yet"
-        except (WalrusMemError, ValueError) as exc:
-            errors.append(f"network change check: {type(exc).__name__}: {exc}")
-            return False
+    for pause in (0.0, *LOST_CONFIRM_PAUSES):
+        time.sleep(pause)
+        for blob in sample:
+            try:
+                if _served(parts, blob):
+                    return False  # a lagging aggregator: "not yet"
+            except (WalrusMemError, ValueError) as exc:
+                errors.append(f"network change check: {type(exc).__name__}: {exc}")
+                return False
     newest = parts.epochs.clock.reading().newest_seen
     now = time.time()
     _, seen_by = parts.log.seen.end_bound(ns, ref.blob_id)  # heads seen by then: lost too
