@@ -12,6 +12,7 @@ import pytest
 
 from tests.helpers_memory import MASTER_HEX, make_settings
 from walrus_mem._catalog.catalog import SCHEMA_VERSION, Catalog
+from walrus_mem._memory.integrity import check_index_file
 from walrus_mem.errors import LocalStoreError
 from walrus_mem.memory import Memory
 from walrus_mem.testing import HashEmbedder
@@ -101,11 +102,17 @@ def test_without_the_keys_a_shed_row_is_refused_not_misread(tmp_path: Path) -> N
     with _open(tmp_path / "d") as mem:
         mem.remember_many(TEXTS[:2])
         path = mem.catalog_path
+        mem.recall("alpha notebook")
+        index_dir = mem._parts.indexes.directory
     cat = Catalog(path)  # opened alone: no vector source
     try:
         keys = [int(r[0]) for r in cat.query("SELECT key FROM memories")]
         with pytest.raises(LocalStoreError, match="sealed copy"):
             cat.vectors_by_keys(NS, keys)
+        # doctor's index check of a namespace whose key is not here: counts, no crash
+        health = check_index_file(cat, index_dir, NS, "test-hash-embedder-64", 64)
+        assert health.missing == health.extra == 0
+        assert any("not compared" in note for note in health.notes)
     finally:
         cat.close()
 
