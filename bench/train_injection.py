@@ -330,11 +330,12 @@ def _rates(flags: list[bool], labels: list[int]) -> dict[str, Any]:
             "benign": len(ben), "benign_flagged": sum(ben)}
 
 
-LAYERS = ("text", "joint", "rules", "capture", "recall")
-"""text / joint: each model alone; rules: detect_injection without the learned layer;
-capture: rules or the text model (what screen_fact refuses with the text model on);
-recall: rules or the joint model (what screen_records withholds with the joint model on
-and the text model off; the semantic prototype layer is not counted)."""
+LAYERS = ("text", "joint", "rules", "rules_text", "screen")
+"""text / joint: each model alone; rules: detect_injection without the learned layer (what a
+text without a default-model vector gets); rules_text: rules or the text model (what
+screen_fact would refuse with the text model on); screen: rules or the joint model (what
+capture refuses -- screen_fact, then the joint model on the vector remember_many computes --
+and screen_records withholds at recall; the semantic prototype layer is not counted)."""
 
 
 def evaluate(text: classifier.Classifier, joint: classifier.Classifier, rows: list[Row],
@@ -353,8 +354,9 @@ def evaluate(text: classifier.Classifier, joint: classifier.Classifier, rows: li
             "joint": [joint.is_injection(r.text, vectors[i]) for r, i in zip(items, idx,
                                                                              strict=True)],
             "rules": [rules(r.text) for r in items]}
-        flags["capture"] = [a or b for a, b in zip(flags["text"], flags["rules"], strict=True)]
-        flags["recall"] = [a or b for a, b in zip(flags["rules"], flags["joint"], strict=True)]
+        flags["rules_text"] = [a or b for a, b in zip(flags["text"], flags["rules"],
+                                                      strict=True)]
+        flags["screen"] = [a or b for a, b in zip(flags["rules"], flags["joint"], strict=True)]
         entry: dict[str, Any] = {layer: _rates(flags[layer], labels) for layer in LAYERS
                                  if with_rules or layer in {"text", "joint"}}
         for key in ("lang", "category"):
@@ -365,7 +367,7 @@ def evaluate(text: classifier.Classifier, joint: classifier.Classifier, rows: li
             if len(groups) > 1:
                 entry[f"by_{key}"] = {
                     g: {layer: _rates([flags[layer][j] for j in sub], [labels[j] for j in sub])
-                        for layer in ("joint", "rules", "recall") if layer in entry}
+                        for layer in ("joint", "rules", "screen") if layer in entry}
                     for g, sub in sorted(groups.items())}
         out[corpus] = entry
     return out
@@ -468,8 +470,8 @@ def main() -> None:
     figures = evaluate(text, joint, held, held_vectors, with_rules=not args.no_rules)
     card["heldout"] = figures
     if not args.no_rules:
-        card["activation"] = {"text": _activation(figures, "capture", "text"),
-                              "joint": _activation(figures, "recall", "joint")}
+        card["activation"] = {"text": _activation(figures, "rules_text", "text"),
+                              "joint": _activation(figures, "screen", "joint")}
         card["active"] = card["activation"]["text"]["active"]
         card["joint"]["active"] = card["activation"]["joint"]["active"]
     locomo = [(r, v) for r, v in zip(held, held_vectors, strict=True)
