@@ -27,8 +27,17 @@ from tests.helpers_proxy import HookProxy
 from walrus_mem import Memory
 from walrus_mem._cli.doctor_network import check_network
 from walrus_mem._log.heads import HeadRef, SeenHead, SeenHeads
+from walrus_mem._memory import network_reset
 from walrus_mem._memory.network_reset import RESET_KEY
 from walrus_mem._walrus.network_identity import IDENTITY_KEY, parse_contract_info
+
+
+@pytest.fixture(autouse=True)
+def _quick_confirmation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A loss seen only as 404s is confirmed over three rounds of reads 2 s and 3 s apart
+    (network_reset.LOST_CONFIRM_PAUSES); here the rounds count, not the seconds (the
+    cold aggregator below answers by read count): 5 s a test otherwise."""
+    monkeypatch.setattr(network_reset, "LOST_CONFIRM_PAUSES", (0.05, 0.05))
 
 
 def _locations(mem: Memory) -> dict[str, tuple[str | None, str | None, int | None]]:
