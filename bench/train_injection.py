@@ -55,6 +55,7 @@ TARGET_RECALL = 0.9  # issue 26: >= 90 % of attacks at <= 1 % of benign flagged
 C_GRID = (64.0, 256.0)
 LOCOMO_WEIGHT = 4.0  # benign chat turns of the training conversations
 EMBED_SCALE = 1.0  # the embedding columns are multiplied by this before fitting
+REFIT = True  # refit on all training rows after the threshold is chosen (docs/security.md)
 PUBLIC = frozenset({"slabs", "neuralchemy", "chat_bsd"})
 PUBLIC_ATTACKS = ("slabs", "neuralchemy")
 # Switched on only if, on every held-out benign set of memory-style text, the model flags
@@ -298,17 +299,17 @@ def _train(train: list[Row], x: Any, vectors: np.ndarray, joint: bool
     mask = np.array([not _is_calibration(r.text) for r in train])
     fit = [r for r, m in zip(train, mask, strict=True) if m]
     calib = [r for r, m in zip(train, mask, strict=True) if not m]
-    best: tuple[float, float, float] | None = None
+    best: tuple[float, float, float, classifier.Classifier] | None = None
     for c in C_GRID:
         model = _fit(fit, x[mask], c, joint)
         cut, recall = _threshold(_scores(model, calib, vectors[~mask]), calib)
         print(f"{'joint' if joint else 'text'} C={c}: threshold {cut:.4f}, "
               f"calibration recall {recall:.3f}", flush=True)
         if best is None or recall > best[2]:
-            best = (c, cut, recall)
+            best = (c, cut, recall, model)
     assert best is not None
-    c, cut, recall = best
-    final = _fit(train, x, c, joint)
+    c, cut, recall, model = best
+    final = _fit(train, x, c, joint) if REFIT else model
     return replace(final, threshold=cut), c, recall
 
 
@@ -420,7 +421,12 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     parser.add_argument("--eval-only", action="store_true")
     parser.add_argument("--no-rules", action="store_true", help="skip measuring the rules")
+    parser.add_argument("--no-refit", action="store_true",
+                        help="ship the models fitted on four fifths, whose thresholds were "
+                             "chosen on the last fifth")
     args = parser.parse_args()
+    global REFIT
+    REFIT = REFIT and not args.no_refit
 
     public, hashes = _public(args.data)
     rows = public + _memory() + _chat() + _locomo(args.data)
@@ -457,7 +463,8 @@ def main() -> None:
             "joint": {"threshold": joint.threshold, "C": c_joint,
                       "calibration_recall": recall_joint, "embedding_scale": EMBED_SCALE,
                       "embedding_model": "sentence-transformers/all-MiniLM-L6-v2"},
-            "bits": classifier.BITS, "fp_target": FP_TARGET, "memory_weight": MEMORY_WEIGHT,
+            "bits": classifier.BITS, "fp_target": FP_TARGET, "refit": REFIT,
+            "memory_weight": MEMORY_WEIGHT,
             "locomo_weight": LOCOMO_WEIGHT, "locomo_train": list(LOCOMO_TRAIN),
             "train_rows": {"attacks": sum(r.label for r in train),
                            "benign": sum(1 - r.label for r in train)},
