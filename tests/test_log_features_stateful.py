@@ -17,6 +17,8 @@ memories (issue 23, items 1-9), each modelled by what a user is promised:
 * the machines' wall clock jumping both ways (also during a new machine's first stores,
   then corrected), and network time passing (epochs of a day);
 * ``repair`` of a damaged catalog (garbage over the file, or over one index page);
+* ``recall`` by the vector side alone reaching every memory the machine lists, whatever
+  built its index (writes, a restore's or pull's background builder, a rotation, a repair);
 * a backup of the whole data dir restored onto the same HOME (the seen-heads mirror
   kept) and onto a new HOME (an empty state dir);
 * a new machine (new data dir, new HOME) restoring a machine's newest head.
@@ -593,6 +595,24 @@ class FeatureMachines(RuleBasedStateMachine):
             else:
                 self._check_safe(i, view)
 
+    @rule(i=st.integers(0, MACHINES - 1))
+    def recall_reaches_every_memory(self, i: int) -> None:
+        """Recall reaches every memory the machine lists, through whatever built its index
+        (writes, a restore's or pull's background builder with its pending rows, a
+        rotation, a repair: issue 28): a query sharing no word with any fact asks the
+        vector side alone, and with k = every memory each must come back."""
+        if self.rotating[i]:
+            return
+        view = live(self.mems[i], self.ns)
+        if not view:
+            return
+        hits = self.mems[i].recall("zzqx quux", namespace=self.ns, k=len(view), min_score=0,
+                                   include_expired=True)
+        got = {hit.record.id for hit in hits}
+        assert got == set(view), (
+            f"machine {i}: recall misses {sorted(set(view) - got)}, "
+            f"returns unknown {sorted(got - set(view))}")
+
     # -- writes ----------------------------------------------------------------------------
 
     @rule(i=st.integers(0, MACHINES - 1), count=st.integers(1, 3))
@@ -753,7 +773,8 @@ class FeatureMachines(RuleBasedStateMachine):
             assert self.faulty or head.gone, "a pull failed with the network sound"
             return
         self.model[i] = merge(self.model[i], head.content)
-        self._merged(i, head)
+        if not head.gone:  # a head it had merged before the wipe: the pull is a no-op, and
+            self._merged(i, head)  # a repair can no longer restore what it listed
 
     @rule(i=st.integers(0, MACHINES - 1), j=st.integers(0, MACHINES - 1), through=FAULTS)
     def pull(self, i: int, j: int, through: str) -> None:
