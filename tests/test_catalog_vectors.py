@@ -139,3 +139,33 @@ def test_a_catalog_written_by_schema_6_is_upgraded_in_place(tmp_path: Path) -> N
         assert all(np.array_equal(before[t], after[t]) for t in before)
         assert [(h.id, round(h.score, 6)) for h in mem.recall("the golf notebook", k=5)] == hits
         assert after["the alpha notebook moved to the attic"] is not None
+
+
+def test_the_fast_read_of_a_sealed_vector_equals_the_full_open() -> None:
+    """SealedVectors reads a version 2 fact's vector after the AEAD alone (the JSON begins
+    with its one attachment); every other shape goes through the full parse: the same
+    bytes either way, None where no vector is carried."""
+    import base64
+
+    from walrus_mem._recall.carried import SealedVectors, carried_bytes
+    from walrus_mem.envelope import open_own_copy, seal
+    from walrus_mem.keys import MasterSeed, NamespaceKeys
+
+    keys = NamespaceKeys.derive(MasterSeed.from_hex(MASTER_HEX), NS)
+    source = SealedVectors(lambda ns, generation=None: keys)
+    raw = np.arange(64, dtype="<f2").tobytes()
+    vec = {"model": "m", "weights": "w", "dim": 64, "dtype": "f16"}
+    base = {"id": "m1", "kind": "fact", "text": "x"}
+    records = [
+        {**base, "vec": {**vec, "data": raw}},
+        {**base, "metadata": {"#bytes": [[["vec", "data"], 128]]}, "vec": {**vec, "data": raw}},
+        {**base, "vec": {**vec, "data": base64.b64encode(raw).decode()}},  # version 1
+        {**base, "vec": {**vec, "data": raw}, "other": {"blob": b"\x01\x02"}},  # two slices
+        base,
+    ]
+    for record in records:
+        sealed = seal(keys, record)
+        assert source(NS, sealed) == carried_bytes(open_own_copy(keys, sealed))
+    assert [source(NS, seal(keys, r)) for r in records] == [raw, raw, raw, raw, None]
+    other = NamespaceKeys.derive(MasterSeed.from_hex(MASTER_HEX), "elsewhere")
+    assert source(NS, seal(other, records[0])) is None  # not this namespace's key

@@ -23,15 +23,18 @@ import hashlib
 import json
 import logging
 import os
+import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+import nacl.bindings
+import nacl.exceptions
 import numpy as np
 import numpy.typing as npt
 
-from ..envelope import open_own_copy
+from ..envelope import HEADER_SIZE, SIGNATURE_SIZE, VERSION_ATTACHED, open_own_copy
 from ..errors import EnvelopeError, WalrusMemError
 from ..keys import NamespaceKeys
 
@@ -44,6 +47,7 @@ FIELD: Final = "vec"
 DTYPE: Final = "f16"
 _DIGEST_CACHE: Final = "weights-digests.json"
 _SKIPPED_FILES: Final = frozenset({"README.md", ".gitattributes"})
+_V2_MIN: Final = HEADER_SIZE + 4 + 256 + 16 + SIGNATURE_SIZE  # the smallest version 2
 
 
 @dataclass(frozen=True)
@@ -127,6 +131,29 @@ def carried_bytes(record: Mapping[str, Any]) -> bytes | None:
     return None
 
 
+def _own_attachment(keys: NamespaceKeys, sealed: bytes) -> bytes | None:
+    """The vector of a version 2 envelope as ``seal`` writes a fact carrying it (the
+    canonical JSON begins ``{"#bytes":[[["vec","data"],A]],``: its only attachment is
+    the vector), after the AEAD alone: about 8 µs where parsing the record takes 50.
+    None for anything else (the caller opens it the general way). The AEAD
+    authenticates the whole plaintext, so its bytes are the sealer's."""
+    if len(sealed) < _V2_MIN or sealed[4] != VERSION_ATTACHED:
+        return None
+    (size,) = struct.unpack(">I", sealed[HEADER_SIZE:HEADER_SIZE + 4])
+    header = bytes(sealed[:HEADER_SIZE + 4])
+    try:
+        plain = nacl.bindings.crypto_aead_xchacha20poly1305_ietf_decrypt(
+            bytes(sealed[HEADER_SIZE + 4:-SIGNATURE_SIZE]), header, header[22:46],
+            keys.sealing_key)
+    except nacl.exceptions.CryptoError:
+        return None
+    prefix = b'{"#bytes":[[["vec","data"],%d]],' % size
+    if size == 0 or len(plain) < 4 + len(prefix) + size or \
+            plain[4:4 + len(prefix)] != prefix:
+        return None
+    return plain[len(plain) - size:]
+
+
 class SealedVectors:
     """The catalog's source for vectors it does not keep itself (issue 28 item 4): a
     memory's float16 vector read from its own sealed copy, opened with the namespace's
@@ -144,6 +171,9 @@ class SealedVectors:
         keys = self._keys.get((namespace, fingerprint)) or self._find(namespace, fingerprint)
         if keys is None:
             return None
+        fast = _own_attachment(keys, sealed)
+        if fast is not None:
+            return fast
         try:
             return carried_bytes(open_own_copy(keys, sealed))
         except EnvelopeError:
