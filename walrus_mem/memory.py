@@ -723,11 +723,8 @@ class Memory:
         """Read the current epoch from the publisher: store 32 random bytes for one epoch
         and note the epoch the answer names (real Walrus has no route that tells it).
 
-        Costs one small blob store (on a paid publisher, the price of one blob for one
-        epoch). Raises the store's :class:`StorageError` when the publisher fails. With
-        ``network_info_command`` (e.g. ``walrus info epoch --json``) the epoch it prints
-        is noted instead and nothing is stored; the store only when the command fails.
-        """
+        One small blob store (one blob for one epoch), or none: ``network_info_command``'s
+        epoch. Raises the store's :class:`StorageError` when the publisher fails."""
         self._check_open()
         return self._epochs.probe_epoch()
 
