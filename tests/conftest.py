@@ -136,6 +136,11 @@ SLOW_TESTS: Final = frozenset({
     # 60 KB facts by the hundred through a capped relayer_mock (about 20 s each)
     "test_a_413_halves_the_batch_and_the_learned_cap_survives_a_new_process",
     "test_200_facts_of_60kb_under_a_10_mib_cap_go_as_a_few_quilts",
+    # another network behind the endpoints: on three profiles (about 2-3.5 s each), the
+    # CLI's doctor twice after a change of system object, python -m relayer_mock
+    "test_a_different_network_ahead_is_healed_by_one_sync",
+    "test_a_changed_system_object_is_followed_and_named_by_doctor",
+    "test_python_m_relayer_mock_serves_the_metrics_gauge",
 })
 
 
