@@ -34,3 +34,30 @@ def test_the_tombstone_check_of_a_chunk_is_one_lookup_per_id(tmp_path: Path,
     assert "versions_ns_event" not in plan and "(memory_id=?)" in plan, plan
     assert apply._tombstoned(cat, "ns", []) == set()
     cat.close()
+
+
+def test_a_pull_reads_the_local_versions_once(tmp_path: Path, monkeypatch) -> None:
+    from relayer_mock.embedded import EmbeddedRelayer
+    from tests.test_index_background import NS, open_mem, texts
+
+    relayer = EmbeddedRelayer(tmp_path / "walrus")
+    writer = open_mem(tmp_path / "writer", relayer)
+    writer.remember_many(texts(20))
+    assert not writer.sync().errors
+    reader = open_mem(tmp_path / "reader", relayer)
+    reader.restore(NS, str(writer._parts.log.newest(NS)[0]))
+    writer.remember_many(texts(5, "new "))
+    assert not writer.sync().errors
+    calls: list[str] = []
+    real = reader._parts.catalog.versions_now
+    monkeypatch.setattr(reader._parts.catalog, "versions_now",
+                        lambda ns: calls.append(ns) or real(ns))
+    report = reader.pull(str(writer._parts.log.newest(NS)[0]))
+    assert report.added == 5 and report.complete
+    # every live row's version, update time and digest: read for the plan, not again at
+    # the end (which needs the ids only): 2 s of a 10k pull into 100k
+    assert calls == [NS]
+    assert reader._parts.catalog.namespace(NS) is not None
+    writer.close()
+    reader.close()
+    relayer.close()

@@ -379,7 +379,11 @@ class Merging(LogPart):
         newest = [c for c in candidates
                   if not any(o != c and self.descends(ns, keys, o, c) for o in candidates)]
         listed = {e.memory_id: e for e in remote}
-        live, tombstones = local_state(self.catalog, ns)
+        # the ids only: local_state's versions and digests of every row cost a pull of
+        # 10k new memories into 100k about 2 s (1.2 s of SQL, 0.7 s of tuples)
+        live = {str(r[0]) for r in self.catalog.query(
+            "SELECT id FROM memories WHERE namespace = ?", (ns,))}
+        tombstones = self.catalog.tombstones(ns)
         ours_only = sum(1 for mid in live if mid not in listed or listed[mid].deleted) + sum(
             1 for mid in tombstones if mid not in listed or not listed[mid].deleted)
         lost = any(c in gone or self.seen.is_gone(ns, c.blob_id) for c in newest)
