@@ -63,6 +63,8 @@ def resolve_vectors(conn: sqlite3.Connection, namespace: str,
         if not raw:
             raise LocalStoreError(
                 "a memory's vector is kept in its sealed copy, which cannot be read here "
-                + ("(no namespace key)" if source is None else "(run walrus-mem doctor)"))
+                + ("(no namespace key)" if source is None else
+                   "(this process has no key for the namespace, or the copy is damaged: "
+                   "walrus-mem doctor tells which)"))
         out.append(raw)
     return out
