@@ -268,3 +268,24 @@ def test_rows_another_connection_wrote_meanwhile_are_read_back(
     assert reader.restore(NS, head).restored == 30
     assert len(asked) == 20  # the 2nd and 3rd chunks: read back
     reader.close()
+
+
+def test_a_recall_that_holds_a_large_catch_up_pending_does_not_save(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(index_store, "DEFER_AT", 50)
+    cat = Catalog(tmp_path / "c.sqlite3")
+    add(cat, "ns", 10)
+    store = IndexStore(tmp_path / "index", cat, save_every=20)
+    store.auto_build = False
+    store.rebuild("ns", "m", DIM)
+    saves: list[int] = []
+    real = store._save
+    monkeypatch.setattr(store, "_save", lambda idx: saves.append(len(idx)) or real(idx))
+    other = Catalog(tmp_path / "c.sqlite3")  # another process's import
+    add(other, "ns", 60, start=100)
+    other.close()
+    idx = store.get("ns", "m", DIM)  # a recall: 60 held pending, over save_every
+    assert idx.pending == 60 and saves == []  # the whole file is not written inside it
+    store.close()  # saved at close (or by the builder)
+    assert saves == [70]
+    cat.close()

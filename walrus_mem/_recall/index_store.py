@@ -301,16 +301,19 @@ class IndexStore:
         present = [k for k in keys if k in rows]
         gone = [k for k in keys if k not in rows]
         idx.remove(gone)
+        held = defer or (mode == "auto" and len(present) >= DEFER_AT)
         if present:
             vectors = np.stack([rows[k][0] for k in present])
             attrs = [rows[k][1] for k in present]
-            if defer or (mode == "auto" and len(present) >= DEFER_AT):
+            if held:
                 idx.defer(present, vectors, attrs)
             else:
                 idx.upsert(present, vectors, attrs)
         idx.applied_seq = newest
         idx.unsaved += len(keys)
-        if not defer and idx.unsaved >= self.save_threshold(len(idx)):
+        # Held pending: saved by the builder (when due, and when done) or at close, not
+        # here: this may be a recall's catch-up, and a save writes the whole file.
+        if not held and idx.unsaved >= self.save_threshold(len(idx)):
             self._save(idx)
 
     def save_threshold(self, count: int) -> int:
