@@ -18,6 +18,7 @@ decides what the merge then does with it:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from ..envelope import envelope_fingerprint
@@ -37,7 +38,7 @@ def same_version(entry: mf.Entry, other: mf.Entry | LocalVersion) -> bool:
 
 
 def split_older(keys: NamespaceKeys, fetched: list[Fetched],
-                live: Mapping[str, LocalVersion], kept: set[str]
+                live: Mapping[str, LocalVersion], kept: AbstractSet[str]
                 ) -> tuple[list[Fetched], set[str], int]:
     """(what to apply, the memory ids among it sealed under an older generation, how
     many older copies of a version held here were left out)."""
