@@ -56,6 +56,7 @@ C_GRID = (64.0, 256.0)
 LOCOMO_WEIGHT = 4.0  # benign chat turns of the training conversations
 EMBED_SCALE = 1.0  # the embedding columns are multiplied by this before fitting
 REFIT = True  # refit on all training rows after the threshold is chosen (docs/security.md)
+WINDOWS = False  # score a long text as a whole, not by its worst 600-character window
 PUBLIC = frozenset({"slabs", "neuralchemy", "chat_bsd"})
 PUBLIC_ATTACKS = ("slabs", "neuralchemy")
 # Switched on only if, on every held-out benign set of memory-style text, the model flags
@@ -254,7 +255,8 @@ def _fit(rows: list[Row], x: Any, c: float, joint: bool) -> classifier.Classifie
     coef = model.coef_[0].astype(np.float32)
     bits = 2 ** classifier.BITS
     return classifier.Classifier(coef[:bits], float(model.intercept_[0]), 0.5,
-                                 embedding_weights=coef[bits:] * EMBED_SCALE if joint else None)
+                                 embedding_weights=coef[bits:] * EMBED_SCALE if joint else None,
+                                 windowed=WINDOWS)
 
 
 def _is_calibration(text: str) -> bool:
@@ -464,6 +466,7 @@ def main() -> None:
                       "calibration_recall": recall_joint, "embedding_scale": EMBED_SCALE,
                       "embedding_model": "sentence-transformers/all-MiniLM-L6-v2"},
             "bits": classifier.BITS, "fp_target": FP_TARGET, "refit": REFIT,
+            "windows": WINDOWS,
             "memory_weight": MEMORY_WEIGHT,
             "locomo_weight": LOCOMO_WEIGHT, "locomo_train": list(LOCOMO_TRAIN),
             "train_rows": {"attacks": sum(r.label for r in train),
@@ -498,9 +501,10 @@ def _reread(threshold: float, joint: bool = False) -> classifier.Classifier:
         if joint:
             return classifier.Classifier(data["joint_weights"].astype(np.float32),
                                          float(data["joint_bias"]), threshold,
-                                         embedding_weights=data["joint_embedding"])
+                                         embedding_weights=data["joint_embedding"],
+                                         windowed=WINDOWS)
         return classifier.Classifier(data["weights"].astype(np.float32), float(data["bias"]),
-                                     threshold)
+                                     threshold, windowed=WINDOWS)
 
 
 if __name__ == "__main__":

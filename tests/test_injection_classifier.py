@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -179,9 +180,15 @@ def test_the_learned_layer_labels_its_verdicts_and_can_be_switched_off() -> None
             assert "classifier" not in detect_injection(flagged[0]).labels
 
 
-def test_a_long_document_is_scored_by_its_worst_window() -> None:
+def test_a_long_text_is_scored_whole_or_by_its_worst_window_as_the_card_says() -> None:
+    model = classifier.load()
+    assert model.windowed is bool(CARD.get("windows", True))
+    joint = classifier.load_joint()
+    assert joint is not None and joint.windowed is model.windowed
     filler = "The quarterly report covers sales, hiring and the new office lease. " * 40
-    buried = classifier.score(filler + ATTACKS[3] + " " + filler)
-    # Raised, not flagged: a 600-character window still dilutes an 84-character
-    # instruction (a known limit, docs/security.md).
-    assert buried > 100 * classifier.score(filler)
+    document = filler + ATTACKS[3] + " " + filler
+    by_window, whole = replace(model, windowed=True), replace(model, windowed=False)
+    # A window dilutes the buried instruction less than the whole document does (the
+    # shipped policy and why: docs/security.md); a short text is one window either way.
+    assert by_window.score(document) > 10 * whole.score(document)
+    assert by_window.score(ATTACKS[3]) == whole.score(ATTACKS[3])

@@ -10,9 +10,11 @@ time needs numpy only: the same :func:`features` builds the training matrix.
 Features: the text is normalised (format characters shown or dropped, NFKC,
 casefolded, whitespace collapsed); character 1- to 5-grams (any script, no
 tokeniser) and word 1- and 2-grams are hashed into ``2**BITS`` buckets,
-weighted ``log(1 + count)`` and scaled to unit length. Long texts are scored in
-overlapping windows and the highest window counts, so an instruction buried in
-a long document is not diluted by it.
+weighted ``log(1 + count)`` and scaled to unit length. A long text is scored as
+a whole, or, when the card says ``"windows": true``, in overlapping windows of
+which the highest counts (an instruction buried in a long document is then
+diluted less, but long benign texts score higher and raise every threshold; the
+shipped models score the whole text: docs/security.md).
 
 Two models ship in the weights file. The *text* model reads the n-grams only:
 :func:`walrus_mem.safety.detect_injection` runs it (capture, and recall of
@@ -131,6 +133,7 @@ class Classifier:
     threshold: float
     active: bool = True
     embedding_weights: npt.NDArray[np.float32] | None = None  # the joint model's
+    windowed: bool = True  # a long text scores its worst window; else the whole text
 
     def score(self, text: str, embedding: npt.ArrayLike | None = None) -> float:
         """Probability that ``text`` is an injection (highest over its windows).
@@ -148,7 +151,7 @@ class Classifier:
             vector = np.asarray(embedding, dtype=np.float32).reshape(-1)
             offset += float(np.dot(self.embedding_weights, vector))
         best = -np.inf
-        for part in windows(norm):
+        for part in windows(norm) if self.windowed else [norm]:
             index, values = features(part)
             best = max(best, float(np.dot(self.weights[index], values)) + offset)
         return float(1.0 / (1.0 + np.exp(-best)))
@@ -184,15 +187,17 @@ def forced() -> AbstractContextManager[None]:
 
 def _read(weights: Path, card: Path) -> dict[str, Classifier | None]:
     meta = json.loads(card.read_text(encoding="utf-8"))
+    windowed = bool(meta.get("windows", True))
     with np.load(weights) as data:
         text = Classifier(data["weights"].astype(np.float32), float(data["bias"]),
-                          float(meta["threshold"]), bool(meta.get("active")))
+                          float(meta["threshold"]), bool(meta.get("active")),
+                          windowed=windowed)
         joint = None
         if "joint_weights" in data.files and "joint" in meta:
             joint = Classifier(data["joint_weights"].astype(np.float32),
                                float(data["joint_bias"]), float(meta["joint"]["threshold"]),
                                bool(meta["joint"].get("active")),
-                               data["joint_embedding"].astype(np.float32))
+                               data["joint_embedding"].astype(np.float32), windowed)
     return {"text": text, "joint": joint}
 
 
