@@ -61,3 +61,33 @@ def test_a_pull_reads_the_local_versions_once(tmp_path: Path, monkeypatch) -> No
     writer.close()
     reader.close()
     relayer.close()
+
+
+def test_is_tombstoned_is_a_primary_key_lookup(tmp_path: Path, monkeypatch) -> None:
+    """record_location (every published memory) and forget ask Catalog.is_tombstoned one
+    id at a time: answered from the (namespace, event) index it read every tombstone of
+    the namespace per call."""
+    cat = Catalog(tmp_path / "c.sqlite3")
+    with cat.write() as c:
+        c.execute("INSERT INTO namespaces (name, created_at) VALUES ('ns', 0)")
+    for i in range(300):
+        cat.add_history("ns", f"gone-{i}", 2, "DELETE", 0.0)
+    cat.add_history("other", "gone-live", 2, "DELETE", 0.0)
+    cat.add_history("ns", "live-1", 1, "ADD", 0.0)
+    asked: list[tuple[str, tuple]] = []
+    real = cat.query_one
+
+    def query_one(sql, params=()):  # type: ignore[no-untyped-def]
+        asked.append((sql, tuple(params)))
+        return real(sql, params)
+
+    monkeypatch.setattr(cat, "query_one", query_one)
+    assert cat.is_tombstoned("ns", "gone-3") and cat.is_tombstoned("ns", "gone-299")
+    assert not cat.is_tombstoned("ns", "live-1")  # a version, no tombstone
+    assert not cat.is_tombstoned("ns", "gone-live")  # another namespace's tombstone
+    assert not cat.is_tombstoned("ns", "never")
+    assert cat.is_tombstoned("other", "gone-live")
+    sql, params = asked[0]
+    plan = " | ".join(str(r[3]) for r in cat.query("EXPLAIN QUERY PLAN " + sql, params))
+    assert "versions_ns_event" not in plan and "(memory_id=?)" in plan, plan
+    cat.close()

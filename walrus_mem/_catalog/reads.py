@@ -25,8 +25,12 @@ class MemoryQueries(CatalogPart):
 
     @_guarded
     def is_tombstoned(self, namespace: str, memory_id: str) -> bool:
+        # The ``+`` keeps SQLite on the primary key (memory_id, version): a few rows of
+        # one memory. Left to itself it picked the (namespace, event) index, i.e. read
+        # every tombstone of the namespace per call (record_location asks per memory).
         return self.query_one(
-            "SELECT 1 FROM versions WHERE memory_id = ? AND namespace = ? AND event = 'DELETE'",
+            "SELECT 1 FROM versions WHERE memory_id = ? AND +namespace = ? "
+            "AND +event = 'DELETE'",
             (memory_id, namespace),
         ) is not None
 
