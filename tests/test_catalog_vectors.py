@@ -5,6 +5,7 @@ upgrade take the vector from the sealed copy (walrus_mem/_catalog/vectors.py).""
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -169,3 +170,89 @@ def test_the_fast_read_of_a_sealed_vector_equals_the_full_open() -> None:
     assert [source(NS, seal(keys, r)) for r in records] == [raw, raw, raw, raw, None]
     other = NamespaceKeys.derive(MasterSeed.from_hex(MASTER_HEX), "elsewhere")
     assert source(NS, seal(other, records[0])) is None  # not this namespace's key
+
+
+def test_a_restore_stores_the_rows_the_full_check_stores_without_reopening(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A restore (or pull) took each vector from the fact it just opened: the catalog does
+    not open that sealed copy again to see it carries the vector (it asks only whether it
+    holds the key), and the rows are the ones the full check writes, byte for byte; a
+    pull's new versions too (replace_version)."""
+    from relayer_mock.embedded import EmbeddedRelayer
+    from tests.test_index_background import open_mem, texts
+    from walrus_mem._recall.carried import SealedVectors
+
+    relayer = EmbeddedRelayer(tmp_path / "walrus")
+    writer = open_mem(tmp_path / "writer", relayer)
+    recs = writer.remember_many(texts(40))
+    assert not writer.sync().errors
+    head = str(writer._parts.log.newest(NS)[0])
+
+    columns = ("id, text, metadata, category, importance, created_at, updated_at, "
+               "expires_at, version, dedupe_hash, status, blob_id, quilt_patch_id, "
+               "end_epoch, sealed, vector, digest")
+
+    def rows(mem: Memory) -> list[tuple]:
+        return [tuple(r) for r in mem._parts.catalog.query(
+            f"SELECT {columns} FROM memories WHERE namespace = ? ORDER BY id", (NS,))]
+
+    opened: list[int] = []
+    real_call = SealedVectors.__call__
+
+    def counted(self, namespace, sealed):  # type: ignore[no-untyped-def]
+        if sys._getframe(1).f_code.co_name == "stored_vector":  # not an index rebuild's read
+            opened.append(1)
+        return real_call(self, namespace, sealed)
+
+    monkeypatch.setattr(SealedVectors, "__call__", counted)
+    fast = open_mem(tmp_path / "fast", relayer)
+    assert fast.restore(NS, head).restored == 40
+    assert opened == []  # no sealed copy opened a second time
+    with monkeypatch.context() as m:  # the check every other writer gets
+        m.delattr(SealedVectors, "holds_key")
+        full = open_mem(tmp_path / "full", relayer)
+        assert full.restore(NS, head).restored == 40
+        assert len(opened) == 40
+        assert rows(fast) == rows(full)
+        assert [len(r[15]) for r in rows(fast)] == [0] * 40  # no vector kept twice
+
+        writer.update(recs[0].id, text="fact 0: the red notebook moved to the porch")
+        writer.update(recs[1].id, metadata={"room": "attic"})
+        assert not writer.sync().errors
+        head = str(writer._parts.log.newest(NS)[0])
+        assert full.pull(head, namespace=NS).updated == 2
+    del opened[:]
+    assert fast.pull(head, namespace=NS).updated == 2
+    assert opened == []
+    assert rows(fast) == rows(full)
+    assert {r[0]: r[1] for r in rows(fast)}[recs[0].id].endswith("porch")
+    assert np.array_equal(fast.stored_vectors([recs[0].id])[recs[0].id],
+                          full.stored_vectors([recs[0].id])[recs[0].id])
+    for mem in (writer, fast, full):
+        mem.close()
+    relayer.close()
+
+
+def test_a_carried_vector_without_the_key_is_checked_the_full_way() -> None:
+    """stored_vector(carried=True) trusts the caller only when the source holds the key
+    the sealed copy names; otherwise (no such key, no holds_key) it opens it as before."""
+    import sqlite3
+
+    from walrus_mem._catalog.vectors import VectorConnection, stored_vector
+    from walrus_mem._recall.carried import SealedVectors
+    from walrus_mem.envelope import seal
+    from walrus_mem.keys import MasterSeed, NamespaceKeys
+
+    keys = NamespaceKeys.derive(MasterSeed.from_hex(MASTER_HEX), NS)
+    other = NamespaceKeys.derive(MasterSeed.from_hex(MASTER_HEX), "elsewhere")
+    raw = np.arange(1, 65, dtype="<f2").tobytes()
+    record = {"id": "m1", "kind": "fact", "text": "x",
+              "vec": {"model": "m", "weights": "w", "dim": 64, "dtype": "f16", "data": raw}}
+    conn = sqlite3.connect(":memory:", factory=VectorConnection)
+    conn.vector_source = SealedVectors(lambda ns, generation=None: keys)
+    ours, theirs = seal(keys, record), seal(other, record)
+    assert stored_vector(conn, NS, ours, raw, carried=True) == b""
+    assert stored_vector(conn, NS, theirs, raw, carried=True) == raw  # no key: kept
+    conn.vector_source = lambda ns, sealed: None  # a source with no holds_key
+    assert stored_vector(conn, NS, ours, raw, carried=True) == raw
+    conn.close()

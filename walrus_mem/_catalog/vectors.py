@@ -4,8 +4,10 @@ Since issue 28 a fact's float16 vector travels inside its sealed envelope, and t
 catalog keeps that envelope (``sealed``) for sync and extend. Keeping the same 768
 bytes again in ``vector`` cost a quarter of a short fact's row, and two rows no longer
 fitted a page. So a row stores an empty ``vector`` when its sealed copy carries exactly
-that vector (checked when the row is written), and a read takes it from the sealed copy
-(AEAD only: about 15 µs a row, _recall/carried.py ``SealedVectors``). A vector the sealed
+that vector (checked when the row is written; a restore or pull, which took the vector
+from that copy a moment before, only checks that a key for it is held here), and a read
+takes it from the sealed copy (AEAD only: about 15 µs a row, _recall/carried.py
+``SealedVectors``). A vector the sealed
 copy does not carry (a fact sealed without one, another model's, a re-embedding) is kept
 in the column as before.
 
@@ -41,12 +43,22 @@ class VectorConnection(sqlite3.Connection):
 
 
 def stored_vector(conn: sqlite3.Connection, namespace: str, sealed: bytes | None,
-                  vector: bytes) -> bytes:
+                  vector: bytes, *, carried: bool = False) -> bytes:
     """What ``vector`` keeps for a row with ``sealed``: empty when the sealed copy
-    carries exactly these bytes, else the bytes."""
+    carries exactly these bytes, else the bytes.
+
+    ``carried``: the caller took ``vector`` from ``sealed`` itself, a moment ago, having
+    opened it with the namespace's key (a restore or pull). Then the source is not asked
+    to open it again, only whether it holds a key for it (``holds_key``: the fingerprint,
+    no AEAD), so a read can open it later; without that answer it opens it as for any
+    other writer."""
     source = getattr(conn, "vector_source", None)
     if source is None or not sealed or not vector:
         return vector
+    if carried:
+        holds_key = getattr(source, "holds_key", None)
+        if holds_key is not None and holds_key(namespace, bytes(sealed)):
+            return b""
     return b"" if source(namespace, bytes(sealed)) == bytes(vector) else vector
 
 

@@ -47,17 +47,19 @@ class MemoryWrites(CatalogPart):
 
     @_guarded
     def insert_memory(self, namespace: str, row: Mapping[str, Any], *, event: str,
-                      at: float) -> int | None:
+                      at: float, carried: bool = False) -> int | None:
         """Insert a live memory (+ FTS, change log, history row); None if its text or id exists.
 
         ``row`` holds the ``memories`` columns: id, text, metadata (JSON), category,
         importance, created_at, updated_at, expires_at, version, dedupe_hash,
         status, sealed, vector and optionally blob_id, quilt_patch_id,
-        end_epoch, digest.
+        end_epoch, digest. ``carried``: the vector was taken from ``sealed`` by the
+        caller (vectors.stored_vector).
         """
         values = {**_MEMORY_DEFAULTS, **row}
         with self.write() as c:
-            vector = stored_vector(c, namespace, values["sealed"], values["vector"])
+            vector = stored_vector(c, namespace, values["sealed"], values["vector"],
+                                   carried=carried)
             cur = c.execute(
                 "INSERT INTO memories (id, namespace, text, metadata, category, importance, "
                 "created_at, updated_at, expires_at, version, dedupe_hash, status, blob_id, "
@@ -144,10 +146,12 @@ class MemoryWrites(CatalogPart):
 
     @_guarded
     def replace_version(self, namespace: str, key: int, row: Mapping[str, Any], *,
-                        vector: bytes | None, event: str, at: float) -> None:
+                        vector: bytes | None, event: str, at: float,
+                        carried: bool = False) -> None:
         """Make ``row`` (text, metadata JSON, category, importance, updated_at,
         expires_at, version, dedupe_hash, sealed, status and optionally blob_id,
-        quilt_patch_id, end_epoch, digest) the current version of memory ``key``."""
+        quilt_patch_id, end_epoch, digest) the current version of memory ``key``.
+        ``carried``: ``vector`` was taken from ``row``'s sealed copy by the caller."""
         values = {**_MEMORY_DEFAULTS, **row}
         with self.write() as c:
             before = c.execute(f"SELECT dedupe_hash, {VECTOR_COLUMNS} FROM memories "
@@ -171,7 +175,8 @@ class MemoryWrites(CatalogPart):
                 self._promote_twin(c, namespace, str(before[0]))
             if kept is not None:
                 c.execute("UPDATE memories SET vector = ? WHERE key = ?",
-                          (stored_vector(c, namespace, values["sealed"], kept), key))
+                          (stored_vector(c, namespace, values["sealed"], kept,
+                                         carried=carried and vector is not None), key))
             if vector is not None:
                 self.fts_remove(namespace, key)
                 self.fts_add(namespace, key, str(values["text"]))

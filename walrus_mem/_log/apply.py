@@ -125,7 +125,7 @@ def apply_fetched(nslog: LogContext, ns: str, keys: NamespaceKeys, plan: MergePl
     adds, kept, conflicts = tally.ids_of(plan)
     incoming = [(e, d, r) for e, d, r in fetched if e.memory_id not in kept]
     texts = [str(r.get("text", "")) for _, _, r in incoming]
-    vectors = _vectors(nslog, [r for _, _, r in incoming], texts, tally)
+    vectors, carried = _vectors(nslog, [r for _, _, r in incoming], texts, tally)
     emb = nslog.host.embedder
     now = time.time()
     # What the index needs of each row inserted here, so its catch-up need not read the
@@ -152,7 +152,8 @@ def apply_fetched(nslog: LogContext, ns: str, keys: NamespaceKeys, plan: MergePl
                     blob_id=entry.blob_id, patch_id=entry.patch_id,
                     end_epoch=entry.end_epoch)
                 tally.conflicts += 1
-        for (entry, data, rec), text, vector in zip(incoming, texts, vectors, strict=True):
+        for (entry, data, rec), text, vector, from_sealed in zip(incoming, texts, vectors,
+                                                                 carried, strict=True):
             mid = entry.memory_id
             # Another memory with this text (written on another machine) stays: a
             # merge never forgets one memory for another (docs/sync.md, twins).
@@ -175,7 +176,8 @@ def apply_fetched(nslog: LogContext, ns: str, keys: NamespaceKeys, plan: MergePl
             if mid in adds:
                 if mid in forgotten:
                     continue  # forgotten meanwhile (a tombstone only ever wins)
-                key = nslog.catalog.insert_memory(ns, row, event="RESTORE", at=now)
+                key = nslog.catalog.insert_memory(ns, row, event="RESTORE", at=now,
+                                                  carried=from_sealed)
                 if key is not None:
                     tally.added += 1
                     attrs = _attrs(row)
@@ -211,7 +213,8 @@ def apply_fetched(nslog: LogContext, ns: str, keys: NamespaceKeys, plan: MergePl
                     end_epoch=current["end_epoch"])
                 tally.conflicts += 1
             nslog.catalog.replace_version(ns, int(current["key"]), row,
-                                          vector=vector_bytes, event="MERGE", at=now)
+                                          vector=vector_bytes, event="MERGE", at=now,
+                                          carried=from_sealed)
             nslog.catalog.drop_queued(ns, mid)
             tally.updated += 1
     with nslog.lock:  # into the graph after the merge, in the background (index_builder.py)
@@ -243,17 +246,19 @@ def _attrs(row: Mapping[str, Any]) -> tuple[float, float, float | None] | None:
 
 
 def _vectors(nslog: LogContext, records: list[dict[str, Any]], texts: list[str],
-             tally: Tally) -> list[bytes]:
+             tally: Tally) -> tuple[list[bytes], list[bool]]:
     """The catalog vectors (float16 bytes) of fetched records: the one each carries
     sealed when this Memory's embedder made it (model id, weights digest, dim:
     _recall/carried.py), else the text embedded again here (counted, and said once
-    per merge with the reason)."""
+    per merge with the reason); and, per record, whether its vector is the one its
+    sealed copy carries (the catalog need not open that copy again to know)."""
     emb = nslog.host.embedder
     ident = identity(emb)
     out = [carried_vector(r, ident) for r in records]
+    carried = [v is not None for v in out]
     need = [i for i, v in enumerate(out) if v is None]
     if not need:
-        return [v for v in out if v is not None]
+        return [v for v in out if v is not None], carried
     for i in need:
         tally.reembed_reasons[mismatch(records[i], ident)] += 1
     if not tally.reembedded:
@@ -265,7 +270,7 @@ def _vectors(nslog: LogContext, records: list[dict[str, Any]], texts: list[str],
     fresh = nslog.host.embed_texts([texts[i] for i in need])
     for i, vector in zip(need, fresh, strict=True):
         out[i] = vector_to_blob(vector)
-    return [v for v in out if v is not None]
+    return [v for v in out if v is not None], carried
 
 
 def _keep_changed(catalog: Catalog, ns: str, keys: NamespaceKeys, current: Any,

@@ -179,6 +179,14 @@ class SealedVectors:
         except EnvelopeError:
             return None
 
+    def holds_key(self, namespace: str, sealed: bytes) -> bool:
+        """Whether a key of ``namespace`` with ``sealed``'s fingerprint is known here (no
+        decryption): a caller that opened ``sealed`` itself and took its vector knows
+        this source would read the same bytes back (``stored_vector(carried=True)``)."""
+        fingerprint = bytes(sealed[6:22])
+        return (self._keys.get((namespace, fingerprint))
+                or self._find(namespace, fingerprint)) is not None
+
     def _find(self, namespace: str, fingerprint: bytes) -> NamespaceKeys | None:
         try:
             current = self._derive(namespace)
