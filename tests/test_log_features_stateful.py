@@ -63,6 +63,8 @@ Sizes: ``WALRUS_MEM_STATEFUL_EXAMPLES`` (default 20) examples of
 in `make check`; derandomized); a long local run is e.g. 300 x 15 (seed 7: 4,500 steps
 passed on 80077f7; on d05c333 seed 11 at 300 x 15 and seed 7 at 120 x 15 passed; the
 findings of long runs are replayed in tests/test_features_replayed.py).
+``WALRUS_MEM_STATEFUL_NETWORK_CHANGE=1`` adds ``another_network`` (the endpoints lead to
+another network at the old one's epoch; off by default while findings N4 and N5 are open).
 ``WALRUS_MEM_STATEFUL_WITHOUT=wipe,clock_jump`` leaves rules out (to tell which feature a
 failure needs). Known failures are listed in .ci/stateful_findings.md, not marked here.
 """
@@ -105,6 +107,7 @@ from tests.helpers_log import Interrupt, live
 from tests.helpers_memory import MASTER_HEX, make_settings
 from tests.helpers_proxy import HookProxy
 from walrus_mem import Memory
+from walrus_mem._memory import network_reset
 from walrus_mem._memory import rotation as rot
 from walrus_mem._memory.repair_run import repair_data_dir
 from walrus_mem._walrus import expiry as expiry_mod
@@ -314,10 +317,12 @@ class World:
         self.mems[i].close()
         self.mems[i] = self.open(i)
 
-    def wipe(self) -> None:
-        """The network loses every blob and restarts at epoch 1 (a testnet wipe)."""
+    def wipe(self, first_epoch: int = 1) -> None:
+        """The network loses every blob and restarts at ``first_epoch``: 1 for a testnet
+        wipe, the old network's current epoch for another network behind the endpoints
+        (a redeploy, another system object) whose epochs did not go back."""
         old = self.relayer
-        self.relayer = self._new_relayer(1)
+        self.relayer = self._new_relayer(first_epoch)
         self.proxy.upstream = self.relayer.url
         old.stop()
         shutil.rmtree(old.data_dir, ignore_errors=True)
@@ -974,6 +979,9 @@ class FeatureMachines(RuleBasedStateMachine):
         grants, heads a data dir restored from a backup had not merged again) is lost;
         what the machines hold, their next syncs publish again."""
         self.world.wipe()
+        self._wiped()
+
+    def _wiped(self) -> None:
         self.flags.wiped = True
         for head in self.heads:
             head.gone = True
@@ -982,6 +990,16 @@ class FeatureMachines(RuleBasedStateMachine):
         self.seen = [EMPTY] * MACHINES
         self.backups = {i: Backup(b.model, EMPTY, b.seen_gen, b.gen, b.rotating, b.uncertain,
                                   b.exact, b.asides) for i, b in self.backups.items() if b.exact}
+
+    if os.environ.get("WALRUS_MEM_STATEFUL_NETWORK_CHANGE"):  # open findings N4, N5
+        @precondition(lambda self: self._wipe_allowed())
+        @rule()
+        def another_network(self) -> None:
+            """The endpoints lead to another network at the old one's epoch (issue 25 item
+            4: found only by what it no longer serves). The model is a wipe's."""
+            store = self.world.relayer.relayer.store
+            self.world.wipe(int(store.epoch_info()["currentEpoch"]))
+            self._wiped()
 
     @rule(offset=st.sampled_from([10 * DAY, -10 * DAY, 6 * 3600.0, -6 * 3600.0, 0.0]))
     def clock_jump(self, offset: float) -> None:
@@ -1218,6 +1236,8 @@ SETTINGS = settings(
 @pytest.fixture
 def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(log_merging, "RESTORE_CHUNK", 2)  # so a kill lands between chunks
+    # the loss check's rounds of reads count here, not their seconds
+    monkeypatch.setattr(network_reset, "LOST_CONFIRM_PAUSES", (0.01, 0.01))
     # Plain-HTTP loopback only: share one TLS context instead of loading the CA bundle
     # for every client (most of a reopened Memory's cost).
     original: Callable[..., Any] = httpx_default.create_ssl_context  # type: ignore[attr-defined]
