@@ -20,9 +20,8 @@ import stat
 import time
 import tomllib
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from .._keys.keystore import key_file_in_use
 from .._walrus.url_secrets import split_userinfo
@@ -45,6 +44,7 @@ from ..keys import (
     load_key_file,
     resolve_master_seed,
 )
+from .doctor_check import Check
 
 __all__ = [
     "Check",
@@ -57,28 +57,9 @@ __all__ = [
     "run_checks",
 ]
 
-Status = Literal["ok", "warn", "fail"]
 HEAD_READ_SECONDS = 5.0  # doctor's read of the newest manifest
 SEALED_SAMPLE = 2000  # sealed copies doctor opens per namespace (repair opens all)
 _PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-@dataclass(frozen=True)
-class Check:
-    """One finding. ``fix`` says what to do when ``status`` is not ``ok``."""
-
-    name: str
-    status: Status
-    detail: str
-    fix: str = ""
-
-    @property
-    def ok(self) -> bool:
-        """True unless the check failed (warnings do not fail ``doctor``)."""
-        return self.status != "fail"
-
-    def as_dict(self) -> dict[str, str]:
-        return {"name": self.name, "status": self.status, "detail": self.detail, "fix": self.fix}
 
 
 # -- configuration ---------------------------------------------------------------
@@ -526,9 +507,7 @@ def check_integrity(mem: Any) -> list[Check]:
         checks += _namespace_integrity(mem, ns)
     from .doctor_network import check_network
 
-    # a reset or another network followed, or suspected
-    checks += [Check(c.name, c.status, c.detail, c.fix)  # type: ignore[arg-type]
-               for c in check_network(mem)]
+    checks += check_network(mem)  # a reset or another network followed, or suspected
     return checks
 
 

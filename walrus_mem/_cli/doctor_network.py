@@ -13,20 +13,11 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
 from typing import Any
 
+from .doctor_check import Check
+
 __all__ = ["Check", "check_network"]
-
-
-@dataclass(frozen=True)
-class Check:
-    """(name, status, detail, fix): one finding, as doctor.Check has it."""
-
-    name: str
-    status: str
-    detail: str
-    fix: str = ""
 
 
 def _meta(mem: Any, key: str) -> Any:
