@@ -56,6 +56,33 @@ DEDUPE_SAMPLE = "the user prefers tea over coffee"
 # 384 values, unit length: cos(0.37 i + 0.5) / 13.86... (rounded to float16 in the vector)
 _RAW = [math.cos(0.37 * i + 0.5) for i in range(384)]
 SAMPLE_VECTOR = [x / math.sqrt(sum(v * v for v in _RAW)) for x in _RAW]
+_SAMPLE_F16 = b"".join(struct.pack("<e", x) for x in SAMPLE_VECTOR)
+
+
+def _tea_fact_with_vector(data: str | bytes) -> dict[str, Any]:
+    """The tea fact with its carried vector: ``data`` base64 (envelope version 1) or the
+    raw float16 bytes (version 2)."""
+    return {
+        "id": "0190f3c2a1b24c8d9e0f112233445566",
+        "kind": "fact",
+        "format": 1,
+        "version": 1,
+        "text": "The user prefers tea over coffee.",
+        "metadata": {},
+        "category": "preference",
+        "importance": 0.85,
+        "created_at": 1735689600.0,
+        "updated_at": 1735689600.0,
+        "expires_at": None,
+        "vec": {
+            "model": "sentence-transformers/all-MiniLM-L6-v2",
+            "weights": "7cdf38ecb8fe8399309ec2c49a7d9df8",
+            "dim": 384,
+            "dtype": "f16",
+            "data": data,
+        },
+    }
+
 
 ENVELOPES: list[dict[str, Any]] = [
     {
@@ -105,27 +132,7 @@ ENVELOPES: list[dict[str, Any]] = [
         "mode": "derived",
         "namespace": "default",
         "nonce": bytes(range(0xC0, 0xC0 + 24)),
-        "record": {
-            "id": "0190f3c2a1b24c8d9e0f112233445566",
-            "kind": "fact",
-            "format": 1,
-            "version": 1,
-            "text": "The user prefers tea over coffee.",
-            "metadata": {},
-            "category": "preference",
-            "importance": 0.85,
-            "created_at": 1735689600.0,
-            "updated_at": 1735689600.0,
-            "expires_at": None,
-            "vec": {
-                "model": "sentence-transformers/all-MiniLM-L6-v2",
-                "weights": "7cdf38ecb8fe8399309ec2c49a7d9df8",
-                "dim": 384,
-                "dtype": "f16",
-                "data": base64.b64encode(b"".join(
-                    struct.pack("<e", x) for x in SAMPLE_VECTOR)).decode("ascii"),
-            },
-        },
+        "record": _tea_fact_with_vector(base64.b64encode(_SAMPLE_F16).decode("ascii")),
     },
     {
         # The same fact as Memory.remember seals it since the footprint round of issue 28:
@@ -135,26 +142,7 @@ ENVELOPES: list[dict[str, Any]] = [
         "mode": "derived",
         "namespace": "default",
         "nonce": bytes(range(0xE0, 0xE0 + 24)),
-        "record": {
-            "id": "0190f3c2a1b24c8d9e0f112233445566",
-            "kind": "fact",
-            "format": 1,
-            "version": 1,
-            "text": "The user prefers tea over coffee.",
-            "metadata": {},
-            "category": "preference",
-            "importance": 0.85,
-            "created_at": 1735689600.0,
-            "updated_at": 1735689600.0,
-            "expires_at": None,
-            "vec": {
-                "model": "sentence-transformers/all-MiniLM-L6-v2",
-                "weights": "7cdf38ecb8fe8399309ec2c49a7d9df8",
-                "dim": 384,
-                "dtype": "f16",
-                "data": b"".join(struct.pack("<e", x) for x in SAMPLE_VECTOR),
-            },
-        },
+        "record": _tea_fact_with_vector(_SAMPLE_F16),
     },
     {
         "name": "independent-agent-fact",
