@@ -57,6 +57,17 @@ def _profile(name: str | None) -> dict[str, Any]:
     return {} if name is None else {"profile": name, "time_scale": 0.01}
 
 
+def _stored_on_a_first_network(tmp_path: Path, count: int, **kw: Any) -> tuple[int, str]:
+    """A machine (data dir ``a``, HOME ``sa``) stores ``count`` facts on a network at epoch
+    40 and syncs; that network then stops. Its port and URL, for the next one."""
+    with RelayerServer(tmp_path / "walrus", admin=False, fsync=False,
+                       initial_epoch=40) as srv:
+        with machine(tmp_path / "a", srv.url, state_dir=tmp_path / "sa", **kw) as a:
+            a.remember_many([f"fact {i}" for i in range(count)])
+            a.sync()
+        return srv.port, srv.url
+
+
 def _fresh_count(tmp_path: Path, url: str, head: str) -> int:
     with machine(tmp_path / "fresh" / "data", url, state_dir=tmp_path / "fresh" / "home") as f:
         report = f.restore("default", head)
@@ -104,12 +115,7 @@ def test_an_idle_machine_on_a_different_network_at_the_same_epochs(tmp_path: Pat
     machine stores nothing; its sync sees its head answer 404, the network's epoch is
     not below, and the memories' blobs answer 404 too: the network lost them. One sync
     stores them again."""
-    with RelayerServer(tmp_path / "walrus", admin=False, fsync=False,
-                       initial_epoch=40) as srv:
-        port, url = srv.port, srv.url
-        with machine(tmp_path / "a", url, state_dir=tmp_path / "sa") as a:
-            a.remember_many([f"fact {i}" for i in range(4)])
-            a.sync()
+    port, url = _stored_on_a_first_network(tmp_path, 4)
     with _other_network(tmp_path, port, 41):
         with machine(tmp_path / "a", url, state_dir=tmp_path / "sa") as a:
             report = a.sync()
@@ -124,13 +130,7 @@ def test_extend_on_a_different_network_replaces_the_lost_locations(tmp_path: Pat
     again and its location replaced, whatever its recorded end; the next sync stores
     nothing again, and its clock follows the new network (it stayed at 40 before: the
     new network's answers, 50 epochs ahead, were refused as implausible for good)."""
-    with RelayerServer(tmp_path / "walrus", admin=False, fsync=False,
-                       initial_epoch=40) as srv:
-        port, url = srv.port, srv.url
-        with machine(tmp_path / "a", url, state_dir=tmp_path / "sa",
-                     manifest_every=10_000) as a:
-            a.remember_many([f"fact {i}" for i in range(4)])
-            a.sync()
+    port, url = _stored_on_a_first_network(tmp_path, 4, manifest_every=10_000)
     with _other_network(tmp_path, port, 90):
         with machine(tmp_path / "a", url, state_dir=tmp_path / "sa",
                      manifest_every=10_000) as a:
@@ -296,12 +296,7 @@ def test_doctor_names_a_suspected_reset_and_epochs_ahead(tmp_path: Path) -> None
 def test_doctor_names_a_followed_wipe(tmp_path: Path) -> None:
     """After a wipe (epochs back from 40 to 1) is followed, doctor's network check says
     what happened and that every lost memory was stored again."""
-    with RelayerServer(tmp_path / "walrus", admin=False, fsync=False,
-                       initial_epoch=40) as srv:
-        port, url = srv.port, srv.url
-        with machine(tmp_path / "a", url, state_dir=tmp_path / "sa") as a:
-            a.remember_many([f"fact {i}" for i in range(3)])
-            a.sync()
+    port, url = _stored_on_a_first_network(tmp_path, 3)
     with _other_network(tmp_path, port, 1), \
             machine(tmp_path / "a", url, state_dir=tmp_path / "sa") as a:
         assert a.sync().renewed == 3
@@ -336,12 +331,7 @@ def test_a_fact_stored_on_the_new_network_does_not_hide_the_lost_ones(tmp_path: 
     Its blob is served, and it is the newest: the check must ask what was stored before
     the head that answered 404 (the ledger's store times), else one served blob reads
     as "a lagging aggregator" and the lost memories are never stored again."""
-    with RelayerServer(tmp_path / "walrus", admin=False, fsync=False,
-                       initial_epoch=40) as srv:
-        port, url = srv.port, srv.url
-        with machine(tmp_path / "a", url, state_dir=tmp_path / "sa") as a:
-            a.remember_many([f"fact {i}" for i in range(4)])
-            a.sync()
+    port, url = _stored_on_a_first_network(tmp_path, 4)
     with _other_network(tmp_path, port, 41):
         with machine(tmp_path / "a", url, state_dir=tmp_path / "sa") as a:
             a.remember("a fact stored on the new network")
