@@ -189,10 +189,10 @@ class AggregatorRoutes(FaultResponses):
             return info
         if not info.is_quilt and self.settings.strict:
             return not_a_quilt()
-        patch = await run_in_threadpool(lookup)
-        if patch is None or patch.quilt_id != quilt_id:
-            return quilt_patch_not_found()
-        try:
+        try:  # the patch is found in the quilt's file: gone meanwhile, the blob is
+            patch = await run_in_threadpool(lookup)
+            if patch is None or patch.quilt_id != quilt_id:
+                return quilt_patch_not_found()
             data = await run_in_threadpool(self.store.read_range, info, patch.offset, patch.length)
         except BlobUnavailable:
             return blob_not_found()
@@ -238,7 +238,10 @@ class AggregatorRoutes(FaultResponses):
             return info
         if not info.is_quilt and self.settings.strict:
             return not_a_quilt()
-        patches = await run_in_threadpool(self.store.list_patches, quilt_id)
+        try:
+            patches = await run_in_threadpool(self.store.list_patches, quilt_id)
+        except BlobUnavailable:
+            return blob_not_found()
         if not info.is_quilt or not patches:
             return quilt_patch_not_found()
         body = [{"identifier": p.identifier, "patch_id": p.patch_id, "tags": p.tags}

@@ -5,8 +5,14 @@ Layout of ``data_dir``::
     blobs/<hh>/<hex>    content-addressed blob bytes; <hex> is the raw 32-byte blob id in hex
                         (case-insensitive file systems cannot hold base64 names safely)
     tmp/                staging area for atomic writes (tmp + fsync + os.replace)
-    index.sqlite3       WAL-mode index: blobs, Blob objects, quilt patches, epoch clock,
-                        counters, blocklist
+    index.sqlite3       WAL-mode index: blobs, Blob objects, epoch clock, counters,
+                        blocklist (schema 2; see below)
+
+A quilt's patches are found from its container's own header (:mod:`relayer_mock._quilt_index`),
+not from a row per patch: the index marks the blobs a quilt store registered
+(``blobs.has_patches``). Schema 1 (before 2026-11-29) kept a ``patches`` table, about 320
+bytes a patch with its two indexes and all of it in the header too; opening such an index
+marks its quilts, drops the table and vacuums, once.
 
 Several processes (or app instances) may share one data dir: every write runs in a
 ``BEGIN IMMEDIATE`` transaction, the epoch clock and counters live in SQLite, and a blob file
@@ -17,7 +23,6 @@ never leave an index entry without its file.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import random
 import sqlite3
@@ -28,8 +33,15 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ._ids import blob_file_name, blob_id_for, new_object_id, new_tx_digest
-from ._quilt import PatchLayout
+from ._ids import (
+    blob_file_name,
+    blob_id_for,
+    new_object_id,
+    new_tx_digest,
+    parse_quilt_patch_id,
+)
+from ._quilt import PatchLayout, QuiltError
+from ._quilt_index import QuiltIndex, QuiltIndexCache
 from ._store_types import (
     BlobBlocked,
     BlobInfo,
@@ -41,7 +53,7 @@ from ._store_types import (
     StoreOutcome,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _UNSET: Any = object()
 
 _SCHEMA = """
@@ -54,7 +66,8 @@ CREATE TABLE IF NOT EXISTS blobs(
     first_stored_at REAL NOT NULL,
     store_count INTEGER NOT NULL DEFAULT 0,
     newly_created_count INTEGER NOT NULL DEFAULT 0,
-    already_certified_count INTEGER NOT NULL DEFAULT 0
+    already_certified_count INTEGER NOT NULL DEFAULT 0,
+    has_patches INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS objects(
     object_id TEXT PRIMARY KEY,
@@ -74,16 +87,6 @@ CREATE TABLE IF NOT EXISTS objects(
     deleted_at REAL
 );
 CREATE INDEX IF NOT EXISTS objects_by_blob ON objects(blob_id);
-CREATE TABLE IF NOT EXISTS patches(
-    quilt_id TEXT NOT NULL,
-    identifier TEXT NOT NULL,
-    patch_id TEXT NOT NULL UNIQUE,
-    idx INTEGER NOT NULL,
-    offset INTEGER NOT NULL,
-    length INTEGER NOT NULL,
-    tags TEXT NOT NULL,
-    PRIMARY KEY(quilt_id, identifier)
-);
 CREATE TABLE IF NOT EXISTS counters(name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS blocked(blob_id TEXT PRIMARY KEY, blocked_at REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS used_tokens(jti TEXT PRIMARY KEY, expires_at REAL NOT NULL);
@@ -111,6 +114,7 @@ class Store:
         self._clock = clock
         self._local = threading.local()
         self._closed = False
+        self._quilts = QuiltIndexCache()
         # Owner only (0700 dirs, 0600 files): the embedded relayer lives in a data dir.
         self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.blobs_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -178,6 +182,7 @@ class Store:
             con.execute("COMMIT")
 
     def _init_schema(self, initial_epoch: int) -> None:
+        migrated = False
         with self._write() as con:
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
@@ -192,11 +197,34 @@ class Store:
             for key, value in defaults.items():
                 con.execute("INSERT OR IGNORE INTO meta(key, value) VALUES (?, ?)", (key, value))
             version = con.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-            if int(version["value"]) != SCHEMA_VERSION:
+            if int(version["value"]) == 1:
+                self._migrate_from_1(con)
+                migrated = True
+            elif int(version["value"]) != SCHEMA_VERSION:
                 raise RuntimeError(
                     f"{self.db_path} has schema version {version['value']}, "
                     f"expected {SCHEMA_VERSION}"
                 )
+        if migrated:
+            self._reclaim()
+
+    @staticmethod
+    def _migrate_from_1(con: sqlite3.Connection) -> None:
+        """Schema 1 -> 2: mark the blobs a quilt store registered patches for (exactly those
+        schema 1 had rows for, so the quilt routes answer as before), drop the rows."""
+        con.execute("ALTER TABLE blobs ADD COLUMN has_patches INTEGER NOT NULL DEFAULT 0")
+        con.execute("UPDATE blobs SET has_patches=1 WHERE blob_id IN"
+                    " (SELECT DISTINCT quilt_id FROM patches)")
+        con.execute("DROP TABLE patches")
+        con.execute("UPDATE meta SET value=? WHERE key='schema_version'", (str(SCHEMA_VERSION),))
+
+    def _reclaim(self) -> None:
+        """Give the dropped pages back to the file system (best effort: a busy database
+        keeps them free inside the file, where later writes reuse them)."""
+        con = self._conn()
+        with contextlib.suppress(sqlite3.OperationalError):
+            con.execute("VACUUM")
+            con.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def close(self) -> None:
         """Close the store: this thread's connection now; other threads' connections are
@@ -421,13 +449,11 @@ class Store:
                     " newly_created_count=newly_created_count+1 WHERE blob_id=?",
                     (staged.blob_id,),
                 )
-                for patch in quilt or ():
-                    con.execute(
-                        "INSERT OR IGNORE INTO patches(quilt_id, identifier, patch_id, idx,"
-                        " offset, length, tags) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                        (staged.blob_id, patch.identifier, patch.patch_id, patch.index,
-                         patch.offset, patch.length, json.dumps(patch.tags)),
-                    )
+                if quilt is not None:
+                    # its patches are read from the container's header when asked for
+                    con.execute("UPDATE blobs SET has_patches=1 WHERE blob_id=?",
+                                (staged.blob_id,))
+                    self._quilts.put(QuiltIndex.from_layout(staged.blob_id, quilt))
                 return StoreOutcome(
                     "newlyCreated", staged.blob_id, staged.size, encoded_length, epochs,
                     current, obj,
@@ -490,33 +516,41 @@ class Store:
         ).fetchone()
         return None if row is None else str(row["blob_id"])
 
-    def _patch_from_row(self, row: sqlite3.Row) -> PatchRecord:
-        return PatchRecord(
-            quilt_id=row["quilt_id"],
-            identifier=row["identifier"],
-            patch_id=row["patch_id"],
-            offset=row["offset"],
-            length=row["length"],
-            tags=json.loads(row["tags"]),
-        )
+    def _quilt_index(self, quilt_id: str) -> QuiltIndex | None:
+        """The patches of a blob a quilt store registered (None for any other blob), from
+        its container's header; raises BlobUnavailable if the file is gone."""
+        row = self._conn().execute(
+            "SELECT has_patches FROM blobs WHERE blob_id=?", (quilt_id,)
+        ).fetchone()
+        if row is None or not row["has_patches"]:
+            return None
+        try:
+            return self._quilts.get(quilt_id, self.blob_path(quilt_id))
+        except FileNotFoundError as exc:
+            raise BlobUnavailable(quilt_id) from exc
+        except (QuiltError, ValueError, KeyError, TypeError) as exc:
+            raise BlobUnavailable(quilt_id) from exc  # not the container it was stored as
 
     def get_patch_by_id(self, patch_id: str) -> PatchRecord | None:
-        row = self._conn().execute(
-            "SELECT * FROM patches WHERE patch_id=?", (patch_id,)
-        ).fetchone()
-        return None if row is None else self._patch_from_row(row)
+        """The patch ``patch_id`` names, or None; BlobUnavailable if its file is gone."""
+        try:
+            quilt_id = parse_quilt_patch_id(patch_id)[0]
+        except ValueError:
+            return None
+        index = self._quilt_index(quilt_id)
+        return None if index is None else index.by_patch_id(patch_id)
 
     def get_patch(self, quilt_id: str, identifier: str) -> PatchRecord | None:
-        row = self._conn().execute(
-            "SELECT * FROM patches WHERE quilt_id=? AND identifier=?", (quilt_id, identifier)
-        ).fetchone()
-        return None if row is None else self._patch_from_row(row)
+        """The patch ``identifier`` of ``quilt_id``, or None; BlobUnavailable if its file
+        is gone."""
+        index = self._quilt_index(quilt_id)
+        return None if index is None else index.by_identifier(identifier)
 
     def list_patches(self, quilt_id: str) -> list[PatchRecord]:
-        rows = self._conn().execute(
-            "SELECT * FROM patches WHERE quilt_id=? ORDER BY idx", (quilt_id,)
-        ).fetchall()
-        return [self._patch_from_row(row) for row in rows]
+        """A quilt's patches in index order ([] for other blobs); BlobUnavailable if its
+        file is gone."""
+        index = self._quilt_index(quilt_id)
+        return [] if index is None else index.records()
 
     def random_other_blob(self, exclude: str, rng: random.Random) -> BlobInfo | None:
         """Some other available blob (for the lying-aggregator fault)."""
@@ -722,10 +756,11 @@ class Store:
     def reset(self) -> None:
         """Forget everything: blobs, objects, patches, counters, blocklist, epoch (back to 1)."""
         with self._write() as con:
-            for table in ("blobs", "objects", "patches", "counters", "blocked", "used_tokens"):
+            for table in ("blobs", "objects", "counters", "blocked", "used_tokens"):
                 con.execute(f"DELETE FROM {table}")
             con.execute("UPDATE meta SET value='1' WHERE key='epoch_base'")
             con.execute("UPDATE meta SET value=? WHERE key='epoch_anchor'", (repr(self._clock()),))
+            self._quilts.clear()
             for path in self.blobs_dir.glob("*/*"):
                 with contextlib.suppress(FileNotFoundError):
                     path.unlink()
