@@ -16,10 +16,11 @@ import json
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from .._catalog import merged_pages
 from .._catalog.catalog import Catalog, vector_to_blob
 from .._recall.carried import carried_vector, identity, mismatch
 from ..envelope import open_envelope
@@ -108,10 +109,17 @@ def concurrent_check(catalog: Catalog, ns: str,
     return concurrent
 
 
-def local_state(catalog: Catalog, ns: str) -> tuple[dict[str, LocalVersion], dict[str, int]]:
+def local_state(catalog: Catalog, ns: str, ids: Collection[str] | None = None,
+                ) -> tuple[dict[str, LocalVersion], dict[str, int]]:
+    """The live versions and tombstones of ``ns`` (``ids``: of those memories only)."""
+    if ids is None:
+        versions, tombstones = catalog.versions_now(ns), catalog.tombstones(ns)
+    else:
+        versions = merged_pages.versions_of(catalog, ns, ids)
+        tombstones = merged_pages.tombstones_of(catalog, ns, ids)
     live = {mid: LocalVersion(version, updated_at, digest or "")
-            for mid, (version, updated_at, digest) in catalog.versions_now(ns).items()}
-    return live, catalog.tombstones(ns)
+            for mid, (version, updated_at, digest) in versions.items()}
+    return live, tombstones
 
 
 def apply_fetched(nslog: LogContext, ns: str, keys: NamespaceKeys, plan: MergePlan,

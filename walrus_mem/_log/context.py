@@ -32,11 +32,14 @@ ProgressCallback = Callable[[int, int], object]
 
 @dataclass
 class _Read:
-    """A verified manifest: its head, root and every entry."""
+    """A verified manifest: its head, root and the entries read (all but those of the
+    pages a merge skipped: _log/page_memory.py)."""
 
     ref: HeadRef
     root: mf.Root
     entries: list[mf.Entry] = field(default_factory=list)
+    pages: dict[str, list[mf.Entry]] = field(default_factory=dict)
+    """The pages read: digest -> entries."""
 
 
 
@@ -105,6 +108,9 @@ class LogPart(LogContext, Protocol):
 
     def _read_entries(self, keys: NamespaceKeys, root: mf.Root) -> list[mf.Entry]: ...
 
+    def _read_pages(self, keys: NamespaceKeys, root: mf.Root, skip: Collection[str] = (),
+                    ) -> tuple[list[mf.Entry], dict[str, list[mf.Entry]]]: ...
+
     def _clock(self) -> EpochClock: ...
 
     def _fill_digests(self, ns: str) -> None: ...
@@ -120,4 +126,5 @@ class LogPart(LogContext, Protocol):
         resumed: bool = False,
         gone_ok: bool = False,
         hold: Collection[HeadRef] = (),
+        reuse: bool = False,
     ) -> PullReport: ...

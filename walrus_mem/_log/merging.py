@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Final
 
@@ -40,6 +40,7 @@ from .gone import provably_gone
 from .heads import HeadRef
 from .merge import MergePlan, plan_merge
 from .older import split_older
+from .page_memory import Skipped, held_pages, record_merged
 from .pending import parse_pending, yield_pending
 
 __all__ = ["RESTORE_CHUNK", "RESTORE_WORKERS", "Merging"]
@@ -71,8 +72,11 @@ class Merging(LogPart):
         resumed: bool = False,
         gone_ok: bool = False,
         hold: Collection[HeadRef] = (),
+        reuse: bool = False,
     ) -> PullReport:
-        """``gone_ok``: a seen head whose manifest answers 404 (BlobNotFound) is not merged
+        """``reuse``: manifest pages merged before whose entries the local state still
+        holds are not read again (_log/page_memory.py; a restore reads them all).
+        ``gone_ok``: a seen head whose manifest answers 404 (BlobNotFound) is not merged
         now, reported (``skipped``) and read again by the next sync or restore; one of
         ``hold`` (a restore's) keeps the restore incomplete and marked meanwhile. Only once
         the network has passed the manifest's end epoch (_log/gone.py) is the head recorded
@@ -125,10 +129,15 @@ class Merging(LogPart):
                         f"head seq {r.ref.seq} of {ns!r} shares no history with this data "
                         "dir's (another start of the same namespace); pass "
                         "allow_unrelated=True (`--allow-unrelated`) to merge it anyway")
+        held_now = held_pages(self.catalog, ns, keys.generation) if reuse else {}
+        skipped = Skipped()
         for r in reads:
-            r.entries = self._read_entries(keys, r.root)
+            r.entries, r.pages = self._read_pages(keys, r.root, held_now)
+            for _, _, digest, _ in r.root.pages:
+                if digest in held_now:
+                    skipped.add(digest, held_now[digest])
         report = self._merge_read(ns, keys, reads, progress=progress, resumed=resumed,
-                                  gone=gone, unread=held)
+                                  gone=gone, unread=held, skipped=skipped)
         if report.complete:
             for ref in gone:
                 self.seen.mark_gone(ns, ref.blob_id, True)
@@ -154,10 +163,14 @@ class Merging(LogPart):
         legacy: tuple[str, list[mf.Entry]] | None = None,
         gone: Sequence[HeadRef] = (),
         unread: Sequence[HeadRef] = (),
+        skipped: Skipped | None = None,
     ) -> PullReport:
         """Merge verified manifests (``legacy``: a format-1 manifest's blob id and entries,
         which adds no head) into the local state. ``unread``: heads this merge owes and
-        could not read now: they stay in the restore mark and it stays incomplete."""
+        could not read now: they stay in the restore mark and it stays incomplete.
+        ``skipped``: pages of ``reads`` not read, whose entries the local state holds
+        (_log/page_memory.py): the merge plans over the others only."""
+        skipped = skipped if skipped is not None else Skipped()
         # Everything verified: from here on the data dir changes.
         adopted = self.adopt_keys(ns, keys)  # a fresh data dir: a generation found
         self.host.keys_for(ns)
@@ -176,11 +189,17 @@ class Merging(LogPart):
         # Entries an earlier merge could not fetch merge again with the rest (retried),
         # unless a copy of the same version is here or merged now (_log/pending.py).
         remote = [e for r in reads for e in r.entries] + (legacy[1] if legacy else [])
-        live, tombstones = local_state(self.catalog, ns)
-        remote += yield_pending(self._pending(ns), remote, live).values()
+        pending = self._pending(ns)
+        if skipped.pages:  # the local state of what the merge plans over, not all of it
+            wanted = {e.memory_id for e in remote} | set(pending)
+            live, tombstones = local_state(self.catalog, ns, wanted)
+        else:
+            live, tombstones = local_state(self.catalog, ns)
+        remote += yield_pending(pending, remote, live).values()
         plan = plan_merge(remote, live, tombstones, concurrent_check(self.catalog, ns, keys))
         # Progress counts live memories; tombstones are applied first, uncounted.
-        total = len({e.memory_id for e in remote} - {e.memory_id for e in remote if e.deleted})
+        total, unchanged_skipped = skipped.totals(remote)
+        plan.unchanged += unchanged_skipped
         tally = Tally()
         clock = self._clock()
         for r in reads:  # a fresh machine learns the epoch from the writers' sightings
@@ -279,7 +298,7 @@ class Merging(LogPart):
         # (best effort, quilts still holding live memories kept), after the fetches so
         # every memory restored by this pull counts as live; a blob any remote live
         # entry lists is kept too (its memory may not have been fetched yet).
-        listed = {str(e.blob_id) for e in remote if not e.deleted and e.blob_id}
+        listed = {str(e.blob_id) for e in remote if not e.deleted and e.blob_id} | skipped.blobs
         kept_blobs = {b: "a live memory in the merged heads is stored in this blob"
                       for b in tally.forgotten_blobs if b in listed}
         deleted_blobs, kept_now = self.deleter.delete_blobs(
@@ -287,7 +306,11 @@ class Merging(LogPart):
         kept_blobs.update(kept_now)
         complete = not tally.failed and not unread
         if complete:
-            self._finish(ns, keys, [*(r.ref for r in reads), *gone], remote, plan, gone)
+            unclean = {mid for mid, _ in [*tally.missing, *tally.expired, *tally.unreadable]}
+            unclean |= {e.memory_id for e in plan.rivals}
+            read = {d: part for r in reads for d, part in r.pages.items()}
+            self._finish(ns, keys, [*(r.ref for r in reads), *gone], remote, plan, gone,
+                         skipped=skipped, read=read if reads else None, unclean=unclean)
         with self.lock:
             self.indexes.save_all()
             self.indexes.start_build(ns)  # what the merge held pending: index_builder.py
@@ -369,8 +392,12 @@ class Merging(LogPart):
 
     def _finish(self, ns: str, keys: NamespaceKeys, refs: list[HeadRef],
                 remote: list[mf.Entry], plan: MergePlan,
-                gone: Sequence[HeadRef] = ()) -> None:
-        """The merge is complete: record the heads the local state now contains. A newest
+                gone: Sequence[HeadRef] = (), *, skipped: Skipped,
+                read: Mapping[str, Sequence[mf.Entry]] | None,
+                unclean: Collection[str]) -> None:
+        """The merge is complete: record the heads the local state now contains, and
+        (``read``: the pages read, when heads were read) the pages it merged
+        (_log/page_memory.py). A newest
         one that is gone from Walrus (``gone``: merged without content) makes a manifest
         due, so the namespace gets a head the network serves again: else a data dir
         holding nothing of its own (a catalog repaired after a wipe) kept naming the lost
@@ -384,14 +411,16 @@ class Merging(LogPart):
         live = {str(r[0]) for r in self.catalog.query(
             "SELECT id FROM memories WHERE namespace = ?", (ns,))}
         tombstones = self.catalog.tombstones(ns)
-        ours_only = sum(1 for mid in live if mid not in listed or listed[mid].deleted) + sum(
-            1 for mid in tombstones if mid not in listed or not listed[mid].deleted)
+        ours_only = sum(1 for mid in live if skipped.listed_as(listed, mid) is not False) + sum(
+            1 for mid in tombstones if skipped.listed_as(listed, mid) is not True)
         lost = any(c in gone or self.seen.is_gone(ns, c.blob_id) for c in newest)
         ahead = ours_only + len(plan.kept) + (1 if len(newest) > 1 or lost else 0)
-        with self.lock:
+        with self.lock, self.catalog.write():  # the pages merged, with the heads merged
             self.tables.set_head_state(ns, [str(h) for h in sorted(newest, reverse=True)],
                                        ahead=ahead)
             self.tables.set_restoring(ns, None)
+            if read is not None:
+                record_merged(self.catalog, ns, keys.generation, read, skipped, unclean)
 
 
 

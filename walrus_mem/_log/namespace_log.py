@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -395,7 +395,13 @@ class NamespaceLog(Merging, Publishing):
             f"for head seq {ref.seq} ({ref.blob_id})")
 
     def _read_entries(self, keys: NamespaceKeys, root: mf.Root) -> list[mf.Entry]:
-        """The root's entries and its pages', in order. The pages are read in parallel
+        """The root's entries and its pages', in order."""
+        return self._read_pages(keys, root)[0]
+
+    def _read_pages(self, keys: NamespaceKeys, root: mf.Root, skip: Collection[str] = (),
+                    ) -> tuple[list[mf.Entry], dict[str, list[mf.Entry]]]:
+        """The root's entries and those of its pages whose digest is not in ``skip``, in
+        order, and the pages read (digest -> entries). The pages are read in parallel
         (:data:`PAGE_WORKERS`): one after the other they took 10-17 s of a 100k restore
         before its first fact was fetched."""
         client = self.host.walrus
@@ -406,15 +412,19 @@ class NamespaceLog(Merging, Publishing):
             return read_page(client, keys, blob_id, patch_id, digest,
                              opener=lambda data: self._sealed_under(keys, data))
 
-        pages = list(root.pages)
+        pages = [spec for spec in root.pages if spec[2] not in skip]
+        read: dict[str, list[mf.Entry]] = {}
         if len(pages) <= 1:
             for spec in pages:
-                entries.extend(page(spec))
-            return entries
-        with ThreadPoolExecutor(max_workers=min(PAGE_WORKERS, len(pages))) as pool:
-            for part in pool.map(page, pages):  # in order; the first failure is raised
+                read[spec[2]] = part = page(spec)
                 entries.extend(part)
-        return entries
+            return entries, read
+        with ThreadPoolExecutor(max_workers=min(PAGE_WORKERS, len(pages))) as pool:
+            # in order; the first failure is raised
+            for spec, part in zip(pages, pool.map(page, pages), strict=True):
+                read[spec[2]] = part
+                entries.extend(part)
+        return entries, read
 
     def read(self, ns: str, head: str | HeadRef) -> tuple[HeadRef, list[mf.Entry]]:
         """A verified manifest's entries (live + tombstones); changes nothing locally.
@@ -612,7 +622,7 @@ class NamespaceLog(Merging, Publishing):
         try:
             report = self._merge(ns, keys, todo, progress=progress,
                                  allow_unrelated=allow_unrelated, resumed=bool(resumed),
-                                 gone_ok=heads is None, hold=hold)
+                                 gone_ok=heads is None, hold=hold, reuse=not recheck)
         except WrongNamespace:  # raised reading the roots, before anything changed here
             found = self._generations(ns, todo)
             later = [k for k in found.values() if k.generation > keys.generation]
@@ -638,7 +648,7 @@ class NamespaceLog(Merging, Publishing):
                     "first (docs/keys.md)") from None
             report = self._merge(ns, rotated, todo, progress=progress,
                                  allow_unrelated=allow_unrelated, resumed=bool(resumed),
-                                 gone_ok=heads is None, hold=hold)
+                                 gone_ok=heads is None, hold=hold, reuse=not recheck)
         if skipped:
             report = report.model_copy(update={"skipped": [*skipped, *report.skipped]})
         return report

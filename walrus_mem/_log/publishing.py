@@ -119,7 +119,8 @@ class Publishing(LogPart):
         if unmerged:  # never publish a manifest that forgets what it did not know
             log.info("merging %d unmerged head(s) of %r before publishing", len(unmerged), ns)
             queued = self.catalog.queued_count(ns)
-            report = self._merge(ns, keys, unmerged, progress=None, gone_ok=True)
+            report = self._merge(ns, keys, unmerged, progress=None, gone_ok=True,
+                                 reuse=True)
             self.merged_on_publish[ns] = report
             if report.failed:
                 raise RestoreIncomplete(
