@@ -32,7 +32,8 @@ def answers(mem: Memory) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for ns in ("default", "other"):
         ids = sorted(str(r[0]) for r in mem._parts.catalog.query(
-            "SELECT DISTINCT memory_id FROM versions WHERE namespace = ?", (ns,)))
+            "SELECT memory_id FROM versions WHERE namespace = ? UNION "
+            "SELECT id FROM memories WHERE namespace = ?", (ns, ns)))
         out[ns] = {
             "history": {i: [e.model_dump(mode="json") for e in mem.history(i, namespace=ns)]
                         for i in ids},
@@ -70,3 +71,52 @@ if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as tmp:
         print(json.dumps(_answers_of_copy(Path(sys.argv[1]), Path(tmp))[0], indent=1,
                          sort_keys=True))
+
+
+TEXTS = [f"the {w} notebook sits on shelf {i}" for i, w in enumerate(
+    "alpha bravo charlie delta echo foxtrot".split())]
+
+
+def _versions(mem: Memory) -> list[tuple[str, int, str, str | None]]:
+    return [(str(r[0]), int(r[1]), str(r[2]), r[3]) for r in mem._parts.catalog.query(
+        "SELECT memory_id, version, event, text FROM versions ORDER BY memory_id, version")]
+
+
+def test_a_memory_never_updated_keeps_no_history_row_of_its_own(tmp_path: Path) -> None:
+    """Schema 8: the current version's history is the memory row (its text, metadata and
+    blob are there already); ``versions`` holds only what the row no longer does."""
+    with _open(tmp_path / "d") as mem:
+        recs = mem.remember_many([{"text": t, "metadata": {"n": i}}
+                                  for i, t in enumerate(TEXTS)]).records
+        mem.sync()
+        assert _versions(mem) == []
+        entry = mem.history(recs[2].id)
+        assert [(e.version, e.event, e.text, e.metadata) for e in entry] == [
+            (1, "ADD", TEXTS[2], {"n": 2})]
+        assert entry[0].blob_id == mem.get(recs[2].id).blob_id is not None
+
+
+def test_history_moves_to_versions_as_the_memory_changes(tmp_path: Path) -> None:
+    """An update copies the superseded version (text, metadata, blob) to ``versions``;
+    a forget the current one, blanked, with its tombstone; what ``history`` answers is
+    what it answered when every version had its row."""
+    with _open(tmp_path / "d") as mem:
+        recs = mem.remember_many(TEXTS[:3]).records
+        mem.sync()
+        first_blob = mem.get(recs[0].id).blob_id
+        mem.update(recs[0].id, text="the alpha notebook moved to the attic",
+                   metadata={"room": "attic"})
+        mem.sync()
+        mem.forget(recs[1].id)
+        assert _versions(mem) == [
+            *sorted([(recs[0].id, 1, "ADD", TEXTS[0]),
+                     (recs[1].id, 1, "ADD", None), (recs[1].id, 2, "DELETE", None)])]
+        hist = mem.history(recs[0].id)
+        assert [(e.version, e.event, e.text, e.metadata) for e in hist] == [
+            (1, "ADD", TEXTS[0], {}),
+            (2, "UPDATE", "the alpha notebook moved to the attic", {"room": "attic"})]
+        assert hist[0].blob_id == first_blob != hist[1].blob_id
+        assert hist[1].blob_id == mem.get(recs[0].id).blob_id
+        assert [(e.version, e.event, e.text) for e in mem.history(recs[1].id)] == [
+            (1, "ADD", None), (2, "DELETE", None)]
+        assert mem._parts.catalog.live_versions_in_blob(first_blob) == 2  # 0's v1, 2's v1

@@ -219,8 +219,10 @@ def check_consistency(mem: Memory, namespace: str) -> Consistency:
         pass
     else:
         report.problems += [f"postings: {p}" for p in differences(cat.conn, namespace)]
-    hist = {(str(r[0]), int(r[1])) for r in cat.query(
-        "SELECT memory_id, version FROM versions WHERE namespace = ?", (namespace,))}
+    hist = {(str(r[0]), int(r[1])) for r in cat.query(  # the current ones: memories rows
+        "SELECT memory_id, version FROM versions WHERE namespace = ? UNION ALL "
+        "SELECT id, version FROM memories WHERE namespace = ? AND event IS NOT NULL",
+        (namespace, namespace))}
     missing_hist = [r["id"] for r in rows if (r["id"], int(r["version"])) not in hist]
     if missing_hist:
         report.problems.append(f"{len(missing_hist)} memories without a history row")

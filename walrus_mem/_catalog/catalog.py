@@ -18,7 +18,10 @@ Tables (schema version :data:`SCHEMA_VERSION`, migrations in :data:`MIGRATIONS`)
 ``lex_<hash>``    the same rows' postings (:mod:`walrus_mem._catalog.postings`, which
 ``lexdf_<hash>``  recall scores from), per-term row counts and, in
 ``lexicon_stats`` ``lexicon_stats``, rows and tokens; written with the FTS5 row.
-``versions``      history: every version's blob id; forget blanks the text and
+``versions``      history: superseded versions (text, metadata, blob id), CONFLICT
+                  losers and ``DELETE`` tombstones; a live memory's current version
+                  is its ``memories`` row (``event``, ``event_at``; schema 8), copied
+                  here when it is superseded or forgotten. Forget blanks the text and
                   adds a ``DELETE`` tombstone.
 ``outbox``        publish batches not yet on Walrus (``blob`` or ``quilt``),
 ``outbox_items``  their members (memory id + version; bytes come from memories).

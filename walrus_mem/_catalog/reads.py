@@ -12,11 +12,22 @@ from typing import Final
 
 from .guard import CatalogPart, _guarded
 
-__all__ = ["MEMORY_COLUMNS", "MemoryQueries"]
+__all__ = ["HISTORY_NOW", "MEMORY_COLUMNS", "MemoryQueries"]
 
 MEMORY_COLUMNS: Final = (
     "key, id, namespace, text, metadata, category, importance, created_at, updated_at, "
     "expires_at, version, status, blob_id, quilt_patch_id, end_epoch"
+)
+# The history row of a live memory's current version is the memory row itself while its
+# ``event`` is set (schema 8): ``versions`` holds superseded versions, CONFLICT losers and
+# DELETE tombstones. These are its columns in ``versions``' order and names.
+HISTORY_NOW: Final = (
+    "SELECT id AS memory_id, namespace, version, event, text, metadata, event_at AS at, "
+    "blob_id, quilt_patch_id, end_epoch, deletable FROM memories"
+)
+_HISTORY_COLUMNS: Final = (
+    "memory_id, namespace, version, event, text, metadata, at, blob_id, quilt_patch_id, "
+    "end_epoch, deletable"
 )
 
 
@@ -45,8 +56,9 @@ class MemoryQueries(CatalogPart):
     def live_versions_in_blob(self, blob_id: str) -> int:
         """Live memories with any version stored in ``blob_id`` (a shared quilt)."""
         row = self.query_one(
-            "SELECT count(*) FROM versions v JOIN memories m ON m.id = v.memory_id "
-            "WHERE v.blob_id = ?", (blob_id,),
+            "SELECT (SELECT count(*) FROM versions v JOIN memories m ON m.id = v.memory_id "
+            "WHERE v.blob_id = ?) + (SELECT count(*) FROM memories WHERE blob_id = ? "
+            "AND event IS NOT NULL)", (blob_id, blob_id),
         )
         return int(row[0]) if row else 0
 
@@ -87,17 +99,22 @@ class MemoryQueries(CatalogPart):
         in that blob: then the current version descends from it."""
         if blob_id is None:
             return False
+        args = (memory_id, namespace, version, blob_id, patch_id)
         return self.query_one(
             "SELECT 1 FROM versions WHERE memory_id = ? AND namespace = ? AND version = ? "
-            "AND event != 'CONFLICT' AND blob_id = ? AND quilt_patch_id IS ?",
-            (memory_id, namespace, version, blob_id, patch_id)) is not None
+            "AND event != 'CONFLICT' AND blob_id = ? AND quilt_patch_id IS ? UNION ALL "
+            "SELECT 1 FROM memories WHERE id = ? AND namespace = ? AND version = ? "
+            "AND event IS NOT NULL AND event != 'CONFLICT' AND blob_id = ? "
+            "AND quilt_patch_id IS ?", args + args) is not None
 
     @_guarded
     def history_rows(self, namespace: str, memory_id: str) -> list[sqlite3.Row]:
         return self.query(
-            "SELECT * FROM versions WHERE memory_id = ? AND namespace = ? "
+            f"SELECT * FROM (SELECT {_HISTORY_COLUMNS} FROM versions WHERE memory_id = ? "
+            f"AND namespace = ? UNION ALL {HISTORY_NOW} WHERE id = ? AND namespace = ? "
+            "AND event IS NOT NULL) "
             "ORDER BY version, CASE event WHEN 'CONFLICT' THEN 0 ELSE 1 END, at",
-            (memory_id, namespace),
+            (memory_id, namespace, memory_id, namespace),
         )
 
     @_guarded

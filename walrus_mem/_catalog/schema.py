@@ -179,5 +179,24 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     """
     DELETE FROM meta WHERE key = 'vectors_shed';
     """,
+    # 8: a live memory's current version is its history row (``event``, ``event_at``;
+    # reads.py HISTORY_NOW): ``versions`` keeps superseded versions, conflicts and
+    # tombstones only, so a memory never updated has no ``versions`` row (347 B a memory
+    # at 10k). A current row that differs from its memory in any way (possible in older
+    # catalogs) stays in ``versions`` and its memory's ``event`` stays NULL.
+    """
+    ALTER TABLE memories ADD COLUMN event TEXT;
+    ALTER TABLE memories ADD COLUMN event_at REAL;
+    UPDATE memories SET event = v.event, event_at = v.at FROM versions AS v
+        WHERE v.memory_id = memories.id AND v.namespace = memories.namespace
+        AND v.version = memories.version AND v.event NOT IN ('CONFLICT', 'DELETE')
+        AND v.text IS memories.text AND v.metadata IS memories.metadata
+        AND v.blob_id IS memories.blob_id AND v.quilt_patch_id IS memories.quilt_patch_id
+        AND v.end_epoch IS memories.end_epoch AND v.deletable IS memories.deletable
+        AND (SELECT count(*) FROM versions AS w WHERE w.memory_id = memories.id
+             AND w.version = memories.version AND w.event != 'CONFLICT') = 1;
+    DELETE FROM versions WHERE (memory_id, version, event) IN
+        (SELECT id, version, event FROM memories WHERE event IS NOT NULL);
+    """,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)

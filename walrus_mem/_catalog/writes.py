@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from .._walrus.epoch_guard import EpochGuard, plausible_end
+from ..errors import LocalStoreError
 from .guard import CatalogPart, _guarded
 from .vectors import VECTOR_COLUMNS, resolve_vectors, stored_vector
 
@@ -60,31 +61,30 @@ class MemoryWrites(CatalogPart):
         with self.write() as c:
             vector = stored_vector(c, namespace, values["sealed"], values["vector"],
                                    carried=carried)
+            # The row is its current version's history row (event, event_at), unless
+            # ``versions`` holds one at that version and event already (a forgotten id's
+            # blanked history): that one stays the history, as INSERT OR IGNORE kept it.
+            held = c.execute(
+                "SELECT 1 FROM versions WHERE memory_id = ? AND version = ? AND event = ?",
+                (values["id"], values["version"], event)).fetchone() is not None
             cur = c.execute(
                 "INSERT INTO memories (id, namespace, text, metadata, category, importance, "
                 "created_at, updated_at, expires_at, version, dedupe_hash, status, blob_id, "
-                "quilt_patch_id, end_epoch, sealed, vector, digest) VALUES "
-                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                "quilt_patch_id, end_epoch, sealed, vector, digest, event, event_at) VALUES "
+                "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT DO NOTHING",
                 (values["id"], namespace, values["text"], values["metadata"],
                  values["category"], values["importance"], values["created_at"],
                  values["updated_at"], values["expires_at"], values["version"],
                  values["dedupe_hash"], values["status"], values["blob_id"],
                  values["quilt_patch_id"], values["end_epoch"], values["sealed"],
-                 vector, values["digest"]),
+                 vector, values["digest"], None if held else event, None if held else at),
             )
             if cur.rowcount == 0:
                 return None
             key = int(cur.lastrowid or 0)
             self.fts_add(namespace, key, str(values["text"]))
             c.execute("INSERT INTO changes (namespace, key) VALUES (?, ?)", (namespace, key))
-            c.execute(
-                "INSERT OR IGNORE INTO versions (memory_id, namespace, version, event, text, "
-                "metadata, at, blob_id, quilt_patch_id, end_epoch) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (values["id"], namespace, values["version"], event, values["text"],
-                 values["metadata"], at, values["blob_id"], values["quilt_patch_id"],
-                 values["end_epoch"]),
-            )
             return key
 
     @_guarded
@@ -154,8 +154,16 @@ class MemoryWrites(CatalogPart):
         ``carried``: ``vector`` was taken from ``row``'s sealed copy by the caller."""
         values = {**_MEMORY_DEFAULTS, **row}
         with self.write() as c:
-            before = c.execute(f"SELECT dedupe_hash, {VECTOR_COLUMNS} FROM memories "
-                               "WHERE key = ?", (key,)).fetchone()
+            before = c.execute(f"SELECT dedupe_hash, {VECTOR_COLUMNS}, id, version, event "
+                               "FROM memories WHERE key = ?", (key,)).fetchone()
+            if before is None:
+                raise LocalStoreError(f"no memory with key {key} to replace")
+            mid = str(before["id"])
+            if (int(before["version"]), before["event"]) != (int(values["version"]), event):
+                _retire_current(c, key)  # superseded: its history row moves to versions
+            # the new version's history row replaces one of the same version and event
+            c.execute("DELETE FROM versions WHERE memory_id = ? AND version = ? AND event = ?",
+                      (mid, values["version"], event))
             kept = vector
             if kept is None and before is not None and not before[1]:
                 # the vector stays, but the sealed copy it was read from is replaced
@@ -164,12 +172,13 @@ class MemoryWrites(CatalogPart):
                 "UPDATE memories SET text = ?, metadata = ?, category = ?, importance = ?, "
                 "updated_at = ?, expires_at = ?, version = ?, dedupe_hash = ?, status = ?, "
                 "blob_id = ?, quilt_patch_id = ?, object_id = NULL, end_epoch = ?, "
-                "deletable = NULL, sealed = ?, digest = ? WHERE key = ?",
+                "deletable = NULL, sealed = ?, digest = ?, event = ?, event_at = ? "
+                "WHERE key = ?",
                 (values["text"], values["metadata"], values["category"], values["importance"],
                  values["updated_at"], values["expires_at"], values["version"],
                  values["dedupe_hash"], values["status"], values["blob_id"],
                  values["quilt_patch_id"], values["end_epoch"], values["sealed"],
-                 values["digest"], key),
+                 values["digest"], event, at, key),
             )
             if before is not None and str(before[0]) != values["dedupe_hash"]:
                 self._promote_twin(c, namespace, str(before[0]))
@@ -182,14 +191,6 @@ class MemoryWrites(CatalogPart):
                 self.fts_add(namespace, key, str(values["text"]))
             # Even without a new vector: the index keeps importance / expiry too.
             c.execute("INSERT INTO changes (namespace, key) VALUES (?, ?)", (namespace, key))
-            mid = c.execute("SELECT id FROM memories WHERE key = ?", (key,)).fetchone()[0]
-            c.execute(
-                "INSERT OR REPLACE INTO versions (memory_id, namespace, version, event, text, "
-                "metadata, at, blob_id, quilt_patch_id, end_epoch) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (mid, namespace, values["version"], event, values["text"], values["metadata"],
-                 at, values["blob_id"], values["quilt_patch_id"], values["end_epoch"]),
-            )
 
     @_guarded
     def add_history(self, namespace: str, memory_id: str, version: int, event: str, at: float,
@@ -225,6 +226,7 @@ class MemoryWrites(CatalogPart):
             blobs: dict[str, bool | None] = {}
             if row is not None:
                 key = int(row["key"])
+                _retire_current(c, key)  # its history row goes to versions (blanked below)
                 for v in c.execute(
                     "SELECT blob_id, deletable FROM versions WHERE memory_id = ? "
                     "AND blob_id IS NOT NULL", (memory_id,),
@@ -271,3 +273,14 @@ class MemoryWrites(CatalogPart):
         """(vector bytes, key) pairs."""
         with self.write() as c:
             c.executemany("UPDATE memories SET vector = ? WHERE key = ?", pairs)
+
+
+def _retire_current(c: sqlite3.Connection, key: int) -> None:
+    """Copy memory ``key``'s current version's history row (schema 8: the memory row is
+    it while ``event`` is set) to ``versions``, as it is before the row changes or goes
+    (the caller overwrites ``event`` or deletes the row)."""
+    c.execute(
+        "INSERT OR IGNORE INTO versions (memory_id, namespace, version, event, text, metadata, "
+        "at, blob_id, quilt_patch_id, end_epoch, deletable) SELECT id, namespace, version, "
+        "event, text, metadata, event_at, blob_id, quilt_patch_id, end_epoch, deletable "
+        "FROM memories WHERE key = ? AND event IS NOT NULL", (key,))

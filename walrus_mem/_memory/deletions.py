@@ -63,9 +63,10 @@ def quilt_members_elsewhere(catalog: Catalog, log_: NamespaceLog, blob_id: str,
     failed during a restore, so no local row counts it. A reason (str) when those
     manifests cannot be read now: the quilt is then kept and retried. ``cache`` holds
     what one call of ``Publisher.delete_blobs`` read, per namespace."""
-    row = catalog.query_one(
+    row = catalog.query_one(  # memories: the current versions' (catalog schema 8)
         "SELECT namespace FROM versions WHERE blob_id = ? AND quilt_patch_id IS NOT NULL "
-        "LIMIT 1", (blob_id,))
+        "UNION ALL SELECT namespace FROM memories WHERE blob_id = ? "
+        "AND quilt_patch_id IS NOT NULL LIMIT 1", (blob_id, blob_id))
     if row is None:
         return set()  # a blob of its own holds one memory
     ns = str(row[0])

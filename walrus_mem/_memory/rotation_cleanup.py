@@ -104,7 +104,8 @@ def _candidates(parts: Parts, ns: str,
             known.add(blob_id)
         else:
             to_check.setdefault(blob_id, None)
-    for table, patch in (("versions", "quilt_patch_id"), ("manifest_pages", "patch_id")):
+    for table, patch in (("versions", "quilt_patch_id"), ("memories", "quilt_patch_id"),
+                         ("manifest_pages", "patch_id")):  # memories: current versions
         for row in parts.catalog.query(
                 f"SELECT blob_id, {patch} FROM {table} WHERE namespace = ? "
                 "AND blob_id IS NOT NULL", (ns,)):
@@ -125,9 +126,10 @@ def _in_use(parts: Parts, ns: str) -> set[str]:
 
 
 def _deletable(parts: Parts, ns: str) -> dict[str, bool]:
-    rows = parts.catalog.query(
-        "SELECT blob_id, deletable FROM versions WHERE namespace = ? AND deletable IS NOT NULL",
-        (ns,))
+    rows = parts.catalog.query(  # memories: the current versions' (catalog schema 8)
+        "SELECT blob_id, deletable FROM versions WHERE namespace = ? AND deletable IS NOT NULL "
+        "UNION ALL SELECT blob_id, deletable FROM memories WHERE namespace = ? "
+        "AND event IS NOT NULL AND deletable IS NOT NULL", (ns, ns))
     return {str(r[0]): bool(r[1]) for r in rows}
 
 
