@@ -342,6 +342,37 @@ def test_a_fact_stored_on_the_new_network_does_not_hide_the_lost_ones(tmp_path: 
         assert _fresh_count(tmp_path, url, head) == 5
 
 
+@pytest.mark.parametrize("synced_twice", [False, True])
+def test_heads_published_on_the_new_network_do_not_hide_the_lost_ones(
+        tmp_path: Path, synced_twice: bool) -> None:
+    """Another network at the same epochs; writes publish manifests on it before the next
+    sync (stateful findings N4, N5): the newest merged head is then served, by the new
+    network. The head last found served (the mark: set by a sync's check, or before the
+    first manifest that has a parent) answers 404, and that shows the loss: one sync
+    stores the lost memories again, and a fresh restore of its head gets every one."""
+    port, url = _stored_on_a_first_network(tmp_path, 4)
+    if synced_twice:  # the mark then comes from a sync's check, not from a publish
+        with RelayerServer(tmp_path / "walrus", admin=False, fsync=False, port=port), \
+                machine(tmp_path / "a", url, state_dir=tmp_path / "sa") as a:
+            a.remember("one more on the first network")
+            a.sync()
+            assert a.sync().errors == []
+    with _other_network(tmp_path, port, 41):
+        with machine(tmp_path / "a", url, state_dir=tmp_path / "sa") as a:
+            first = sorted(live(a))
+            a.remember("stored on the new network")
+            a.forget(first[0])  # a forget publishes a manifest: on the new network
+            newest = a.parts.log.merged("default")[0].blob_id  # the new network serves it
+            assert httpx.get(f"{url}/v1/blobs/{newest}", timeout=10).status_code == 200
+            report = a.sync()
+            assert report.errors == [], report
+            assert a.sync().renewed == 0
+            head = str(a.parts.log.merged("default")[0])
+            total = len(live(a))
+            assert total == len(first)  # one forgotten, one added
+        assert _fresh_count(tmp_path, url, head) == total
+
+
 def test_python_m_relayer_mock_serves_the_metrics_gauge(tmp_path: Path) -> None:
     """`python -m relayer_mock --metrics-port N`: GET /metrics names the same system
     object as a RelayerServer on that data dir (one identity per data dir)."""

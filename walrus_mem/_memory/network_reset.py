@@ -62,10 +62,14 @@ from .renewal import renew_due
 if TYPE_CHECKING:
     from .parts import Parts
 
-__all__ = ["BACKWARDS", "LOST", "RESET_KEY", "check_served", "follow", "settle", "suspect"]
+__all__ = ["BACKWARDS", "LOST", "RESET_KEY", "check_served", "follow",
+           "mark_before_publish", "settle", "suspect"]
 
 log = logging.getLogger(__name__)
 
+MARK_KEY: Final = "served_mark"
+"""Catalog meta ``served_mark:<ns>``: the head last found served and the blobs that had
+to be live then (:func:`check_served`)."""
 RESET_KEY: Final = "network_reset"
 """Catalog meta: the last reset followed ({"at", "kind", "from", "to", "lost_blobs",
 "owed"}), for doctor and tests."""
@@ -162,7 +166,8 @@ def settle(parts: Parts, ns: str, backwards: tuple[int, int] | None = None) -> N
     errors: list[str] = []
     if backwards is not None and _held(parts) is None:
         _hold(parts, *backwards)
-    follow(parts, errors)
+    if not mark_before_publish(parts, ns, errors):
+        follow(parts, errors)
     if _renewal_owed(parts, ns):
         current = parts.epochs.clock.current()
         renew_due(parts, ns, errors, current)
@@ -258,26 +263,115 @@ def _sample(parts: Parts, old_now: int, exclude: Collection[str] = (),
 
 
 def check_served(parts: Parts, ns: str, errors: list[str]) -> bool:
-    """Each sync: is the newest head the local state of ``ns`` contains still served? A
-    machine that stores nothing sees no store answer that would show it a wipe; this
-    one GET (one byte) does. A 404 before its end epoch asks the network (:func:`suspect`);
-    True when a reset was followed."""
+    """Each sync: is the newest head the local state of ``ns`` contains still served, and
+    the head last found served (:func:`_mark`)? A machine that stores nothing sees no
+    store answer that would show it a wipe; this one GET (one byte) does. The mark
+    matters once this machine has published on another network without noticing it:
+    its newest head is then served there, and only an older one shows the loss. A 404
+    before its end epoch asks the network (:func:`suspect`); True when a reset was
+    followed. Both served: the newest head is the next mark."""
     merged = parts.log.merged(ns)
     if not merged or parts.log.seen.is_gone(ns, merged[0].blob_id):
         return False
+    newest = merged[0]
     try:
         # A head past its end epoch is not read: its 404 says nothing, and the client
         # waits out a 404 for a blob it stored itself (a read-after-store lag) until
         # the read deadline, which every sync after an expiry paid (30 s).
-        expired, _ = provably_gone(parts.log, ns, merged[0])
-        if expired or _served(parts, merged[0].blob_id):
-            return False
+        expired, _ = provably_gone(parts.log, ns, newest)
+        if not expired and not _served(parts, newest.blob_id):
+            return suspect(parts, ns, newest, errors)
     except (WalrusMemError, ValueError):
         return False  # an outage: the pull and the manifest of this sync say so
+    mark = _mark(parts, ns)
+    if mark is not None and mark[0] != newest:
+        verdict = _mark_served(parts, ns, *mark)
+        if verdict is None:
+            return False  # no answer: asked again at the next sync
+        if not verdict:
+            return suspect(parts, ns, mark[0], errors, sample=_live(parts, mark[1]))
+    if not expired:
+        _set_mark(parts, ns, newest)
+    return False
+
+
+def mark_before_publish(parts: Parts, ns: str, errors: list[str]) -> bool:
+    """Before a manifest of ``ns``, when no head is marked served yet: the parent (the
+    newest merged head) is read and marked, so a sync after writes made on another
+    network still has an older head to read (:func:`check_served`). A 404 before its
+    end epoch asks the network (:func:`suspect`); True when a reset was followed."""
+    if _mark(parts, ns) is not None:
+        return False
+    merged = parts.log.merged(ns)
+    if not merged or parts.log.seen.is_gone(ns, merged[0].blob_id):
+        return False
+    try:
+        expired, _ = provably_gone(parts.log, ns, merged[0])
+        if expired:
+            return False
+        if _served(parts, merged[0].blob_id):
+            _set_mark(parts, ns, merged[0])
+            return False
+    except (WalrusMemError, ValueError):
+        return False
     return suspect(parts, ns, merged[0], errors)
 
 
-def suspect(parts: Parts, ns: str, ref: HeadRef, errors: list[str]) -> bool:
+def _mark_key(ns: str) -> str:
+    return f"{MARK_KEY}:{ns}"
+
+
+def _mark(parts: Parts, ns: str) -> tuple[HeadRef, list[str]] | None:
+    """The head of ``ns`` last found served, and the blobs that had to be live then."""
+    raw = parts.catalog.get_meta(_mark_key(ns))
+    try:
+        record = json.loads(raw) if raw else None
+        if not isinstance(record, dict):
+            return None
+        return HeadRef.parse(str(record["head"])), [str(b) for b in record["witnesses"]]
+    except (ValueError, KeyError, TypeError, WalrusMemError):
+        return None
+
+
+def _set_mark(parts: Parts, ns: str, ref: HeadRef) -> None:
+    """Mark ``ref`` (just found served) with the blobs that must be live by the clock now:
+    if the network behind the endpoints changes later, they are what it lost."""
+    witnesses = list(dict.fromkeys(_sample(parts, parts.epochs.clock.current() or 0,
+                                           before=time.time())))
+    parts.catalog.set_meta(_mark_key(ns), json.dumps(
+        {"head": str(ref), "witnesses": [b for b in witnesses if b != ref.blob_id]}))
+
+
+def _live(parts: Parts, blobs: list[str]) -> list[str]:
+    """Those of ``blobs`` the catalog still needs and the clock says must be live: a
+    memory (or a manifest) still lives there. A forget may have deleted the others, a
+    rotation replaced them."""
+    if not blobs:
+        return []
+    now = parts.epochs.clock.current() or 0
+    rows = parts.catalog.query(
+        "SELECT value FROM json_each(?) WHERE value IN (SELECT blob_id FROM memories WHERE "
+        "status = 'published' AND end_epoch > ? UNION SELECT blob_id FROM manifests WHERE "
+        "end_epoch > ?)", (json.dumps(blobs), now, now))
+    return [str(b) for (b,) in rows]
+
+
+def _mark_served(parts: Parts, ns: str, ref: HeadRef, witnesses: list[str]) -> bool | None:
+    """Is the marked head still served (None: no answer)? Past its end epoch, or answering
+    404 while a blob that had to be live with it is served (a head deleted by
+    ``compact``, a rotation's cleanup), the network is the same: True."""
+    try:
+        expired, _ = provably_gone(parts.log, ns, ref)
+        if expired or _served(parts, ref.blob_id):
+            return True
+        live = _live(parts, witnesses)
+        return not live or any(_served(parts, blob) for blob in live)
+    except (WalrusMemError, ValueError):
+        return None
+
+
+def suspect(parts: Parts, ns: str, ref: HeadRef, errors: list[str],
+            sample: list[str] | None = None) -> bool:
     """A head of ``ns`` this data dir needs answered 404 before its end epoch passed: was
     the network wiped or reset? True when it was, and the reset was followed.
 
@@ -285,7 +379,8 @@ def suspect(parts: Parts, ns: str, ref: HeadRef, errors: list[str]) -> bool:
     clock's is held already. Below the clock's newest sighting (record_seen holds it)
     or below the epoch the head was stored in (minus :data:`JUMP_SLACK`), it is a
     reset: impossible on the same network, and the 404 confirms the loss. Otherwise
-    the 404 is "not yet" (a lagging aggregator): nothing changes."""
+    the 404 is "not yet" (a lagging aggregator): nothing changes. ``sample``: the blobs
+    that had to be live with ``ref`` (its mark's), else the newest ones stored before it."""
     if _held(parts) is None:
         try:
             epoch = parts.epochs.probe_epoch()
@@ -300,7 +395,7 @@ def suspect(parts: Parts, ns: str, ref: HeadRef, errors: list[str]) -> bool:
             if stored is None or epoch >= stored - JUMP_SLACK:
                 # not below: "not yet" (a lagging aggregator), unless the network lost
                 # what must still be live (another network behind the endpoints)
-                return _lost_here(parts, ns, ref, epoch, errors)
+                return _lost_here(parts, ns, ref, epoch, errors, sample)
             _hold(parts, epoch, stored)
     return follow(parts, errors, witnesses=[ref.blob_id])
 
@@ -331,14 +426,19 @@ def _identity_changed(parts: Parts, errors: list[str]) -> bool:
     return True
 
 
-def _stored_since(parts: Parts, ref: HeadRef) -> list[str]:
-    """Blobs this data dir stored after it stored the head ``ref`` (the cost ledger's
-    store times): on another network since, they are served and say nothing of what
-    the head's network held. Empty when the head is not ours or the ledger has none."""
+def _stored_since(parts: Parts, ns: str, ref: HeadRef) -> list[str]:
+    """Blobs this data dir stored after it first saw (or stored) the head ``ref`` (the
+    cost ledger's store times): on another network since, they are served and say
+    nothing of what the head's network held. Empty when the ledger has none."""
+    _, seen_at = parts.log.seen.end_bound(ns, ref.blob_id)
     try:
-        rows = parts.catalog.query(
-            "SELECT DISTINCT c.blob_id FROM store_costs c JOIN manifests m ON m.blob_id = ? "
-            "WHERE c.at > m.at", (ref.blob_id,))
+        if seen_at is None:  # heads.sqlite3 lost: the time this data dir published it
+            rows = parts.catalog.query(
+                "SELECT DISTINCT c.blob_id FROM store_costs c JOIN manifests m ON "
+                "m.blob_id = ? WHERE c.at > m.at", (ref.blob_id,))
+        else:
+            rows = parts.catalog.query(
+                "SELECT DISTINCT blob_id FROM store_costs WHERE at > ?", (seen_at,))
     except (sqlite3.Error, LocalStoreError):  # no ledger (a catalog of an older version)
         return []
     return [str(b) for (b,) in rows]
@@ -380,44 +480,81 @@ def _ahead(parts: Parts, errors: list[str]) -> list[str] | None:
     return sample
 
 
-def _lost_here(parts: Parts, ns: str, ref: HeadRef, epoch: int, errors: list[str]) -> bool:
+def _lost_here(parts: Parts, ns: str, ref: HeadRef, epoch: int, errors: list[str],
+               sample: list[str] | None = None) -> bool:
     """A head answered 404 before its end epoch and the network's epoch (``epoch``) is
-    not below it: is this still the network that stored our blobs? The newest blobs our
-    memories live in (and our newest manifest) must still be live by the clock; stored
-    on another network (one whose answers the clock refused: their epochs were ahead)
-    they say nothing. Every one of them answering 404 on every aggregator, in each of
-    three rounds of reads over 5 s (:data:`LOST_CONFIRM_PAUSES`), the network no longer
-    has what this data dir stored: it is another network (a redeploy, a new
-    system object) or a wipe whose epochs did not go back. Then the change is followed
-    as a reset is (:func:`follow`): the clock restarts from ``epoch``, each blob is read
-    and the memories of the lost ones are stored again by this sync. One served: a
-    lagging aggregator, nothing changes. Nothing else to ask: undecided ("not yet")."""
+    not below it: is this still the network that stored our blobs? Two kinds of
+    witnesses are read, on every aggregator, in each of three rounds of reads over 5 s
+    (:data:`LOST_CONFIRM_PAUSES`: an aggregator that has not served a blob yet may
+    answer 404 to its first reads):
+
+    - ``sample``, else the newest blobs our memories live in and our newest manifest,
+      stored before this data dir saw the head (those stored since, or whose answers the
+      clock refused as epochs ahead, may be another network's and say nothing). Every
+      one answering 404 in every round: the network no longer has what it held.
+    - the newest blobs this data dir stored itself that still hold a memory
+      (:func:`_own_sample`), whenever stored: certified and read back then, and never
+      deleted while a memory lives in them. One of them answering 404 in every round is
+      a loss, even while others are served: another machine that followed the change
+      first stored its own memories again, under the same blob ids.
+
+    A loss: another network (a redeploy, a new system object) or a wipe whose epochs
+    did not go back, followed as a reset is (:func:`follow`): the clock restarts from
+    ``epoch``, each blob is read and the memories of the lost ones are stored again by
+    this sync. The head served in a round: a lagging aggregator, nothing changes.
+    Nothing to ask, or a read failing otherwise: undecided ("not yet")."""
     old_now = parts.epochs.clock.current() or 0
-    exclude = {*refused_ends(parts.epochs.clock.store), *_stored_since(parts, ref)}
-    sample = [b for b in dict.fromkeys(_sample(parts, old_now, exclude=exclude))
-              if b != ref.blob_id]
-    if not sample:
+    if sample is None:
+        exclude = {*refused_ends(parts.epochs.clock.store), *_stored_since(parts, ns, ref)}
+        sample = _sample(parts, old_now, exclude=exclude)
+    sample = [b for b in dict.fromkeys(sample) if b != ref.blob_id]
+    own = [b for b in _own_sample(parts, old_now) if b != ref.blob_id]
+    if not sample and not own:
         return False
+    served: set[str] = set()
     for pause in (0.0, *LOST_CONFIRM_PAUSES):
         time.sleep(pause)
-        for blob in sample:
+        for blob in dict.fromkeys([ref.blob_id, *sample, *own]):
+            if blob in served:
+                continue
             try:
                 if _served(parts, blob):
-                    return False  # a lagging aggregator: "not yet"
+                    if blob == ref.blob_id:
+                        return False  # a lagging aggregator: "not yet"
+                    served.add(blob)
             except (WalrusMemError, ValueError) as exc:  # undecided, as before: "not yet"
                 log.info("network change check: %s: %s", type(exc).__name__, exc)
                 return False
+    gone = [b for b in dict.fromkeys([*sample, *own]) if b not in served]
+    if not (sample and all(b not in served for b in sample)) \
+            and not any(b not in served for b in own):
+        return False  # served: a lagging aggregator, or nothing that shows a loss
     newest = parts.epochs.clock.reading().newest_seen
     now = time.time()
     _, seen_by = parts.log.seen.end_bound(ns, ref.blob_id)  # heads seen by then: lost too
     parts.catalog.set_meta(BACKWARDS_KEY, json.dumps({
         "newest": newest, "seen": [[epoch, now, now]], "kind": LOST,
         **({"heads_seen_by": seen_by} if seen_by is not None else {})}))
-    log.warning("the network behind the endpoints (epoch %d) no longer serves any of the "
-                "%d newest blobs this data dir stored that must still be live (%s): another "
-                "network, or a wipe; following it", epoch, len(sample) + 1,
-                ", ".join([ref.blob_id, *sample]))
+    log.warning("the network behind the endpoints (epoch %d) no longer serves %d of the "
+                "%d newest blobs this data dir relies on that must still be live (%s): "
+                "another network, or a wipe; following it", epoch, len(gone) + 1,
+                len(sample) + 1, ", ".join([ref.blob_id, *gone]))
     return follow(parts, errors, witnesses=[ref.blob_id])
+
+
+def _own_sample(parts: Parts, old_now: int) -> list[str]:
+    """The newest blobs this data dir stored itself (the cost ledger) that a memory still
+    lives in and that must be live by the clock (not those whose answers it refused)."""
+    try:
+        rows = parts.catalog.query(
+            "SELECT m.blob_id FROM memories m WHERE m.status = 'published' AND "
+            "m.end_epoch > ? AND m.blob_id IN (SELECT blob_id FROM store_costs) AND "
+            "m.blob_id NOT IN (SELECT value FROM json_each(?)) GROUP BY m.blob_id "
+            "ORDER BY max(m.end_epoch) DESC LIMIT ?",
+            (old_now, json.dumps(list(refused_ends(parts.epochs.clock.store))), SAMPLE))
+    except (sqlite3.Error, LocalStoreError):  # no ledger (a catalog of an older version)
+        return []
+    return [str(b) for (b,) in rows]
 
 
 def _below_heads(parts: Parts) -> str | None:
@@ -506,6 +643,7 @@ def _apply(parts: Parts, seen: list[tuple[int, float, float]], old: object,
             # a new manifest are stored again
             c.execute(f"UPDATE {table} SET end_epoch = ? WHERE end_epoch IS NOT NULL", (new,))
         c.execute("DELETE FROM meta WHERE key IN (?, ?)", (REFUSED_KEY, AHEAD_KEY))
+        c.execute("DELETE FROM meta WHERE key LIKE ?", (f"{MARK_KEY}:%",))  # the old network's
         c.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE "
                   "SET value = excluded.value",
                   (RESET_KEY, json.dumps({"at": now, "kind": kind, "from": old, "to": new,
