@@ -153,10 +153,10 @@ class Postings(Engine):
             with self.cat.write():
                 self.cat.fts_add(NAMESPACE, key, text)
             add.append(time.perf_counter() - t0)
-        for key, _ in samples:
+        for key, text in samples:
             t0 = time.perf_counter()
             with self.cat.write():
-                self.cat.fts_remove(NAMESPACE, key)
+                self.cat.fts_remove(NAMESPACE, key, text)
             delete.append(time.perf_counter() - t0)
         return {"add": percentiles(add), "delete": percentiles(delete),
                 "what": "FTS5 row + postings, one committed write transaction each"}

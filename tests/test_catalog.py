@@ -90,7 +90,7 @@ def test_fts_tables_are_per_namespace_and_named_by_hash(tmp_path: Path) -> None:
         assert [k for k, _ in cat.fts_search("other", '"apples"', 5)] == [2]
         assert set(cat.fts_scores("private-ns", '"pears"', [1, 2])) == {1}
         with cat.write():
-            cat.fts_remove("private-ns", 1)
+            cat.fts_remove("private-ns", 1, "apples and pears")
         assert cat.fts_search("private-ns", '"apples"', 5) == []
     finally:
         cat.close()

@@ -120,3 +120,63 @@ def test_history_moves_to_versions_as_the_memory_changes(tmp_path: Path) -> None
         assert [(e.version, e.event, e.text) for e in mem.history(recs[1].id)] == [
             (1, "ADD", None), (2, "DELETE", None)]
         assert mem._parts.catalog.live_versions_in_blob(first_blob) == 2  # 0's v1, 2's v1
+
+
+def _lexical(mem: Memory, queries: list[str]) -> list[list[tuple[int, float]]]:
+    cat = mem._parts.catalog
+    return [[(k, round(s, 9)) for k, s in cat.fts_matches("default", q)] for q in queries]
+
+
+def test_fts5_keeps_no_text_and_stays_exact_through_updates_forgets_and_repair(
+        tmp_path: Path) -> None:
+    """Schema 9: FTS5 holds the index and row sizes only (``content=''``); a row's tokens
+    are removed by the text memories.text holds. After updates, a forget and a repair of
+    a rotted text, the index and postings equal ones built again from memories."""
+    from walrus_mem._catalog.catalog import fts_table
+    from walrus_mem._catalog.postings import differences
+    from walrus_mem._memory.repair import repair_namespace
+
+    queries = ['"notebook"', '"alpha"', '"attic"', '"shelf" OR "cellar"', '"bravo"',
+               '"delta"', '"echo"', '"charlie"']
+    with _open(tmp_path / "d") as mem:
+        recs = mem.remember_many(TEXTS).records
+        mem.update(recs[0].id, text="the alpha notebook moved to the attic")
+        mem.update(recs[1].id, metadata={"room": "attic"})
+        mem.update(recs[2].id, text="the charlie notebook went to the cellar")
+        mem.forget(recs[3].id)
+        cat = mem._parts.catalog
+        keys = {str(r[0]): int(r[1]) for r in cat.query("SELECT id, key FROM memories")}
+        table = fts_table("default")
+        assert cat.query_one("SELECT 1 FROM sqlite_master WHERE name = ?",
+                             (f"{table}_content",)) is None
+        assert cat.query_one(f"SELECT text FROM {table} WHERE rowid = ?",
+                             (keys[recs[1].id],))[0] is None
+        assert differences(cat.conn, "default") == []
+        incremental = _lexical(mem, queries)
+        cat.rebuild_lexical("default")
+        assert _lexical(mem, queries) == incremental
+        assert [k for k, _ in incremental[1]] == [keys[recs[0].id]]  # alpha: the new text
+        with cat.write() as c:  # the text column rots; the sealed copy is intact
+            c.execute("UPDATE memories SET text = 'the echo notebook sits on shelf 4 zulu' "
+                      "WHERE key = ?", (keys[recs[4].id],))
+        report = repair_namespace(mem)
+        assert report.rebuilt == [recs[4].id]
+        assert differences(cat.conn, "default") == []
+        assert cat.fts_matches("default", '"zulu"') == []
+        assert _lexical(mem, queries) == incremental
+
+
+def test_the_upgraded_schema_7_catalog_keeps_no_fts5_text(tmp_path: Path) -> None:
+    from walrus_mem._catalog.catalog import fts_table
+    from walrus_mem._catalog.postings import differences
+
+    data = tmp_path / "d"
+    data.mkdir(mode=0o700)
+    shutil.copy(SCHEMA7, data / "catalog.sqlite3")
+    with _open(data) as mem:
+        cat = mem._parts.catalog
+        for ns in ("default", "other"):
+            assert cat.query_one("SELECT 1 FROM sqlite_master WHERE name = ?",
+                                 (f"{fts_table(ns)}_content",)) is None
+            assert differences(cat.conn, ns) == []
+        assert int(cat.query_one("SELECT count(*) FROM versions")[0]) == 7

@@ -76,7 +76,7 @@ def test_postings_follow_any_sequence_of_writes(
     postings equal to FTS5's index, and scores equal to FTS5's bm25."""
     cat = _catalog(tmp_path_factory.mktemp("p"))
     try:
-        present: set[int] = set()
+        present: dict[int, str] = {}  # key -> its text (FTS5 keeps none: fts_remove is told)
         done = 0
         while done < len(ops):
             with cat.write():
@@ -85,13 +85,13 @@ def test_postings_follow_any_sequence_of_writes(
                     text = " ".join(words)
                     if op == "add" and key not in present:
                         cat.fts_add(NS, key, text)
-                        present.add(key)
+                        present[key] = text
                     elif op == "remove":
-                        cat.fts_remove(NS, key)
-                        present.discard(key)
+                        cat.fts_remove(NS, key, present.pop(key, ""))
                     elif op == "replace" and key in present:
-                        cat.fts_remove(NS, key)
+                        cat.fts_remove(NS, key, present[key])
                         cat.fts_add(NS, key, text)
+                        present[key] = text
                     if commit:
                         break
         assert_postings_match_fts5(cat, NS)
@@ -121,7 +121,7 @@ def test_inserts_in_any_key_order_keep_blocks_small(tmp_path: Path, small_blocks
         assert 60 / 8 <= blocks <= 60 / 2
         with cat.write():
             for key in keys[::2]:
-                cat.fts_remove(NS, key)
+                cat.fts_remove(NS, key, f"alpha beta{key % 3} alpha")
         assert_postings_match_fts5(cat, NS)
         _assert_same_scores(cat, "alpha beta1", 30)
     finally:
@@ -224,7 +224,7 @@ def test_a_failed_transaction_leaves_the_postings_as_they_were(tmp_path: Path) -
             cat.fts_add(NS, 1, "alpha beta")
         with pytest.raises(RuntimeError), cat.write():
             cat.fts_add(NS, 2, "alpha gamma")
-            cat.fts_remove(NS, 1)
+            cat.fts_remove(NS, 1, "alpha beta")
             raise RuntimeError("crash before commit")
         assert_postings_match_fts5(cat, NS)
         assert postings.stats(cat.conn, NS) == (1, 2)
@@ -377,8 +377,8 @@ def test_blocks_of_every_width(tmp_path: Path, small_blocks: None) -> None:
         assert {1, 8} <= widths  # one term, blocks of several widths
         _assert_same_scores(cat, "alpha beta gamma", len(keys) + 2)
         with cat.write():
-            cat.fts_remove(NS, 301)
-            cat.fts_remove(NS, 2**33)
+            cat.fts_remove(NS, 301, long)
+            cat.fts_remove(NS, 2**33, "alpha beta")
         assert_postings_match_fts5(cat, NS)
         _assert_same_scores(cat, "alpha beta gamma", len(keys))
     finally:

@@ -204,13 +204,14 @@ def check_consistency(mem: Memory, namespace: str) -> Consistency:
                      "WHERE namespace = ?", (namespace,))
     report.memories = len(rows)
     keys = {int(r["key"]) for r in rows}
-    fts_texts = {int(r[0]): str(r[1]) for r in cat.query(
+    fts_texts = {int(r[0]): r[1] for r in cat.query(
         f"SELECT rowid, text FROM {_fts_table(namespace)}")}
     fts = set(fts_texts)
     if fts != keys:
         report.problems.append(f"FTS rows differ from catalog: {len(fts ^ keys)} keys")
-    for r in rows:
-        if fts_texts.get(int(r["key"])) != r["text"]:
+    for r in rows:  # a catalog whose FTS5 keeps no text (schema 9): the postings check
+        held = fts_texts.get(int(r["key"]))  # below compares its tokens with the texts'
+        if held is not None and held != r["text"]:
             report.problems.append(f"FTS text differs for {r['id']}")
             break
     try:  # the postings recall scores from (a catalog that has them)

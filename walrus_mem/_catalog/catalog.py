@@ -96,6 +96,7 @@ BUSY_TIMEOUT_MS: Final = 30_000
 RECLAIM_MIN_PAGES: Final = 256  # scrub() gives free pages back from 1 MiB of them (_reclaim)
 _INCREMENTAL: Final = 2  # PRAGMA auto_vacuum's value for INCREMENTAL
 POSTINGS_FORMAT: Final = postings.FORMAT  # meta 'postings': a change rebuilds them all
+FTS_CONTENT: Final = "none"  # meta 'fts_content': FTS5 tables without a text copy (schema 9)
 
 
 def vector_to_blob(vector: npt.NDArray[np.float32]) -> bytes:
@@ -218,34 +219,50 @@ class Catalog(FtsQueries, PostingsQueries, ChangeLog, OutboxQueue, MemoryQueries
         with self.write():
             rebuild = self.get_meta("fts_tokenize") != FTS_TOKENIZE
             relex = rebuild or self.get_meta("postings") != POSTINGS_FORMAT
+            recopy = self.get_meta("fts_content") != FTS_CONTENT
             for (name,) in c.execute("SELECT name FROM namespaces").fetchall():
-                self._create_fts(str(name), rebuild=rebuild, relex=relex)
+                self._create_fts(str(name), rebuild=rebuild, relex=relex, recopy=recopy)
             self.set_meta("fts_tokenize", FTS_TOKENIZE)
             self.set_meta("postings", POSTINGS_FORMAT)
+            self.set_meta("fts_content", FTS_CONTENT)
 
     def _create_fts(self, namespace: str, *, rebuild: bool = False,
-                    relex: bool = False) -> None:
+                    relex: bool = False, recopy: bool = False) -> None:
+        """Make the namespace's FTS5 table and postings. ``rebuild``: both again from
+        ``memories``; ``relex``: the postings again from the FTS5 index; ``recopy``: the
+        FTS5 table again without a text copy (the same tokens: postings kept)."""
         c = self.conn
         table = fts_table(namespace)
         exists = c.execute(
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (table,)
         ).fetchone()
         self._pending_postings.pop(namespace, None)  # the rebuild reads them from FTS5
-        if exists and not rebuild:
-            if relex or not c.execute(
-                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
-                    (postings.postings_table(namespace),)).fetchone():
+        lexed = c.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?",
+                          (postings.postings_table(namespace),)).fetchone() is not None
+        if exists and not rebuild and not recopy:
+            if relex or not lexed:
                 postings.rebuild(c, namespace)
             return
         if exists:
             c.execute(f"DROP TABLE {table}")
         tokenize = FTS_TOKENIZE.replace("'", "''")
-        c.execute(f"CREATE VIRTUAL TABLE {table} USING fts5(text, tokenize = '{tokenize}')")
+        # content='': FTS5 keeps the index and row sizes (bm25), not the text, which
+        # memories.text holds; so a row is deleted by giving its text (fts_remove).
+        c.execute(f"CREATE VIRTUAL TABLE {table} USING fts5(text, content = '', "
+                  f"tokenize = '{tokenize}')")
         c.execute(
             f"INSERT INTO {table} (rowid, text) SELECT key, text FROM memories WHERE namespace = ?",
             (namespace,),
         )
-        postings.rebuild(c, namespace)
+        if rebuild or relex or not exists or not lexed:
+            postings.rebuild(c, namespace)
+
+    @_guarded
+    def rebuild_lexical(self, namespace: str) -> None:
+        """The namespace's FTS5 table and postings again from ``memories.text`` (repair of
+        rows whose text rotted: the tokens indexed for them are not known any more)."""
+        with self.write():
+            self._create_fts(namespace, rebuild=True)
 
     @_guarded
     def fts_add(self, namespace: str, key: int, text: str) -> None:
@@ -270,17 +287,19 @@ class Catalog(FtsQueries, PostingsQueries, ChangeLog, OutboxQueue, MemoryQueries
                               [(key, c) for (key, _), c in zip(rows, counts, strict=True)])
 
     @_guarded
-    def fts_remove(self, namespace: str, key: int) -> None:
-        """Drop ``key``'s FTS5 row and postings (inside a write transaction)."""
+    def fts_remove(self, namespace: str, key: int, text: str) -> None:
+        """Drop ``key``'s FTS5 row and postings (inside a write transaction). ``text`` must
+        be the text indexed for it (what memories.text held when fts_add ran): FTS5 keeps
+        no copy, and removes the tokens of the text it is given."""
         table = fts_table(namespace)
         with self._lock:
             self._flush_postings()  # a row added earlier in this transaction has them first
-            row = self.conn.execute(f"SELECT text FROM {table} WHERE rowid = ?",
-                                    (key,)).fetchone()
-            if row is None:
+            if self.conn.execute(f"SELECT 1 FROM {table} WHERE rowid = ?",
+                                 (key,)).fetchone() is None:
                 return
-            postings.remove(self.conn, namespace, key, postings.tokenizer().counts(str(row[0])))
-            self.conn.execute(f"DELETE FROM {table} WHERE rowid = ?", (key,))
+            postings.remove(self.conn, namespace, key, postings.tokenizer().counts(text))
+            self.conn.execute(f"INSERT INTO {table} ({table}, rowid, text) "
+                              "VALUES ('delete', ?, ?)", (key, text))
 
     def close(self) -> None:
         with self._lock:

@@ -198,5 +198,12 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     DELETE FROM versions WHERE (memory_id, version, event) IN
         (SELECT id, version, event FROM memories WHERE event IS NOT NULL);
     """,
+    # 9: the FTS5 tables keep no copy of the text (``content=''``; memories.text is the
+    # text): the catalog recreates them from ``memories`` when it opens (meta
+    # 'fts_content', catalog._ensure_fts). The version bump keeps older walrus_mem, which
+    # reads a row's text back from FTS5 to delete it, out.
+    """
+    DELETE FROM meta WHERE key = 'fts_content';
+    """,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)

@@ -37,7 +37,7 @@ class MemoryWrites(CatalogPart):
     if TYPE_CHECKING:
         def fts_add(self, namespace: str, key: int, text: str) -> None: ...
 
-        def fts_remove(self, namespace: str, key: int) -> None: ...
+        def fts_remove(self, namespace: str, key: int, text: str) -> None: ...
 
         def note_epoch(self, epoch: int | None, *, at: float | None = None,
                        trusted: bool = False) -> None: ...
@@ -154,8 +154,8 @@ class MemoryWrites(CatalogPart):
         ``carried``: ``vector`` was taken from ``row``'s sealed copy by the caller."""
         values = {**_MEMORY_DEFAULTS, **row}
         with self.write() as c:
-            before = c.execute(f"SELECT dedupe_hash, {VECTOR_COLUMNS}, id, version, event "
-                               "FROM memories WHERE key = ?", (key,)).fetchone()
+            before = c.execute(f"SELECT dedupe_hash, {VECTOR_COLUMNS}, id, version, event, "
+                               "text FROM memories WHERE key = ?", (key,)).fetchone()
             if before is None:
                 raise LocalStoreError(f"no memory with key {key} to replace")
             mid = str(before["id"])
@@ -186,8 +186,8 @@ class MemoryWrites(CatalogPart):
                 c.execute("UPDATE memories SET vector = ? WHERE key = ?",
                           (stored_vector(c, namespace, values["sealed"], kept,
                                          carried=carried and vector is not None), key))
-            if vector is not None:
-                self.fts_remove(namespace, key)
+            if vector is not None or str(before["text"]) != str(values["text"]):
+                self.fts_remove(namespace, key, str(before["text"]))
                 self.fts_add(namespace, key, str(values["text"]))
             # Even without a new vector: the index keeps importance / expiry too.
             c.execute("INSERT INTO changes (namespace, key) VALUES (?, ?)", (namespace, key))
@@ -220,7 +220,8 @@ class MemoryWrites(CatalogPart):
         """
         with self.write() as c:
             row = c.execute(
-                "SELECT key, version, dedupe_hash FROM memories WHERE id = ? AND namespace = ?",
+                "SELECT key, version, dedupe_hash, text FROM memories WHERE id = ? "
+                "AND namespace = ?",
                 (memory_id, namespace),
             ).fetchone()
             blobs: dict[str, bool | None] = {}
@@ -238,7 +239,7 @@ class MemoryWrites(CatalogPart):
                     [(b, namespace, None if d is None else int(d), at) for b, d in blobs.items()])
                 c.execute("DELETE FROM memories WHERE key = ?", (key,))
                 self._promote_twin(c, namespace, str(row["dedupe_hash"]))
-                self.fts_remove(namespace, key)
+                self.fts_remove(namespace, key, str(row["text"]))
                 c.execute("INSERT INTO changes (namespace, key) VALUES (?, ?)", (namespace, key))
                 c.execute("DELETE FROM outbox_items WHERE memory_id = ?", (memory_id,))
                 self._drop_empty_outbox(namespace)

@@ -281,8 +281,8 @@ def _rebuild_row(mem: RepairHost, ns: str, row: Any, sealed: bytes, report: Repa
                 "expires_at = ?, dedupe_hash = ?, vector = ? WHERE key = ?",
                 (text, metadata, record.get("category"), float(record["importance"]),
                  record.get("expires_at"), mem.keys_for(ns).dedupe_hash(text), vector, key))
-            catalog.fts_remove(ns, key)
-            catalog.fts_add(ns, key, text)
+            # the lexical index is rebuilt once the namespace's rows are (repair_namespace):
+            # FTS5 keeps no text, and the tokens indexed for a rotted text are not known
             c.execute("INSERT INTO changes (namespace, key) VALUES (?, ?)", (ns, key))
             c.execute("UPDATE versions SET text = ?, metadata = ? WHERE memory_id = ? AND "
                       "version = ? AND event != 'CONFLICT'", (text, metadata, mid,
@@ -307,6 +307,10 @@ def repair_namespace(mem: RepairHost, namespace: str | None = None) -> RepairRep
         _replace_sealed(mem, ns, report)
     except WalrusMemError as exc:  # e.g. no key for this namespace here
         report.unrepaired.append(("*", f"sealed copies not checked: {type(exc).__name__}: {exc}"))
+    finally:
+        if report.rebuilt:  # their texts changed: FTS5 and postings again from memories
+            with mem.parts.lock:
+                mem.parts.catalog.rebuild_lexical(ns)
     report.requeued = requeue_lost(mem.parts.catalog, ns)
     info = mem.parts.catalog.namespace(ns)
     if info is not None and info["model_id"] is not None:
