@@ -302,7 +302,9 @@ def test_a_mapped_index_answers_exactly_as_the_one_it_was_saved_from(
     store = IndexStore(tmp_path / "index", cat)
     mapped = store.get("ns", "m", DIM)
     assert mapped.viewed and mapped.rows_loaded
-    assert isinstance(mapped.vectors.base, np.memmap)  # a view of the mapped file
+    # every vector is read from the USearch file's matrix, mapped: no copy of it
+    assert isinstance(mapped._file_vectors.base, np.memmap)
+    assert (mapped.file_slot[list(mapped.slots.values())] >= 0).all()
     got = [(mapped.search(q, 10), mapped.search_all(q), mapped.similarities(keys[::7], q))
            for q in queries]
     assert got == want

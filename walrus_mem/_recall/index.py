@@ -57,7 +57,9 @@ import numpy.typing as npt
 from filelock import FileLock, Timeout
 
 from ..errors import LocalStoreError
+from .index_vectors import VECTOR_DTYPE, SlotVectors, file_slots, lazy_zeros
 from .native import before_usearch
+from .usearch_file import slot_keys, vector_matrix
 
 before_usearch()  # onnxruntime would crash once USearch is loaded otherwise (native.py)
 import numkong as nk  # noqa: E402  (USearch's own kernels; loaded by usearch.index already)
@@ -105,12 +107,16 @@ def _add(index: Index, keys: npt.NDArray[np.uint64],
     index.add(keys, vectors, threads=1)
 
 
-_ROWS_DTYPE: Final = np.dtype([("key", "<i8"), ("created_at", "<f8"), ("importance", "<f8"),
-                                ("expires_at", "<f8"), ("norm", "<f4")])
+_ROWS_V1: Final = [("key", "<i8"), ("created_at", "<f8"), ("importance", "<f8"),
+                   ("expires_at", "<f8"), ("norm", "<f4")]
+_ROWS_DTYPE_V1: Final = np.dtype(_ROWS_V1)  # rows files whose vector copies hold every row
+_ROWS_DTYPE: Final = np.dtype([*_ROWS_V1, ("file_slot", "<i4")])
 # ``norm`` once held the vector's norm (never 0: a zero vector is refused); now 0 marks a
 # memory held in the rows but not yet in the graph (pending), anything else one in it.
 # Rows files of earlier versions hold no 0 there: every memory in them is in the graph.
-_VECTOR_DTYPE: Final = np.dtype("<f2")
+# ``file_slot``: the row's slot in the saved USearch file, whose vector matrix holds its
+# vector (usearch_file.py); -1: the vector is in the copies (pending, or written since).
+_VECTOR_DTYPE: Final = VECTOR_DTYPE
 
 
 def _empty_rows(count: int) -> npt.NDArray[np.void]:
@@ -118,20 +124,27 @@ def _empty_rows(count: int) -> npt.NDArray[np.void]:
     rows["key"] = -1
     rows["norm"] = 1.0
     rows["expires_at"] = np.nan
+    rows["file_slot"] = -1
     return rows
 
 
 class NamespaceIndex:
     """The in-memory USearch index of one namespace plus what it has applied.
 
-    Beside the HNSW graph it keeps, per memory, a float16 copy of the vector
-    (exact cosine of keyword-only candidates without USearch's per-key
-    lookups) and the attributes ranking needs (created_at, importance,
-    expires_at), in numpy arrays addressed by slot: recall gathers them for a
-    hundred candidates with one indexing operation instead of reading catalog
-    rows. That copy costs ``2 * dim`` bytes per memory (77 MB at 100k x 384);
-    it is saved as its own file and mapped on open, so only the copies recalls
-    touch are ever read (the attributes, 36 bytes per memory, are read whole).
+    Beside the HNSW graph it keeps, per memory, the attributes ranking needs
+    (created_at, importance, expires_at) in numpy arrays addressed by slot:
+    recall gathers them for a hundred candidates with one indexing operation
+    instead of reading catalog rows (40 bytes per memory, read whole on open).
+    The float16 vectors (exact cosines of keyword-only candidates without
+    USearch's per-key lookups) are gathered by slot too (:meth:`vectors_at`),
+    from one of two places: a memory in the last saved USearch file is read
+    from that file's vector matrix, mapped read-only (``file_slot``, found when
+    the file is saved: usearch_file.py); a memory not in it (pending, or
+    written since that save) from the *copies*, an array that holds only those
+    rows and is saved as its own small file. So the index directory keeps a
+    built memory's vector once (the copies of every memory cost 869 B per
+    memory at 10k), and a process holds only the copies written since its last
+    save in RAM.
 
     A saved graph is opened as a read-only memory map of its file (USearch's
     ``view``): nothing is read until searches touch it, and a process that only
@@ -188,10 +201,12 @@ class NamespaceIndex:
         self._slots = {}
         self._free: list[int] = []
         self._forget_table()
+        self._file_vectors: npt.NDArray[np.float16] = np.zeros((0, self.dim), _VECTOR_DTYPE)
         self._bind(_empty_rows(0), np.zeros((0, self.dim), _VECTOR_DTYPE))
 
-    def _bind(self, rows: npt.NDArray[np.void], vectors: npt.NDArray[np.float16]) -> None:
-        """Use ``rows`` (one record per slot) and ``vectors`` (one row per slot).
+    def _bind(self, rows: npt.NDArray[np.void], copies: npt.NDArray[np.float16]) -> None:
+        """Use ``rows`` (one record per slot) and ``copies`` (one vector per slot, stored
+        where ``file_slot`` is -1).
 
         One structured array holds every attribute so that it is saved as one
         file and reopened as one memory map; the vector copies are a second
@@ -199,7 +214,8 @@ class NamespaceIndex:
         """
         self.rows = rows
         self.keys: npt.NDArray[np.int64] = rows["key"]  # -1: free slot
-        self.vectors: npt.NDArray[np.float16] = vectors
+        self._copies: npt.NDArray[np.float16] = copies
+        self.file_slot: npt.NDArray[np.int32] = rows["file_slot"]  # -1: in the copies
         # 0: pending (not in the graph yet). The field once held norms (the exact cosines
         # are NumKong's now, which normalise); it keeps saved rows files' layout.
         self.in_graph: npt.NDArray[np.float32] = rows["norm"]
@@ -218,9 +234,10 @@ class NamespaceIndex:
         new = needed if exact else max(needed, 2 * size, 64)
         rows = _empty_rows(new)
         rows[:size] = self.rows
-        vectors = np.zeros((new, self.dim), _VECTOR_DTYPE)
-        vectors[:size] = self.vectors
-        self._bind(rows, vectors)
+        copies = lazy_zeros(new, self.dim)
+        held = self._copied()
+        copies[held] = self._copies[held]  # only those: the others' pages stay unmapped
+        self._bind(rows, copies)
         self._free.extend(range(new - 1, size - 1, -1))  # lowest slot popped first
 
     def set_rows(
@@ -247,7 +264,8 @@ class NamespaceIndex:
         self.pending += (len(unique) if pending else 0) - was
         self._pending_cache = None
         if vectors is not None:
-            self.vectors[at] = vectors
+            self._copies[at] = vectors
+            self.file_slot[at] = -1  # the saved file's row is the old vector, if any
         self.created_at[at] = [a[0] for a in attrs]
         self.importance[at] = [a[1] for a in attrs]
         self.expires_at[at] = [np.nan if a[2] is None else a[2] for a in attrs]
@@ -256,7 +274,9 @@ class NamespaceIndex:
         for key in keys:
             slot = self.slots.pop(key, None)
             if slot is not None:
-                self.vectors[slot] = 0  # a forgotten memory's vector does not linger in RAM
+                if self.file_slot[slot] < 0:
+                    self._copies[slot] = 0  # a forgotten memory's vector does not linger
+                self.file_slot[slot] = -1
                 if self.in_graph[slot] == 0:
                     self.pending -= 1
                     self.in_graph[slot] = 1.0
@@ -265,6 +285,50 @@ class NamespaceIndex:
                 self._free.append(slot)
                 if self._table is not None and 0 <= key - self._table_base < len(self._table):
                     self._table[key - self._table_base] = -1
+
+    # -- the vectors: the saved file's matrix, or the copies ------------------------------
+
+    @property
+    def vectors(self) -> SlotVectors:
+        """``vectors[slots]``: the float16 vectors at ``slots`` (:meth:`vectors_at`)."""
+        return SlotVectors(self.vectors_at, len(self.keys))
+
+    def vectors_at(self, slots: npt.NDArray[np.intp]) -> npt.NDArray[np.float16]:
+        """The float16 vectors at ``slots``: one gather from the saved file's matrix when
+        all of them are in it (a recall's candidates, once the index is saved), else
+        from the copies, with the saved ones filled in."""
+        at = self.file_slot[slots]
+        if len(at) and int(at.min()) >= 0:
+            return self._file_vectors[at]
+        out = self._copies[slots]
+        saved = at >= 0
+        if saved.any():
+            out[saved] = self._file_vectors[at[saved]]
+        return out
+
+    def _copied(self) -> npt.NDArray[np.intp]:
+        """Slots whose vector is in the copies: pending, or written since the last save."""
+        return np.flatnonzero((self.keys >= 0) & (self.file_slot < 0))
+
+    def _adopt_file(self, path: Path) -> None:
+        """Read the vectors of the memories the just-saved USearch file holds from it, and
+        keep copies of the others only. A file whose layout is not the one usearch_file.py
+        reads changes nothing: every vector stays in the copies."""
+        try:
+            file_keys, matrix = slot_keys(path, self.dim), vector_matrix(path, self.dim)
+        except (OSError, ValueError):
+            file_keys = matrix = None
+        if file_keys is None or matrix is None or len(file_keys) != len(matrix):
+            log.warning("index file %s: its vectors cannot be read in place (another "
+                        "USearch layout?); keeping copies", self.path.name)
+            return
+        built = (self.keys >= 0) & (self.in_graph != 0)
+        file_slot = file_slots(self.keys, built, file_keys)
+        held = np.flatnonzero((self.keys >= 0) & (file_slot < 0))
+        copies = lazy_zeros(len(self.keys), self.dim)
+        copies[held] = self.vectors_at(held)  # before the switch: from where they are now
+        self.file_slot[:] = file_slot
+        self._copies, self._file_vectors = copies, matrix
 
     def slots_of(self, keys: list[int]) -> npt.NDArray[np.intp]:
         """Slots of ``keys``; every key must be present (see :attr:`slots`)."""
@@ -393,7 +457,7 @@ class NamespaceIndex:
             return 0
         self._writable()
         keys = self.keys[slots].astype(np.uint64)
-        _add(self.index, keys, self.vectors[slots].astype(np.float32))
+        _add(self.index, keys, self.vectors_at(slots).astype(np.float32))
         self.in_graph[slots] = 1.0
         self.pending -= len(slots)
         self.built_unsaved += len(slots)
@@ -427,14 +491,15 @@ class NamespaceIndex:
 
         Computed as USearch's search computes it: the query cast to float16 and
         NumKong's cosine kernel (the library USearch is built on) over the
-        float16 copies, so a candidate scores the same whether the ANN search
-        or the keyword side brought it in. NumKong reads the halves directly:
+        float16 vectors (the saved file's, or the copies), so a candidate
+        scores the same whether the ANN search or the keyword side brought it
+        in. NumKong reads the halves directly:
         about 2.5x faster than casting them to float32 for numpy.
         """
         if len(slots) == 0:
             return np.empty(0)
         query = np.asarray(vector, dtype=np.float16).reshape(1, -1)
-        angular = np.asarray(nk.cdist(query, self.vectors[slots], "angular"))
+        angular = np.asarray(nk.cdist(query, self.vectors_at(slots), "angular"))
         sims: npt.NDArray[np.float64] = 1.0 - angular.reshape(-1)
         return sims
 
@@ -564,9 +629,13 @@ class NamespaceIndex:
     def _load_rows_file(self, meta: dict[str, Any]) -> bool:
         """Map the saved per-memory rows named by ``meta``; False if they must be read again.
 
-        The file is mapped copy-on-write: opening costs no read of the vectors
-        (at 1M memories they are 768 MB), pages come in as recalls touch them,
-        and writes stay private to this process until the next save.
+        The rows file is mapped copy-on-write (writes stay private to this
+        process until the next save); the built memories' vectors are read from
+        the USearch file's matrix, mapped read-only: opening reads no vector (at
+        1M memories they are 768 MB), pages come in as recalls touch them. The
+        vector copies (pending memories) are read into the copies array. Rows
+        files of earlier versions (no ``file_slot``) come with a copy of every
+        vector: mapped copy-on-write and used as the copies until the next save.
         """
         names = meta.get("rows_file"), meta.get("vectors_file")
         if not all(isinstance(name, str) and "/" not in name and name.startswith(self.path.stem)
@@ -575,11 +644,13 @@ class NamespaceIndex:
         try:
             rows, vectors = (np.load(self.path.parent / str(name), mmap_mode="c",
                                      allow_pickle=False) for name in names)
+            matrix = vector_matrix(self.path, self.dim)
         except (OSError, ValueError) as exc:
             log.info("index rows %s unreadable (%s); reading the catalog", names, exc)
             return False
-        if (rows.ndim != 1 or rows.dtype != _ROWS_DTYPE or vectors.dtype != _VECTOR_DTYPE
-                or vectors.shape != (len(rows), self.dim)):
+        if (rows.ndim != 1 or rows.dtype not in (_ROWS_DTYPE, _ROWS_DTYPE_V1)
+                or vectors.dtype != _VECTOR_DTYPE or vectors.ndim != 2
+                or vectors.shape[1] != self.dim or matrix is None):
             return False
         keys = rows["key"]
         present = np.flatnonzero(keys >= 0)
@@ -589,7 +660,26 @@ class NamespaceIndex:
             return False
         # Plain ndarray views of the maps: np.memmap's Python-level __getitem__ costs
         # about 0.1 ms per recall over its dozen gathers.
-        self._bind(rows.view(np.ndarray), vectors.view(np.ndarray))
+        rows, vectors = rows.view(np.ndarray), vectors.view(np.ndarray)
+        if rows.dtype == _ROWS_DTYPE_V1:  # a copy of every vector, one per slot
+            if len(vectors) != len(rows):
+                return False
+            old, rows = rows, _empty_rows(len(rows))
+            for name in _ROWS_DTYPE_V1.names or ():
+                rows[name] = old[name]
+            copies = vectors
+        else:
+            slots = rows["file_slot"][present]
+            held = present[slots < 0]
+            if (len(vectors) != len(held) or int(slots.max(initial=-1)) >= len(matrix)
+                    or bool(np.any(slots[rows["norm"][present] == 0] >= 0))):
+                log.info("index rows %s do not match their vector files; reading the catalog",
+                         names[0])
+                return False
+            copies = lazy_zeros(len(rows), self.dim)
+            copies[held] = vectors  # the pending memories' (and the rest of a cut save's)
+        self._bind(rows, copies)
+        self._file_vectors = matrix
         self._slots = None  # built from the keys if a write or a full scan needs it
         self._free = np.flatnonzero(keys < 0)[::-1].tolist()
         self._forget_table()
@@ -597,7 +687,8 @@ class NamespaceIndex:
         return True
 
     def _save_rows(self) -> tuple[str, str]:
-        """Write the rows and the vector copies to new files (named in the metadata next)."""
+        """Write the rows and the vector copies (of the memories not in the USearch file
+        just saved: the pending ones) to new files (named in the metadata next)."""
         count = self.count()
         if len(self._free) < count // 8:
             self._grow(count + count // 8 + 64, exact=True)  # headroom
@@ -608,7 +699,8 @@ class NamespaceIndex:
         end = min(len(self.rows), (int(used[-1]) + 1 if len(used) else 0) + count // 8 + 64)
         token = os.urandom(6).hex()
         names = f"{self.path.stem}.{token}.rows.npy", f"{self.path.stem}.{token}.vectors.npy"
-        for name, array in zip(names, (self.rows[:end], self.vectors[:end]), strict=True):
+        copies = self._copies[self._copied()]  # in slot order: the rows file says whose
+        for name, array in zip(names, (self.rows[:end], copies), strict=True):
             tmp = self.path.with_name(name + f".{os.getpid()}.tmp")
             with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as fh:
                 np.save(fh, array, allow_pickle=False)
@@ -640,6 +732,7 @@ class NamespaceIndex:
                 self.index.save(str(tmp))
                 os.chmod(tmp, 0o600)  # vectors say something about the texts: owner only
                 digest = file_digest(tmp)  # read back from the page cache
+                self._adopt_file(tmp)  # built memories' vectors: read from the file now
                 os.replace(tmp, self.path)
                 stamp = file_stamp(self.path)
                 rows_file, vectors_file = self._save_rows()

@@ -1,0 +1,78 @@
+"""Where a namespace index keeps its float16 vectors: the saved USearch file, or copies.
+
+``NamespaceIndex`` (index.py) reads a memory's vector, by slot, from one of two places:
+
+* the vector matrix of the USearch file it last saved or opened, mapped read-only
+  (usearch_file.py), at the row's ``file_slot``: every memory that file holds;
+* the *copies*, an array addressed by slot (:func:`lazy_zeros`) holding the others only:
+  pending memories (not in the graph yet) and those written since that save.
+
+A save writes the graph, reads from the new file which slot holds which key
+(:func:`file_slots`), and drops the copies of the memories it holds; only the remaining
+copies are saved beside it. So the index directory keeps a built memory's vector once,
+and a process holds in RAM only the copies written since its last save.
+"""
+
+from __future__ import annotations
+
+import mmap
+from collections.abc import Callable
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["VECTOR_DTYPE", "SlotVectors", "file_slots", "lazy_zeros"]
+
+VECTOR_DTYPE: Final = np.dtype("<f2")
+
+
+def lazy_zeros(count: int, dim: int) -> npt.NDArray[np.float16]:
+    """A zeroed float16 (count, dim) array whose pages take memory only once written: the
+    copies are addressed by slot but hold few rows (a million-slot array costs nothing
+    until a row is stored). An anonymous mapping, not np.zeros: whether calloc maps
+    fresh pages depends on the allocator's thresholds."""
+    if count * dim == 0:
+        return np.zeros((count, dim), VECTOR_DTYPE)
+    buffer = mmap.mmap(-1, count * dim * VECTOR_DTYPE.itemsize)
+    return np.frombuffer(buffer, dtype=VECTOR_DTYPE).reshape(count, dim)
+
+
+def file_slots(keys: npt.NDArray[np.int64], built: npt.NDArray[np.bool_],
+               file_keys: npt.NDArray[np.int64]) -> npt.NDArray[np.int32]:
+    """Per row (``keys``: -1 for a free row), the USearch file slot whose key is the row's
+    (``file_keys``: the key of each file slot, -1 if freed), or -1: rows not ``built``
+    (pending: not in the graph, so not in the file) and keys the file does not hold."""
+    out = np.full(len(keys), -1, dtype=np.int32)
+    in_file = np.flatnonzero(file_keys >= 0)
+    if not len(in_file):
+        return out
+    order = np.argsort(file_keys[in_file], kind="stable")
+    sorted_keys = file_keys[in_file][order]
+    rows = np.flatnonzero(built & (keys >= 0))
+    pos = np.minimum(np.searchsorted(sorted_keys, keys[rows]), len(sorted_keys) - 1)
+    found = sorted_keys[pos] == keys[rows]
+    out[rows[found]] = in_file[order[pos[found]]]
+    return out
+
+
+class SlotVectors:
+    """``idx.vectors[slots]``: the float16 vectors at ``slots`` (an int, an int array or a
+    boolean mask), wherever each is kept (``read``: ``NamespaceIndex.vectors_at``)."""
+
+    def __init__(self, read: Callable[[npt.NDArray[np.intp]], npt.NDArray[np.float16]],
+                 size: int) -> None:
+        self._read = read
+        self._size = size
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __getitem__(self, at: Any) -> npt.NDArray[np.float16]:
+        arr = np.asarray(at)
+        if arr.dtype == np.bool_:
+            return self._read(np.flatnonzero(arr))
+        if arr.ndim == 0:
+            one: npt.NDArray[np.float16] = self._read(arr.reshape(1).astype(np.intp))[0]
+            return one
+        return self._read(arr.astype(np.intp, copy=False))
