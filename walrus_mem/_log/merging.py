@@ -411,8 +411,8 @@ class Merging(LogPart):
         live = {str(r[0]) for r in self.catalog.query(
             "SELECT id FROM memories WHERE namespace = ?", (ns,))}
         tombstones = self.catalog.tombstones(ns)
-        ours_only = sum(1 for mid in live if skipped.listed_as(listed, mid) is not False) + sum(
-            1 for mid in tombstones if skipped.listed_as(listed, mid) is not True)
+        listed_live, listed_dead = skipped.listed(listed)
+        ours_only = len(live - listed_live) + len(tombstones.keys() - listed_dead)
         lost = any(c in gone or self.seen.is_gone(ns, c.blob_id) for c in newest)
         ahead = ours_only + len(plan.kept) + (1 if len(newest) > 1 or lost else 0)
         with self.lock, self.catalog.write():  # the pages merged, with the heads merged

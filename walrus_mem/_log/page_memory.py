@@ -143,17 +143,14 @@ class Skipped:
         everything = ids | self.live | self.dead
         return len(everything - deleted - self.dead), len((self.live | self.dead) - ids)
 
-    def listed_as(self, listed: Mapping[str, mf.Entry], mid: str) -> bool | None:
-        """Whether the merged heads list ``mid`` forgotten (True), live (False) or not at
-        all (None): an entry read wins, else a skipped page's."""
-        entry = listed.get(mid)
-        if entry is not None:
-            return entry.deleted
-        if mid in self.live:
-            return False
-        if mid in self.dead:
-            return True
-        return None
+    def listed(self, read: Mapping[str, mf.Entry]) -> tuple[set[str], set[str]]:
+        """The ids the merged heads list live, and those they list forgotten: by the
+        entry read (``read``: id -> entry), else by a skipped page (live first)."""
+        live = {m for m, e in read.items() if not e.deleted}
+        dead = {m for m, e in read.items() if e.deleted}
+        live |= self.live.difference(read)
+        dead |= self.dead.difference(read, self.live)
+        return live, dead
 
 
 def record_merged(catalog: Catalog, ns: str, generation: int,
