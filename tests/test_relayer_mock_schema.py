@@ -23,6 +23,7 @@ import re
 import shutil
 import sqlite3
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -166,6 +167,23 @@ def test_a_schema1_store_is_migrated_and_shrinks(tmp_path: Path) -> None:
     # the blob files are untouched
     assert {p.name: p.read_bytes() for p in (folder / "blobs").rglob("*") if p.is_file()} == {
         p.name: p.read_bytes() for p in (FIXTURE / "blobs").rglob("*") if p.is_file()}
+
+
+def test_two_relayers_opening_a_schema1_store_at_once_both_serve(tmp_path: Path) -> None:
+    folder = _copy(tmp_path)
+    expected = json.loads(EXPECTED.read_text())
+    path, _ = next((p, h) for (p, h), a in zip(expected["reads"], expected["strict"],
+                                               strict=True)
+                   if "by-quilt-patch-id" in p and a["status"] == 200)
+    with ThreadPoolExecutor(2) as pool:
+        relayers = list(pool.map(lambda _: EmbeddedRelayer(folder, fsync=False), range(2)))
+    try:
+        for relayer in relayers:
+            with relayer.client() as client:
+                assert client.get(path).status_code == 200
+    finally:
+        for relayer in relayers:
+            relayer.close()
 
 
 def _write_fixture(out: Path) -> None:
