@@ -14,7 +14,8 @@ Tables (schema version :data:`SCHEMA_VERSION`, migrations in :data:`MIGRATIONS`)
 ``fts_<hash>``    one FTS5 table per namespace over ``memories.text`` (rowid =
                   ``memories.key``; the name is a hash, not the namespace), so
                   bm25 statistics are per namespace and lexical search needs
-                  no join.
+                  no join. Contentless (schema 9): it holds no copy of the
+                  text, and ``fts_remove`` is given the text that was indexed.
 ``lex_<hash>``    the same rows' postings (:mod:`walrus_mem._catalog.postings`, which
 ``lexdf_<hash>``  recall scores from), per-term row counts and, in
 ``lexicon_stats`` ``lexicon_stats``, rows and tokens; written with the FTS5 row.
