@@ -208,15 +208,20 @@ def test_a_usearch_file_of_another_layout_keeps_the_copies(
 ) -> None:
     """Should a USearch release change its file layout, the parse refuses it (its parts do
     not add up to the file's size) and the vectors stay in the copies, saved as before."""
-    monkeypatch.setattr(index_module, "slot_keys", lambda path, dim: None)
-    v = vectors(5, 50)
+    v = vectors(5, 60)
     idx = NamespaceIndex("ns", tmp_path, "m", DIM)
-    idx.upsert(list(range(50)), v, [ATTRS] * 50)
-    assert idx.save()
-    assert np.array_equal(saved_copies(tmp_path), v.astype(np.float16))
+    idx.upsert(list(range(50)), v[:50], [ATTRS] * 50)
+    assert idx.save()  # read in place: the rows name slots of this file
+    monkeypatch.setattr(index_module, "slot_keys", lambda path, dim: None)
+    idx.upsert(list(range(50, 60)), v[50:], [ATTRS] * 10)
+    idx.remove([0, 1])
+    assert idx.save()  # replaces that file: its slots must not be named any more
+    truth = {k: v[k] for k in range(2, 60)}
+    assert np.array_equal(saved_copies(tmp_path), v[2:].astype(np.float16))
+    assert_holds(idx, truth)
     again = NamespaceIndex("ns", tmp_path, "m", DIM)
     assert again.load() and again.rows_loaded
-    assert_holds(again, dict(enumerate(v)))
+    assert_holds(again, truth)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

@@ -321,9 +321,13 @@ class NamespaceIndex:
         if file_keys is None or matrix is None or len(file_keys) != len(matrix):
             log.warning("index file %s: its vectors cannot be read in place (another "
                         "USearch layout?); keeping copies", self.path.name)
-            return
-        built = (self.keys >= 0) & (self.in_graph != 0)
-        file_slot = file_slots(self.keys, built, file_keys)
+            # every vector into the copies: the rows saved next must not name slots of
+            # the file this one replaces
+            file_slot = np.full(len(self.keys), -1, dtype=np.int32)
+            matrix = np.zeros((0, self.dim), _VECTOR_DTYPE)
+        else:
+            built = (self.keys >= 0) & (self.in_graph != 0)
+            file_slot = file_slots(self.keys, built, file_keys)
         held = np.flatnonzero((self.keys >= 0) & (file_slot < 0))
         copies = lazy_zeros(len(self.keys), self.dim)
         copies[held] = self.vectors_at(held)  # before the switch: from where they are now
