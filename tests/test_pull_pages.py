@@ -162,6 +162,41 @@ def test_skipping_pages_merges_as_reading_every_page(
         mem.close()
 
 
+def test_two_heads_at_once_merge_as_reading_every_page(
+        tmp_path: Path, relayer: EmbeddedRelayer, monkeypatch: pytest.MonkeyPatch,
+        pages_read: list[str]) -> None:
+    """Two writers' heads pulled together, with concurrent edits of one memory (one
+    version loses to the other head's: a rival) and a forget on one side."""
+    a = open_mem(tmp_path / "a", relayer)
+    ids = [r.id for r in a.remember_many(texts(90))]
+    first = synced(a)
+    b = open_mem(tmp_path / "b", relayer)
+    assert b.restore(NS, first).complete
+    reader = open_mem(tmp_path / "fast", relayer)
+    assert reader.restore(NS, first).complete
+    reader.close()
+    shutil.copytree(tmp_path / "fast", tmp_path / "oracle")
+    a.remember_many(texts(5, "a"))
+    a.update(ids[3], "fact 3 as a saw it")
+    a.forget(ids[20])
+    b.remember_many(texts(4, "b"))
+    b.update(ids[3], "fact 3 as b saw it")
+    b.update(ids[60], "fact 60 as b saw it")
+    heads = [synced(a), synced(b)]
+    fast = open_mem(tmp_path / "fast", relayer)
+    pages_read.clear()
+    got = fast.pull(heads, namespace=NS)
+    assert len(pages_read) < len(root_pages(a, heads[0]) | root_pages(b, heads[1]))
+    monkeypatch.setattr(merging, "held_pages", lambda *a: {})
+    oracle = open_mem(tmp_path / "oracle", relayer)
+    want = oracle.pull(heads, namespace=NS)
+    assert got.conflicts == 1
+    assert got.model_dump() == want.model_dump()
+    assert state(fast) == state(oracle)
+    for mem in (a, b, fast, oracle):
+        mem.close()
+
+
 def test_rows_lost_from_the_catalog_are_merged_again(
         tmp_path: Path, relayer: EmbeddedRelayer, pages_read: list[str]) -> None:
     """Rows lost while the record of merged pages survived (a damaged file salvaged by

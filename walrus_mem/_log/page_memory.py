@@ -143,14 +143,14 @@ class Skipped:
         everything = ids | self.live | self.dead
         return len(everything - deleted - self.dead), len((self.live | self.dead) - ids)
 
-    def listed(self, read: Mapping[str, mf.Entry]) -> tuple[set[str], set[str]]:
-        """The ids the merged heads list live, and those they list forgotten: by the
-        entry read (``read``: id -> entry), else by a skipped page (live first)."""
-        live = {m for m, e in read.items() if not e.deleted}
-        dead = {m for m, e in read.items() if e.deleted}
-        live |= self.live.difference(read)
-        dead |= self.dead.difference(read, self.live)
-        return live, dead
+    def listed(self, remote: Iterable[mf.Entry]) -> tuple[set[str], set[str]]:
+        """The ids the merged heads list live, and those they list forgotten, by an
+        entry read (``remote``) or a skipped page. Any head's entry counts, whatever
+        the order the heads were read in (the last entry read of an id counted before,
+        so a tombstone one head listed and another did not could count or not)."""
+        live = {e.memory_id for e in remote if not e.deleted}
+        dead = {e.memory_id for e in remote if e.deleted}
+        return live | self.live, dead | self.dead
 
 
 def record_merged(catalog: Catalog, ns: str, generation: int,
