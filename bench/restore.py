@@ -19,7 +19,10 @@ on a fresh data dir:
   fresh data dirs, median / min / max.
 
 Then the writer stores ``--pull-n`` more memories and syncs, and two readers that
-restored the first head pull the new one: one re-embedding (old path), one not.
+restored the first head pull the new one: one re-embedding (old path), one not. With
+``--pull-every-page`` a third one pulls on the new path reading every manifest page
+and the local versions of every memory, as pulls did before they skipped the pages
+merged already (_log/page_memory.py): that change's before and after in one run.
 
 After the first new-path restore (and after the new-path pull) a new Memory on that data
 dir (what a fresh process finds) answers its first recall: the restore leaves the HNSW
@@ -66,6 +69,7 @@ from relayer_mock._cost import encoded_length, storage_units  # noqa: E402
 from relayer_mock._quilt_size import encoded_quilt_size  # noqa: E402
 from relayer_mock.server import RelayerProcess  # noqa: E402
 from walrus_mem import Memory, Settings  # noqa: E402
+from walrus_mem._log import merging  # noqa: E402
 from walrus_mem._recall.carried import FIELD  # noqa: E402
 from walrus_mem._recall.embeddings import SentenceTransformerEmbedder  # noqa: E402
 from walrus_mem.envelope import bucket_size, canonical_json, open_envelope  # noqa: E402
@@ -184,6 +188,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="recalls timed after the first one, while the builder runs")
     parser.add_argument("--wait-build", action="store_true",
                         help="time the background index build to its end")
+    parser.add_argument("--pull-every-page", action="store_true",
+                        help="a third reader pulls reading every manifest page (as before "
+                             "pulls skipped the pages merged already)")
     args = parser.parse_args(argv)
     model = SentenceTransformerEmbedder()
     model.embed(["warm up"])
@@ -295,16 +302,25 @@ def main(argv: list[str] | None = None) -> int:
 
         if args.pull_n:
             # two readers hold the first head (restored on the new path), then pull
-            for name in ("pull_old", "pull_new"):
+            pullers = [("pull_old", NoDigest(model)), ("pull_new", model)]
+            if args.pull_every_page:
+                pullers.append(("pull_every_page", model))
+            for name, _ in pullers:
                 restore(name, model, "main", head, args.n)
             writer_started = time.perf_counter()
             head2 = write(writer, "main", texts[args.n:])
             out["write_pull_s"] = round(time.perf_counter() - writer_started, 1)
-            for name, embedder in (("pull_old", NoDigest(model)), ("pull_new", model)):
+            for name, embedder in pullers:
                 mem = memory(name, embedder)
                 before = reads(server.url, server.admin_headers)
                 clock = Clock(server.pid)
-                pulled = mem.pull(head2, namespace="main")
+                held = vars(merging)["held_pages"]
+                if name == "pull_every_page":  # no page is taken as merged already
+                    vars(merging)["held_pages"] = lambda *a: {}
+                try:
+                    pulled = mem.pull(head2, namespace="main")
+                finally:
+                    vars(merging)["held_pages"] = held
                 timing = clock.done(args.pull_n)
                 timing["reads_per_1000"] = round(
                     (reads(server.url, server.admin_headers) - before) * 1000 / args.pull_n, 1)
@@ -316,6 +332,11 @@ def main(argv: list[str] | None = None) -> int:
             out["pull_ratio"] = round(out["pull_new"]["per_s"] / out["pull_old"]["per_s"], 1)
             out["pull_cpu_ratio"] = round(
                 out["pull_new"]["per_cpu_s"] / out["pull_old"]["per_cpu_s"], 1)
+            if args.pull_every_page:
+                every = out["pull_every_page"]
+                out["pull_every_page_ratio"] = round(every["per_s"] / out["pull_old"]["per_s"], 1)
+                out["pull_every_page_cpu_ratio"] = round(
+                    every["per_cpu_s"] / out["pull_old"]["per_cpu_s"], 1)
         writer.close()
     out["load_end"] = [round(x, 1) for x in os.getloadavg()]
     out["machine"] = {"python": platform.python_version(), "platform": platform.platform()}
