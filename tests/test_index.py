@@ -302,8 +302,10 @@ def test_a_mapped_index_answers_exactly_as_the_one_it_was_saved_from(
     store = IndexStore(tmp_path / "index", cat)
     mapped = store.get("ns", "m", DIM)
     assert mapped.viewed and mapped.rows_loaded
-    # every vector is read from the USearch file's matrix, mapped: no copy of it
-    assert isinstance(mapped._file_vectors.base, np.memmap)
+    # every vector is read from the USearch file's matrix, in the mapping USearch views
+    mapping = np.frombuffer(mapped.index.__dict__["_walrus_mem_mapping"], np.uint8)
+    assert np.shares_memory(mapped._file_vectors, mapping)
+    del mapping
     assert (mapped.file_slot[list(mapped.slots.values())] >= 0).all()
     got = [(mapped.search(q, 10), mapped.search_all(q), mapped.similarities(keys[::7], q))
            for q in queries]

@@ -8,7 +8,9 @@ read from the file's vector matrix by slot (walrus_mem/_recall/usearch_file.py).
 
 from __future__ import annotations
 
+import gc
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -247,3 +249,35 @@ def test_slot_keys_and_matrix_read_the_file_as_usearch_does(tmp_path: Path, seed
     empty = tmp_path / "e.usearch"
     Index(ndim=24, metric="cos", dtype="f16").save(str(empty))
     assert slot_keys(empty, 24) is not None and len(slot_keys(empty, 24)) == 0
+
+
+def _mappings_of(path: Path) -> int:
+    return sum(line.rstrip().endswith(str(path)) for line in open("/proc/self/maps"))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/maps")
+def test_the_usearch_file_is_mapped_once_for_its_graph_and_its_vectors(tmp_path: Path) -> None:
+    """USearch views the file through our mapping, which the vector matrix reads too: a
+    page that a search and a gather both touch is counted once in the process's memory
+    (a second mapping of the file counted the vectors recalls read twice)."""
+    v = vectors(6, 300)
+    idx = NamespaceIndex("ns", tmp_path, "m", DIM)
+    idx.upsert(list(range(300)), v, [ATTRS] * 300)
+    assert idx.save()
+    del idx
+    gc.collect()
+    again = NamespaceIndex("ns", tmp_path, "m", DIM)
+    assert again.load() and again.viewed
+    path = again.path.resolve()
+    assert again.search(v[9], 1)[0] == [9]
+    assert_holds(again, dict(enumerate(v)))
+    assert _mappings_of(path) == 1
+    gc.collect()
+    assert again.search(v[10], 1)[0] == [10]  # the view's buffer outlives every gather
+    again.upsert([1000], vectors(7, 1), [ATTRS])  # copied into memory: the view is gone
+    gc.collect()
+    assert not again.viewed and again.search(v[11], 1)[0] == [11]
+    assert_holds(again, {**dict(enumerate(v)), 1000: vectors(7, 1)[0]})
+    del again
+    gc.collect()
+    assert _mappings_of(path) == 0

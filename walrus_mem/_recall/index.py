@@ -59,7 +59,7 @@ from filelock import FileLock, Timeout
 from ..errors import LocalStoreError
 from .index_vectors import VECTOR_DTYPE, SlotVectors, file_slots, lazy_zeros
 from .native import before_usearch
-from .usearch_file import slot_keys, vector_matrix
+from .usearch_file import map_file, slot_keys, vector_matrix
 
 before_usearch()  # onnxruntime would crash once USearch is loaded otherwise (native.py)
 import numkong as nk  # noqa: E402  (USearch's own kernels; loaded by usearch.index already)
@@ -73,6 +73,7 @@ META_FORMAT: Final = 2  # 2: the metadata carries the file's digest (1 had none)
 LOCK_TIMEOUT: Final = 60.0
 VERIFIED_KEY: Final = "index_verified:"  # + file stem: catalog meta of the last verified file
 _LOAD_ATTEMPTS: Final = 3
+_MAPPING: Final = "_walrus_mem_mapping"  # on a viewed Index: the mapping its view reads
 
 
 def file_digest(path: Path) -> str:
@@ -620,7 +621,11 @@ class NamespaceIndex:
             index = _new_index(self.dim)
             # Mapped, not read: opening costs no read of the graph (about 1 GB at 1M
             # memories); replacing the file (save) leaves this mapping on the old one.
-            index.view(str(self.path))
+            # Our own mapping, which the vector matrix reads too (usearch_file.py); the
+            # view does not own it, so the index object keeps it for as long as it lives.
+            mapped = map_file(self.path)
+            index.view(memoryview(mapped))
+            index.__dict__[_MAPPING] = mapped
             if file_stamp(self.path) != stamp:
                 return False
         except Exception as exc:
@@ -648,7 +653,7 @@ class NamespaceIndex:
         try:
             rows, vectors = (np.load(self.path.parent / str(name), mmap_mode="c",
                                      allow_pickle=False) for name in names)
-            matrix = vector_matrix(self.path, self.dim)
+            matrix = vector_matrix(self.index.__dict__.get(_MAPPING, self.path), self.dim)
         except (OSError, ValueError) as exc:
             log.info("index rows %s unreadable (%s); reading the catalog", names, exc)
             return False

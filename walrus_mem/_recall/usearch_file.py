@@ -30,6 +30,7 @@ caller keeps its own copies of the vectors, as before this module.
 
 from __future__ import annotations
 
+import mmap
 import os
 from pathlib import Path
 from typing import Final
@@ -37,7 +38,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["slot_keys", "vector_matrix"]
+__all__ = ["map_file", "slot_keys", "vector_matrix"]
 
 _MATRIX_AT: Final = 8  # after the two uint32 dimensions
 _HEAD: Final = 64  # index_dense_head_t
@@ -47,11 +48,23 @@ _NODE_HEAD: Final = 10  # uint64 key + int16 level
 _CHUNK: Final = 1 << 16  # nodes per gather of keys (bounds the temporary arrays)
 
 
-def _matrix_shape(path: Path, dim: int) -> tuple[int, int] | None:
-    """(rows, file size) when the file starts with a float16 matrix of ``dim`` columns."""
+def map_file(path: Path) -> mmap.mmap:
+    """The whole file, mapped read-only: USearch views the index from this buffer
+    (``Index.view`` of a buffer) and :func:`vector_matrix` reads the vectors from it, so
+    a page both read is mapped once, and counted once in the process's memory (two
+    mappings of one file count each page they both touch twice)."""
     with open(path, "rb") as fh:
-        head = fh.read(_MATRIX_AT)
-        size = os.fstat(fh.fileno()).st_size
+        return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+def _matrix_shape(source: Path | mmap.mmap, dim: int) -> tuple[int, int] | None:
+    """(rows, file size) when the file starts with a float16 matrix of ``dim`` columns."""
+    if isinstance(source, mmap.mmap):
+        head, size = source[:_MATRIX_AT], len(source)
+    else:
+        with open(source, "rb") as fh:
+            head = fh.read(_MATRIX_AT)
+            size = os.fstat(fh.fileno()).st_size
     if len(head) < _MATRIX_AT:
         return None
     rows, cols = (int(x) for x in np.frombuffer(head, dtype="<u4"))
@@ -60,17 +73,21 @@ def _matrix_shape(path: Path, dim: int) -> tuple[int, int] | None:
     return rows, size
 
 
-def vector_matrix(path: Path, dim: int) -> npt.NDArray[np.float16] | None:
-    """The file's vectors, mapped read-only, one row per USearch slot (None: no such
-    matrix). Nothing is read until rows are gathered; replacing the file (a save) leaves
-    the mapping on the old one."""
-    shape = _matrix_shape(path, dim)
+def vector_matrix(source: Path | mmap.mmap, dim: int) -> npt.NDArray[np.float16] | None:
+    """The file's vectors, one row per USearch slot (None: no such matrix): read from
+    ``source`` when it is the file's mapping (:func:`map_file`), else from a new
+    read-only mapping of the file. Nothing is read until rows are gathered; replacing
+    the file (a save) leaves the mapping on the old one."""
+    shape = _matrix_shape(source, dim)
     if shape is None:
         return None
     rows = shape[0]
     if rows == 0:
         return np.zeros((0, dim), dtype="<f2")
-    matrix = np.memmap(path, dtype="<f2", mode="r", offset=_MATRIX_AT, shape=(rows, dim))
+    if isinstance(source, mmap.mmap):
+        return np.frombuffer(source, dtype="<f2", count=rows * dim,
+                             offset=_MATRIX_AT).reshape(rows, dim)
+    matrix = np.memmap(source, dtype="<f2", mode="r", offset=_MATRIX_AT, shape=(rows, dim))
     # A plain ndarray view: np.memmap's Python-level __getitem__ costs microseconds a gather.
     return matrix.view(np.ndarray)
 
