@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidInput, WrongNamespace
 from ..models import PullReport, RestoreReport
+from .network_reset import mark_restored
 from .rotation import RotationReport, follow_rotation
 
 if TYPE_CHECKING:
@@ -96,6 +97,8 @@ def restore(parts: Parts, ns: str, manifest_blob_id: str | Sequence[str] | None,
                                allow_unrelated=allow_unrelated, progress=progress,
                                recheck=True, allow_legacy=allow_legacy)
     parts.publisher.retry_deletions(ns)  # e.g. a pulled forget killed before its deletions
+    if report.complete:
+        mark_restored(parts, ns)  # the head the per-sync network check reads (N8)
     head = report.heads[0] if report.heads else (
         report.legacy or _manifest_of(parts, ns) or "")
     return RestoreReport(

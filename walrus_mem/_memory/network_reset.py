@@ -63,7 +63,7 @@ if TYPE_CHECKING:
     from .parts import Parts
 
 __all__ = ["BACKWARDS", "LOST", "RESET_KEY", "check_served", "follow",
-           "mark_before_publish", "settle", "suspect"]
+           "forget_mark", "mark_before_publish", "mark_restored", "settle", "suspect"]
 
 log = logging.getLogger(__name__)
 
@@ -270,29 +270,47 @@ def check_served(parts: Parts, ns: str, errors: list[str]) -> bool:
     its newest head is then served there, and only an older one shows the loss. A 404
     before its end epoch asks the network (:func:`suspect`); True when a reset was
     followed. Both served: the newest head is the next mark."""
-    merged = parts.log.merged(ns)
-    if not merged or parts.log.seen.is_gone(ns, merged[0].blob_id):
+    merged = [h for h in parts.log.merged(ns) if not parts.log.seen.is_gone(ns, h.blob_id)]
+    if not merged:
         return False
-    newest = merged[0]
+    newest, expired = merged[0], True
     try:
+        # every head the local state contains (after a pull, another machine's head of
+        # the new network may be the newest, and the one of the lost network beside it).
         # A head past its end epoch is not read: its 404 says nothing, and the client
         # waits out a 404 for a blob it stored itself (a read-after-store lag) until
         # the read deadline, which every sync after an expiry paid (30 s).
-        expired, _ = provably_gone(parts.log, ns, newest)
-        if not expired and not _served(parts, newest.blob_id):
-            return suspect(parts, ns, newest, errors)
+        for head in merged:
+            gone, _ = provably_gone(parts.log, ns, head)
+            if head == newest:
+                expired = gone
+            if not gone and not _served(parts, head.blob_id):
+                return suspect(parts, ns, head, errors)
     except (WalrusMemError, ValueError):
         return False  # an outage: the pull and the manifest of this sync say so
     mark = _mark(parts, ns)
     if mark is not None and mark[0] != newest:
-        verdict = _mark_served(parts, ns, *mark)
+        # the blobs that had to be live with the mark, and those this data dir stored
+        # since (stored and read back on the old network, then lost with it, while the
+        # heads it reads are another machine's, of the new network: N8)
+        live = [*_live(parts, mark[1]), *(b for b in _own_sample(
+            parts, parts.epochs.clock.current() or 0) if b not in mark[1])]
+        verdict = _mark_served(parts, ns, mark[0], live)
         if verdict is None:
             return False  # no answer: asked again at the next sync
         if not verdict:
-            return suspect(parts, ns, mark[0], errors, sample=_live(parts, mark[1]))
+            return suspect(parts, ns, mark[0], errors, sample=live)
     if not expired:
         _set_mark(parts, ns, newest)
     return False
+
+
+def mark_restored(parts: Parts, ns: str) -> None:
+    """After a restore: the head just read is the mark, unless one is kept already (a
+    data dir's first head may be the only one older than a network change)."""
+    merged = parts.log.merged(ns)
+    if merged and _mark(parts, ns) is None:
+        _set_mark(parts, ns, merged[0])
 
 
 def mark_before_publish(parts: Parts, ns: str, errors: list[str]) -> bool:
@@ -315,6 +333,12 @@ def mark_before_publish(parts: Parts, ns: str, errors: list[str]) -> bool:
     except (WalrusMemError, ValueError):
         return False
     return suspect(parts, ns, merged[0], errors)
+
+
+def forget_mark(parts: Parts, ns: str) -> None:
+    """``compact`` deleted superseded manifests from the embedded relayer: the marked head
+    or a manifest among its witnesses may be one. The next sync marks the newest head."""
+    parts.catalog.set_meta(_mark_key(ns), "")
 
 
 def _mark_key(ns: str) -> str:
@@ -356,21 +380,21 @@ def _live(parts: Parts, blobs: list[str]) -> list[str]:
     return [str(b) for (b,) in rows]
 
 
-def _mark_served(parts: Parts, ns: str, ref: HeadRef, witnesses: list[str]) -> bool | None:
+def _mark_served(parts: Parts, ns: str, ref: HeadRef, live: list[str]) -> bool | None:
     """Is the marked head still served (None: no answer)? Past its end epoch, or answering
-    404 while a blob that had to be live with it is served (a head deleted by
-    ``compact``, a rotation's cleanup), the network is the same: True."""
+    404 while every blob ``live`` names is served (a head a rotation's cleanup deleted),
+    the network is the same: True. Otherwise :func:`suspect` decides over three
+    rounds."""
     try:
         expired, _ = provably_gone(parts.log, ns, ref)
         if expired or _served(parts, ref.blob_id):
             return True
-        live = _live(parts, witnesses)
-        return not live or any(_served(parts, blob) for blob in live)
+        return all(_served(parts, blob) for blob in live)
     except (WalrusMemError, ValueError):
         return None
 
 
-def suspect(parts: Parts, ns: str, ref: HeadRef, errors: list[str],
+def suspect(parts: Parts, ns: str, ref: HeadRef | None, errors: list[str],
             sample: list[str] | None = None) -> bool:
     """A head of ``ns`` this data dir needs answered 404 before its end epoch passed: was
     the network wiped or reset? True when it was, and the reset was followed.
@@ -387,7 +411,7 @@ def suspect(parts: Parts, ns: str, ref: HeadRef, errors: list[str],
         except (WalrusMemError, ValueError) as exc:
             errors.append(f"network reset check: {type(exc).__name__}: {exc}")
             return False
-        head = parts.log.seen.get(ns, ref.blob_id)
+        head = None if ref is None else parts.log.seen.get(ns, ref.blob_id)
         stored = None if head is None else head.stored_epoch
         if _held(parts) is None:
             if epoch is None:
@@ -397,7 +421,7 @@ def suspect(parts: Parts, ns: str, ref: HeadRef, errors: list[str],
                 # what must still be live (another network behind the endpoints)
                 return _lost_here(parts, ns, ref, epoch, errors, sample)
             _hold(parts, epoch, stored)
-    return follow(parts, errors, witnesses=[ref.blob_id])
+    return follow(parts, errors, witnesses=[] if ref is None else [ref.blob_id])
 
 
 def _identity_changed(parts: Parts, errors: list[str]) -> bool:
@@ -480,66 +504,73 @@ def _ahead(parts: Parts, errors: list[str]) -> list[str] | None:
     return sample
 
 
-def _lost_here(parts: Parts, ns: str, ref: HeadRef, epoch: int, errors: list[str],
+def _lost_here(parts: Parts, ns: str, ref: HeadRef | None, epoch: int, errors: list[str],
                sample: list[str] | None = None) -> bool:
-    """A head answered 404 before its end epoch and the network's epoch (``epoch``) is
-    not below it: is this still the network that stored our blobs? Two kinds of
-    witnesses are read, on every aggregator, in each of three rounds of reads over 5 s
-    (:data:`LOST_CONFIRM_PAUSES`: an aggregator that has not served a blob yet may
-    answer 404 to its first reads):
+    """A head (``ref``) answered 404 before its end epoch, or a blob this data dir stored
+    did (``ref`` None), and the network's epoch (``epoch``) is not below: is this still
+    the network that stored our blobs? Read, on every aggregator, in each of three
+    rounds over 5 s (:data:`LOST_CONFIRM_PAUSES`: an aggregator that has not served a
+    blob yet may answer 404 to its first reads), are the head and two kinds of blobs:
 
     - ``sample``, else the newest blobs our memories live in and our newest manifest,
       stored before this data dir saw the head (those stored since, or whose answers the
-      clock refused as epochs ahead, may be another network's and say nothing). Every
-      one answering 404 in every round: the network no longer has what it held.
+      clock refused as epochs ahead, may be another network's and say nothing);
     - the newest blobs this data dir stored itself that still hold a memory
       (:func:`_own_sample`), whenever stored: certified and read back then, and never
-      deleted while a memory lives in them. One of them answering 404 in every round is
-      a loss, even while others are served: another machine that followed the change
-      first stored its own memories again, under the same blob ids.
+      deleted while a memory lives in them.
 
-    A loss: another network (a redeploy, a new system object) or a wipe whose epochs
-    did not go back, followed as a reset is (:func:`follow`): the clock restarts from
-    ``epoch``, each blob is read and the memories of the lost ones are stored again by
-    this sync. The head served in a round: a lagging aggregator, nothing changes.
+    The head answering 404 in every round with one blob beside it, or one of our own
+    blobs answering 404 in every round, is a loss, even while other blobs are served:
+    another machine that followed the change first stored its memories again, often
+    under the same blob ids. (Heads are never deleted before their end epoch on a
+    shared network: ``compact`` deletes roots only from the embedded relayer.) A loss:
+    another network (a redeploy, a new system object) or a wipe whose epochs did not
+    go back, followed as a reset is (:func:`follow`): the clock restarts from ``epoch``,
+    each blob is read and the memories of the lost ones are stored again by this sync.
+    The head served in a round, or every blob: a lagging aggregator, nothing changes.
     Nothing to ask, or a read failing otherwise: undecided ("not yet")."""
     old_now = parts.epochs.clock.current() or 0
+    head = [] if ref is None else [ref.blob_id]
     if sample is None:
-        exclude = {*refused_ends(parts.epochs.clock.store), *_stored_since(parts, ns, ref)}
-        sample = _sample(parts, old_now, exclude=exclude)
-    sample = [b for b in dict.fromkeys(sample) if b != ref.blob_id]
-    own = [b for b in _own_sample(parts, old_now) if b != ref.blob_id]
+        exclude = {*refused_ends(parts.epochs.clock.store),
+                   *([] if ref is None else _stored_since(parts, ns, ref))}
+        sample = [] if ref is None else _sample(parts, old_now, exclude=exclude)
+    sample = [b for b in dict.fromkeys(sample) if b not in head]
+    own = [b for b in _own_sample(parts, old_now) if b not in head]
     if not sample and not own:
         return False
     served: set[str] = set()
     for pause in (0.0, *LOST_CONFIRM_PAUSES):
         time.sleep(pause)
-        for blob in dict.fromkeys([ref.blob_id, *sample, *own]):
+        for blob in dict.fromkeys([*head, *sample, *own]):
             if blob in served:
                 continue
             try:
                 if _served(parts, blob):
-                    if blob == ref.blob_id:
+                    if blob in head:
                         return False  # a lagging aggregator: "not yet"
                     served.add(blob)
             except (WalrusMemError, ValueError) as exc:  # undecided, as before: "not yet"
                 log.info("network change check: %s: %s", type(exc).__name__, exc)
                 return False
     gone = [b for b in dict.fromkeys([*sample, *own]) if b not in served]
-    if not (sample and all(b not in served for b in sample)) \
-            and not any(b not in served for b in own):
-        return False  # served: a lagging aggregator, or nothing that shows a loss
+    if not (gone and head) and not any(b not in served for b in own):
+        # every blob served: a lagging aggregator (or nothing that shows a loss)
+        return False
     newest = parts.epochs.clock.reading().newest_seen
     now = time.time()
-    _, seen_by = parts.log.seen.end_bound(ns, ref.blob_id)  # heads seen by then: lost too
+    # heads seen by the head that answered 404 are lost too; with no such head, those
+    # seen before the first of our own blobs found gone was stored
+    seen_by = (parts.log.seen.end_bound(ns, ref.blob_id)[1] if ref is not None
+               else _stored_at(parts, [b for b in own if b not in served]))
     parts.catalog.set_meta(BACKWARDS_KEY, json.dumps({
         "newest": newest, "seen": [[epoch, now, now]], "kind": LOST,
         **({"heads_seen_by": seen_by} if seen_by is not None else {})}))
     log.warning("the network behind the endpoints (epoch %d) no longer serves %d of the "
                 "%d newest blobs this data dir relies on that must still be live (%s): "
-                "another network, or a wipe; following it", epoch, len(gone) + 1,
-                len(sample) + 1, ", ".join([ref.blob_id, *gone]))
-    return follow(parts, errors, witnesses=[ref.blob_id])
+                "another network, or a wipe; following it", epoch, len(gone) + len(head),
+                len({*sample, *own}) + len(head), ", ".join([*head, *gone]))
+    return follow(parts, errors, witnesses=head)
 
 
 def _own_sample(parts: Parts, old_now: int) -> list[str]:
@@ -555,6 +586,17 @@ def _own_sample(parts: Parts, old_now: int) -> list[str]:
     except (sqlite3.Error, LocalStoreError):  # no ledger (a catalog of an older version)
         return []
     return [str(b) for (b,) in rows]
+
+
+def _stored_at(parts: Parts, blobs: list[str]) -> float | None:
+    """When this data dir stored the first of ``blobs`` (the cost ledger), if known."""
+    try:
+        row = parts.catalog.query_one(
+            "SELECT min(at) FROM store_costs WHERE blob_id IN (SELECT value FROM json_each(?))",
+            (json.dumps(blobs),))
+    except (sqlite3.Error, LocalStoreError):
+        return None
+    return None if row is None or row[0] is None else float(row[0])
 
 
 def _below_heads(parts: Parts) -> str | None:
