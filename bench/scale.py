@@ -110,7 +110,9 @@ def disk_mb(data_dir: Path) -> dict[str, float]:
     def size(root: Path, pattern: str = "**/*") -> float:
         return round(sum(p.stat().st_size for p in root.glob(pattern) if p.is_file()) / 2**20, 1)
     return {"catalog": size(data_dir, "catalog.sqlite3*"), "index": size(data_dir / "index"),
-            "relayer": size(data_dir / "walrus") if (data_dir / "walrus").exists() else 0.0,
+            # the embedded relayer's folder (walrus_mem/_walrus/storage.py); `walrus` before
+            "relayer": sum(size(data_dir / name) for name in ("relayer", "walrus")
+                           if (data_dir / name).exists()),
             "total": size(data_dir)}
 
 
