@@ -373,6 +373,27 @@ def test_heads_published_on_the_new_network_do_not_hide_the_lost_ones(
         assert _fresh_count(tmp_path, url, head) == total
 
 
+def test_facts_stored_before_any_manifest_are_stored_again(tmp_path: Path) -> None:
+    """A new data dir stores facts and publishes no manifest; the endpoints then lead to
+    another network at the same epochs. Its first manifest has no parent and no head was
+    ever marked: the blobs it stored itself are read before that manifest lists them, and
+    their loss is followed (else the manifest lists lost locations and nothing notices)."""
+    with RelayerServer(tmp_path / "walrus", admin=False, fsync=False,
+                       initial_epoch=40) as srv:
+        port, url = srv.port, srv.url
+        with machine(tmp_path / "a", url, state_dir=tmp_path / "sa") as a:
+            a.remember_many([f"fact {i}" for i in range(3)], publish=True)
+            assert a.parts.log.merged("default") == []  # no manifest yet
+    with _other_network(tmp_path, port, 41):
+        with machine(tmp_path / "a", url, state_dir=tmp_path / "sa") as a:
+            report = a.sync()  # the manifest's settle stores the three again first
+            assert report.errors == [], report
+            assert json.loads(a.parts.catalog.get_meta(RESET_KEY) or "{}")["lost_blobs"] == 1
+            head = report.manifests["default"]
+            assert a.sync().renewed == 0
+        assert _fresh_count(tmp_path, url, head) == 3
+
+
 def test_python_m_relayer_mock_serves_the_metrics_gauge(tmp_path: Path) -> None:
     """`python -m relayer_mock --metrics-port N`: GET /metrics names the same system
     object as a RelayerServer on that data dir (one identity per data dir)."""

@@ -317,11 +317,21 @@ def mark_before_publish(parts: Parts, ns: str, errors: list[str]) -> bool:
     """Before a manifest of ``ns``, when no head is marked served yet: the parent (the
     newest merged head) is read and marked, so a sync after writes made on another
     network still has an older head to read (:func:`check_served`). A 404 before its
-    end epoch asks the network (:func:`suspect`); True when a reset was followed."""
+    end epoch asks the network (:func:`suspect`); True when a reset was followed. With
+    no parent (the namespace's first manifest) the blobs this data dir stored are read
+    instead (up to 3, one byte each): stored before a change, nothing else shows it."""
     if _mark(parts, ns) is not None:
         return False
     merged = parts.log.merged(ns)
-    if not merged or parts.log.seen.is_gone(ns, merged[0].blob_id):
+    if not merged:
+        try:
+            own = _own_sample(parts, parts.epochs.clock.current() or 0)
+            if all(_served(parts, blob) for blob in own):
+                return False
+        except (WalrusMemError, ValueError):
+            return False
+        return suspect(parts, ns, None, errors)
+    if parts.log.seen.is_gone(ns, merged[0].blob_id):
         return False
     try:
         expired, _ = provably_gone(parts.log, ns, merged[0])
