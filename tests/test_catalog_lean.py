@@ -48,6 +48,7 @@ def _answers_of_copy(catalog: Path, tmp: Path) -> tuple[dict[str, Any], int]:
     data = tmp / "d"
     data.mkdir(mode=0o700)
     shutil.copy(catalog, data / "catalog.sqlite3")
+    (data / "catalog.sqlite3").chmod(0o600)  # a checkout may leave it group-writable
     with _open(data) as mem:
         version = int(mem._parts.catalog.query_one(
             "SELECT max(version) FROM schema_version")[0])
@@ -173,6 +174,7 @@ def test_the_upgraded_schema_7_catalog_keeps_no_fts5_text(tmp_path: Path) -> Non
     data = tmp_path / "d"
     data.mkdir(mode=0o700)
     shutil.copy(SCHEMA7, data / "catalog.sqlite3")
+    (data / "catalog.sqlite3").chmod(0o600)  # a checkout may leave it group-writable
     with _open(data) as mem:
         cat = mem._parts.catalog
         for ns in ("default", "other"):

@@ -127,6 +127,7 @@ def test_a_catalog_written_by_schema_6_is_upgraded_in_place(tmp_path: Path) -> N
     data = tmp_path / "d"
     data.mkdir(mode=0o700)
     shutil.copy(OLD, data / "catalog.sqlite3")
+    (data / "catalog.sqlite3").chmod(0o600)  # a checkout may leave it group-writable
     with _open(data) as mem:
         assert mem._parts.catalog.query_one(
             "SELECT max(version) FROM schema_version")[0] == SCHEMA_VERSION >= 7
