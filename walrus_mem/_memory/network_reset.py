@@ -288,7 +288,9 @@ def check_served(parts: Parts, ns: str, errors: list[str]) -> bool:
                 return suspect(parts, ns, head, errors)
     except (WalrusMemError, ValueError):
         return False  # an outage: the pull and the manifest of this sync say so
-    mark = _mark(parts, ns)
+    # no mark yet (a data dir that published, then never synced): its own newest head,
+    # read back when published, is one found served
+    mark = _mark(parts, ns) or _own_head(parts, ns)
     if mark is not None and mark[0] != newest:
         # the blobs that had to be live with the mark, and those this data dir stored
         # since (stored and read back on the old network, then lost with it, while the
@@ -349,6 +351,16 @@ def forget_mark(parts: Parts, ns: str) -> None:
     """``compact`` deleted superseded manifests from the embedded relayer: the marked head
     or a manifest among its witnesses may be one. The next sync marks the newest head."""
     parts.catalog.set_meta(_mark_key(ns), "")
+
+
+def _own_head(parts: Parts, ns: str) -> tuple[HeadRef, list[str]] | None:
+    """The newest manifest of ``ns`` this data dir published, as a mark with no blobs."""
+    row = parts.catalog.query_one(
+        "SELECT blob_id FROM manifests WHERE namespace = ? ORDER BY seq DESC LIMIT 1", (ns,))
+    head = None if row is None else parts.log.seen.get(ns, str(row[0]))
+    if head is None or parts.log.seen.is_gone(ns, head.ref.blob_id):
+        return None
+    return head.ref, []
 
 
 def _mark_key(ns: str) -> str:
