@@ -64,7 +64,7 @@ in `make check`; derandomized); a long local run is e.g. 300 x 15 (seed 7: 4,500
 passed on 80077f7; on d05c333 seed 11 at 300 x 15 and seed 7 at 120 x 15 passed; the
 findings of long runs are replayed in tests/test_features_replayed.py).
 ``WALRUS_MEM_STATEFUL_NETWORK_CHANGE=1`` makes ``another_network`` a rule (the endpoints lead
-to another network at the old one's epoch; off by default while findings N10b and N11 are
+to another network at the old one's epoch; off by default while findings N10b, N11 and N12 are
 open, .ci/stateful_findings.md; the replays of N4-N9 call it).
 ``WALRUS_MEM_STATEFUL_WITHOUT=wipe,clock_jump`` leaves rules out (to tell which feature a
 failure needs). Known failures are listed in .ci/stateful_findings.md, not marked here.
@@ -999,7 +999,7 @@ class FeatureMachines(RuleBasedStateMachine):
         self.world.wipe(int(store.epoch_info()["currentEpoch"]))
         self._wiped()
 
-    if os.environ.get("WALRUS_MEM_STATEFUL_NETWORK_CHANGE"):  # open findings N10b, N11
+    if os.environ.get("WALRUS_MEM_STATEFUL_NETWORK_CHANGE"):  # open findings N10b, N11, N12
         another_network = precondition(lambda self: self._wipe_allowed())(  # type: ignore[assignment]
             rule()(another_network))
 

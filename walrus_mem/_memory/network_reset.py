@@ -559,11 +559,7 @@ def _lost_here(parts: Parts, ns: str, ref: HeadRef | None, epoch: int, errors: l
         sample = [] if ref is None else _sample(parts, old_now, exclude=exclude)
     sample = [b for b in dict.fromkeys(sample) if b not in head]
     own = [b for b in _own_sample(parts, old_now) if b not in head]
-    # a head this data dir published (and read back then) is never deleted before its end
-    # epoch on a shared network: gone for three rounds, it is lost (a repaired catalog
-    # may hold nothing else stored before the change to ask)
-    own_head = ref is not None and _published_here(parts, ns, ref)
-    if not sample and not own and not own_head:
+    if not sample and not own:
         return False
     served: set[str] = set()
     for pause in (0.0, *LOST_CONFIRM_PAUSES):
@@ -580,7 +576,7 @@ def _lost_here(parts: Parts, ns: str, ref: HeadRef | None, epoch: int, errors: l
                 log.info("network change check: %s: %s", type(exc).__name__, exc)
                 return False
     gone = [b for b in dict.fromkeys([*sample, *own]) if b not in served]
-    if not (gone and head) and not any(b not in served for b in own) and not own_head:
+    if not (gone and head) and not any(b not in served for b in own):
         # every blob served: a lagging aggregator (or nothing that shows a loss)
         return False
     newest = parts.epochs.clock.reading().newest_seen
@@ -597,12 +593,6 @@ def _lost_here(parts: Parts, ns: str, ref: HeadRef | None, epoch: int, errors: l
                 "another network, or a wipe; following it", epoch, len(gone) + len(head),
                 len({*sample, *own}) + len(head), ", ".join([*head, *gone]))
     return follow(parts, errors, witnesses=head)
-
-
-def _published_here(parts: Parts, ns: str, ref: HeadRef) -> bool:
-    """Whether this data dir's writer published the head ``ref`` (heads.sqlite3)."""
-    head = parts.log.seen.get(ns, ref.blob_id)
-    return head is not None and head.writer == parts.log.seen.writer_id()
 
 
 def _own_sample(parts: Parts, old_now: int) -> list[str]:
