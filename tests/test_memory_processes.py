@@ -52,3 +52,26 @@ def test_two_processes_write_one_data_dir(tmp_path: Path) -> None:
         assert observer.sync().still_queued == 0
     with Memory(settings, embedder=HashEmbedder(64), master_key=MASTER_HEX) as reopened:
         assert len(reopened.recall("fact", k=100, min_score=0)) == 62
+
+
+def test_a_restatement_by_another_writer_meanwhile_returns_the_moved_memory(
+        tmp_path: Path) -> None:
+    """Two writers state the same text at once: the second's re-statement moves the
+    first's new memory to another id (restate.py) before the first reads its record
+    back. The first call returns the memory that holds the fact now (deduplicated), not
+    MemoryNotFound (seen in CI as a rare failure of the test above)."""
+    settings = make_settings(tmp_path / "shared")
+    with Memory(settings, embedder=HashEmbedder(64), master_key=MASTER_HEX) as a, \
+            Memory(settings, embedder=HashEmbedder(64), master_key=MASTER_HEX) as b:
+        catalog = a._parts.catalog
+        original = catalog.memories_by_ids
+
+        def racing(ns: str, ids: list[str]) -> dict[str, object]:
+            catalog.memories_by_ids = original  # type: ignore[method-assign]
+            b.remember("a fact both writers state")  # moves a's memory to a new id
+            return original(ns, ids)
+
+        catalog.memories_by_ids = racing  # type: ignore[method-assign]
+        record = a.remember("a fact both writers state")
+        assert record.deduplicated and record.text == "a fact both writers state"
+        assert [r.id for r in a.list()] == [record.id]

@@ -247,7 +247,16 @@ def store(
     records: list[MemoryRecord] = []
     deduped_flags: list[bool] = []
     for item, mid in zip(items, order, strict=True):
-        if mid not in rows:  # forgotten by another thread in between
+        if mid not in rows:
+            # another process stated the same text meanwhile: its re-statement moved this
+            # memory to a new id (restate.py); that one holds the fact (else forgotten)
+            holder = parts.catalog.ids_by_dedupe_hash(ns, [item.dedupe_hash]).get(
+                item.dedupe_hash)
+            row = None if holder is None else parts.catalog.memory(ns, holder)
+            if row is None:  # forgotten by another thread in between
+                continue
+            records.append(record_from_row(row, deduplicated=True))
+            deduped_flags.append(True)
             continue
         is_dup = mid not in inserted_ids or first_of.get(item.dedupe_hash) != item.index
         records.append(record_from_row(rows[mid], deduplicated=is_dup))
