@@ -61,6 +61,30 @@ restore marker, or one bad entry would stop this data dir publishing for good.""
 class Merging(LogPart):
     """Merging verified heads into the local state of a namespace."""
 
+    def _history_lost(self, ns: str, keys: NamespaceKeys) -> bool:
+        """Whether every head of ``ns`` the local state contains is gone from the network
+        (past its end epoch, or lost with a network that changed behind the endpoints:
+        asked as a seen head's 404 is, network_reset.py). A head of another start of the
+        namespace is then no fork: the history it shares nothing with is lost, and this
+        data dir stores what it held again (N11: a machine whose catalog was rebuilt
+        after the change started the namespace again on the new network)."""
+        asked = False
+        for ref in self.merged(ns):
+            if self.seen.is_gone(ns, ref.blob_id) or provably_gone(self, ns, ref)[0]:
+                continue
+            try:
+                self._read_root(ns, keys, ref)
+                return False  # served: the history is here
+            except BlobNotFound:
+                if asked or not self.host.reset_followed(ns, ref):
+                    return False
+                asked = True
+                if not provably_gone(self, ns, ref)[0]:
+                    return False
+            except WalrusMemError:
+                return False
+        return True
+
     def _merge(
         self,
         ns: str,
@@ -124,7 +148,7 @@ class Merging(LogPart):
         if local_origins and not allow_unrelated and not resumed:
             for r in reads:
                 theirs = set(r.root.origins) or {r.ref.blob_id}
-                if not theirs & local_origins:
+                if not theirs & local_origins and not self._history_lost(ns, keys):
                     raise ForkedHead(
                         f"head seq {r.ref.seq} of {ns!r} shares no history with this data "
                         "dir's (another start of the same namespace); pass "
