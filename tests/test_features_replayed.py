@@ -153,8 +153,18 @@ N11: Steps = [
                                                    "through": "lag"}),
 ]
 
+# N12: machine 0's catalog was repaired after the change: the head it had published
+# answered 404 and nothing stored before the change was left in the rebuilt catalog to
+# read beside it, so its next manifest was refused for good (StaleDataDir). The repair
+# now reads the blobs the moved-aside catalog names beside the head.
+N12: Steps = [
+    ("genesis", {"clock": 0.0}),
+    ("another_network", {}),
+    ("repair_a_damaged_catalog", {"damage": "index page", "i": 0}),
+]
+
 FOUND = {"F2": F2, "F3": F3, "N1": N1, "N2": N2, "N4": N4, "N5": N5, "N6": N6, "N7": N7,
-         "N8": N8, "N9": N9, "N11": N11}
+         "N8": N8, "N9": N9, "N11": N11, "N12": N12}
 
 
 @pytest.mark.parametrize("steps", list(FOUND.values()), ids=list(FOUND))

@@ -55,6 +55,7 @@ from ..models import MemoryRecord, RestoreReport
 from ..walrus import WalrusClient
 from .integrity import catalog_problems, check_index_file, damaged_sealed, sealed_problem
 from .records import fact_record, seal_fact
+from .repair_network import check_lost_heads
 
 if TYPE_CHECKING:
     from .._log.context import ProgressCallback
@@ -647,6 +648,13 @@ def _readable_rows(path: Path) -> tuple[list[Any], str | None]:
     return list(found.values()), error
 
 
+def _unread(rebuild: CatalogRebuild, ns: str) -> bool:
+    """Whether the restore of ``ns`` left a remembered head unread."""
+    report = rebuild.restored.get(ns)
+    return ns in rebuild.failed or report is None or not report.complete or bool(
+        report.skipped_heads)
+
+
 def _lacks_head(mem: RepairHost, ns: str) -> bool:
     info = mem.parts.catalog.namespace(ns)
     return info is None or info["manifest_blob_id"] is None
@@ -753,6 +761,13 @@ def _repair_locked(
                     rebuild.restored[ns] = mem.restore(ns, newest, progress=progress)
                 except WalrusMemError as exc:  # the next repair tries again
                     rebuild.failed[ns] = f"{type(exc).__name__}: {exc}"
+                sources = [*unfinished, *([rebuild.moved_to] if rebuild.moved_to else [])]
+                if _unread(rebuild, ns) and check_lost_heads(mem.parts, ns, newest, sources):
+                    try:  # the network lost those heads: they are recorded as gone
+                        rebuild.restored[ns] = mem.restore(ns, newest, progress=progress)
+                        rebuild.failed.pop(ns, None)
+                    except WalrusMemError as exc:
+                        rebuild.failed[ns] = f"{type(exc).__name__}: {exc}"
             if not heads and rebuild.moved_to is not None:
                 rebuild.missing_heads.append(mem.namespace_name(namespace))
             sources = [*unfinished, *([rebuild.moved_to] if rebuild.moved_to else [])]
