@@ -507,6 +507,26 @@ class Store:
     def read_blob(self, blob_id: str) -> bytes:
         return self.read_range(self.get_blob(blob_id))
 
+    def local_copy(self, blob_id: str, patch_id: str | None = None) -> bytes | None:
+        """The bytes of a blob (or of one of its quilt's patches) as this folder holds them,
+        live or not: an expired Blob object's file stays until a delete removes it. None
+        when the file, the patch or the quilt's header is gone or unreadable. No HTTP, no
+        liveness or blocklist check, no counters: for the embedded relayer's owner, who
+        reads back what it stored (walrus_mem checks the bytes against its own digest)."""
+        try:
+            if patch_id is None:
+                with open(self.blob_path(blob_id), "rb") as handle:
+                    return handle.read()
+            record = self.get_patch_by_id(patch_id)
+            if record is None or record.quilt_id != blob_id:
+                return None
+            with open(self.blob_path(blob_id), "rb") as handle:
+                handle.seek(record.offset)
+                data = handle.read(record.length)
+        except (OSError, ValueError, sqlite3.Error, BlobUnavailable):
+            return None
+        return data if len(data) == record.length else None
+
     def resolve_object(self, object_id: str) -> str | None:
         """Blob id of an undeleted Blob object, by its id or its shared wrapper's id."""
         row = self._conn().execute(

@@ -21,6 +21,7 @@ import asyncio
 import concurrent.futures
 import os
 import threading
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -173,6 +174,11 @@ class EmbeddedRelayer:
         """The header carrying the admin token (none when the routes are open)."""
         return {ADMIN_TOKEN_HEADER: self.admin_token} if self.admin_token else {}
 
+    def local_copy(self, blob_id: str, patch_id: str | None = None) -> bytes | None:
+        """Stored bytes (a blob, or a quilt's patch) read in-process, live or expired; None
+        if gone (:meth:`relayer_mock._store.Store.local_copy`)."""
+        return self.relayer.store.local_copy(blob_id, patch_id)  # type: ignore[no-any-return]
+
     def client(self, **kwargs: Any) -> httpx.Client:
         """A sync ``httpx.Client`` bound to this relayer (sending the admin token, if any)."""
         headers = {**self.admin_headers, **kwargs.pop("headers", {})}
@@ -201,3 +207,48 @@ class EmbeddedRelayer:
 
     def __repr__(self) -> str:
         return f"EmbeddedRelayer(data_dir={str(self.data_dir)!r})"
+
+
+class LocalCopies:
+    """Reads of what an embedded relayer's folder holds, without the app or its thread.
+
+    ``read(blob_id, patch_id)`` returns the stored bytes of a blob or of one quilt patch
+    (live or expired: files stay until deleted), or None when they are gone. Nothing is
+    created: a folder without the relayer's index reads as empty. The owner of the folder
+    checks the bytes (they are plain files anyone with access to the folder can change).
+    """
+
+    def __init__(self, data_dir: str | os.PathLike[str]) -> None:
+        self.data_dir = Path(data_dir)
+        self._store: Any = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def _open(self) -> Any:
+        with self._lock:
+            if self._store is None and not self._closed:
+                if not (self.data_dir / "index.sqlite3").is_file():
+                    return None
+                from ._store import Store
+
+                self._store = Store(self.data_dir)
+            return self._store
+
+    def read(self, blob_id: str, patch_id: str | None = None) -> bytes | None:
+        store = self._open()
+        if store is None:
+            return None
+        try:
+            return store.local_copy(blob_id, patch_id)  # type: ignore[no-any-return]
+        except RuntimeError:  # closed meanwhile
+            return None
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            if self._store is not None:
+                self._store.close()
+                self._store = None
+
+    def __repr__(self) -> str:
+        return f"LocalCopies(data_dir={str(self.data_dir)!r})"

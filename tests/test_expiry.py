@@ -249,8 +249,9 @@ def test_a_manifest_never_lists_a_blob_past_its_end_epoch(tmp_path: Path) -> Non
     from tests.helpers_memory import mock_admin
 
     data = tmp_path / "d"
-    with Memory(make_settings(data, epochs=1), embedder=HashEmbedder(64),
-                master_key=MASTER_HEX) as mem:
+    # the catalog's copies rot (with the embedded relayer it keeps none unless told to)
+    with Memory(make_settings(data, epochs=1, catalog_keeps_sealed=True),
+                embedder=HashEmbedder(64), master_key=MASTER_HEX) as mem:
         old = mem.remember_many([f"soon expired fact {i}" for i in range(3)]).records
         mem.sync()
         with sqlite3.connect(mem.catalog_path) as conn:
@@ -261,8 +262,8 @@ def test_a_manifest_never_lists_a_blob_past_its_end_epoch(tmp_path: Path) -> Non
                 conn.execute("UPDATE memories SET sealed = ? WHERE id = ?",
                              (bytes(sealed), rec.id))
         mock_admin(mem).post("/_mock/epoch/advance", params={"by": 2}).raise_for_status()
-    with Memory(make_settings(data, epochs=5), embedder=HashEmbedder(64),
-                master_key=MASTER_HEX) as mem:
+    with Memory(make_settings(data, epochs=5, catalog_keeps_sealed=True),
+                embedder=HashEmbedder(64), master_key=MASTER_HEX) as mem:
         new = mem.remember("a fresh fact")
         report = mem.sync()
         assert report.renewed == 0 and len(report.errors) == 3

@@ -62,6 +62,7 @@ def test_sync_re_enqueues_queued_memories_whose_outbox_rows_were_lost(mem: Memor
 
 
 def test_extend_never_replaces_a_good_remote_copy_with_damaged_bytes(mem: Memory) -> None:
+    mem._parts.publisher.copies.drops = False  # the catalog keeps its copy, as with a URL
     rec = mem.remember("a fact whose local sealed copy rots")
     _flip_bit(mem, rec.id)
     admin = mock_admin(mem)
@@ -165,6 +166,7 @@ def test_doctor_and_repair_end_to_end_through_the_cli(tmp_path: Path, monkeypatc
     monkeypatch.setenv("WALRUS_MEM_MASTER_KEY", TEST_MASTER_HEX)
     monkeypatch.setenv("WALRUS_MEM_EMBEDDING_MODEL", "test-hash")
     monkeypatch.setenv("WALRUS_MEM_DATA_DIR", str(data_dir))
+    monkeypatch.setenv("WALRUS_MEM_CATALOG_KEEPS_SEALED", "1")  # its copies rot below
     for i in range(9):
         invoke(["remember", f"cli fact {i} about {WORDS[i]} and {WORDS[i + 1]}"])
     invoke(["recall", "alpha"])  # writes the index file

@@ -430,6 +430,9 @@ class Settings(BaseSettings):
     epoch_seconds: float | None = Field(default=None, gt=0)
     # sync re-publishes memories whose blobs end within this many epochs
     renew_margin_epochs: int = Field(default=1, ge=0, le=52)
+    # the catalog keeps every published memory's sealed copy even with the embedded relayer,
+    # whose folder holds the same bytes (by default it reads them from there: _catalog/held.py)
+    catalog_keeps_sealed: bool = False
     heads_file: Path | None = None  # shared file of namespace heads (docs/sync.md)
     # per-user copy of every data dir's seen heads, outside the data dirs (heads_mirror.py);
     # None: the platform's user state dir, e.g. ~/.local/state/walrus-mem

@@ -65,6 +65,7 @@ from .changes import ChangeLog
 from .dedupe import Dedupe, plain_dedupe_hash, twin_slot
 from .fts import FtsQueries, fts_table
 from .guard import _guarded, _translate
+from .held import HeldCopies, shed_held
 from .outbox import OutboxQueue
 from .postings_reads import PostingsQueries
 from .reads import MEMORY_COLUMNS, MemoryQueries
@@ -465,8 +466,26 @@ class Catalog(FtsQueries, PostingsQueries, ChangeLog, OutboxQueue, MemoryQueries
                 last = int(rows[-1][0])
 
     @_guarded
+    def shed_sealed(self, batch: int = 2000) -> int:
+        """Drop the sealed copy of every published row whose bytes the embedded relayer
+        holds (held.py; those published before, or while another backend was in use, keep
+        theirs until this runs, from ``vacuum``); returns how many."""
+        source = self.sealed_source
+        if source is None or not source.drops:
+            return 0
+        shed, last = 0, 0
+        while True:
+            with self.write() as c:
+                done, seen = shed_held(c, after=last, limit=batch)
+            shed += done
+            if seen is None:
+                return shed
+            last = seen
+
+    @_guarded
     def vacuum(self) -> None:
-        self.shed_vectors()
+        self.shed_vectors()  # first: it reads the vectors from the copies still kept
+        self.shed_sealed()
         with self._lock:
             self.conn.execute("VACUUM")
             self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
@@ -621,6 +640,16 @@ class Catalog(FtsQueries, PostingsQueries, ChangeLog, OutboxQueue, MemoryQueries
     @vector_source.setter
     def vector_source(self, source: VectorSource | None) -> None:
         self.conn.vector_source = source  # type: ignore[attr-defined]
+
+    @property
+    def sealed_source(self) -> HeldCopies | None:
+        """Where a published row without its sealed copy reads it (held.py): set by the
+        publisher when the data dir has an embedded relayer."""
+        return getattr(self.conn, "sealed_source", None)
+
+    @sealed_source.setter
+    def sealed_source(self, source: HeldCopies | None) -> None:
+        self.conn.sealed_source = source  # type: ignore[attr-defined]
 
     @_guarded
     def vectors_by_keys(

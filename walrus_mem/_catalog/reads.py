@@ -11,6 +11,7 @@ import sqlite3
 from typing import Final
 
 from .guard import CatalogPart, _guarded
+from .held import digest_of, resolve_sealed
 
 __all__ = ["HISTORY_NOW", "MEMORY_COLUMNS", "MemoryQueries"]
 
@@ -73,10 +74,35 @@ class MemoryQueries(CatalogPart):
     def sealed_of(self, namespace: str, memory_id: str) -> tuple[bytes, int] | None:
         """(sealed bytes, version) of a memory's current version, if it has them."""
         row = self.query_one(
-            "SELECT sealed, version FROM memories WHERE id = ? AND namespace = ? "
-            "AND sealed IS NOT NULL", (memory_id, namespace),
+            "SELECT sealed, version, blob_id, quilt_patch_id, digest FROM memories "
+            "WHERE id = ? AND namespace = ?", (memory_id, namespace),
         )
-        return None if row is None else (bytes(row[0]), int(row[1]))
+        if row is None:
+            return None
+        data = resolve_sealed(self.conn, row[0], row[2], row[3], row[4])  # held.py
+        return None if data is None else (data, int(row[1]))
+
+    @_guarded
+    def sealed_and_digest(self, namespace: str,
+                          memory_id: str) -> tuple[bytes | None, str | None]:
+        """(sealed bytes, their digest) of a memory's current version; (None, None) if it
+        has none (the relayer's copy gone or changed: held.py)."""
+        row = self.query_one(
+            "SELECT sealed, digest, blob_id, quilt_patch_id FROM memories WHERE id = ? "
+            "AND namespace = ?", (memory_id, namespace))
+        if row is None:
+            return None, None
+        data = resolve_sealed(self.conn, row[0], row[2], row[3], row[1])
+        if data is None:
+            return None, None
+        return data, row[1] or digest_of(data)
+
+    def sealed_from_row(self, row: sqlite3.Row) -> bytes | None:
+        """The sealed bytes of a ``memories`` row read with its ``sealed``, ``blob_id``,
+        ``quilt_patch_id`` and ``digest`` columns (held.py: the relayer's copy when the
+        row keeps none)."""
+        return resolve_sealed(self.conn, row["sealed"], row["blob_id"], row["quilt_patch_id"],
+                              row["digest"])
 
     @_guarded
     def newest_first(self, namespace: str, cursor: tuple[float, int] | None,

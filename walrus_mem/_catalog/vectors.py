@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from ..errors import LocalStoreError
+from .held import LOCATOR_SQL, HeldCopies, locator_of, resolve_sealed
 
 __all__ = ["VECTOR_COLUMNS", "VectorConnection", "VectorSource", "resolve_vectors",
            "stored_vector"]
@@ -31,8 +32,10 @@ __all__ = ["VECTOR_COLUMNS", "VectorConnection", "VectorSource", "resolve_vector
 VectorSource = Callable[[str, bytes], "bytes | None"]
 """(namespace, sealed envelope) -> the float16 vector bytes it carries, or None."""
 
-VECTOR_COLUMNS: Final = "vector, CASE WHEN length(vector) = 0 THEN sealed END"
-"""The two columns a read of vectors selects: the sealed copy only where it is needed."""
+VECTOR_COLUMNS: Final = (
+    f"vector, CASE WHEN length(vector) = 0 THEN coalesce(sealed, {LOCATOR_SQL}) END")
+"""The two columns a read of vectors selects: the sealed copy only where it is needed, or
+where the embedded relayer holds it instead (held.py), a locator of it."""
 
 
 class VectorConnection(sqlite3.Connection):
@@ -40,6 +43,7 @@ class VectorConnection(sqlite3.Connection):
     the connection, e.g. an index rebuild's snapshot, resolves vectors too)."""
 
     vector_source: VectorSource | None = None
+    sealed_source: HeldCopies | None = None  # held.py: copies the embedded relayer holds
 
 
 def stored_vector(conn: sqlite3.Connection, namespace: str, sealed: bytes | None,
@@ -71,6 +75,14 @@ def resolve_vectors(conn: sqlite3.Connection, namespace: str,
         if vector:
             out.append(bytes(vector))
             continue
+        held = locator_of(bytes(sealed)) if sealed else None
+        if held is not None:  # the relayer's copy (held.py), checked against the digest
+            sealed = resolve_sealed(conn, None, *held)
+            if sealed is None:
+                raise LocalStoreError(
+                    "a memory's vector is kept in its sealed copy, which the embedded "
+                    "relayer's folder no longer holds intact: walrus-mem repair seals it "
+                    "again")
         raw = source(namespace, bytes(sealed)) if source is not None and sealed else None
         if not raw:
             raise LocalStoreError(

@@ -7,6 +7,7 @@ around multi-step changes.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from collections.abc import Mapping, Sequence
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Final
 from .._walrus.epoch_guard import EpochGuard, plausible_end
 from ..errors import LocalStoreError
 from .guard import CatalogPart, _guarded
+from .held import shed_held
 from .vectors import VECTOR_COLUMNS, resolve_vectors, stored_vector
 
 __all__ = ["MemoryWrites"]
@@ -102,6 +104,7 @@ class MemoryWrites(CatalogPart):
         deletable = None if blob.deletable is None else int(blob.deletable)
         end_epoch = plausible_end(self.epoch_guard, blob)
         result: dict[str, int | None] = {}
+        placed: list[tuple[str, int]] = []
         with self.write() as c:
             for mid, patch in locations.items():
                 version = versions[mid]
@@ -128,6 +131,14 @@ class MemoryWrites(CatalogPart):
                               "deletable, at) VALUES (?, ?, ?, ?)",
                               (blob.blob_id, namespace, deletable, time.time()))
                 result[mid] = end_epoch
+                placed.append((mid, version))
+            if placed:  # held.py: the embedded relayer's copy replaces the row's
+                wanted = dict(placed)
+                keys = [int(r[0]) for r in c.execute(
+                    "SELECT key, id, version FROM memories WHERE id IN "
+                    "(SELECT value FROM json_each(?))", (json.dumps(list(wanted)),)).fetchall()
+                    if wanted.get(str(r[1])) == int(r[2])]
+                shed_held(c, keys=keys)
             if batch_id is not None:
                 c.execute("DELETE FROM outbox WHERE id = ?", (batch_id,))
             self._drop_empty_outbox(namespace)

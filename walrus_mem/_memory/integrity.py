@@ -138,16 +138,20 @@ def damaged_sealed(
         step = max(1, -(-catalog.count(namespace) // max(1, limit)))
     while True:
         rows = catalog.query(
-            "SELECT key, id, version, text, sealed FROM memories WHERE namespace = ? AND key > ? "
+            "SELECT key, id, version, text, sealed, blob_id, quilt_patch_id, digest FROM "
+            "memories WHERE namespace = ? AND key > ? "
             "AND (status = 'queued' OR key % ? = 0) ORDER BY key LIMIT 500",
             (namespace, last, step))
         if not rows:
             return bad
         for r in rows:
-            if r["sealed"] is None:
-                problem: str | None = "no sealed copy kept"
+            data = catalog.sealed_from_row(r)  # the embedded relayer's, if the row keeps none
+            if data is None:
+                problem: str | None = ("no sealed copy kept" if r["sealed"] is None and (
+                    r["blob_id"] is None or r["digest"] is None) else
+                    "the sealed copy the embedded relayer held is gone or changed")
             else:
-                problem = sealed_problem(keys, bytes(r["sealed"]), str(r["id"]),
+                problem = sealed_problem(keys, data, str(r["id"]),
                                          int(r["version"]), str(r["text"]))
             if problem is not None:
                 bad.append((str(r["id"]), problem))

@@ -15,6 +15,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from .._catalog.costs import cost_sink
@@ -30,6 +31,7 @@ from .._walrus.blobio import (
     store_batches,
 )
 from .._walrus.cost import store_scope
+from .._walrus.held_copies import RelayerCopies
 from .._walrus.publish_check import require_read_back, verify_published
 from .._walrus.retry import call_deadline
 from .._walrus.storage import Backend, open_backend
@@ -81,6 +83,13 @@ class Publisher:
         self.opened: Backend | None = None
         self.breaker_until = 0.0
         self.sink = cost_sink(catalog, lock)  # the catalog's store_costs ledger
+        # Published rows drop their sealed copy while the embedded relayer stores them and
+        # read it back from its folder (walrus_mem._catalog.held); with a Walrus URL the
+        # catalog keeps every copy, and still reads those dropped before.
+        self.copies = RelayerCopies(Path(settings.data_dir).expanduser() / "relayer",
+                                    drops=bool(settings.embedded) and walrus is None
+                                    and not settings.catalog_keeps_sealed)
+        catalog.sealed_source = self.copies
 
     def backend(self) -> Backend:
         """The storage backend (built on first use; embedded relayer when no URL is set)."""
@@ -105,8 +114,11 @@ class Publisher:
 
     def close(self) -> None:
         """Close the backend if it was opened."""
-        if self.opened is not None:
-            self.opened.close()
+        try:
+            if self.opened is not None:
+                self.opened.close()
+        finally:
+            self.copies.close()
 
     def max_plaintext(self) -> int:
         """The largest plaintext a fact's envelope may hold."""

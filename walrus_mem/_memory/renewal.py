@@ -37,6 +37,7 @@ from ..errors import BlobNotFound, StorageError, WalrusMemError
 from ..models import ExtendReport
 from ..walrus import QuiltStoreResult, StoreResult, WalrusClient
 from .integrity import split_sound
+from .lost_copies import reseal_lost
 
 if TYPE_CHECKING:
     from .parts import Parts
@@ -97,6 +98,17 @@ def republish(parts: Parts, ns: str, ids: Sequence[str], epochs: int | None) -> 
     payload, damaged = split_sound(parts.keys.for_namespace(ns), payload, rows)  # never push damage
     failed.extend(damaged)
     extended: dict[str, int | None] = {}
+    held = {m for m, _ in payload} | {m for m, _ in damaged}
+    lost = reseal_lost(parts, ns, [m for m in ids if m in rows and m not in held])
+    if lost:  # only the embedded relayer held them, and no longer does: sealed again
+        _, errors = parts.publisher.flush(ns)
+        now = parts.catalog.memories_by_ids(ns, lost)
+        for mid in lost:
+            if mid in now and now[mid]["status"] == "published":
+                extended[mid] = now[mid]["end_epoch"]
+            else:
+                failed.append((mid, "sealed again from its row (the embedded relayer lost "
+                                    "its copy) and queued: " + "; ".join(errors)[:300]))
     client = parts.publisher.backend().client
     policy = parts.settings.verify_publish
     deadline = parts.settings.publish_deadline

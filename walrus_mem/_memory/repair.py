@@ -54,6 +54,7 @@ from ..keys import NamespaceKeys
 from ..models import MemoryRecord, RestoreReport
 from ..walrus import WalrusClient
 from .integrity import catalog_problems, check_index_file, damaged_sealed, sealed_problem
+from .lost_copies import reseal_lost
 from .records import fact_record, seal_fact
 from .repair_network import check_lost_heads
 
@@ -212,11 +213,16 @@ def _replace_sealed(mem: RepairHost, ns: str, report: RepairReport) -> None:
         if row is None:
             continue
         version = int(row["version"])
-        local = None if row["sealed"] is None else bytes(row["sealed"])
+        local = catalog.sealed_from_row(row)  # the embedded relayer's if the row has none
         if local is not None and sealed_problem(keys, local, mid, version) is None:
             _rebuild_row(mem, ns, row, local, report, problem)  # only the columns rotted
             continue
         data: bytes | None = None
+        if row["sealed"] is None and reseal_lost(mem.parts, ns, [mid]):
+            # only the embedded relayer's folder held it (_catalog/held.py), and no longer
+            # does intact: no other copy to wait for (reseal_lost flags and queues it)
+            report.resealed.append(mid)
+            continue
         if row["status"] == "published" and row["blob_id"] is not None:
             def check(raw: bytes, mid: str = mid, version: int = version) -> None:
                 why = sealed_problem(keys, raw, mid, version)

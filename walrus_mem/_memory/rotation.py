@@ -318,7 +318,8 @@ def _reseal(parts: Parts, ns: str, old: NamespaceKeys | None, new: NamespaceKeys
     only = "" if ids is None else " AND id IN (SELECT value FROM json_each(?))"
     while True:
         rows = catalog.query(
-            "SELECT key, id, version, text, sealed, blob_id, dedupe_hash FROM memories "
+            "SELECT key, id, version, text, sealed, blob_id, quilt_patch_id, digest, "
+            "dedupe_hash FROM memories "
             f"WHERE namespace = ? AND key > ?{only} ORDER BY key LIMIT ?",
             (ns, last, *([] if ids is None else [json.dumps(sorted(ids))]), RESEAL_CHUNK))
         if not rows:
@@ -326,10 +327,10 @@ def _reseal(parts: Parts, ns: str, old: NamespaceKeys | None, new: NamespaceKeys
         last = int(rows[-1]["key"])
         work: list[tuple[Any, bytes]] = []
         for row in rows:
-            sealed = row["sealed"]
+            sealed = catalog.sealed_from_row(row)  # the embedded relayer's, if the row has none
             if sealed is None:
-                raise LocalStoreError(f"memory {row['id']} has no sealed copy to rotate")
-            sealed = bytes(sealed)
+                raise LocalStoreError(f"memory {row['id']} has no sealed copy to rotate "
+                                      "(walrus-mem repair seals it again)")
             fpr = envelope_fingerprint(sealed)
             if fpr == new.fingerprint_bytes:
                 continue  # done before an interruption, or written after the switch

@@ -275,17 +275,15 @@ def lineage_after(catalog: Catalog, keys: NamespaceKeys, ns: str,
                   mid: str) -> dict[str, list[str]]:
     """Lineage of a version updated from the current one (lineage.py): the merge
     tells a concurrent update from a later one by it."""
-    row = catalog.query_one(
-        "SELECT sealed, digest FROM memories WHERE id = ? AND namespace = ?", (mid, ns))
-    if row is None or row[0] is None:
+    data, digest = catalog.sealed_and_digest(ns, mid)  # the relayer's if the row has none
+    if data is None:
         return {}
-    data = bytes(row[0])
     previous: dict[str, Any] | None
     try:
         previous = open_envelope(keys, data, expected_id=mid, expected_kind="fact")
     except (WalrusMemError, ValueError):
         previous = None
-    return next_lineage(previous, row[1] or mf.sealed_digest(data))
+    return next_lineage(previous, digest or mf.sealed_digest(data))
 
 
 def update(parts: Parts, ns: str, mid: str, text: str | bytes | None,

@@ -1,0 +1,129 @@
+"""Sealed copies the catalog does not keep: those the embedded relayer of this data dir holds.
+
+A memory's sealed envelope is the source of sync, ``extend``, re-stores after a network
+loss and (schema 7) its vector. With a real Walrus endpoint the catalog keeps it in
+``memories.sealed``: it is the client's insurance against losing the network's copy. With
+the embedded relayer (``Settings.embedded``) the store's copy is a file in
+``<data_dir>/relayer`` on the same disk, so a published row whose bytes that folder holds
+keeps none (schema 10; about 1,410 B a short fact): its location (``blob_id``,
+``quilt_patch_id``) and ``digest`` (BLAKE2b-256 of the sealed bytes) name them.
+
+A read (:func:`resolve_sealed`) takes the bytes from the folder in-process (no HTTP,
+about 20 µs a patch) and checks them against the row's digest: the folder is plain files,
+which anything with access to it can change or remove. Bytes that are gone or differ are
+treated as lost (None, logged), never used; the callers then do what a lost copy gets
+(``walrus-mem repair`` seals it again from the row, _memory/held_copies.py).
+
+Rows drop their copy when the store answer is recorded (:meth:`HeldCopies.shed` from
+``record_location``: the bytes are read back from the folder and compared byte for
+byte first) and at ``compact`` (rows published before this, or while another backend was
+in use). A row that is queued again (an update, a rotation, a re-seal) keeps its new
+copy until that is published. Without a source (a catalog opened alone) nothing is
+dropped and a row without its copy reads as having none.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import sqlite3
+from collections.abc import Sequence
+from typing import Final, Protocol
+
+__all__ = ["HELD_LOCATOR", "HeldCopies", "digest_of", "locator_of", "resolve_sealed",
+           "shed_held"]
+
+log = logging.getLogger(__name__)
+
+HELD_LOCATOR: Final = b"wm-held:"
+"""The prefix of what VECTOR_COLUMNS selects for a row whose sealed copy the relayer
+holds (an envelope starts with ``WMEM``): ``wm-held:<blob id> <patch id> <digest>``."""
+
+LOCATOR_SQL: Final = (
+    "CAST('wm-held:' || coalesce(blob_id, '') || ' ' || coalesce(quilt_patch_id, '') "
+    "|| ' ' || coalesce(digest, '') AS BLOB)"
+)
+
+
+class HeldCopies(Protocol):
+    """Where a row without its sealed copy reads it (installed by the publisher)."""
+
+    def read(self, blob_id: str, patch_id: str | None) -> bytes | None:
+        """The bytes stored at that location in this data dir's relayer folder, or None."""
+
+    @property
+    def drops(self) -> bool:
+        """Whether rows published now may drop their copy (the embedded relayer stores)."""
+
+
+def digest_of(data: bytes) -> str:
+    """BLAKE2b-256 (hex) of sealed bytes, as manifest.sealed_digest."""
+    return hashlib.blake2b(data, digest_size=32).hexdigest()
+
+
+def locator_of(blob: bytes) -> tuple[str, str | None, str] | None:
+    """(blob id, patch id, digest) of a locator, or None if ``blob`` is not one."""
+    if not blob.startswith(HELD_LOCATOR):
+        return None
+    parts = blob[len(HELD_LOCATOR):].decode("ascii", "replace").split(" ")
+    if len(parts) != 3 or not parts[0] or not parts[2]:
+        return None
+    return parts[0], parts[1] or None, parts[2]
+
+
+def resolve_sealed(conn: sqlite3.Connection, sealed: bytes | None, blob_id: str | None,
+                   patch_id: str | None, digest: str | None) -> bytes | None:
+    """A row's sealed bytes: its own copy, else the relayer's if it matches ``digest``."""
+    if sealed is not None:
+        return bytes(sealed)
+    source: HeldCopies | None = getattr(conn, "sealed_source", None)
+    if source is None or blob_id is None or digest is None:
+        return None
+    raw = source.read(str(blob_id), None if patch_id is None else str(patch_id))
+    if raw is None:
+        log.warning("the sealed copy of a memory stored in blob %s is not in the embedded "
+                    "relayer's folder any more (walrus-mem repair seals it again)", blob_id)
+        return None
+    if digest_of(raw) != digest:
+        log.warning("the sealed copy of a memory in the embedded relayer's blob %s does not "
+                    "match its digest (the folder was changed); not used: walrus-mem repair "
+                    "seals it again", blob_id)
+        return None
+    return raw
+
+
+def shed_held(conn: sqlite3.Connection, *, keys: Sequence[int] | None = None,
+              after: int = 0, limit: int = 2000) -> tuple[int, int | None]:
+    """Drop the sealed copy of published rows whose bytes the relayer's folder holds, byte
+    for byte, at their location: the rows of ``keys``, or up to ``limit`` rows after key
+    ``after``. Run inside the caller's write transaction. Returns (rows shed, the last key
+    looked at, None when there was none)."""
+    source: HeldCopies | None = getattr(conn, "sealed_source", None)
+    if source is None or not source.drops:
+        return 0, None
+    base = ("SELECT key, sealed, blob_id, quilt_patch_id, digest FROM memories WHERE "
+            "status = 'published' AND sealed IS NOT NULL AND blob_id IS NOT NULL "
+            "AND digest IS NOT NULL")
+    if keys is None:
+        rows = conn.execute(f"{base} AND key > ? ORDER BY key LIMIT ?",
+                            (after, limit)).fetchall()
+    else:
+        rows = []
+        for start in range(0, len(keys), 500):
+            chunk = [int(k) for k in keys[start:start + 500]]
+            rows += conn.execute(f"{base} AND key IN ({','.join('?' * len(chunk))})",
+                                 chunk).fetchall()
+    return _shed_rows(conn, source, rows), (int(rows[-1][0]) if rows else None)
+
+
+def _shed_rows(conn: sqlite3.Connection, source: HeldCopies,
+               rows: Sequence[sqlite3.Row]) -> int:
+    drop = []
+    for key, sealed, blob_id, patch_id, digest in rows:
+        data = bytes(sealed)
+        if digest_of(data) != digest:
+            continue  # a row whose copy and digest disagree keeps it (doctor, repair)
+        if source.read(str(blob_id), None if patch_id is None else str(patch_id)) == data:
+            drop.append((int(key),))
+    conn.executemany("UPDATE memories SET sealed = NULL WHERE key = ?", drop)
+    return len(drop)
