@@ -163,8 +163,21 @@ N12: Steps = [
     ("repair_a_damaged_catalog", {"damage": "index page", "i": 0}),
 ]
 
+# N10b: machine 1 followed the change (stored its lost memories again, published), then
+# its data dir was rolled back to a backup from before: the backup's catalog knew nothing
+# of the change, the heads it read were the new network's (served), and it published the
+# lost quilt again. The heads store and its mirror now record each change followed.
+N10b: Steps = [
+    ("genesis", {"clock": 0.0}),
+    ("restate", {"i": 1, "pick": 500}),
+    ("another_network", {}),
+    ("restore_a_backup_older_than_its_last_sync", {"i": 1, "new_home": False,
+                                                   "through": "451 every fact"}),
+]
+
 FOUND = {"F2": F2, "F3": F3, "N1": N1, "N2": N2, "N4": N4, "N5": N5, "N6": N6, "N7": N7,
-         "N8": N8, "N9": N9, "N11": N11, "N12": N12}
+         "N8": N8, "N9": N9, "N10b": N10b, "N11": N11,
+         "N12": N12}
 
 
 @pytest.mark.parametrize("steps", list(FOUND.values()), ids=list(FOUND))

@@ -262,3 +262,36 @@ def test_a_forget_made_after_the_backup_survives_its_restore(tmp_path: Path, ser
         a.remember("written after the restore", namespace="fg")
         _, entries = a._log.read("fg", a.sync().manifests["fg"])
         assert x.id not in {e.memory_id for e in entries if not e.deleted}
+
+
+def test_a_followed_network_change_outlives_a_rollback_of_the_data_dir(tmp_path: Path) -> None:
+    """N10b: a change of network followed here is recorded in heads.sqlite3 and the
+    mirror, so a data dir rolled back (with its heads store) to a backup from before the
+    change still finds it, and by the same writer id only."""
+    from walrus_mem._log.heads import SeenHeads
+    from walrus_mem._log.heads_mirror import HeadsMirror
+
+    state, data = tmp_path / "state", tmp_path / "data"
+    data.mkdir()
+    heads = SeenHeads(data / "heads.sqlite3", HeadsMirror(state, data))
+    heads.writer_id()
+    heads.close()  # checkpointed: the backup is the one file
+    shutil.copy(data / "heads.sqlite3", tmp_path / "backup.sqlite3")
+    heads = SeenHeads(data / "heads.sqlite3", HeadsMirror(state, data))
+    assert heads.last_change() is None
+    heads.record_change({"id": "c1", "at": 100.0, "to": 41, "kind": "lost", "seen_by": 90.0})
+    heads.record_change({"id": "c2", "at": 200.0, "to": 42, "kind": "lost", "seen_by": 190.0})
+    assert heads.last_change() == {"id": "c2", "at": 200.0, "to": 42, "kind": "lost",
+                                   "seen_by": 190.0}
+    heads.close()
+    for suffix in ("", "-wal", "-shm"):
+        (data / f"heads.sqlite3{suffix}").unlink(missing_ok=True)
+    shutil.copy(tmp_path / "backup.sqlite3", data / "heads.sqlite3")  # rolled back
+    rolled = SeenHeads(data / "heads.sqlite3", HeadsMirror(state, data))
+    change = rolled.last_change()
+    assert change is not None and change["id"] == "c2"
+    rolled.close()
+    other = SeenHeads(tmp_path / "other.sqlite3", HeadsMirror(state, tmp_path))
+    other.writer_id()  # another data dir: another writer id, none of the first's changes
+    assert other.last_change() is None
+    other.close()

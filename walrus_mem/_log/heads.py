@@ -23,7 +23,7 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from filelock import FileLock
 
@@ -332,6 +332,35 @@ class SeenHeads:
         """Blob id -> when it was first seen, of every manifest of ``namespace`` seen."""
         return {str(b): float(str(t)) for b, t in self._query(
             "SELECT blob_id, seen_at FROM heads WHERE namespace = ?", (namespace,))}
+
+    def record_change(self, change: dict[str, object]) -> None:
+        """A network change this data dir followed (network_reset.py ``_apply``): kept
+        here and in the mirror, so a catalog rolled back past it (a backup of the data
+        dir) learns of it and reads its blobs again (N10b)."""
+        with self._tx() as c:
+            c.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('network_change', ?)",
+                      (json.dumps(change),))
+            writer = self._writer_in(c)
+        if self.mirror is not None:
+            self.mirror.record_change(writer, change)
+
+    def last_change(self) -> dict[str, Any] | None:
+        """The latest network change followed here or, by this data dir's writer id, in
+        the mirror (a heads store rolled back with its data dir lacks it)."""
+        rows = self._query("SELECT value FROM meta WHERE key = 'network_change'", ())
+        found = [str(rows[0][0])] if rows else []
+        owner = self._stored_writer()
+        if self.mirror is not None and owner is not None:
+            found += self.mirror.changes(owner)
+        changes = []
+        for raw in found:
+            try:
+                change = json.loads(raw)
+                float(change["at"])
+                changes.append(change)
+            except (ValueError, KeyError, TypeError):
+                continue
+        return max(changes, key=lambda ch: float(ch["at"]), default=None)
 
     def max_seq(self, namespace: str) -> int:
         rows = self._query("SELECT max(seq) FROM heads WHERE namespace = ?", (namespace,))

@@ -52,6 +52,7 @@ _SCHEMA: Final = (
     "parents TEXT NOT NULL, origins TEXT NOT NULL, end_epoch INTEGER, stored_epoch INTEGER, "
     "PRIMARY KEY (owner, namespace, blob_id))",
     "CREATE TABLE IF NOT EXISTS data_dirs (path TEXT PRIMARY KEY, owner TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS changes (owner TEXT PRIMARY KEY, value TEXT NOT NULL)",
 )
 
 
@@ -188,4 +189,18 @@ class HeadsMirror:
             return conn.execute(
                 "SELECT namespace, blob_id, seq, digest, writer, parents, origins, end_epoch, "
                 "stored_epoch FROM heads WHERE owner = ?", (owner,)).fetchall()
+        return self._run(work, [], create=False)
+
+    def record_change(self, owner: str, change: dict[str, object]) -> None:
+        """The network change the data dir whose writer id is ``owner`` followed last."""
+        def work(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT OR REPLACE INTO changes (owner, value) VALUES (?, ?)",
+                         (owner, json.dumps(change)))
+        self._run(work, None, create=True)
+
+    def changes(self, owner: str) -> list[str]:
+        """The recorded network change of ``owner`` (JSON), if any."""
+        def work(conn: sqlite3.Connection) -> list[str]:
+            return [str(r[0]) for r in conn.execute(
+                "SELECT value FROM changes WHERE owner = ?", (owner,))]
         return self._run(work, [], create=False)

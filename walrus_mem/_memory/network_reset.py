@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import json
 import logging
+import secrets
 import sqlite3
 import time
 from collections.abc import Collection
@@ -86,6 +87,34 @@ round of 404s is a lagging aggregator as often as a lost network. Three rounds o
 are paid only when a head already answered 404."""
 
 
+def _missed_change(parts: Parts) -> bool:
+    """Whether the heads store (or its mirror, outside the data dir) names a network
+    change this catalog never followed: the data dir was rolled back to a backup taken
+    before it (N10b). At the same epochs nothing else shows it: the backup's catalog
+    holds the memories at the lost locations, and the heads it reads are served (the
+    new network's). Held apart as a change whose blobs are all read (kind ``lost``,
+    with the epoch and the heads it ended then): True."""
+    change = parts.log.seen.last_change()
+    if change is None:
+        return False
+    record = _reset_record(parts)
+    try:
+        at, to = float(change["at"]), int(change["to"])
+        if record is not None and (record.get("id") == change.get("id")
+                                   or float(record.get("at", 0)) >= at):
+            return False
+        seen_by = float(change["seen_by"])
+    except (KeyError, TypeError, ValueError):
+        return False
+    log.warning("this data dir followed a change of the network behind the endpoints "
+                "(epoch %d) that its catalog does not know (restored from a backup taken "
+                "before it?): every blob its memories live in is read again", to)
+    parts.catalog.set_meta(BACKWARDS_KEY, json.dumps({
+        "newest": parts.epochs.clock.reading().newest_seen, "kind": LOST,
+        "seen": [[to, at, at]], "heads_seen_by": seen_by, "change": change.get("id")}))
+    return True
+
+
 def _held(parts: Parts) -> dict[str, Any] | None:
     raw = parts.catalog.get_meta(BACKWARDS_KEY)
     try:
@@ -101,6 +130,8 @@ def follow(parts: Parts, errors: list[str], witnesses: Collection[str] = ()) -> 
     live by the old clock and were just answered 404 (no need to read a sample)."""
     held = _held(parts)
     verdict: dict[str, bool] = {}  # blob id -> still served
+    if held is None and _missed_change(parts):
+        held = _held(parts)
     if held is None and _identity_changed(parts, errors):
         held = _held(parts)
     if held is None:
@@ -151,7 +182,8 @@ def follow(parts: Parts, errors: list[str], witnesses: Collection[str] = ()) -> 
     seen_by = held.get("heads_seen_by")
     _apply(parts, seen, held.get("newest"), [*due, *lost], kind=kind, served=served,
            system_object=held.get("system_object"),
-           heads_seen_by=float(seen_by) if isinstance(seen_by, int | float) else None)
+           heads_seen_by=float(seen_by) if isinstance(seen_by, int | float) else None,
+           change=str(held["change"]) if held.get("change") else None)
     change_followed(parts.epochs.clock.store)
     return True
 
@@ -685,9 +717,12 @@ def _namespaces(c: Any) -> set[str]:
 
 def _apply(parts: Parts, seen: list[tuple[int, float, float]], old: object,
            lost: list[str], *, kind: str = "backwards", served: Collection[str] = (),
-           system_object: object = None, heads_seen_by: float | None = None) -> None:
+           system_object: object = None, heads_seen_by: float | None = None,
+           change: str | None = None) -> None:
     new = max(e for e, _, _ in seen)
     now = time.time()
+    change = change or secrets.token_hex(8)  # the same id when a rolled-back catalog
+    # follows a change the heads store recorded (_missed_change)
     first_new = min(f for _, f, _ in seen)  # the new network's epochs first seen
     # blobs the new network stored (and serves) whose answers the old clock refused
     # (epochs ahead of it): their end is the one the answer named, not the shifted one
@@ -710,7 +745,8 @@ def _apply(parts: Parts, seen: list[tuple[int, float, float]], old: object,
         c.execute("DELETE FROM meta WHERE key LIKE ?", (f"{MARK_KEY}:%",))  # the old network's
         c.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE "
                   "SET value = excluded.value",
-                  (RESET_KEY, json.dumps({"at": now, "kind": kind, "from": old, "to": new,
+                  (RESET_KEY, json.dumps({"at": now, "id": change, "kind": kind,
+                                          "from": old, "to": new,
                                           "lost_blobs": len(lost),
                                           **({"system_object": system_object}
                                              if system_object else {}),
@@ -718,11 +754,16 @@ def _apply(parts: Parts, seen: list[tuple[int, float, float]], old: object,
     # the heads stored before: the network lost them. Backwards, those stored above the
     # new epochs; another network, every one seen by the head that answered 404 (or the
     # first sign of the change): its epochs say nothing
+    seen_by = heads_seen_by if heads_seen_by is not None else first_new
     if kind == BACKWARDS:
         parts.log.seen.end_all(new, stored_above=new + JUMP_SLACK, seen_before=first_new)
     else:
-        parts.log.seen.end_seen_by(new, heads_seen_by if heads_seen_by is not None
-                                   else first_new)
+        parts.log.seen.end_seen_by(new, seen_by)
+    try:  # outside the data dir too: a backup of it taken before now learns of it
+        parts.log.seen.record_change({"id": change, "at": now, "to": new, "kind": kind,
+                                      "seen_by": seen_by})
+    except LocalStoreError as exc:
+        log.warning("could not record the network change in the heads store: %s", exc)
     what = ("its epochs went back from %s to %d: a wipe or an epoch reset" if kind == BACKWARDS
             else "its epochs did not go back (%s, now %d): another network behind the "
             "endpoints (a redeploy, another system object) or a wipe")
