@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import ctypes
 import json
 import os
 import platform
@@ -75,6 +76,58 @@ def rss_mb() -> float:
         if line.startswith("VmRSS:"):
             return round(int(line.split()[1]) / 1024, 1)
     return float("nan")
+
+
+def usearch_mb(mem: Memory) -> float | None:
+    """What USearch reports the namespace's graph holds in RAM (a view: the mapped file)."""
+    idx = mem._indexes.loaded(NAMESPACE) if mem._indexes is not None else None
+    return None if idx is None else round(idx.index.memory_usage / 2**20, 1)
+
+
+def memory_by_mapping(top: int = 6) -> dict[str, Any]:
+    """Where the RSS is (/proc/self/smaps): anonymous against file-backed pages, and the
+    file mappings holding the most, by file name (MB)."""
+    files: dict[str, float] = {}
+    anon = file_backed = 0.0
+    name = ""
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()
+        if not head:
+            continue
+        if not head[0].endswith(":"):  # a mapping's first line: range perms offset dev inode [path]
+            name = head[5] if len(head) > 5 else ""
+            continue
+        if head[0] != "Rss:":
+            continue
+        kb = int(head[1]) / 1024
+        if name.startswith("/"):
+            file_backed += kb
+            key = Path(name).name
+            key = key.split(".")[-1] if key.count(".") > 1 else key  # <hash>.<token>.rows.npy
+            files[key] = files.get(key, 0.0) + kb
+        else:
+            anon += kb
+    biggest = sorted(files.items(), key=lambda kv: -kv[1])[:top]
+    return {"anon_mb": round(anon, 1), "file_mb": round(file_backed, 1),
+            "files_mb": {k: round(v, 1) for k, v in biggest}, **malloc_mb()}
+
+
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost")]
+
+
+def malloc_mb() -> dict[str, float]:
+    """glibc's heap (mallinfo2): in use and free (held, not returned to the system)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallinfo2.restype = _MallInfo2
+        info = libc.mallinfo2()
+    except (OSError, AttributeError):
+        return {}
+    return {"malloc_in_use_mb": round((info.uordblks + info.hblkhd) / 2**20, 1),
+            "malloc_free_mb": round(info.fordblks / 2**20, 1)}
 
 
 class Corpus:
@@ -237,10 +290,12 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     last_cpu = sum(counts[-tenth:]) / sum(cpu[-tenth:])
     q_texts, q_vectors = corpus.queries(args.queries)
     embedder.table = dict(zip(q_texts, q_vectors, strict=True))
+    mapped_import = {"rss_mb": rss_mb(), **memory_by_mapping(), "usearch_mb": usearch_mb(mem)}
     t0 = time.perf_counter()
     mem.recall(q_texts[0], namespace=NAMESPACE, k=5, min_score=0)
     first_recall = time.perf_counter() - t0
-    print(json.dumps({"first_recall_s": round(first_recall, 3)}), flush=True)
+    print(json.dumps({"first_recall_s": round(first_recall, 3),
+                      "rss_after_import": mapped_import}), flush=True)
     checkpoints.append(checkpoint(mem, corpus, embedder, manifests, n, args.reps, profile))
     print(json.dumps(checkpoints[-1]), flush=True)
     samples = []
@@ -250,6 +305,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         mem.recall(text, namespace=NAMESPACE, k=5, min_score=0)
         samples.append(time.perf_counter() - t0)
     rss_after = rss_mb()
+    mapped_after = {**memory_by_mapping(), "usearch_mb": usearch_mb(mem)}
     t0 = time.perf_counter()
     mem.close()
     close_s = time.perf_counter() - t0
@@ -276,6 +332,8 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         "first_recall_s": round(first_recall, 3),
         "recall": percentiles(samples),
         "rss_mb_after_queries": rss_after,
+        "rss_by_mapping": mapped_after,
+        "rss_after_import": mapped_import,
         "close_s": round(close_s, 2),
         "reopen": json.loads(reopen.stdout.strip().splitlines()[-1]),
         "disk_mb": disk_mb(data_dir),
@@ -302,9 +360,11 @@ def reopen_child(data_dir: str, queries: str) -> int:
         mem.recall(text, namespace=NAMESPACE, k=5, min_score=0)
         samples.append(time.perf_counter() - t1)
     rss = rss_mb()
+    mapped = {**memory_by_mapping(), "usearch_mb": usearch_mb(mem)}
     mem.close()
     print(json.dumps({"open_to_first_answer_s": round(first, 3),
-                      "recall": percentiles(samples), "rss_mb_after_queries": rss}))
+                      "recall": percentiles(samples), "rss_mb_after_queries": rss,
+                      "rss_by_mapping": mapped}))
     return 0
 
 

@@ -57,7 +57,7 @@ import numpy.typing as npt
 from filelock import FileLock, Timeout
 
 from ..errors import LocalStoreError
-from .index_vectors import VECTOR_DTYPE, SlotVectors, file_slots, lazy_zeros
+from .index_vectors import VECTOR_DTYPE, SlotVectors, file_slots, graph_vectors, lazy_zeros
 from .native import before_usearch
 from .usearch_file import map_file, slot_keys, vector_matrix
 
@@ -138,19 +138,21 @@ class NamespaceIndex:
     instead of reading catalog rows (40 bytes per memory, read whole on open).
     The float16 vectors (exact cosines of keyword-only candidates without
     USearch's per-key lookups) are gathered by slot too (:meth:`vectors_at`),
-    from one of two places: a memory in the last saved USearch file is read
-    from that file's vector matrix, mapped read-only (``file_slot``, found when
-    the file is saved: usearch_file.py); a memory not in it (pending, or
-    written since that save) from the *copies*, an array that holds only those
-    rows and is saved as its own small file. So the index directory keeps a
-    built memory's vector once (the copies of every memory cost 869 B per
-    memory at 10k), and a process holds only the copies written since its last
-    save in RAM.
+    from one of two places: a memory in the last saved USearch file
+    (``file_slot``, found when the file is saved: usearch_file.py) is read from
+    that file's vector matrix, mapped read-only, while the graph is a view of
+    the file, and from the graph in RAM once a write copied it there; a memory
+    not in it (pending, or written since that save) from the *copies*, an
+    array that holds only those rows and is saved as its own small file. So
+    the index directory keeps a built memory's vector once (the copies of every
+    memory cost 869 B per memory at 10k), and a process holds only the copies
+    written since its last save in RAM.
 
     A saved graph is opened as a read-only memory map of its file (USearch's
     ``view``): nothing is read until searches touch it, and a process that only
     recalls never holds the graph in RAM. The first write copies it into memory
-    (:meth:`_writable`).
+    (:meth:`_writable`) and unmaps the file: a process that writes holds the
+    graph and its vectors once, in RAM, not the file's pages beside them.
     """
 
     _slots: dict[int, int] | None
@@ -295,17 +297,32 @@ class NamespaceIndex:
         return SlotVectors(self.vectors_at, len(self.keys))
 
     def vectors_at(self, slots: npt.NDArray[np.intp]) -> npt.NDArray[np.float16]:
-        """The float16 vectors at ``slots``: one gather from the saved file's matrix when
-        all of them are in it (a recall's candidates, once the index is saved), else
-        from the copies, with the saved ones filled in."""
+        """The float16 vectors at ``slots``: those in the saved file (``file_slot``) from
+        the file's matrix while the graph is a view of that file, from the graph in RAM
+        once a write copied it there (:meth:`_writable`); the others from the copies.
+        One gather when all are in the file (a recall's candidates, once saved)."""
         at = self.file_slot[slots]
         if len(at) and int(at.min()) >= 0:
-            return self._file_vectors[at]
+            return self._saved_vectors(slots, at)
         out = self._copies[slots]
         saved = at >= 0
         if saved.any():
-            out[saved] = self._file_vectors[at[saved]]
+            out[saved] = self._saved_vectors(slots[saved], at[saved])
         return out
+
+    def _saved_vectors(self, slots: npt.NDArray[np.intp],
+                       at: npt.NDArray[np.int32]) -> npt.NDArray[np.float16]:
+        """The vectors of built memories held in the saved file (``at``: their file slots).
+
+        A viewed graph reads them from the file's matrix (the mapping the view reads,
+        counted once). A graph in RAM holds every one of them itself, unchanged since
+        that save (a new vector goes to the copies and clears ``file_slot``): reading
+        the file then counted its pages a second time in the process's memory (2.56 GB
+        at 1M memories in the importing process, issue 28), so they come from USearch,
+        by key (about 25 µs per 100 keys against 4 µs for the matrix gather)."""
+        if self.viewed:
+            return self._file_vectors[at]
+        return graph_vectors(self.index, self.keys[slots], self.dim)
 
     def _copied(self) -> npt.NDArray[np.intp]:
         """Slots whose vector is in the copies: pending, or written since the last save."""
@@ -333,6 +350,8 @@ class NamespaceIndex:
         copies = lazy_zeros(len(self.keys), self.dim)
         copies[held] = self.vectors_at(held)  # before the switch: from where they are now
         self.file_slot[:] = file_slot
+        if not self.viewed:  # the graph in RAM holds them: the new file is not mapped
+            matrix = np.zeros((0, self.dim), _VECTOR_DTYPE)
         self._copies, self._file_vectors = copies, matrix
 
     def slots_of(self, keys: list[int]) -> npt.NDArray[np.intp]:
@@ -546,10 +565,13 @@ class NamespaceIndex:
         self.drop_rows(keys)
 
     def _writable(self) -> None:
-        """Copy a mapped graph into memory before its first change (a view is read-only)."""
+        """Copy a mapped graph into memory before its first change (a view is read-only).
+        The file is then unmapped: the saved vectors are read from the copy
+        (:meth:`_saved_vectors`), so its pages are not held twice."""
         if self.viewed:
             self.index = self.index.copy()
             self.viewed = False
+            self._file_vectors = np.zeros((0, self.dim), _VECTOR_DTYPE)  # the last reference
 
     def read_meta(self) -> dict[str, Any] | None:
         try:

@@ -2,8 +2,11 @@
 
 ``NamespaceIndex`` (index.py) reads a memory's vector, by slot, from one of two places:
 
-* the vector matrix of the USearch file it last saved or opened, mapped read-only
-  (usearch_file.py), at the row's ``file_slot``: every memory that file holds;
+* the memories that the USearch file it last saved or opened holds (the row's
+  ``file_slot``): from that file's vector matrix, mapped read-only (usearch_file.py),
+  while the graph is a view of the file; from the graph itself once a write copied it
+  into RAM (``NamespaceIndex._saved_vectors``: the file's pages are then not held a
+  second time);
 * the *copies*, an array addressed by slot (:func:`lazy_zeros`) holding the others only:
   pending memories (not in the graph yet) and those written since that save.
 
@@ -22,7 +25,9 @@ from typing import Any, Final
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["VECTOR_DTYPE", "SlotVectors", "file_slots", "lazy_zeros"]
+from ..errors import LocalStoreError
+
+__all__ = ["VECTOR_DTYPE", "SlotVectors", "file_slots", "graph_vectors", "lazy_zeros"]
 
 VECTOR_DTYPE: Final = np.dtype("<f2")
 
@@ -53,6 +58,27 @@ def file_slots(keys: npt.NDArray[np.int64], built: npt.NDArray[np.bool_],
     pos = np.minimum(np.searchsorted(sorted_keys, keys[rows]), len(sorted_keys) - 1)
     found = sorted_keys[pos] == keys[rows]
     out[rows[found]] = in_file[order[pos[found]]]
+    return out
+
+
+def graph_vectors(index: Any, keys: npt.NDArray[np.int64], dim: int
+                  ) -> npt.NDArray[np.float16]:
+    """The float16 vectors a float16 USearch ``index`` holds for ``keys`` (every one
+    present), as stored: ``Index.get``'s own call without its per-key views and tuple
+    (about 27 µs per 100 keys against 57)."""
+    from usearch.compiled import ScalarKind  # loaded by index.py already (after native.py)
+
+    if not len(keys):
+        return np.zeros((0, dim), VECTOR_DTYPE)
+    wanted = np.ascontiguousarray(keys, dtype=np.uint64)
+    compiled = getattr(index, "_compiled", None)
+    got = (compiled.get_many(wanted, ScalarKind.F16) if compiled is not None
+           else index.get(wanted, dtype="f16"))
+    try:
+        rows = np.concatenate(got)
+    except (TypeError, ValueError) as exc:  # a None: a key the graph does not hold
+        raise LocalStoreError("index rows name a memory its graph does not hold") from exc
+    out: npt.NDArray[np.float16] = rows.view(VECTOR_DTYPE).reshape(len(wanted), dim)
     return out
 
 
