@@ -527,6 +527,27 @@ class Store:
             return None
         return data if len(data) == record.length else None
 
+    def local_copies(self, blob_id: str, patch_ids: list[str]) -> dict[str, bytes]:
+        """:meth:`local_copy` of many patches of one quilt, its file read once: patch id ->
+        bytes, for those found."""
+        try:
+            index = self._quilt_index(blob_id)
+            if index is None:
+                return {}
+            with open(self.blob_path(blob_id), "rb") as handle:
+                data = handle.read()
+        except (OSError, ValueError, sqlite3.Error, BlobUnavailable):
+            return {}
+        out: dict[str, bytes] = {}
+        for patch_id in patch_ids:
+            try:
+                record = index.by_patch_id(patch_id)
+            except (ValueError, KeyError):
+                record = None
+            if record is not None and record.offset + record.length <= len(data):
+                out[patch_id] = data[record.offset:record.offset + record.length]
+        return out
+
     def resolve_object(self, object_id: str) -> str | None:
         """Blob id of an undeleted Blob object, by its id or its shared wrapper's id."""
         row = self._conn().execute(

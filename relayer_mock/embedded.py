@@ -243,6 +243,16 @@ class LocalCopies:
         except RuntimeError:  # closed meanwhile
             return None
 
+    def read_many(self, blob_id: str, patch_ids: list[str]) -> dict[str, bytes]:
+        """Many patches of one quilt, its file read once (patch id -> bytes, those found)."""
+        store = self._open()
+        if store is None:
+            return {}
+        try:
+            return store.local_copies(blob_id, patch_ids)  # type: ignore[no-any-return]
+        except RuntimeError:
+            return {}
+
     def close(self) -> None:
         with self._lock:
             self._closed = True

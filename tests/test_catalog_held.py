@@ -201,3 +201,23 @@ def test_with_a_walrus_client_the_catalog_keeps_every_copy(tmp_path: Path) -> No
             assert len(_kept(mem)) == 8 and all(_kept(mem).values())
     finally:
         relayer.close()
+
+
+def test_rows_without_their_copy_take_fewer_pages_without_compact(tmp_path: Path) -> None:
+    """A row that drops its copy is written again (deleted and inserted), so SQLite packs
+    the short rows into fewer pages at once; an UPDATE left each page as large as before."""
+    in_use = {}
+    for keep in (True, False):
+        settings = _settings(tmp_path, f"keep-{keep}").model_copy(
+            update={"catalog_keeps_sealed": keep})
+        with Memory(settings, embedder=HashEmbedder(64), master_key=MASTER) as mem:
+            for batch in range(3):
+                mem.remember_many(_texts(100, tag=f"{batch}-"))
+            assert all(_kept(mem).values()) is keep
+            try:
+                row = mem._parts.catalog.query_one(
+                    "SELECT count(*) FROM dbstat WHERE name = 'memories'")
+            except Exception:  # a SQLite built without dbstat
+                pytest.skip("no dbstat")
+            in_use[keep] = int(row[0])
+    assert in_use[False] < 0.4 * in_use[True], in_use

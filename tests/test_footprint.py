@@ -31,8 +31,11 @@ def test_a_large_forget_gives_the_space_back(tmp_path: Path,
     file shrinks at once (without it the freed pages stayed in the file until a VACUUM).
     (The threshold is 1 MiB of free pages; 32 KiB here, so few memories make the test.)"""
     monkeypatch.setattr(catalog_mod, "RECLAIM_MIN_PAGES", 8, raising=False)
+    # the rows keep their sealed copies: the pages a publish frees by dropping them (reused
+    # by the next writes, tests/test_catalog_held.py) are not what this test measures
     settings = Settings(config_file=None, data_dir=tmp_path / "data", use_keyring=False,
-                        publisher_url=None, aggregator_urls=[], state_dir=tmp_path / "state")
+                        publisher_url=None, aggregator_urls=[], state_dir=tmp_path / "state",
+                        catalog_keeps_sealed=True)
     texts = [f"Fact {i}: " + " ".join(f"word{(i * 7 + j) % 997}" for j in range(120))
              for i in range(80)]
     catalog = tmp_path / "data" / "catalog.sqlite3"

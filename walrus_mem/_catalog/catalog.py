@@ -9,8 +9,11 @@ Tables (schema version :data:`SCHEMA_VERSION`, migrations in :data:`MIGRATIONS`)
 ``memories``      live memories. ``key`` (INTEGER PRIMARY KEY AUTOINCREMENT,
                   never reused) is the USearch key; ``vector`` holds the
                   normalised embedding as float16 bytes so the index can be
-                  rebuilt without re-embedding; ``sealed`` the envelope bytes
-                  of the current version (republished as-is by sync/extend).
+                  rebuilt without re-embedding (empty when ``sealed`` carries
+                  it: vectors.py); ``sealed`` the envelope bytes of the
+                  current version (republished as-is by sync/extend), NULL for
+                  a published row whose bytes the embedded relayer holds
+                  (read from its folder, checked against ``digest``: held.py).
 ``fts_<hash>``    one FTS5 table per namespace over ``memories.text`` (rowid =
                   ``memories.key``; the name is a hash, not the namespace), so
                   bm25 statistics are per namespace and lexical search needs

@@ -32,13 +32,20 @@ class RelayerCopies:
     def drops(self, value: bool) -> None:
         self._drops = bool(value)
 
-    def read(self, blob_id: str, patch_id: str | None) -> bytes | None:
+    def _local(self) -> Any:
         if self._copies is None:
             from relayer_mock.embedded import LocalCopies
 
             self._copies = LocalCopies(self.folder)
-        data: bytes | None = self._copies.read(blob_id, patch_id)
+        return self._copies
+
+    def read(self, blob_id: str, patch_id: str | None) -> bytes | None:
+        data: bytes | None = self._local().read(blob_id, patch_id)
         return data
+
+    def read_many(self, blob_id: str, patch_ids: list[str]) -> dict[str, bytes]:
+        found: dict[str, bytes] = self._local().read_many(blob_id, patch_ids)
+        return found
 
     def close(self) -> None:
         if self._copies is not None:
