@@ -17,9 +17,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.test_index import DIM
+from tests.test_index import DIM, add, cat  # noqa: F401  (cat: a fixture)
 from tests.test_index_file_vectors import ATTRS, assert_holds, vectors
+from walrus_mem._catalog.catalog import Catalog
+from walrus_mem._recall import index_store
 from walrus_mem._recall.index import NamespaceIndex
+from walrus_mem._recall.index_store import IndexStore
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="reads /proc/self/maps")
@@ -75,3 +78,35 @@ def test_a_written_index_reads_its_vectors_from_ram_not_the_file(tmp_path: Path)
     assert again.load() and again.viewed
     assert_holds(again, truth)
     assert _mappings_of(path) == 1
+
+
+def test_the_first_use_after_a_large_catch_up_returns_the_freed_heap(
+    tmp_path: Path, cat: Catalog, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+) -> None:
+    """An import's batches leave their freed buffers in the C heap (105 MB at 200k
+    memories in the importing process): the index's next use after it applied a large
+    batch of changes hands them back, once; small writes do not pay for it."""
+    trims: list[int] = []
+    monkeypatch.setattr(index_store, "release_freed_heap", lambda: trims.append(1))
+    store = IndexStore(tmp_path / "index", cat)
+    store.auto_build = False
+    add(cat, "ns", 20)
+    store.get("ns", "m", DIM)
+    store.refresh("ns")
+    add(cat, "ns", 5, start=20)
+    store.refresh("ns")
+    assert store.current("ns", "m", DIM) is not None
+    assert trims == []
+    add(cat, "ns", index_store.TRIM_AFTER, start=25)
+    store.refresh("ns", build=True)
+    assert trims == []  # its own buffers are freed once the write returns
+    assert store.current("ns", "m", DIM) is not None  # a recall's first look
+    assert trims == [1]
+    store.get("ns", "m", DIM)
+    store.refresh("ns")
+    assert trims == [1]
+    store.close()
+
+
+def test_release_freed_heap_runs_where_it_can() -> None:
+    index_store.release_freed_heap()  # glibc's malloc_trim, or nothing
