@@ -25,8 +25,13 @@ figures for 10k facts (28: chroma 24 MB, sqlite-vec 16 MB, mem0 48 MB) as a
 reference. ``bench/footprint_peers.py`` measures chroma on the same facts and
 vectors in the same run, from its own venv.
 
+With the embedded relayer a published row keeps no sealed copy in the catalog (schema 10,
+walrus_mem/_catalog/held.py): "catalog: memories: sealed" counts the queued rows' copies
+and those of rows published before; the bytes themselves are in "relayer blobs: quilts".
+
 ``--compact`` measures the data dir again after ``Memory.compact`` (superseded
-manifests deleted from the embedded relayer, vectors of older rows emptied, VACUUM).
+manifests deleted from the embedded relayer, vectors of older rows emptied, sealed copies
+the relayer holds dropped, VACUUM).
 
 Prints a table and writes ``.bench-results/footprint-<n>.json``.
 """

@@ -30,8 +30,8 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Final, Protocol
 
-__all__ = ["HELD_LOCATOR", "HeldCopies", "digest_of", "locator_of", "resolve_sealed",
-           "shed_held"]
+__all__ = ["HELD_LOCATOR", "HeldCopies", "digest_of", "locator_of", "resolve_many",
+           "resolve_sealed", "shed_held"]
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +93,28 @@ def resolve_sealed(conn: sqlite3.Connection, sealed: bytes | None, blob_id: str 
                     "seals it again", blob_id)
         return None
     return raw
+
+
+def resolve_many(conn: sqlite3.Connection,
+                 locators: Sequence[tuple[str, str | None, str]]) -> list[bytes | None]:
+    """:func:`resolve_sealed` of many rows' locators (blob id, patch id, digest), each
+    quilt's file read once (a rebuild's batch reads ~1,000 rows of a few quilts)."""
+    source: HeldCopies | None = getattr(conn, "sealed_source", None)
+    if source is None:
+        return [None] * len(locators)
+    patches: dict[str, list[str]] = {}
+    for blob_id, patch_id, _ in locators:
+        if patch_id is not None:
+            patches.setdefault(blob_id, []).append(patch_id)
+    held = {b: source.read_many(b, p) for b, p in patches.items()}
+    out: list[bytes | None] = []
+    for blob_id, patch_id, digest in locators:
+        raw = held[blob_id].get(patch_id) if patch_id is not None else None
+        if raw is not None and digest_of(raw) == digest:
+            out.append(raw)
+        else:  # not in the quilt's file as read, or a blob of its own: one by one (logs)
+            out.append(resolve_sealed(conn, None, blob_id, patch_id, digest))
+    return out
 
 
 def shed_held(conn: sqlite3.Connection, *, keys: Sequence[int] | None = None,

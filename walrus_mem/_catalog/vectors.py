@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import Final
 
 from ..errors import LocalStoreError
-from .held import LOCATOR_SQL, HeldCopies, locator_of, resolve_sealed
+from .held import LOCATOR_SQL, HeldCopies, locator_of, resolve_many
 
 __all__ = ["VECTOR_COLUMNS", "VectorConnection", "VectorSource", "resolve_vectors",
            "stored_vector"]
@@ -70,14 +70,17 @@ def resolve_vectors(conn: sqlite3.Connection, namespace: str,
                     rows: Sequence[tuple[bytes, bytes | None]]) -> list[bytes]:
     """The vector bytes of rows read as :data:`VECTOR_COLUMNS` (vector, sealed-or-null)."""
     source = getattr(conn, "vector_source", None)
+    # sealed copies the embedded relayer holds (held.py): read together, checked
+    located = {i: held for i, (vector, sealed) in enumerate(rows)
+               if not vector and sealed and (held := locator_of(bytes(sealed))) is not None}
+    fetched = dict(zip(located, resolve_many(conn, list(located.values())), strict=True))
     out: list[bytes] = []
-    for vector, sealed in rows:
+    for i, (vector, sealed) in enumerate(rows):
         if vector:
             out.append(bytes(vector))
             continue
-        held = locator_of(bytes(sealed)) if sealed else None
-        if held is not None:  # the relayer's copy (held.py), checked against the digest
-            sealed = resolve_sealed(conn, None, *held)
+        if i in located:
+            sealed = fetched[i]
             if sealed is None:
                 raise LocalStoreError(
                     "a memory's vector is kept in its sealed copy, which the embedded "
