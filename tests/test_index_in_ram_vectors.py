@@ -110,3 +110,36 @@ def test_the_first_use_after_a_large_catch_up_returns_the_freed_heap(
 
 def test_release_freed_heap_runs_where_it_can() -> None:
     index_store.release_freed_heap()  # glibc's malloc_trim, or nothing
+
+
+def test_a_writer_with_dense_keys_keeps_no_key_dict(tmp_path: Path) -> None:
+    """Slots are found in the key table (4 bytes a key) on writes as on recalls: the
+    dict of every key (about 100 MB at 1M memories) is built only when asked for."""
+    v = vectors(21, 400)
+    idx = NamespaceIndex("ns", tmp_path, "m", DIM)
+    idx.defer(list(range(100, 300)), v[:200], [ATTRS] * 200)  # pending: rows only
+    idx.upsert(list(range(300, 400)), v[200:300], [ATTRS] * 100)
+    idx.upsert([150, 301], v[301:303], [ATTRS] * 2)  # updates
+    idx.remove([120, 121, 121, 999])  # a key twice, one never held
+    idx.defer(list(range(400, 500)), v[303:403][:97].repeat(2, 0)[:100], [ATTRS] * 100)
+    assert idx._slots is None
+    truth = {k: v[k - 100] for k in range(100, 300)} | {k: v[k - 100] for k in range(300, 400)}
+    truth |= {150: v[301], 301: v[302]}
+    del truth[120], truth[121]
+    extra = v[303:403][:97].repeat(2, 0)[:100]
+    truth |= {400 + i: extra[i] for i in range(100)}
+    assert idx.count() == len(truth) == len(idx)
+    found, at = idx.find([150, 120, 999, 450])
+    assert found.tolist() == [True, False, False, True]
+    assert np.array_equal(idx.vectors[at[[0, 3]]], np.stack([truth[150], truth[450]])
+                          .astype(np.float16))
+    sims = idx.similarities([301, 120, 450], truth[301])
+    assert sims[0] == pytest.approx(1.0, abs=1e-3) and sims[1] == 0.0
+    keys, _ = idx.search_all(truth[450])
+    assert sorted(keys) == sorted(truth)
+    assert idx._slots is None
+    assert_holds(idx, truth)  # asks for the dict: built from the keys, and right
+    idx.upsert([1000], v[:1], [ATTRS])  # kept in step once built
+    idx.remove([100])
+    assert idx.slots.get(1000) is not None and 100 not in idx.slots
+    assert idx.count() == len(truth)

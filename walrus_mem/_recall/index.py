@@ -59,7 +59,7 @@ from filelock import FileLock, Timeout
 from ..errors import LocalStoreError
 from .index_vectors import VECTOR_DTYPE, SlotVectors, file_slots, graph_vectors, lazy_zeros
 from .native import before_usearch
-from .usearch_file import map_file, slot_keys, vector_matrix
+from .usearch_file import file_digest, file_stamp, map_file, slot_keys, vector_matrix
 
 before_usearch()  # onnxruntime would crash once USearch is loaded otherwise (native.py)
 import numkong as nk  # noqa: E402  (USearch's own kernels; loaded by usearch.index already)
@@ -74,18 +74,6 @@ LOCK_TIMEOUT: Final = 60.0
 VERIFIED_KEY: Final = "index_verified:"  # + file stem: catalog meta of the last verified file
 _LOAD_ATTEMPTS: Final = 3
 _MAPPING: Final = "_walrus_mem_mapping"  # on a viewed Index: the mapping its view reads
-
-
-def file_digest(path: Path) -> str:
-    """BLAKE2b-256 of a file, read in chunks (hashlib releases the GIL while hashing)."""
-    with open(path, "rb") as fh:
-        return hashlib.file_digest(fh, lambda: hashlib.blake2b(digest_size=32)).hexdigest()
-
-
-def file_stamp(path: Path) -> list[int]:
-    """What changes when a file is rewritten or replaced: size, mtime_ns, inode."""
-    st = os.stat(path)
-    return [st.st_size, st.st_mtime_ns, st.st_ino]
 
 
 def index_file_stem(namespace: str) -> str:
@@ -184,9 +172,11 @@ class NamespaceIndex:
 
     @property
     def slots(self) -> dict[int, int]:
-        """Catalog key -> slot in the arrays below. Built from the rows' keys on first use:
-        a process that only recalls finds slots in the key table (:meth:`find`) and
-        never pays for the dict (0.1-0.2 s at 1M memories on open)."""
+        """Catalog key -> slot in the arrays below. Built from the rows' keys when asked
+        for (then kept in step with writes): reads and writes find slots with
+        :meth:`find`, in the key table while the keys are dense, so neither a process
+        that only recalls (0.1-0.2 s at 1M memories on open) nor one that writes (about
+        100 MB at 1M) pays for it."""
         if self._slots is None:
             present = np.flatnonzero(self.keys >= 0)
             self._slots = dict(zip(self.keys[present].tolist(), present.tolist(), strict=True))
@@ -194,14 +184,13 @@ class NamespaceIndex:
 
     def count(self) -> int:
         """How many memories the rows hold (without building :attr:`slots`)."""
-        if self._slots is not None:
-            return len(self._slots)
-        return int(np.count_nonzero(self.keys >= 0))
+        return self._count
 
     def clear_rows(self) -> None:
         self.pending = 0
         self._pending_cache: npt.NDArray[np.intp] | None = None
-        self._slots = {}
+        self._slots = None
+        self._count = 0
         self._free: list[int] = []
         self._forget_table()
         self._file_vectors: npt.NDArray[np.float16] = np.zeros((0, self.dim), _VECTOR_DTYPE)
@@ -253,13 +242,20 @@ class NamespaceIndex:
     ) -> None:
         """Record vectors (None: keep the stored ones) and attributes of ``keys``;
         ``pending``: they are not in the graph (else they are)."""
-        new = [key for key in dict.fromkeys(keys) if key not in self.slots]
-        self._grow(len(self.slots) + len(new))
-        for key in new:
-            self.slots[key] = self._free.pop()
-        at = np.fromiter((self.slots[key] for key in keys), np.intp, len(keys))
-        if new:
-            self._table_add(new)
+        once = list(dict.fromkeys(keys))
+        found, at = self.find(once)
+        if not found.all():
+            new = [key for key, held in zip(once, found.tolist(), strict=True) if not held]
+            self._grow(self._count + len(new))
+            fresh = [self._free.pop() for _ in new]
+            at[~found] = fresh
+            self._count += len(new)
+            if self._slots is not None:
+                self._slots.update(zip(new, fresh, strict=True))
+            self._table_add(new, fresh)
+        if len(once) < len(keys):  # a key twice: each place gets its slot
+            of = dict(zip(once, at.tolist(), strict=True))
+            at = np.fromiter(map(of.__getitem__, keys), np.intp, len(keys))
         unique = np.unique(at)
         was = int(np.count_nonzero((self.in_graph[unique] == 0) & (self.keys[unique] >= 0)))
         self.keys[at] = keys
@@ -274,9 +270,12 @@ class NamespaceIndex:
         self.expires_at[at] = [np.nan if a[2] is None else a[2] for a in attrs]
 
     def drop_rows(self, keys: list[int]) -> None:
-        for key in keys:
-            slot = self.slots.pop(key, None)
-            if slot is not None:
+        found, at = self.find(keys)
+        for key, held, slot in zip(keys, found.tolist(), at.tolist(), strict=True):
+            if held and self.keys[slot] == key:  # (not dropped already: a key twice)
+                if self._slots is not None:
+                    del self._slots[key]
+                self._count -= 1
                 if self.file_slot[slot] < 0:
                     self._copies[slot] = 0  # a forgotten memory's vector does not linger
                 self.file_slot[slot] = -1
@@ -355,8 +354,11 @@ class NamespaceIndex:
         self._copies, self._file_vectors = copies, matrix
 
     def slots_of(self, keys: list[int]) -> npt.NDArray[np.intp]:
-        """Slots of ``keys``; every key must be present (see :attr:`slots`)."""
-        return np.fromiter(map(self.slots.__getitem__, keys), np.intp, len(keys))
+        """Slots of ``keys``; every key must be present (see :meth:`find`)."""
+        found, at = self.find(keys)
+        if not found.all():
+            raise KeyError(keys[int(np.flatnonzero(~found)[0])])
+        return at
 
     # -- key -> slot table (recall's lookups) -------------------------------------------
     #
@@ -372,18 +374,19 @@ class NamespaceIndex:
         self._table_stale = True
         self._sparse_at = 0  # key count when the keys were last found too sparse
 
-    def _table_add(self, new: list[int]) -> None:
-        """Enter the new keys' slots, or mark the table for a rebuild when out of range."""
+    def _table_add(self, new: list[int], slots: list[int]) -> None:
+        """Enter the new keys' slots, or mark the table for a rebuild when out of range
+        (from the rows' keys: the caller writes them before the next lookup)."""
         table = self._table
         if table is None:
             # sparse keys are looked at again once the count doubled: not at every write
-            self._table_stale |= self.count() > 2 * self._sparse_at
+            self._table_stale |= self._count > 2 * self._sparse_at
             return
         at = np.asarray(new, dtype=np.int64) - self._table_base
         if int(at.min()) < 0 or int(at.max()) >= len(table):
             self._forget_table()  # rebuilt, with headroom, at the next lookup
             return
-        table[at] = np.fromiter(map(self.slots.__getitem__, new), np.int32, len(new))
+        table[at] = slots
 
     def _key_table(self) -> npt.NDArray[np.int32] | None:
         if self._table_stale:
@@ -404,6 +407,8 @@ class NamespaceIndex:
     def find(self, keys: Sequence[int] | npt.NDArray[np.int64]
              ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.intp]]:
         """Which of ``keys`` are in the index, and their slots (-1 where absent)."""
+        if not self._count:
+            return np.zeros(len(keys), dtype=bool), np.full(len(keys), -1, dtype=np.intp)
         table = self._key_table()
         if table is None:
             slots = np.fromiter(map(self.slots.get, keys, repeat(-1)), np.intp, len(keys))
@@ -501,7 +506,7 @@ class NamespaceIndex:
         if len(keys) >= len(self):
             return keys, sims
         found = set(keys)
-        missing = [key for key in self.slots if key not in found]
+        missing = [key for key in self.keys[self.keys >= 0].tolist() if key not in found]
         extra = self.similarities_at(self.slots_of(missing), vector)
         all_keys = np.asarray(keys + missing, dtype=np.int64)
         all_sims = np.concatenate([np.asarray(sims, dtype=np.float64), extra])
@@ -529,10 +534,11 @@ class NamespaceIndex:
 
     def similarities(self, keys: list[int], vector: npt.NDArray[np.float32]) -> list[float]:
         """Exact cosine similarity of ``vector`` to the stored vectors of ``keys`` (0 if absent)."""
-        present = [i for i, key in enumerate(keys) if key in self.slots]
+        held, at = self.find(keys)
+        present = np.flatnonzero(held).tolist()
         out = [0.0] * len(keys)
         if present:
-            sims = self.similarities_at(self.slots_of([keys[i] for i in present]), vector)
+            sims = self.similarities_at(at[held], vector)
             for i, sim in zip(present, sims.tolist(), strict=True):
                 out[i] = sim
         return out
@@ -711,7 +717,8 @@ class NamespaceIndex:
             copies[held] = vectors  # the pending memories' (and the rest of a cut save's)
         self._bind(rows, copies)
         self._file_vectors = matrix
-        self._slots = None  # built from the keys if a write or a full scan needs it
+        self._slots = None  # built from the keys if asked for (see slots)
+        self._count = len(present)
         self._free = np.flatnonzero(keys < 0)[::-1].tolist()
         self._forget_table()
         self.pending, self._pending_cache = pending, None

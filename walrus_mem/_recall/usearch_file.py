@@ -30,6 +30,7 @@ caller keeps its own copies of the vectors, as before this module.
 
 from __future__ import annotations
 
+import hashlib
 import mmap
 import os
 from pathlib import Path
@@ -38,7 +39,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["map_file", "slot_keys", "vector_matrix"]
+__all__ = ["file_digest", "file_stamp", "map_file", "slot_keys", "vector_matrix"]
 
 _MATRIX_AT: Final = 8  # after the two uint32 dimensions
 _HEAD: Final = 64  # index_dense_head_t
@@ -46,6 +47,18 @@ _MAGIC: Final = b"usearch"
 _GRAPH_HEADER: Final = 40  # index_serialized_header_t: five uint64
 _NODE_HEAD: Final = 10  # uint64 key + int16 level
 _CHUNK: Final = 1 << 16  # nodes per gather of keys (bounds the temporary arrays)
+
+
+def file_digest(path: Path) -> str:
+    """BLAKE2b-256 of a file, read in chunks (hashlib releases the GIL while hashing)."""
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, lambda: hashlib.blake2b(digest_size=32)).hexdigest()
+
+
+def file_stamp(path: Path) -> list[int]:
+    """What changes when a file is rewritten or replaced: size, mtime_ns, inode."""
+    st = os.stat(path)
+    return [st.st_size, st.st_mtime_ns, st.st_ino]
 
 
 def map_file(path: Path) -> mmap.mmap:
