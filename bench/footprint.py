@@ -65,6 +65,16 @@ PEERS_10K_MB = {"chroma": 24.0, "sqlite-vec": 16.0, "mem0": 48.0}  # issue 28, n
 TARGET_PER_FACT = 2500  # bytes: the issue's absolute target for a short fact
 
 
+def _embedder() -> HashEmbedder:
+    """The 384-d hash embedder; with WALRUS_MEM_BENCH_UNCARRIED=1 (``--uncarried``) one that
+    names no weights, so facts are sealed without their vector and the catalog row keeps
+    it, as bench/scale.py's lookup embedder does."""
+    embedder = HashEmbedder(dim=384)
+    if os.environ.get("WALRUS_MEM_BENCH_UNCARRIED") == "1":
+        embedder.weights_digest = None  # type: ignore[assignment]
+    return embedder
+
+
 def _settings(data_dir: Path) -> Settings:
     # the per-user heads mirror goes beside the data dir, not in ~/.local/state
     return Settings(config_file=None, data_dir=data_dir, use_keyring=False,
@@ -76,7 +86,7 @@ def compact(data_dir: Path) -> dict[str, Any]:
     """``Memory.compact``: superseded manifests out of the embedded relayer, older rows'
     vectors emptied, the index rebuilt, VACUUM."""
     started = time.perf_counter()
-    with Memory(_settings(data_dir), embedder=HashEmbedder(dim=384), master_key=MASTER) as mem:
+    with Memory(_settings(data_dir), embedder=_embedder(), master_key=MASTER) as mem:
         mem.compact(NAMESPACE)
     return {"compact_s": round(time.perf_counter() - started, 1)}
 
@@ -85,7 +95,7 @@ def fill(data_dir: Path, n: int, batch: int) -> dict[str, Any]:
     settings = _settings(data_dir)
     texts = make_texts(n)
     started = time.perf_counter()
-    with Memory(settings, embedder=HashEmbedder(dim=384), master_key=MASTER) as mem:
+    with Memory(settings, embedder=_embedder(), master_key=MASTER) as mem:
         for start in range(0, n, batch):
             mem.remember_many(texts[start:start + batch], namespace=NAMESPACE)
         mem.sync()
@@ -243,9 +253,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the temporary data dir")
     parser.add_argument("--compact", action="store_true",
                         help="also measure after Memory.compact (a second table)")
+    parser.add_argument("--uncarried", action="store_true",
+                        help="facts sealed without their vector (the row keeps it), as in "
+                             "bench/scale.py")
     parser.add_argument("--fill-only", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--compact-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.uncarried:
+        os.environ["WALRUS_MEM_BENCH_UNCARRIED"] = "1"  # the fill and compact children too
     tmp = None
     if args.data_dir:
         data_dir = Path(args.data_dir)

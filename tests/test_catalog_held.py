@@ -221,3 +221,4 @@ def test_rows_without_their_copy_take_fewer_pages_without_compact(tmp_path: Path
                 pytest.skip("no dbstat")
             in_use[keep] = int(row[0])
     assert in_use[False] < 0.4 * in_use[True], in_use
+

@@ -84,15 +84,29 @@ def resolve_sealed(conn: sqlite3.Connection, sealed: bytes | None, blob_id: str 
         return None
     raw = source.read(str(blob_id), None if patch_id is None else str(patch_id))
     if raw is None:
-        log.warning("the sealed copy of a memory stored in blob %s is not in the embedded "
-                    "relayer's folder any more (walrus-mem repair seals it again)", blob_id)
+        _warn_once(str(blob_id), "the sealed copy of a memory stored in blob %s is not in the "
+                   "embedded relayer's folder any more (walrus-mem repair seals it again)")
         return None
     if digest_of(raw) != digest:
-        log.warning("the sealed copy of a memory in the embedded relayer's blob %s does not "
-                    "match its digest (the folder was changed); not used: walrus-mem repair "
-                    "seals it again", blob_id)
+        _warn_once(str(blob_id), "the sealed copy of a memory in the embedded relayer's blob "
+                   "%s does not match its digest (the folder was changed); not used: "
+                   "walrus-mem repair seals it again")
         return None
     return raw
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(blob_id: str, message: str) -> None:
+    """One warning per blob and process (every reader of its memories would repeat it)."""
+    if blob_id in _warned:
+        log.debug(message, blob_id)
+        return
+    if len(_warned) > 10_000:
+        _warned.clear()
+    _warned.add(blob_id)
+    log.warning(message, blob_id)
 
 
 def resolve_many(conn: sqlite3.Connection,
