@@ -175,9 +175,22 @@ N10b: Steps = [
                                                    "through": "451 every fact"}),
 ]
 
+# R1 (20 x 15 with another_network on, session 15; no network change needed): machine 1's
+# catalog was rebuilt from garbage while its remembered head answered 404, so the state
+# merged nothing; its rotation's manifest then started the namespace again (no origins),
+# and the teardown's pulls refused it as a fork (ForkedHead). A state that merged nothing
+# now names the origins of the heads this data dir has seen.
+R1: Steps = [
+    ("genesis", {"clock": 0.0}),
+    ("fault_window", {"kind": "404", "pick": 2187, "what": "head"}),
+    ("repair_a_damaged_catalog", {"damage": "garbage", "i": 1}),
+    ("restate", {"i": 1, "pick": 565}),
+    ("rotate", {"i": 1, "killed": False}),
+]
+
 FOUND = {"F2": F2, "F3": F3, "N1": N1, "N2": N2, "N4": N4, "N5": N5, "N6": N6, "N7": N7,
          "N8": N8, "N9": N9, "N10b": N10b, "N11": N11,
-         "N12": N12}
+         "N12": N12, "R1": R1}
 
 
 @pytest.mark.parametrize("steps", list(FOUND.values()), ids=list(FOUND))

@@ -63,9 +63,8 @@ Sizes: ``WALRUS_MEM_STATEFUL_EXAMPLES`` (default 20) examples of
 in `make check`; derandomized); a long local run is e.g. 300 x 15 (seed 7: 4,500 steps
 passed on 80077f7; on d05c333 seed 11 at 300 x 15 and seed 7 at 120 x 15 passed; the
 findings of long runs are replayed in tests/test_features_replayed.py).
-``WALRUS_MEM_STATEFUL_NETWORK_CHANGE=1`` makes ``another_network`` a rule (the endpoints lead
-to another network at the old one's epoch; off by default while findings N10b, N11 and N12 are
-open, .ci/stateful_findings.md; the replays of N4-N9 call it).
+``WALRUS_MEM_STATEFUL_NETWORK_CHANGE=0`` leaves out the ``another_network`` rule (the
+endpoints lead to another network at the old one's epoch; findings N4-N12 are replayed).
 ``WALRUS_MEM_STATEFUL_WITHOUT=wipe,clock_jump`` leaves rules out (to tell which feature a
 failure needs). Known failures are listed in .ci/stateful_findings.md, not marked here.
 """
@@ -108,6 +107,7 @@ from tests.helpers_log import Interrupt, live
 from tests.helpers_memory import MASTER_HEX, make_settings
 from tests.helpers_proxy import HookProxy
 from walrus_mem import Memory
+from walrus_mem._log.heads import HeadRef
 from walrus_mem._memory import network_reset
 from walrus_mem._memory import rotation as rot
 from walrus_mem._memory.repair_run import repair_data_dir
@@ -486,8 +486,18 @@ class FeatureMachines(RuleBasedStateMachine):
         self.model[i] = merge(self.model[i], ({mid: (version, frozenset({text}))}, frozenset()))
 
     def _catch_up(self, i: int) -> None:
-        """Publishing (or a restore with no head) merges every head this machine has seen."""
-        self.model[i] = merge(self.model[i], self.seen[i])
+        """Publishing (or a restore with no head) merges every head this machine has seen,
+        except one answering 404 (docs/sync.md: published without it, merged by a later
+        sync): then only what the heads its local state contains held."""
+        log = self.mems[i]._log
+        merged = {h.blob_id for h in log.merged(self.ns)}
+        if not any(h.ref.blob_id not in merged and not log.seen.is_gone(self.ns, h.ref.blob_id)
+                   for h in log.seen.newest(self.ns)):
+            self.model[i] = merge(self.model[i], self.seen[i])
+            return
+        for head in self.heads:
+            if HeadRef.parse(head.ref).blob_id in merged:
+                self.model[i] = merge(self.model[i], head.content)
 
     def _published(self, i: int, ref: str) -> None:
         head = Head(ref, self.model[i], self.gen[i])
@@ -999,7 +1009,7 @@ class FeatureMachines(RuleBasedStateMachine):
         self.world.wipe(int(store.epoch_info()["currentEpoch"]))
         self._wiped()
 
-    if os.environ.get("WALRUS_MEM_STATEFUL_NETWORK_CHANGE"):  # open findings N10b, N11, N12
+    if os.environ.get("WALRUS_MEM_STATEFUL_NETWORK_CHANGE", "1") != "0":
         another_network = precondition(lambda self: self._wipe_allowed())(  # type: ignore[assignment]
             rule()(another_network))
 
@@ -1092,7 +1102,8 @@ class FeatureMachines(RuleBasedStateMachine):
         assert rebuild is not None and rebuild.moved_to is not None
         held = self.model[i]
         if damage == "garbage":
-            self.model[i] = merge(self.seen[i], self.asides[i])
+            self.model[i] = self.asides[i]
+            self._catch_up(i)  # every head it remembers, unless one answered 404
         else:
             self._catch_up(i)
         # A salvaged memory whose text the restored state already holds gets a new id (in

@@ -333,6 +333,14 @@ class SeenHeads:
         return {str(b): float(str(t)) for b, t in self._query(
             "SELECT blob_id, seen_at FROM heads WHERE namespace = ?", (namespace,))}
 
+    def known_origins(self, namespace: str) -> set[str]:
+        """The origins (first manifests) of every head of ``namespace`` seen here."""
+        out: set[str] = set()
+        for (origins,) in self._query("SELECT DISTINCT origins FROM heads WHERE namespace = ?",
+                                      (namespace,)):
+            out.update(str(o) for o in json.loads(str(origins)))
+        return out
+
     def record_change(self, change: dict[str, object]) -> None:
         """A network change this data dir followed (network_reset.py ``_apply``): kept
         here and in the mirror, so a catalog rolled back past it (a backup of the data

@@ -181,7 +181,12 @@ class Publishing(LogPart):
                 except (WalrusMemError, ValueError) as exc:
                     log.warning("parent %s of the next manifest of %r is unreadable (%s)",
                                 parent, ns, type(exc).__name__)
-        origins = sorted(self.origins(ns))
+        # A state that merged no head yet while this data dir has seen some of ``ns`` (a
+        # catalog rebuilt while its heads answered 404, a restore that failed) is no new
+        # start of the namespace: its manifest names the origins it knows, so neither it
+        # nor the machines that pull it take the other side for a fork (ForkedHead).
+        origins = sorted(self.origins(ns) or (
+            set() if parents else self.seen.known_origins(ns)))
         seq = max((p.seq for p in parents), default=0) + 1
         writer = self.seen.writer_id()
         own = self.seen.max_own_seq(ns, writer)
