@@ -507,47 +507,6 @@ class Store:
     def read_blob(self, blob_id: str) -> bytes:
         return self.read_range(self.get_blob(blob_id))
 
-    def local_copy(self, blob_id: str, patch_id: str | None = None) -> bytes | None:
-        """The bytes of a blob (or of one of its quilt's patches) as this folder holds them,
-        live or not: an expired Blob object's file stays until a delete removes it. None
-        when the file, the patch or the quilt's header is gone or unreadable. No HTTP, no
-        liveness or blocklist check, no counters: for the embedded relayer's owner, who
-        reads back what it stored (walrus_mem checks the bytes against its own digest)."""
-        try:
-            if patch_id is None:
-                with open(self.blob_path(blob_id), "rb") as handle:
-                    return handle.read()
-            record = self.get_patch_by_id(patch_id)
-            if record is None or record.quilt_id != blob_id:
-                return None
-            with open(self.blob_path(blob_id), "rb") as handle:
-                handle.seek(record.offset)
-                data = handle.read(record.length)
-        except (OSError, ValueError, sqlite3.Error, BlobUnavailable):
-            return None
-        return data if len(data) == record.length else None
-
-    def local_copies(self, blob_id: str, patch_ids: list[str]) -> dict[str, bytes]:
-        """:meth:`local_copy` of many patches of one quilt, its file read once: patch id ->
-        bytes, for those found."""
-        try:
-            index = self._quilt_index(blob_id)
-            if index is None:
-                return {}
-            with open(self.blob_path(blob_id), "rb") as handle:
-                data = handle.read()
-        except (OSError, ValueError, sqlite3.Error, BlobUnavailable):
-            return {}
-        out: dict[str, bytes] = {}
-        for patch_id in patch_ids:
-            try:
-                record = index.by_patch_id(patch_id)
-            except (ValueError, KeyError):
-                record = None
-            if record is not None and record.offset + record.length <= len(data):
-                out[patch_id] = data[record.offset:record.offset + record.length]
-        return out
-
     def resolve_object(self, object_id: str) -> str | None:
         """Blob id of an undeleted Blob object, by its id or its shared wrapper's id."""
         row = self._conn().execute(
@@ -557,7 +516,7 @@ class Store:
         ).fetchone()
         return None if row is None else str(row["blob_id"])
 
-    def _quilt_index(self, quilt_id: str) -> QuiltIndex | None:
+    def quilt_index(self, quilt_id: str) -> QuiltIndex | None:
         """The patches of a blob a quilt store registered (None for any other blob), from
         its container's header; raises BlobUnavailable if the file is gone."""
         row = self._conn().execute(
@@ -578,19 +537,19 @@ class Store:
             quilt_id = parse_quilt_patch_id(patch_id)[0]
         except ValueError:
             return None
-        index = self._quilt_index(quilt_id)
+        index = self.quilt_index(quilt_id)
         return None if index is None else index.by_patch_id(patch_id)
 
     def get_patch(self, quilt_id: str, identifier: str) -> PatchRecord | None:
         """The patch ``identifier`` of ``quilt_id``, or None; BlobUnavailable if its file
         is gone."""
-        index = self._quilt_index(quilt_id)
+        index = self.quilt_index(quilt_id)
         return None if index is None else index.by_identifier(identifier)
 
     def list_patches(self, quilt_id: str) -> list[PatchRecord]:
         """A quilt's patches in index order ([] for other blobs); BlobUnavailable if its
         file is gone."""
-        index = self._quilt_index(quilt_id)
+        index = self.quilt_index(quilt_id)
         return [] if index is None else index.records()
 
     def random_other_blob(self, exclude: str, rng: random.Random) -> BlobInfo | None:

@@ -27,6 +27,7 @@ from typing import Any
 import httpx
 
 from ._admin_auth import ADMIN_TOKEN_HEADER
+from ._local_copies import local_copies, local_copy
 from .app import create_app
 from .faults import FaultConfig
 
@@ -176,8 +177,8 @@ class EmbeddedRelayer:
 
     def local_copy(self, blob_id: str, patch_id: str | None = None) -> bytes | None:
         """Stored bytes (a blob, or a quilt's patch) read in-process, live or expired; None
-        if gone (:meth:`relayer_mock._store.Store.local_copy`)."""
-        return self.relayer.store.local_copy(blob_id, patch_id)  # type: ignore[no-any-return]
+        if gone (:func:`relayer_mock._local_copies.local_copy`)."""
+        return local_copy(self.relayer.store, blob_id, patch_id)
 
     def client(self, **kwargs: Any) -> httpx.Client:
         """A sync ``httpx.Client`` bound to this relayer (sending the admin token, if any)."""
@@ -239,7 +240,7 @@ class LocalCopies:
         if store is None:
             return None
         try:
-            return store.local_copy(blob_id, patch_id)  # type: ignore[no-any-return]
+            return local_copy(store, blob_id, patch_id)
         except RuntimeError:  # closed meanwhile
             return None
 
@@ -249,7 +250,7 @@ class LocalCopies:
         if store is None:
             return {}
         try:
-            return store.local_copies(blob_id, patch_ids)  # type: ignore[no-any-return]
+            return local_copies(store, blob_id, patch_ids)
         except RuntimeError:
             return {}
 

@@ -222,3 +222,12 @@ def test_rows_without_their_copy_take_fewer_pages_without_compact(tmp_path: Path
             in_use[keep] = int(row[0])
     assert in_use[False] < 0.4 * in_use[True], in_use
 
+
+
+def test_reading_a_folder_without_a_relayer_creates_nothing(tmp_path: Path) -> None:
+    from relayer_mock.embedded import LocalCopies
+
+    copies = LocalCopies(tmp_path / "relayer")
+    assert copies.read("x" * 43, None) is None and copies.read_many("x" * 43, ["y"]) == {}
+    assert not (tmp_path / "relayer").exists()
+    copies.close()
