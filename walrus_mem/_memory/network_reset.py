@@ -109,9 +109,14 @@ def _missed_change(parts: Parts) -> bool:
     log.warning("this data dir followed a change of the network behind the endpoints "
                 "(epoch %d) that its catalog does not know (restored from a backup taken "
                 "before it?): every blob its memories live in is read again", to)
+    # the epoch the change was followed at, and what this catalog saw since (a catalog
+    # repaired after the change has sightings of the new network: kept, not rolled back)
+    since = {e: [f, last] for e, (f, last) in parts.epochs.clock.sightings().items() if f > at}
+    first, last = since.pop(to, [at, at])
+    seen = [[to, min(first, at), max(last, at)], *([e, f, end] for e, (f, end) in since.items())]
     parts.catalog.set_meta(BACKWARDS_KEY, json.dumps({
         "newest": parts.epochs.clock.reading().newest_seen, "kind": LOST,
-        "seen": [[to, at, at]], "heads_seen_by": seen_by, "change": change.get("id")}))
+        "seen": sorted(seen), "heads_seen_by": seen_by, "change": change.get("id")}))
     return True
 
 
