@@ -188,9 +188,19 @@ R1: Steps = [
     ("rotate", {"i": 1, "killed": False}),
 ]
 
+# N13 (60 x 15, seed 5, session 15): the machines' wall clock ran 10 days ahead during the
+# genesis; after the change machine 1's forget published a manifest at once, and with a
+# mark kept (its restore's) nothing read anything before it: the manifest listed the
+# lost quilt. Each manifest now reads the marked head first.
+N13: Steps = [
+    ("genesis", {"clock": 864000.0}),
+    ("another_network", {}),
+    ("forget", {"i": 1, "pick": 3110}),
+]
+
 FOUND = {"F2": F2, "F3": F3, "N1": N1, "N2": N2, "N4": N4, "N5": N5, "N6": N6, "N7": N7,
          "N8": N8, "N9": N9, "N10b": N10b, "N11": N11,
-         "N12": N12, "R1": R1}
+         "N12": N12, "N13": N13, "R1": R1}
 
 
 @pytest.mark.parametrize("steps", list(FOUND.values()), ids=list(FOUND))

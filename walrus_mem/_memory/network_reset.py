@@ -353,14 +353,24 @@ def mark_restored(parts: Parts, ns: str) -> None:
 
 
 def mark_before_publish(parts: Parts, ns: str, errors: list[str]) -> bool:
-    """Before a manifest of ``ns``, when no head is marked served yet: the parent (the
-    newest merged head) is read and marked, so a sync after writes made on another
+    """Before a manifest of ``ns``: the marked head is read (one byte; 404 and none of
+    its blobs served asks the network, :func:`suspect`). With no head marked served yet,
+    the parent (the newest merged head) is read and marked, so a sync after writes made on another
     network still has an older head to read (:func:`check_served`). A 404 before its
     end epoch asks the network (:func:`suspect`); True when a reset was followed. With
     no parent (the namespace's first manifest) the blobs this data dir stored are read
     instead (up to 3, one byte each): stored before a change, nothing else shows it."""
-    if _mark(parts, ns) is not None:
-        return False
+    mark = _mark(parts, ns)
+    if mark is not None:
+        # still served? A write's manifest (a forget publishes at once) after a change
+        # would list the lost locations while no sync has checked since
+        if parts.log.seen.is_gone(ns, mark[0].blob_id):
+            return False
+        live = [*_live(parts, mark[1]), *(b for b in _own_sample(
+            parts, parts.epochs.clock.current() or 0) if b not in mark[1])]
+        if _mark_served(parts, ns, mark[0], live) is not False:
+            return False  # served, or no answer (the manifest's own store says so)
+        return suspect(parts, ns, mark[0], errors, sample=live)
     merged = parts.log.merged(ns)
     if not merged:
         try:
@@ -432,10 +442,11 @@ def _live(parts: Parts, blobs: list[str]) -> list[str]:
     if not blobs:
         return []
     now = parts.epochs.clock.current() or 0
-    rows = parts.catalog.query(
-        "SELECT value FROM json_each(?) WHERE value IN (SELECT blob_id FROM memories WHERE "
-        "status = 'published' AND end_epoch > ? UNION SELECT blob_id FROM manifests WHERE "
-        "end_epoch > ?)", (json.dumps(blobs), now, now))
+    rows = parts.catalog.query(  # by blob id (an index), never a scan of the memories
+        "SELECT value FROM json_each(?) j WHERE EXISTS (SELECT 1 FROM memories m WHERE "
+        "m.blob_id = j.value AND m.status = 'published' AND m.end_epoch > ?) OR EXISTS "
+        "(SELECT 1 FROM manifests f WHERE f.blob_id = j.value AND f.end_epoch > ?)",
+        (json.dumps(blobs), now, now))
     return [str(b) for (b,) in rows]
 
 
