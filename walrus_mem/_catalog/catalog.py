@@ -196,9 +196,11 @@ class Catalog(FtsQueries, PostingsQueries, ChangeLog, OutboxQueue, MemoryQueries
         # Deleted content (forgotten memories) is overwritten, not just unlinked.
         c.execute("PRAGMA secure_delete = ON")
         # Recall touches ~100 random rows and the FTS index per query: keep pages
-        # in a 64 MiB cache and map the file instead of read() syscalls per page.
+        # in a 64 MiB cache. No memory map: its pages count in the process's RSS on top
+        # of the cache (256 MiB at 1M memories), for no recall time measured at 100k
+        # (docs/benchmarks.md, "The importing process's memory").
         c.execute("PRAGMA cache_size = -65536")
-        c.execute("PRAGMA mmap_size = 268435456")
+        c.execute("PRAGMA mmap_size = 0")
         c.execute("PRAGMA temp_store = MEMORY")
 
     def _migrate(self) -> None:
