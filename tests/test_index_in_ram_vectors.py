@@ -160,7 +160,9 @@ def test_reading_rows_never_written_in_the_copies_takes_no_memory() -> None:
     for 29 MB written); a private one reads untouched pages as the zero page."""
     copies = lazy_zeros(100_000, 384)  # 73 MB of address space
     before = _rss_kb()
-    assert float(np.abs(copies[::2]).max()) == 0.0
+    # reductions over the strided view: no temporary array, whose freed pages the heap
+    # may keep (a CI worker that ran other tests first kept the 37 MB of np.abs's copy)
+    assert float(copies[::2].max()) == 0.0 and float(copies[::2].min()) == 0.0
     copies[7] = 1.0
     assert float(copies[7].min()) == 1.0 and float(copies[8].max()) == 0.0
-    assert _rss_kb() - before < 20_000  # the strided gather's own 37 MB is freed again
+    assert _rss_kb() - before < 20_000  # every page was read: a shared mapping adds 73 MB
