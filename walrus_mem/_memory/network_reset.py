@@ -329,11 +329,7 @@ def check_served(parts: Parts, ns: str, errors: list[str]) -> bool:
     # read back when published, is one found served
     mark = _mark(parts, ns) or _own_head(parts, ns)
     if mark is not None and mark[0] != newest:
-        # the blobs that had to be live with the mark, and those this data dir stored
-        # since (stored and read back on the old network, then lost with it, while the
-        # heads it reads are another machine's, of the new network: N8)
-        live = [*_live(parts, mark[1]), *(b for b in _own_sample(
-            parts, parts.epochs.clock.current() or 0) if b not in mark[1])]
+        live = _mark_blobs(parts, mark[1])
         verdict = _mark_served(parts, ns, mark[0], live)
         if verdict is None:
             return False  # no answer: asked again at the next sync
@@ -371,8 +367,7 @@ def mark_before_publish(parts: Parts, ns: str, errors: list[str]) -> bool:
                 return False
         except (WalrusMemError, ValueError):
             return False  # no answer: the manifest's own store says more
-        live = [*_live(parts, mark[1]), *(b for b in _own_sample(
-            parts, parts.epochs.clock.current() or 0) if b not in mark[1])]
+        live = _mark_blobs(parts, mark[1])
         if _mark_served(parts, ns, mark[0], live) is not False:
             return False  # served, or no answer (the manifest's own store says so)
         return suspect(parts, ns, mark[0], errors, sample=live)
@@ -453,6 +448,14 @@ def _live(parts: Parts, blobs: list[str]) -> list[str]:
         "(SELECT 1 FROM manifests f WHERE f.blob_id = j.value AND f.end_epoch > ?)",
         (json.dumps(blobs), now, now))
     return [str(b) for (b,) in rows]
+
+
+def _mark_blobs(parts: Parts, witnesses: list[str]) -> list[str]:
+    """What to read beside a marked head that answered 404: its ``witnesses`` still in use
+    and the blobs this data dir stored last (stored and read back on the old network,
+    then lost with it, while the heads it reads may be the new network's: N8)."""
+    own = _own_sample(parts, parts.epochs.clock.current() or 0)
+    return [*_live(parts, witnesses), *(b for b in own if b not in witnesses)]
 
 
 def _mark_served(parts: Parts, ns: str, ref: HeadRef, live: list[str]) -> bool | None:
