@@ -762,12 +762,12 @@ def _repair_locked(
         if rebuild is None and (heads or unfinished):
             rebuild = CatalogRebuild(moved_to=None)
         if rebuild is not None:
+            sources = [*unfinished, *([rebuild.moved_to] if rebuild.moved_to else [])]
             for ns, newest in sorted(heads.items()):
                 try:  # every newest head at once: what sync would merge (restore doc)
                     rebuild.restored[ns] = mem.restore(ns, newest, progress=progress)
                 except WalrusMemError as exc:  # the next repair tries again
                     rebuild.failed[ns] = f"{type(exc).__name__}: {exc}"
-                sources = [*unfinished, *([rebuild.moved_to] if rebuild.moved_to else [])]
                 if _unread(rebuild, ns) and check_lost_heads(mem.parts, ns, newest, sources):
                     try:  # the network lost those heads: they are recorded as gone
                         rebuild.restored[ns] = mem.restore(ns, newest, progress=progress)
@@ -776,7 +776,6 @@ def _repair_locked(
                         rebuild.failed[ns] = f"{type(exc).__name__}: {exc}"
             if not heads and rebuild.moved_to is not None:
                 rebuild.missing_heads.append(mem.namespace_name(namespace))
-            sources = [*unfinished, *([rebuild.moved_to] if rebuild.moved_to else [])]
             for source in sources:  # salvage skips what the catalog already holds
                 rebuild.salvaged_from.append(source)
                 # Forgets first: a re-statement moved a fact to a new id and forgot the
