@@ -198,9 +198,21 @@ N13: Steps = [
     ("forget", {"i": 1, "pick": 3110}),
 ]
 
+# N14 (60 x 15, seed 5, session 15): machine 0 published the genesis head and never synced
+# again; after the change its catalog was lost to garbage, and its repair had only that
+# head, answering 404, to read: every manifest was refused (StaleDataDir). The served
+# mark is kept in heads.sqlite3 too (served_mark.py), with the blobs read beside it.
+N14: Steps = [
+    ("genesis", {"clock": 0.0}),
+    ("another_network", {}),
+    ("repair_a_damaged_catalog", {"damage": "garbage", "i": 0}),
+    ("remember", {"count": 1, "i": 0}),
+    ("sync", {"i": 0, "through": ""}),
+]
+
 FOUND = {"F2": F2, "F3": F3, "N1": N1, "N2": N2, "N4": N4, "N5": N5, "N6": N6, "N7": N7,
          "N8": N8, "N9": N9, "N10b": N10b, "N11": N11,
-         "N12": N12, "N13": N13, "R1": R1}
+         "N12": N12, "N13": N13, "N14": N14, "R1": R1}
 
 
 @pytest.mark.parametrize("steps", list(FOUND.values()), ids=list(FOUND))

@@ -22,14 +22,16 @@ from relayer_mock._responses import MSG_BLOB_NOT_FOUND, dumps, error_envelope
 from relayer_mock.server import RelayerServer
 from tests.helpers_cli import invoke, invoke_json
 from tests.helpers_log import LyingAggregator, live, machine
-from tests.helpers_memory import MASTER_HEX
+from tests.helpers_memory import MASTER_HEX, MOCK_ADMIN_TOKEN, make_settings
 from tests.helpers_proxy import HookProxy
 from walrus_mem import Memory
 from walrus_mem._cli.doctor_network import check_network
 from walrus_mem._log.heads import HeadRef, SeenHead, SeenHeads
 from walrus_mem._memory import network_reset
 from walrus_mem._memory.network_reset import RESET_KEY
+from walrus_mem._memory.repair_run import repair_data_dir
 from walrus_mem._walrus.network_identity import IDENTITY_KEY, parse_contract_info
+from walrus_mem.testing import HashEmbedder
 
 
 @pytest.fixture(autouse=True)
@@ -392,6 +394,64 @@ def test_facts_stored_before_any_manifest_are_stored_again(tmp_path: Path) -> No
             head = report.manifests["default"]
             assert a.sync().renewed == 0
         assert _fresh_count(tmp_path, url, head) == 3
+
+
+def test_a_catalog_lost_to_garbage_after_a_change_of_network_publishes_again(
+        tmp_path: Path) -> None:
+    """N14 of .ci/stateful_findings.md: a data dir publishes its first manifest; the
+    endpoints then lead to another network at the same epochs, and its catalog is lost
+    to garbage before it syncs again. Its repair finds the one head it remembers answering
+    404 with nothing of the catalog left to read beside it, and a head alone cannot tell
+    a lost network from a lagging aggregator: every manifest was refused (StaleDataDir)
+    until another machine named that head gone. The copy of the served mark kept in
+    heads.sqlite3 names the blobs that had to be live; their 404s show the loss."""
+    with RelayerServer(tmp_path / "walrus", admin=False, fsync=False,
+                       initial_epoch=40) as srv:
+        port, url = srv.port, srv.url
+        with machine(tmp_path / "a", url, state_dir=tmp_path / "sa") as a:
+            a.remember_many([f"fact {i}" for i in range(3)])
+            first = a.sync().manifests["default"]
+            kept = a.parts.log.seen.kept_mark("default")
+            assert kept is not None and kept["head"] == first and kept["witnesses"], kept
+    catalog = tmp_path / "a" / "catalog.sqlite3"
+    catalog.write_bytes(b"not a database, the disk lost it " * 300)
+    for suffix in ("-wal", "-shm"):
+        Path(str(catalog) + suffix).unlink(missing_ok=True)
+    settings = make_settings(tmp_path / "a", publisher_url=url, aggregator_urls=url,
+                             state_dir=tmp_path / "sa", read_deadline=3.0,
+                             publish_deadline=5.0, mock_admin_token=MOCK_ADMIN_TOKEN)
+    with _other_network(tmp_path, port, 40):
+        rebuild, _ = repair_data_dir(settings, embedder=HashEmbedder(64))
+        assert rebuild is not None and rebuild.moved_to is not None
+        with machine(tmp_path / "a", url, state_dir=tmp_path / "sa") as a:
+            a.remember("a fact written after the repair")
+            report = a.sync()
+            assert report.errors == [], report
+            head = report.manifests["default"]
+            assert HeadRef.parse(head).seq > HeadRef.parse(first).seq
+            assert a.parts.log.seen.is_gone("default", HeadRef.parse(first).blob_id)
+        # the three facts were only in the lost catalog and on the lost network
+        assert _fresh_count(tmp_path, url, head) == 1
+
+
+def test_a_forget_drops_its_deleted_blob_from_the_kept_mark(mem: Memory) -> None:
+    """A blob a forget deleted answers 404 for good: the copy of the served mark no
+    longer counts on it, or a repair would read that 404 beside a lagging head as a
+    lost network."""
+    with mem as a:
+        kept_fact = a.remember("a fact that stays")
+        gone_fact = a.remember("a fact to forget")
+        a.sync()
+        kept = a.parts.log.seen.kept_mark("default")
+        assert kept is not None
+        witnesses = {blob for blob, _ in kept["witnesses"]}
+        assert {kept_fact.blob_id, gone_fact.blob_id} <= witnesses, kept
+        report = a.forget(gone_fact.id)
+        assert report.deleted_blobs == [gone_fact.blob_id]
+        kept = a.parts.log.seen.kept_mark("default")
+        assert kept is not None
+        witnesses = {blob for blob, _ in kept["witnesses"]}
+        assert gone_fact.blob_id not in witnesses and kept_fact.blob_id in witnesses
 
 
 def test_python_m_relayer_mock_serves_the_metrics_gauge(tmp_path: Path) -> None:

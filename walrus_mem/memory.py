@@ -46,8 +46,8 @@ from ._log.namespace_log import NamespaceLog, ProgressCallback
 from ._memory import follow, forgetting, maintenance, reading, syncing, writer
 from ._memory.epochs import Epochs
 from ._memory.inputs import UNSET, validate_idempotency_key, validate_memory_id
+from ._memory.network_reset import mark_published, suspect_logged
 from ._memory.network_reset import settle as settle_network_reset
-from ._memory.network_reset import suspect as suspect_network_reset
 from ._memory.parts import Parts
 from ._memory.publisher import Publisher
 from ._memory.records import Item
@@ -597,17 +597,17 @@ class Memory:
     def reset_followed(self, namespace: str, ref: HeadRef) -> bool:
         """A seen head of ``namespace`` answered 404 before its end epoch: whether the
         network was wiped or its epochs reset, which is then followed (network_reset.py)."""
-        errors: builtins.list[str] = []
-        followed = suspect_network_reset(self._parts, namespace, ref, errors)
-        for error in errors:
-            log.warning("%s", error)
-        return followed
+        return suspect_logged(self._parts, namespace, ref)
 
     def settle_reset(self, namespace: str,
                      backwards: tuple[int, int] | None = None) -> None:
         """Before a manifest of ``namespace``: a suspected wipe / epoch reset is settled and
         what the network lost stored again first (network_reset.py)."""
         settle_network_reset(self._parts, namespace, backwards)
+
+    def manifest_published(self, namespace: str, ref: HeadRef) -> None:
+        """A manifest of ``namespace`` was stored and read back (network_reset.py)."""
+        mark_published(self._parts, namespace, ref)
 
     def _publish_manifest(self, ns: str) -> str:
         """Publish a manifest of ``ns`` now (see :meth:`NamespaceLog.publish`); its head."""

@@ -20,7 +20,7 @@ import sqlite3
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final
@@ -369,6 +369,53 @@ class SeenHeads:
             except (ValueError, KeyError, TypeError):
                 continue
         return max(changes, key=lambda ch: float(ch["at"]), default=None)
+
+    def keep_mark(self, namespace: str | None, record: dict[str, Any] | None) -> None:
+        """Keep a copy of the catalog's served mark of ``namespace`` (served_mark.py; None
+        drops it, and a namespace of None drops every copy): a catalog lost to garbage
+        takes its mark with it, and its repair then has only the heads it remembers,
+        which answer 404 after a change of network just as they do behind a lagging
+        aggregator (N14)."""
+        if record is None and self._connect(create=False) is None:
+            return
+        with self._tx() as c:
+            if namespace is None:
+                c.execute("DELETE FROM meta WHERE substr(key, 1, 12) = 'served_mark:'")
+            elif record is None:
+                c.execute("DELETE FROM meta WHERE key = ?", (f"served_mark:{namespace}",))
+            else:
+                c.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+                          (f"served_mark:{namespace}", json.dumps(record)))
+
+    def kept_mark(self, namespace: str) -> dict[str, Any] | None:
+        """The copy :meth:`keep_mark` kept (None: none, or unreadable)."""
+        rows = self._query("SELECT value FROM meta WHERE key = ?", (f"served_mark:{namespace}",))
+        try:
+            record = json.loads(str(rows[0][0])) if rows else None
+        except ValueError:
+            return None
+        return record if isinstance(record, dict) else None
+
+    def drop_witnesses(self, blobs: Collection[str]) -> None:
+        """``blobs`` were deleted (a forget): a kept mark no longer counts on them being
+        served, or a lagging head beside one would read as a lost network."""
+        gone = set(blobs)
+        if not gone or self._connect(create=False) is None:
+            return
+        with self._tx() as c:
+            for key, raw in c.execute("SELECT key, value FROM meta WHERE "
+                                      "substr(key, 1, 12) = 'served_mark:'").fetchall():
+                try:
+                    record = json.loads(str(raw))
+                    witnesses = record["witnesses"]
+                except (ValueError, KeyError, TypeError):
+                    continue
+                kept = [w for w in witnesses if str(w[0] if isinstance(w, list) else w)
+                        not in gone]
+                if len(kept) != len(witnesses):
+                    record["witnesses"] = kept
+                    c.execute("UPDATE meta SET value = ? WHERE key = ?",
+                              (json.dumps(record), key))
 
     def max_seq(self, namespace: str) -> int:
         rows = self._query("SELECT max(seq) FROM heads WHERE namespace = ?", (namespace,))

@@ -63,6 +63,8 @@ class LogHost(Protocol):
     def settle_reset(self, namespace: str,
                      backwards: tuple[int, int] | None = None) -> None: ...
 
+    def manifest_published(self, namespace: str, ref: HeadRef) -> None: ...
+
 
 
 

@@ -225,6 +225,7 @@ class Publishing(LogPart):
                 end_epoch=stored.end_epoch, new_pages=new_pages, writes_seen=writes_seen,
                 registered_epoch=stored.registered_epoch, announce=announce_record(seen),
                 segments=segments, upto=snap.upto)
+        self.host.manifest_published(ns, ref)  # read back: found served (network_reset.py)
         announce(self, ns, keys, seen, retry=False)
         log.info("published manifest %d of %r (%d entries, %d pages)", seq, ns, count,
                  len(pages))

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Final
 from .._log.manifest import parse_root
 from ..envelope import open_envelope
 from ..errors import WalrusMemError
-from .network_reset import forget_mark
+from .served_mark import clear_mark
 
 if TYPE_CHECKING:
     from .parts import Parts
@@ -134,7 +134,7 @@ def reclaim_superseded(parts: Parts, ns: str) -> list[str]:
     if settled != floor:
         catalog.set_meta(FLOOR_KEY + ns, str(settled))
     if deleted:
-        forget_mark(parts, ns)  # it may name a deleted head, or list a deleted manifest
+        clear_mark(parts, ns)  # it may name a deleted head, or list a deleted manifest
         log.info("%d superseded manifest(s) of %r deleted from the embedded relayer",
                  len(deleted), ns)
     return deleted

@@ -59,18 +59,17 @@ from .._walrus.network_identity import change_followed, change_pending, observe_
 from ..errors import BlobNotFound, LocalStoreError, NetworkResetPending, WalrusMemError
 from .integrity import split_sound
 from .renewal import renew_due
+from .served_mark import MARK_KEY, read_mark, write_mark
 
 if TYPE_CHECKING:
     from .parts import Parts
 
 __all__ = ["BACKWARDS", "LOST", "RESET_KEY", "check_served", "follow",
-           "forget_mark", "mark_before_publish", "mark_restored", "settle", "suspect"]
+           "mark_before_publish", "mark_published", "mark_restored", "settle", "suspect",
+           "suspect_logged"]
 
 log = logging.getLogger(__name__)
 
-MARK_KEY: Final = "served_mark"
-"""Catalog meta ``served_mark:<ns>``: the head last found served and the blobs that had
-to be live then (:func:`check_served`)."""
 RESET_KEY: Final = "network_reset"
 """Catalog meta: the last reset followed ({"at", "kind", "from", "to", "lost_blobs",
 "owed"}), for doctor and tests."""
@@ -327,7 +326,7 @@ def check_served(parts: Parts, ns: str, errors: list[str]) -> bool:
         return False  # an outage: the pull and the manifest of this sync say so
     # no mark yet (a data dir that published, then never synced): its own newest head,
     # read back when published, is one found served
-    mark = _mark(parts, ns) or _own_head(parts, ns)
+    mark = read_mark(parts, ns) or _own_head(parts, ns)
     if mark is not None and mark[0] != newest:
         live = _mark_blobs(parts, mark[1])
         verdict = _mark_served(parts, ns, mark[0], live)
@@ -344,8 +343,17 @@ def mark_restored(parts: Parts, ns: str) -> None:
     """After a restore: the head just read is the mark, unless one is kept already (a
     data dir's first head may be the only one older than a network change)."""
     merged = parts.log.merged(ns)
-    if merged and _mark(parts, ns) is None:
+    if merged and read_mark(parts, ns) is None:
         _set_mark(parts, ns, merged[0])
+
+
+def mark_published(parts: Parts, ns: str, ref: HeadRef) -> None:
+    """A manifest ``ref`` of ``ns`` was stored and read back: with no head marked yet (a
+    namespace's first manifest, or the first since a change or a ``compact``) it is the
+    mark, kept in heads.sqlite3 too (served_mark.py), so a catalog lost before the next
+    sync still leaves blobs to read beside it (N14)."""
+    if read_mark(parts, ns) is None:
+        _set_mark(parts, ns, ref)
 
 
 def mark_before_publish(parts: Parts, ns: str, errors: list[str]) -> bool:
@@ -356,7 +364,7 @@ def mark_before_publish(parts: Parts, ns: str, errors: list[str]) -> bool:
     end epoch asks the network (:func:`suspect`); True when a reset was followed. With
     no parent (the namespace's first manifest) the blobs this data dir stored are read
     instead (up to 3, one byte each): stored before a change, nothing else shows it."""
-    mark = _mark(parts, ns)
+    mark = read_mark(parts, ns)
     if mark is not None:
         # still served? A write's manifest (a forget publishes at once) after a change
         # would list the lost locations while no sync has checked since
@@ -394,12 +402,6 @@ def mark_before_publish(parts: Parts, ns: str, errors: list[str]) -> bool:
     return suspect(parts, ns, merged[0], errors)
 
 
-def forget_mark(parts: Parts, ns: str) -> None:
-    """``compact`` deleted superseded manifests from the embedded relayer: the marked head
-    or a manifest among its witnesses may be one. The next sync marks the newest head."""
-    parts.catalog.set_meta(_mark_key(ns), "")
-
-
 def _own_head(parts: Parts, ns: str) -> tuple[HeadRef, list[str]] | None:
     """The newest manifest of ``ns`` this data dir published, as a mark with no blobs."""
     row = parts.catalog.query_one(
@@ -410,29 +412,12 @@ def _own_head(parts: Parts, ns: str) -> tuple[HeadRef, list[str]] | None:
     return head.ref, []
 
 
-def _mark_key(ns: str) -> str:
-    return f"{MARK_KEY}:{ns}"
-
-
-def _mark(parts: Parts, ns: str) -> tuple[HeadRef, list[str]] | None:
-    """The head of ``ns`` last found served, and the blobs that had to be live then."""
-    raw = parts.catalog.get_meta(_mark_key(ns))
-    try:
-        record = json.loads(raw) if raw else None
-        if not isinstance(record, dict):
-            return None
-        return HeadRef.parse(str(record["head"])), [str(b) for b in record["witnesses"]]
-    except (ValueError, KeyError, TypeError, WalrusMemError):
-        return None
-
-
 def _set_mark(parts: Parts, ns: str, ref: HeadRef) -> None:
     """Mark ``ref`` (just found served) with the blobs that must be live by the clock now:
     if the network behind the endpoints changes later, they are what it lost."""
     witnesses = list(dict.fromkeys(_sample(parts, parts.epochs.clock.current() or 0,
                                            before=time.time())))
-    parts.catalog.set_meta(_mark_key(ns), json.dumps(
-        {"head": str(ref), "witnesses": [b for b in witnesses if b != ref.blob_id]}))
+    write_mark(parts, ns, ref, [b for b in witnesses if b != ref.blob_id])
 
 
 def _live(parts: Parts, blobs: list[str]) -> list[str]:
@@ -500,6 +485,16 @@ def suspect(parts: Parts, ns: str, ref: HeadRef | None, errors: list[str],
                 return _lost_here(parts, ns, ref, epoch, errors, sample)
             _hold(parts, epoch, stored)
     return follow(parts, errors, witnesses=[] if ref is None else [ref.blob_id])
+
+
+def suspect_logged(parts: Parts, ns: str, ref: HeadRef) -> bool:
+    """:func:`suspect` for a merge that read a seen head's 404 (Memory.reset_followed),
+    its errors logged."""
+    errors: list[str] = []
+    followed = suspect(parts, ns, ref, errors)
+    for error in errors:
+        log.warning("%s", error)
+    return followed
 
 
 def _identity_changed(parts: Parts, errors: list[str]) -> bool:
@@ -777,6 +772,7 @@ def _apply(parts: Parts, seen: list[tuple[int, float, float]], old: object,
                                           **({"system_object": system_object}
                                              if system_object else {}),
                                           "owed": sorted(_namespaces(c))})))
+    parts.log.seen.keep_mark(None, None)  # and the copies of the marks
     # the heads stored before: the network lost them. Backwards, those stored above the
     # new epochs; another network, every one seen by the head that answered 404 (or the
     # first sign of the change): its epochs say nothing

@@ -425,6 +425,7 @@ class Publisher:
         with self.lock:
             deletions.settle(self.catalog, [b for b in blobs if b not in retry_later])
             deletions.failed(self.catalog, retry_later)
+        self.log.seen.drop_witnesses(deleted)  # a kept served mark no longer counts on them
         return deleted, kept
 
     def retry_deletions(self, namespace: str | None) -> list[str]:

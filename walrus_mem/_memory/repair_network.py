@@ -8,7 +8,9 @@ change: the check each sync makes (network_reset.py) would then have only the he
 read, and a head alone cannot tell a lost network from an aggregator that lags. Its next
 manifest was refused for good (StaleDataDir: a head it published is not in its state).
 The moved-aside catalog still names the blobs its published memories lived in: read
-beside the head, over the three rounds a loss takes, they tell the two apart.
+beside the head, over the three rounds a loss takes, they tell the two apart. A catalog
+lost to garbage names none; the copy of its served mark in heads.sqlite3 (served_mark.py)
+still does (N14).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from .._log.gone import provably_gone
 from .._log.heads import HeadRef
 from ..errors import WalrusMemError
 from .network_reset import SAMPLE, suspect
+from .served_mark import kept_witnesses
 
 if TYPE_CHECKING:
     from .parts import Parts
@@ -58,7 +61,8 @@ def check_lost_heads(parts: Parts, ns: str, refs: list[str], asides: list[Path])
     in every round are a loss, followed: the lost heads end, so the next manifest names
     them as gone parents and this data dir's memories are stored again). True when a
     loss was followed."""
-    blobs = list(dict.fromkeys(b for path in asides for b in aside_blobs(path, ns)))
+    blobs = list(dict.fromkeys([*(b for path in asides for b in aside_blobs(path, ns)),
+                                *kept_witnesses(parts, ns)]))
     heads = [HeadRef.parse(r) for r in refs]
     heads = [h for h in heads if not parts.log.seen.is_gone(ns, h.blob_id)
              and not provably_gone(parts.log, ns, h)[0]]
