@@ -29,7 +29,7 @@ def test_a_large_forget_gives_the_space_back(tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """A new catalog is in incremental auto_vacuum mode: after forgetting most memories the
     file shrinks at once (without it the freed pages stayed in the file until a VACUUM).
-    (The threshold is 1 MiB of free pages; 32 KiB here, so few memories make the test.)"""
+    (The threshold is 1 MiB of free pages; 128 KiB here, so few memories make the test.)"""
     monkeypatch.setattr(catalog_mod, "RECLAIM_MIN_PAGES", 8, raising=False)
     # the rows keep their sealed copies: the pages a publish frees by dropping them (reused
     # by the next writes, tests/test_catalog_held.py) are not what this test measures
@@ -37,7 +37,7 @@ def test_a_large_forget_gives_the_space_back(tmp_path: Path,
                         publisher_url=None, aggregator_urls=[], state_dir=tmp_path / "state",
                         catalog_keeps_sealed=True)
     texts = [f"Fact {i}: " + " ".join(f"word{(i * 7 + j) % 997}" for j in range(120))
-             for i in range(80)]
+             for i in range(320)]  # 16 KiB pages: enough rows to outweigh the fixed tables
     catalog = tmp_path / "data" / "catalog.sqlite3"
     with Memory(settings, embedder=HashEmbedder(dim=64), master_key=MASTER) as mem:
         ids = [r.id for r in mem.remember_many(texts).records]

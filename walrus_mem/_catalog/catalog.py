@@ -33,7 +33,11 @@ Tables (schema version :data:`SCHEMA_VERSION`, migrations in :data:`MIGRATIONS`)
                   bring its in-memory index up to date incrementally.
 ``manifests``, ``manifest_pages``  published manifests and reusable pages.
 ``idempotency``   results of calls made with an ``idempotency_key``.
+``blob_objects``  the Sui object id of each blob the store named one for (once per
+                  blob, not per row: writes.py ``note_object``).
 ``meta``          small key/value facts (current epoch, FTS tokenizer, ...).
+
+Pages are 16 KiB (:data:`PAGE_SIZE`; an older file switches at ``vacuum``).
 
 Every write goes through :meth:`Catalog.write` (``BEGIN IMMEDIATE``), so
 several processes can share the file; ``busy_timeout`` makes them wait for
@@ -80,11 +84,12 @@ from .vectors import (
     resolve_vectors,
     stored_vector,
 )
-from .writes import MemoryWrites
+from .writes import MemoryWrites, move_object_ids
 
 __all__ = [
     "MEMORY_COLUMNS",
     "MIGRATIONS",
+    "PAGE_SIZE",
     "SCHEMA_VERSION",
     "Catalog",
     "fts_table",
@@ -98,7 +103,11 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_MS: Final = 30_000
-RECLAIM_MIN_PAGES: Final = 256  # scrub() gives free pages back from 1 MiB of them (_reclaim)
+PAGE_SIZE: Final = 16384
+"""The catalog's page size. A row keeping a caller-given vector is ~1,250 B: a 4 KiB page
+held three and left about a tenth of itself empty (109 B a memory at 200k, benchmarks.md
+"Run 4"); 16 KiB pages hold thirteen. A new file gets it; an older one at ``vacuum``."""
+RECLAIM_MIN_PAGES: Final = 64  # scrub() gives free pages back from 1 MiB of them (_reclaim)
 _INCREMENTAL: Final = 2  # PRAGMA auto_vacuum's value for INCREMENTAL
 POSTINGS_FORMAT: Final = postings.FORMAT  # meta 'postings': a change rebuilds them all
 FTS_CONTENT: Final = "none"  # meta 'fts_content': FTS5 tables without a text copy (schema 9)
@@ -184,7 +193,8 @@ class Catalog(FtsQueries, PostingsQueries, ChangeLog, OutboxQueue, MemoryQueries
         # Reading the schema fails fast on a file that is not a database.
         c.execute("SELECT count(*) FROM sqlite_master").fetchone()
         # Free pages can be given back to the file system (scrub() after large forgets).
-        # Takes effect in a new file; an older one switches at its next VACUUM (compact).
+        # Both take effect in a new file; an older one switches at its next VACUUM (compact).
+        c.execute(f"PRAGMA page_size = {PAGE_SIZE}")
         c.execute("PRAGMA auto_vacuum = INCREMENTAL")
         mode = c.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if str(mode).lower() != "wal":
@@ -491,9 +501,36 @@ class Catalog(FtsQueries, PostingsQueries, ChangeLog, OutboxQueue, MemoryQueries
     def vacuum(self) -> None:
         self.shed_vectors()  # first: it reads the vectors from the copies still kept
         self.shed_sealed()
+        with self.write() as c:
+            move_object_ids(c)
         with self._lock:
+            if self._vacuum_to_page_size():
+                return  # the VACUUM ran outside WAL: nothing to checkpoint
             self.conn.execute("VACUUM")
             self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+
+    def _vacuum_to_page_size(self) -> bool:
+        """VACUUM a catalog made with other pages into :data:`PAGE_SIZE` ones (WAL keeps
+        the size: the VACUUM runs in rollback mode, then WAL again). Leaving WAL needs the
+        only connection to the file: with another open, False (a plain VACUUM then)."""
+        c = self.conn
+        if int(c.execute("PRAGMA page_size").fetchall()[0][0]) == PAGE_SIZE:
+            return False
+        c.execute("PRAGMA busy_timeout = 0")
+        try:
+            mode = c.execute("PRAGMA journal_mode = DELETE").fetchall()[0][0]
+        except sqlite3.OperationalError:
+            mode = "wal"
+        finally:
+            c.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        if str(mode).lower() == "wal":
+            return False
+        try:
+            c.execute(f"PRAGMA page_size = {PAGE_SIZE}")
+            c.execute("VACUUM")
+        finally:
+            c.execute("PRAGMA journal_mode = WAL").fetchall()
+        return True
 
     # -- meta -------------------------------------------------------------------
 

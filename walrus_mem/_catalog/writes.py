@@ -19,7 +19,32 @@ from .guard import CatalogPart, _guarded
 from .held import shed_held
 from .vectors import VECTOR_COLUMNS, resolve_vectors, stored_vector
 
-__all__ = ["MemoryWrites"]
+__all__ = ["MemoryWrites", "move_object_ids", "note_object"]
+
+_BLOB_OBJECTS: Final = ("CREATE TABLE IF NOT EXISTS blob_objects (blob_id TEXT PRIMARY KEY, "
+                        "object_id TEXT NOT NULL) WITHOUT ROWID")
+"""The Sui Blob object of each blob the store answered with one: kept once per blob (a
+quilt holds up to 666 memories), not in every row (``memories.object_id``, 66 B of hex a
+row, read by nothing; NULL since issue 28's footprint work). Made on first use; older
+walrus_mem ignores it."""
+
+
+def note_object(c: sqlite3.Connection, blob_id: str, object_id: str) -> None:
+    """Record the Sui object a store answer named for ``blob_id`` (the latest wins)."""
+    c.execute(_BLOB_OBJECTS)
+    c.execute("INSERT OR REPLACE INTO blob_objects (blob_id, object_id) VALUES (?, ?)",
+              (blob_id, object_id))
+
+
+def move_object_ids(c: sqlite3.Connection) -> int:
+    """Move the object ids rows written before still hold into ``blob_objects`` (one per
+    blob; a blob's own entry wins) and empty them; returns the rows emptied. ``compact``
+    runs it before its VACUUM."""
+    c.execute(_BLOB_OBJECTS)
+    c.execute("INSERT OR IGNORE INTO blob_objects (blob_id, object_id) SELECT blob_id, "
+              "max(object_id) FROM memories WHERE object_id IS NOT NULL AND blob_id IS NOT "
+              "NULL GROUP BY blob_id")
+    return c.execute("UPDATE memories SET object_id = NULL WHERE object_id IS NOT NULL").rowcount
 
 _MEMORY_DEFAULTS: Final[dict[str, Any]] = {
     "blob_id": None, "quilt_patch_id": None, "end_epoch": None, "digest": None,
@@ -115,9 +140,8 @@ class MemoryWrites(CatalogPart):
                         continue
                 c.execute(
                     "UPDATE memories SET status = 'published', blob_id = ?, quilt_patch_id = ?, "
-                    "object_id = ?, end_epoch = ?, deletable = ? WHERE id = ? AND version = ?",
-                    (blob.blob_id, patch, blob.object_id, end_epoch, deletable, mid,
-                     version),
+                    "object_id = NULL, end_epoch = ?, deletable = ? WHERE id = ? AND version = ?",
+                    (blob.blob_id, patch, end_epoch, deletable, mid, version),
                 )
                 c.execute(
                     "UPDATE versions SET blob_id = ?, quilt_patch_id = ?, end_epoch = ?, "
@@ -132,6 +156,8 @@ class MemoryWrites(CatalogPart):
                               (blob.blob_id, namespace, deletable, time.time()))
                 result[mid] = end_epoch
                 placed.append((mid, version))
+            if placed and blob.object_id is not None:
+                note_object(c, str(blob.blob_id), str(blob.object_id))
             if placed:  # held.py: the embedded relayer's copy replaces the row's
                 wanted = dict(placed)
                 keys = [int(r[0]) for r in c.execute(
