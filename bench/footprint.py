@@ -137,7 +137,8 @@ def _relayer_blob_kind(path: Path) -> str:
         magic = handle.read(8)
     # relayer_mock's quilt container (_quilt.py) holds the facts' patches; the rest are
     # single sealed blobs: manifests (and facts published alone)
-    return "relayer blobs: quilts" if magic == b"WMQUILT1" else "relayer blobs: single"
+    quilt = magic in (b"WMQUILT2", b"WMQUILT1")  # packed header since 2026-11-29, JSON before
+    return "relayer blobs: quilts" if quilt else "relayer blobs: single"
 
 
 def _catalog_path(data_dir: Path) -> Path:

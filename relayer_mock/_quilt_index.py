@@ -1,17 +1,17 @@
 """Quilt patch lookups from the quilt container's own header, with a small LRU cache.
 
-A quilt blob is the container of :mod:`relayer_mock._quilt` (``WMQUILT1``, a JSON header,
-then the patches). The header names every patch (identifier, length, tags, in identifier
-order); patch ``i``'s id is ``quilt_patch_id(quilt id, 1 + i, 2 + i)`` and its offset the
-header's end plus the lengths before it. So the store keeps no row per patch (index schema
-1 had one, about 320 bytes a patch with its two indexes): a lookup reads the header of the
-quilt's file once and keeps it parsed. A quilt id is the digest of its bytes, so a parsed
-header never goes stale; whether a blob has patches at all is the store's to say.
+A quilt blob is the container of :mod:`relayer_mock._quilt` (``WMQUILT2``, a packed JSON
+header, or ``WMQUILT1`` before, then the patches). The header names every patch
+(identifier, length, tags, in identifier order); patch ``i``'s id is
+``quilt_patch_id(quilt id, 1 + i, 2 + i)`` and its offset the header's end plus the
+lengths before it. So the store keeps no row per patch (index schema 1 had one, about
+320 bytes a patch with its two indexes): a lookup reads the header of the quilt's file
+once and keeps it parsed. A quilt id is the digest of its bytes, so a parsed header never
+goes stale; whether a blob has patches at all is the store's to say.
 """
 
 from __future__ import annotations
 
-import json
 import struct
 import threading
 from array import array
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ._ids import parse_quilt_patch_id, quilt_patch_id
-from ._quilt import MAGIC, PatchLayout, QuiltError
+from ._quilt import MAGIC, PatchLayout, QuiltError, parse_header
 from ._store_types import PatchRecord
 
 __all__ = ["QuiltIndex", "QuiltIndexCache"]
@@ -69,13 +69,14 @@ class QuiltIndex:
         """Parse the header of the container at ``path`` (FileNotFoundError if gone)."""
         with open(path, "rb") as handle:
             prefix = handle.read(_PREFIX)
-            if len(prefix) < _PREFIX or prefix[: len(MAGIC)] != MAGIC:
+            if len(prefix) < _PREFIX:
                 raise QuiltError("NotAQuilt")
             (header_len,) = struct.unpack("<I", prefix[len(MAGIC):])
             header = handle.read(header_len)
         if len(header) != header_len:
             raise QuiltError("NotAQuilt")
-        return cls.from_header(quilt_id, json.loads(header)["patches"], _PREFIX + header_len)
+        return cls.from_header(quilt_id, parse_header(prefix[: len(MAGIC)], header),
+                               _PREFIX + header_len)
 
     def __len__(self) -> int:
         return len(self.identifiers)

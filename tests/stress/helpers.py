@@ -10,7 +10,6 @@ import json
 import os
 import random
 import sqlite3
-import struct
 import subprocess
 import sys
 import threading
@@ -267,23 +266,11 @@ def check_consistency(mem: Memory, namespace: str) -> Consistency:
 # -- relayer blob scans --------------------------------------------------------------------
 
 
-QUILT_MAGIC = b"WMQUILT1"
-
-
 def split_blob(data: bytes) -> list[tuple[str | None, bytes]]:
     """A stored blob as (quilt identifier or None, bytes) parts (mock quilt container)."""
-    if not data.startswith(QUILT_MAGIC):
-        return [(None, data)]
-    (header_len,) = struct.unpack_from("<I", data, len(QUILT_MAGIC))
-    start = len(QUILT_MAGIC) + 4
-    header = json.loads(data[start : start + header_len])
-    offset = start + header_len
-    parts: list[tuple[str | None, bytes]] = []
-    for patch in header["patches"]:
-        length = int(patch["length"])
-        parts.append((str(patch["identifier"]), data[offset : offset + length]))
-        offset += length
-    return parts
+    from relayer_mock._quilt import split_container
+
+    return split_container(data)
 
 
 def relayer_blobs(relayer_dir: Path) -> dict[str, bytes]:
