@@ -15,7 +15,8 @@ writer that published it. namespace_log.py checks all of it on every read;
 merge.py says how two snapshots combine (docs/sync.md).
 
 Small namespaces (≤ :data:`INLINE_MAX` entries) keep the entries in the root.
-Larger ones split them into sealed **pages** (kind ``manifest-page``) chosen by
+Larger ones split them into sealed **pages** (kind ``manifest-page``, the entries
+zlib-packed: about 70 bytes an entry, :func:`page_record`) chosen by
 content-defined chunking: a page ends after an entry whose id hash hits
 ``0 mod PAGE_TARGET`` (or at :data:`PAGE_MAX` entries). Adding, updating or
 forgetting a memory therefore changes one page, and unchanged pages (same
