@@ -210,9 +210,20 @@ N14: Steps = [
     ("sync", {"i": 0, "through": ""}),
 ]
 
+# N15 (60 x 15, seed 11, session 16): after the change machine 2 restated a fact and synced
+# while the aggregator blocked every fact (451): its marked head answered 404 and nothing
+# beside it could be read, and the manifest it published listed the lost locations for
+# good (a fresh restore of that head missed them). Such a manifest now waits.
+N15: Steps = [
+    ("genesis", {"clock": 0.0}),
+    ("another_network", {}),
+    ("restate", {"i": 2, "pick": 186}),
+    ("sync", {"i": 2, "through": "451 every fact"}),
+]
+
 FOUND = {"F2": F2, "F3": F3, "N1": N1, "N2": N2, "N4": N4, "N5": N5, "N6": N6, "N7": N7,
          "N8": N8, "N9": N9, "N10b": N10b, "N11": N11,
-         "N12": N12, "N13": N13, "N14": N14, "R1": R1}
+         "N12": N12, "N13": N13, "N14": N14, "N15": N15, "R1": R1}
 
 
 @pytest.mark.parametrize("steps", list(FOUND.values()), ids=list(FOUND))

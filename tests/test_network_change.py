@@ -434,6 +434,44 @@ def test_a_catalog_lost_to_garbage_after_a_change_of_network_publishes_again(
         assert _fresh_count(tmp_path, url, head) == 1
 
 
+def test_no_manifest_while_the_marked_head_answers_404_and_its_blobs_cannot_be_read(
+        tmp_path: Path) -> None:
+    """N15 of .ci/stateful_findings.md: after a change of network at the same epochs, the
+    marked head answers 404 and the aggregator blocks the facts' blobs (451), so nothing
+    tells a lost network from a lagging aggregator. A manifest published then listed
+    the lost locations, and no later sync could mend that head (a fresh restore of it
+    missed them for good). It now waits (NetworkResetPending) until the blobs answer."""
+    with RelayerServer(tmp_path / "walrus", admin=False, fsync=False,
+                       initial_epoch=40) as srv:
+        port, url = srv.port, srv.url
+        with machine(tmp_path / "a", url, state_dir=tmp_path / "sa") as a:
+            a.remember_many([f"fact {i}" for i in range(3)])
+            first = a.sync().manifests["default"]
+            facts = {i for r in a.list() for i in (r.blob_id, r.quilt_patch_id) if i}
+    blocked = dumps(error_envelope("UNAVAILABLE_FOR_LEGAL_REASONS", "FORBIDDEN_BLOB",
+                                   "the blob is blocked by this aggregator"))
+
+    def block_the_facts(method: str, path: str, body: bytes) -> tuple[int, bytes] | None:
+        if method == "GET" and any(f in path for f in facts):
+            return 451, blocked
+        return None
+
+    with _other_network(tmp_path, port, 40):
+        with machine(tmp_path / "a", url, state_dir=tmp_path / "sa") as a:
+            a.remember_many(["a fact written after the change"], publish=True)
+        with HookProxy(url, hook=block_the_facts) as proxy, \
+                machine(tmp_path / "a", url, aggregator=proxy.url,
+                        state_dir=tmp_path / "sa") as a:
+            report = a.sync()
+            assert any("NetworkResetPending" in e for e in report.errors), report
+            assert a.stats().manifest_blob_id == first  # nothing published
+        with machine(tmp_path / "a", url, state_dir=tmp_path / "sa") as a:
+            report = a.sync()  # the blobs answer now: the loss is followed, then published
+            assert report.errors == [], report
+            head = report.manifests["default"]
+        assert _fresh_count(tmp_path, url, head) == 4
+
+
 def test_a_forget_drops_its_deleted_blob_from_the_kept_mark(mem: Memory) -> None:
     """A blob a forget deleted answers 404 for good: the copy of the served mark no
     longer counts on it, or a repair would read that 404 beside a lagging head as a

@@ -367,7 +367,9 @@ class NetworkResetPending(StorageError):
     """The network was wiped or its epochs reset (network_reset.py) and memories of this
     namespace it lost could not be stored again yet (the publisher or the read-back
     failed): no manifest is published before they are, since it would list them at
-    lost locations or leave them out; the next ``sync`` retries (docs/sync.md)."""
+    lost locations or leave them out; the next ``sync`` retries (docs/sync.md). Also
+    while the head last found served answers 404 and the blobs beside it cannot be read
+    at all: a lost network and a lagging aggregator cannot be told apart yet."""
 
 
 class LocalStoreError(WalrusMemError):

@@ -46,7 +46,6 @@ from __future__ import annotations
 import json
 import logging
 import secrets
-import sqlite3
 import time
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any, Final
@@ -56,8 +55,16 @@ from .._log.heads import HeadRef
 from .._walrus.epoch_guard import AHEAD_KEY, REFUSED_KEY, ahead_sightings, refused_ends
 from .._walrus.expiry import BACKWARDS_KEY, CLAIM_KEY, JUMP_SLACK, META_KEY
 from .._walrus.network_identity import change_followed, change_pending, observe_identity
-from ..errors import BlobNotFound, LocalStoreError, NetworkResetPending, WalrusMemError
+from ..errors import LocalStoreError, NetworkResetPending, WalrusMemError
 from .integrity import split_sound
+from .network_sample import (
+    is_served,
+    mark_blobs,
+    own_sample,
+    sample_blobs,
+    stored_at,
+    stored_since,
+)
 from .renewal import renew_due
 from .served_mark import MARK_KEY, read_mark, write_mark
 
@@ -75,9 +82,7 @@ RESET_KEY: Final = "network_reset"
 "owed"}), for doctor and tests."""
 BACKWARDS: Final = "backwards"  # kind: the network's epochs went back (a wipe, a reset)
 LOST: Final = "lost"  # kind: they did not, but the network lost what must be live
-SAMPLE: Final = 3  # blobs read to confirm a reset
 RECENT: Final = 300.0  # seconds a sighting counts as the current epoch
-SERVED_DEADLINE: Final = 5.0  # seconds the per-sync "is our newest head served?" read may take
 LOST_CONFIRM_PAUSES: Final = (2.0, 3.0)
 """Seconds between the rounds of reads that confirm a loss seen only as 404s (no epoch
 went back, no system object changed): an aggregator or its cache answers 404 for a blob
@@ -152,9 +157,9 @@ def follow(parts: Parts, errors: list[str], witnesses: Collection[str] = ()) -> 
     verdict.update(dict.fromkeys(witnesses, False))
     if not verdict and held.get("kind") != LOST:
         old_now = parts.epochs.clock.current()  # still on the old network's sightings
-        for blob in dict.fromkeys(_sample(parts, old_now or 0)):
+        for blob in dict.fromkeys(sample_blobs(parts, old_now or 0)):
             try:
-                verdict[blob] = _served(parts, blob)
+                verdict[blob] = is_served(parts, blob)
             except (WalrusMemError, ValueError) as exc:
                 errors.append(f"network reset check: {type(exc).__name__}: {exc}")
                 return False  # decided at a later sync
@@ -177,7 +182,7 @@ def follow(parts: Parts, errors: list[str], witnesses: Collection[str] = ()) -> 
                                  "'published' AND blob_id IS NOT NULL", ()):
         if str(blob) not in verdict and str(blob) not in due:
             try:
-                verdict[str(blob)] = _served(parts, str(blob))
+                verdict[str(blob)] = is_served(parts, str(blob))
             except (WalrusMemError, ValueError):
                 verdict[str(blob)] = False  # unconfirmed: storing it again loses nothing
     lost = [b for b, ok in verdict.items() if not ok and b not in witnesses]  # heads aside
@@ -273,31 +278,6 @@ def _require_renewed(parts: Parts, ns: str, current: int | None, errors: list[st
             "manifest until they are; the next sync retries")
 
 
-def _sample(parts: Parts, old_now: int, exclude: Collection[str] = (),
-            before: float | None = None) -> list[str]:
-    """Blobs that must still be live by the old clock: the newest ones our memories live
-    in, our newest manifest, the newest head of each namespace's local state (not those
-    in ``exclude``; with ``before``, only manifests stored before then and no heads)."""
-    catalog = parts.catalog
-    sample = [str(r[0]) for r in catalog.query(
-        "SELECT blob_id FROM memories WHERE status = 'published' AND blob_id IS NOT NULL "
-        "AND end_epoch > ? AND blob_id NOT IN (SELECT value FROM json_each(?)) "
-        "GROUP BY blob_id ORDER BY max(end_epoch) DESC LIMIT ?",
-        (old_now, json.dumps(list(exclude)), SAMPLE))]
-    sample += [str(r[0]) for r in catalog.query(
-        "SELECT blob_id FROM manifests WHERE end_epoch > ? AND at < ? ORDER BY seq DESC "
-        "LIMIT 1", (old_now, float("inf") if before is None else before))]
-    if before is not None:
-        return sample
-    for ns in catalog.namespaces():
-        merged = parts.log.merged(ns)
-        if merged:
-            bound, _ = parts.log.seen.end_bound(ns, merged[0].blob_id)
-            if bound is not None and bound > old_now:
-                sample.append(merged[0].blob_id)
-    return sample
-
-
 def check_served(parts: Parts, ns: str, errors: list[str]) -> bool:
     """Each sync: is the newest head the local state of ``ns`` contains still served, and
     the head last found served (:func:`_mark`)? A machine that stores nothing sees no
@@ -320,7 +300,7 @@ def check_served(parts: Parts, ns: str, errors: list[str]) -> bool:
             gone, _ = provably_gone(parts.log, ns, head)
             if head == newest:
                 expired = gone
-            if not gone and not _served(parts, head.blob_id):
+            if not gone and not is_served(parts, head.blob_id):
                 return suspect(parts, ns, head, errors)
     except (WalrusMemError, ValueError):
         return False  # an outage: the pull and the manifest of this sync say so
@@ -328,7 +308,7 @@ def check_served(parts: Parts, ns: str, errors: list[str]) -> bool:
     # read back when published, is one found served
     mark = read_mark(parts, ns) or _own_head(parts, ns)
     if mark is not None and mark[0] != newest:
-        live = _mark_blobs(parts, mark[1])
+        live = mark_blobs(parts, mark[1])
         verdict = _mark_served(parts, ns, mark[0], live)
         if verdict is None:
             return False  # no answer: asked again at the next sync
@@ -371,19 +351,28 @@ def mark_before_publish(parts: Parts, ns: str, errors: list[str]) -> bool:
         if parts.log.seen.is_gone(ns, mark[0].blob_id):
             return False
         try:  # the head alone first: the blobs beside it only once it answers 404
-            if provably_gone(parts.log, ns, mark[0])[0] or _served(parts, mark[0].blob_id):
+            if provably_gone(parts.log, ns, mark[0])[0] or is_served(parts, mark[0].blob_id):
                 return False
         except (WalrusMemError, ValueError):
             return False  # no answer: the manifest's own store says more
-        live = _mark_blobs(parts, mark[1])
-        if _mark_served(parts, ns, mark[0], live) is not False:
-            return False  # served, or no answer (the manifest's own store says so)
+        live = mark_blobs(parts, mark[1])
+        verdict = _mark_served(parts, ns, mark[0], live)
+        if verdict is None:
+            # the head answers 404 and what would tell a lost network from a lagging
+            # aggregator could not be read: a manifest now could list lost locations
+            # for good (N15), so it waits; the memories wait in the catalog
+            raise NetworkResetPending(
+                f"the head of {ns!r} last found served answers 404 and its blobs could not "
+                "be read (an aggregator failing?): no manifest until the network is known "
+                "to still hold them or they are stored again; the next sync checks again")
+        if verdict:
+            return False
         return suspect(parts, ns, mark[0], errors, sample=live)
     merged = parts.log.merged(ns)
     if not merged:
         try:
-            own = _own_sample(parts, parts.epochs.clock.current() or 0)
-            if all(_served(parts, blob) for blob in own):
+            own = own_sample(parts, parts.epochs.clock.current() or 0)
+            if all(is_served(parts, blob) for blob in own):
                 return False
         except (WalrusMemError, ValueError):
             return False
@@ -394,7 +383,7 @@ def mark_before_publish(parts: Parts, ns: str, errors: list[str]) -> bool:
         expired, _ = provably_gone(parts.log, ns, merged[0])
         if expired:
             return False
-        if _served(parts, merged[0].blob_id):
+        if is_served(parts, merged[0].blob_id):
             _set_mark(parts, ns, merged[0])
             return False
     except (WalrusMemError, ValueError):
@@ -415,32 +404,9 @@ def _own_head(parts: Parts, ns: str) -> tuple[HeadRef, list[str]] | None:
 def _set_mark(parts: Parts, ns: str, ref: HeadRef) -> None:
     """Mark ``ref`` (just found served) with the blobs that must be live by the clock now:
     if the network behind the endpoints changes later, they are what it lost."""
-    witnesses = list(dict.fromkeys(_sample(parts, parts.epochs.clock.current() or 0,
-                                           before=time.time())))
+    witnesses = list(dict.fromkeys(sample_blobs(parts, parts.epochs.clock.current() or 0,
+                                                before=time.time())))
     write_mark(parts, ns, ref, [b for b in witnesses if b != ref.blob_id])
-
-
-def _live(parts: Parts, blobs: list[str]) -> list[str]:
-    """Those of ``blobs`` the catalog still needs and the clock says must be live: a
-    memory (or a manifest) still lives there. A forget may have deleted the others, a
-    rotation replaced them."""
-    if not blobs:
-        return []
-    now = parts.epochs.clock.current() or 0
-    rows = parts.catalog.query(  # by blob id (an index), never a scan of the memories
-        "SELECT value FROM json_each(?) j WHERE EXISTS (SELECT 1 FROM memories m WHERE "
-        "m.blob_id = j.value AND m.status = 'published' AND m.end_epoch > ?) OR EXISTS "
-        "(SELECT 1 FROM manifests f WHERE f.blob_id = j.value AND f.end_epoch > ?)",
-        (json.dumps(blobs), now, now))
-    return [str(b) for (b,) in rows]
-
-
-def _mark_blobs(parts: Parts, witnesses: list[str]) -> list[str]:
-    """What to read beside a marked head that answered 404: its ``witnesses`` still in use
-    and the blobs this data dir stored last (stored and read back on the old network,
-    then lost with it, while the heads it reads may be the new network's: N8)."""
-    own = _own_sample(parts, parts.epochs.clock.current() or 0)
-    return [*_live(parts, witnesses), *(b for b in own if b not in witnesses)]
 
 
 def _mark_served(parts: Parts, ns: str, ref: HeadRef, live: list[str]) -> bool | None:
@@ -450,9 +416,9 @@ def _mark_served(parts: Parts, ns: str, ref: HeadRef, live: list[str]) -> bool |
     rounds."""
     try:
         expired, _ = provably_gone(parts.log, ns, ref)
-        if expired or _served(parts, ref.blob_id):
+        if expired or is_served(parts, ref.blob_id):
             return True
-        return all(_served(parts, blob) for blob in live)
+        return all(is_served(parts, blob) for blob in live)
     except (WalrusMemError, ValueError):
         return None
 
@@ -523,24 +489,6 @@ def _identity_changed(parts: Parts, errors: list[str]) -> bool:
     return True
 
 
-def _stored_since(parts: Parts, ns: str, ref: HeadRef) -> list[str]:
-    """Blobs this data dir stored after it first saw (or stored) the head ``ref`` (the
-    cost ledger's store times): on another network since, they are served and say
-    nothing of what the head's network held. Empty when the ledger has none."""
-    _, seen_at = parts.log.seen.end_bound(ns, ref.blob_id)
-    try:
-        if seen_at is None:  # heads.sqlite3 lost: the time this data dir published it
-            rows = parts.catalog.query(
-                "SELECT DISTINCT c.blob_id FROM store_costs c JOIN manifests m ON "
-                "m.blob_id = ? WHERE c.at > m.at", (ref.blob_id,))
-        else:
-            rows = parts.catalog.query(
-                "SELECT DISTINCT blob_id FROM store_costs WHERE at > ?", (seen_at,))
-    except (sqlite3.Error, LocalStoreError):  # no ledger (a catalog of an older version)
-        return []
-    return [str(b) for (b,) in rows]
-
-
 def _ahead(parts: Parts, errors: list[str]) -> list[str] | None:
     """Store answers named epochs ahead of what the clock allows (epoch_guard.py keeps
     them, refused): a lying publisher, or another network behind the endpoints whose
@@ -556,11 +504,11 @@ def _ahead(parts: Parts, errors: list[str]) -> list[str] | None:
         return None
     first = min(f for f, _ in ahead.values())
     old_now = parts.epochs.clock.current() or 0
-    sample = list(dict.fromkeys(_sample(parts, old_now, exclude=refused_ends(store),
-                                        before=first)))
+    sample = list(dict.fromkeys(sample_blobs(parts, old_now, exclude=refused_ends(store),
+                                             before=first)))
     for blob in sample:
         try:
-            if _served(parts, blob):
+            if is_served(parts, blob):
                 log.warning("store answers named epoch(s) %s, ahead of what the clock allows, "
                             "but the network still serves this data dir's blobs: not another "
                             "network (a lying publisher, or another network's manifest); "
@@ -589,8 +537,8 @@ def _lost_here(parts: Parts, ns: str, ref: HeadRef | None, epoch: int, errors: l
       stored before this data dir saw the head (those stored since, or whose answers the
       clock refused as epochs ahead, may be another network's and say nothing);
     - the newest blobs this data dir stored itself that still hold a memory
-      (:func:`_own_sample`), whenever stored: certified and read back then, and never
-      deleted while a memory lives in them.
+      (network_sample.py ``own_sample``), whenever stored: certified and read back
+      then, and never deleted while a memory lives in them.
 
     The head answering 404 in every round with one blob beside it, or one of our own
     blobs answering 404 in every round, is a loss, even while other blobs are served:
@@ -606,10 +554,10 @@ def _lost_here(parts: Parts, ns: str, ref: HeadRef | None, epoch: int, errors: l
     head = [] if ref is None else [ref.blob_id]
     if sample is None:
         exclude = {*refused_ends(parts.epochs.clock.store),
-                   *([] if ref is None else _stored_since(parts, ns, ref))}
-        sample = [] if ref is None else _sample(parts, old_now, exclude=exclude)
+                   *([] if ref is None else stored_since(parts, ns, ref))}
+        sample = [] if ref is None else sample_blobs(parts, old_now, exclude=exclude)
     sample = [b for b in dict.fromkeys(sample) if b not in head]
-    own = [b for b in _own_sample(parts, old_now) if b not in head]
+    own = [b for b in own_sample(parts, old_now) if b not in head]
     if not sample and not own:
         return False
     served: set[str] = set()
@@ -619,7 +567,7 @@ def _lost_here(parts: Parts, ns: str, ref: HeadRef | None, epoch: int, errors: l
             if blob in served:
                 continue
             try:
-                if _served(parts, blob):
+                if is_served(parts, blob):
                     if blob in head:
                         return False  # a lagging aggregator: "not yet"
                     served.add(blob)
@@ -635,7 +583,7 @@ def _lost_here(parts: Parts, ns: str, ref: HeadRef | None, epoch: int, errors: l
     # heads seen by the head that answered 404 are lost too; with no such head, those
     # seen before the first of our own blobs found gone was stored
     seen_by = (parts.log.seen.end_bound(ns, ref.blob_id)[1] if ref is not None
-               else _stored_at(parts, [b for b in own if b not in served]))
+               else stored_at(parts, [b for b in own if b not in served]))
     parts.catalog.set_meta(BACKWARDS_KEY, json.dumps({
         "newest": newest, "seen": [[epoch, now, now]], "kind": LOST,
         **({"heads_seen_by": seen_by} if seen_by is not None else {})}))
@@ -644,34 +592,6 @@ def _lost_here(parts: Parts, ns: str, ref: HeadRef | None, epoch: int, errors: l
                 "another network, or a wipe; following it", epoch, len(gone) + len(head),
                 len({*sample, *own}) + len(head), ", ".join([*head, *gone]))
     return follow(parts, errors, witnesses=head)
-
-
-def _own_sample(parts: Parts, old_now: int) -> list[str]:
-    """The blobs this data dir stored itself last (the cost ledger) that a memory still
-    lives in and that must be live by the clock (not those whose answers it refused)."""
-    try:
-        # from the ledger (a row per store), each blob looked up by id: grouping the
-        # memories by blob read every row of the namespace (725 ms at 1M, per manifest)
-        rows = parts.catalog.query(
-            "SELECT c.blob_id FROM store_costs c WHERE c.blob_id NOT IN (SELECT value FROM "
-            "json_each(?)) AND EXISTS (SELECT 1 FROM memories m WHERE m.blob_id = c.blob_id "
-            "AND m.status = 'published' AND m.end_epoch > ?) GROUP BY c.blob_id "
-            "ORDER BY max(c.at) DESC LIMIT ?",
-            (json.dumps(list(refused_ends(parts.epochs.clock.store))), old_now, SAMPLE))
-    except (sqlite3.Error, LocalStoreError):  # no ledger (a catalog of an older version)
-        return []
-    return [str(b) for (b,) in rows]
-
-
-def _stored_at(parts: Parts, blobs: list[str]) -> float | None:
-    """When this data dir stored the first of ``blobs`` (the cost ledger), if known."""
-    try:
-        row = parts.catalog.query_one(
-            "SELECT min(at) FROM store_costs WHERE blob_id IN (SELECT value FROM json_each(?))",
-            (json.dumps(blobs),))
-    except (sqlite3.Error, LocalStoreError):
-        return None
-    return None if row is None or row[0] is None else float(row[0])
 
 
 def _below_heads(parts: Parts) -> str | None:
@@ -695,7 +615,7 @@ def _below_heads(parts: Parts) -> str | None:
         return None
     floor, _, ref = found
     try:
-        if _served(parts, ref.blob_id):
+        if is_served(parts, ref.blob_id):
             return None
     except (WalrusMemError, ValueError):
         return None  # no answer: decided at a later check
@@ -717,16 +637,6 @@ def _hold(parts: Parts, epoch: int, stored: int) -> None:
         "newest": stored, "seen": [[e, f, last] for e, (f, last) in sorted(seen.items())]}))
     log.warning("the network names epoch %d, below epoch %d it had reached (a head stored "
                 "then, or the clock's): wiped or its epochs reset? checking", epoch, stored)
-
-
-def _served(parts: Parts, blob: str) -> bool:
-    """Whether an aggregator serves ``blob`` (one byte read); other failures raise."""
-    try:  # one question, not a wait: a 404 only leads to asking the network's epoch
-        parts.publisher.client.read_byte_range(blob, 0, 1,
-                                   deadline=min(SERVED_DEADLINE, parts.settings.read_deadline))
-        return True
-    except BlobNotFound:
-        return False
 
 
 def _namespaces(c: Any) -> set[str]:

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING
 from .._log.gone import provably_gone
 from .._log.heads import HeadRef
 from ..errors import WalrusMemError
-from .network_reset import SAMPLE, suspect
+from .network_reset import suspect
+from .network_sample import SAMPLE
 from .served_mark import kept_witnesses
 
 if TYPE_CHECKING:
