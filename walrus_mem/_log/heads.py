@@ -47,6 +47,9 @@ _SCHEMA: Final = (
     "CREATE INDEX IF NOT EXISTS edges_parent ON edges (namespace, parent)",
     "CREATE INDEX IF NOT EXISTS heads_writer_seq ON heads (namespace, writer, seq)",
 )
+_MARK: Final = "served_mark:"
+"""meta ``served_mark:<namespace>``: a copy of the catalog's served mark (served_mark.py)."""
+_MARKS: Final = "substr(key, 1, 12) = 'served_mark:'"  # every namespace's copy
 _ADDED_COLUMNS: Final = (("end_epoch", "INTEGER"), ("gone_at", "REAL"),
                          ("stored_epoch", "INTEGER"))
 """Columns newer than the first heads stores: added in place when an older one opens."""
@@ -380,16 +383,16 @@ class SeenHeads:
             return
         with self._tx() as c:
             if namespace is None:
-                c.execute("DELETE FROM meta WHERE substr(key, 1, 12) = 'served_mark:'")
+                c.execute(f"DELETE FROM meta WHERE {_MARKS}")
             elif record is None:
-                c.execute("DELETE FROM meta WHERE key = ?", (f"served_mark:{namespace}",))
+                c.execute("DELETE FROM meta WHERE key = ?", (_MARK + namespace,))
             else:
                 c.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-                          (f"served_mark:{namespace}", json.dumps(record)))
+                          (_MARK + namespace, json.dumps(record)))
 
     def kept_mark(self, namespace: str) -> dict[str, Any] | None:
         """The copy :meth:`keep_mark` kept (None: none, or unreadable)."""
-        rows = self._query("SELECT value FROM meta WHERE key = ?", (f"served_mark:{namespace}",))
+        rows = self._query("SELECT value FROM meta WHERE key = ?", (_MARK + namespace,))
         try:
             record = json.loads(str(rows[0][0])) if rows else None
         except ValueError:
@@ -403,15 +406,13 @@ class SeenHeads:
         if not gone or self._connect(create=False) is None:
             return
         with self._tx() as c:
-            for key, raw in c.execute("SELECT key, value FROM meta WHERE "
-                                      "substr(key, 1, 12) = 'served_mark:'").fetchall():
+            for key, raw in c.execute(f"SELECT key, value FROM meta WHERE {_MARKS}").fetchall():
                 try:
                     record = json.loads(str(raw))
                     witnesses = record["witnesses"]
-                except (ValueError, KeyError, TypeError):
+                    kept = [w for w in witnesses if str(w[0]) not in gone]
+                except (ValueError, KeyError, TypeError, IndexError):
                     continue
-                kept = [w for w in witnesses if str(w[0] if isinstance(w, list) else w)
-                        not in gone]
                 if len(kept) != len(witnesses):
                     record["witnesses"] = kept
                     c.execute("UPDATE meta SET value = ? WHERE key = ?",
