@@ -405,14 +405,13 @@ def test_a_catalog_lost_to_garbage_after_a_change_of_network_publishes_again(
     a lost network from a lagging aggregator: every manifest was refused (StaleDataDir)
     until another machine named that head gone. The copy of the served mark kept in
     heads.sqlite3 names the blobs that had to be live; their 404s show the loss."""
-    with RelayerServer(tmp_path / "walrus", admin=False, fsync=False,
-                       initial_epoch=40) as srv:
-        port, url = srv.port, srv.url
-        with machine(tmp_path / "a", url, state_dir=tmp_path / "sa") as a:
-            a.remember_many([f"fact {i}" for i in range(3)])
-            first = a.sync().manifests["default"]
-            kept = a.parts.log.seen.kept_mark("default")
-            assert kept is not None and kept["head"] == first and kept["witnesses"], kept
+    port, url = _stored_on_a_first_network(tmp_path, 3)
+    seen = SeenHeads(tmp_path / "a" / "heads.sqlite3")
+    try:
+        first, kept = str(seen.newest("default")[0].ref), seen.kept_mark("default")
+    finally:
+        seen.close()
+    assert kept is not None and kept["head"] == first and kept["witnesses"], kept
     catalog = tmp_path / "a" / "catalog.sqlite3"
     catalog.write_bytes(b"not a database, the disk lost it " * 300)
     for suffix in ("-wal", "-shm"):
@@ -441,15 +440,11 @@ def test_no_manifest_while_the_marked_head_answers_404_and_its_blobs_cannot_be_r
     tells a lost network from a lagging aggregator. A manifest published then listed
     the lost locations, and no later sync could mend that head (a fresh restore of it
     missed them for good). It now waits (NetworkResetPending) until the blobs answer."""
-    with RelayerServer(tmp_path / "walrus", admin=False, fsync=False,
-                       initial_epoch=40) as srv:
-        port, url = srv.port, srv.url
-        with machine(tmp_path / "a", url, state_dir=tmp_path / "sa") as a:
-            a.remember_many([f"fact {i}" for i in range(3)])
-            first = a.sync().manifests["default"]
-            facts = {i for r in a.list() for i in (r.blob_id, r.quilt_patch_id) if i}
+    port, url = _stored_on_a_first_network(tmp_path, 3)
     blocked = dumps(error_envelope("UNAVAILABLE_FOR_LEGAL_REASONS", "FORBIDDEN_BLOB",
                                    "the blob is blocked by this aggregator"))
+
+    facts: set[str] = set()  # the first network's facts: their blob and patch ids
 
     def block_the_facts(method: str, path: str, body: bytes) -> tuple[int, bytes] | None:
         if method == "GET" and any(f in path for f in facts):
@@ -458,6 +453,8 @@ def test_no_manifest_while_the_marked_head_answers_404_and_its_blobs_cannot_be_r
 
     with _other_network(tmp_path, port, 40):
         with machine(tmp_path / "a", url, state_dir=tmp_path / "sa") as a:
+            first = a.stats().manifest_blob_id
+            facts.update(i for r in a.list() for i in (r.blob_id, r.quilt_patch_id) if i)
             a.remember_many(["a fact written after the change"], publish=True)
         with HookProxy(url, hook=block_the_facts) as proxy, \
                 machine(tmp_path / "a", url, aggregator=proxy.url,
