@@ -14,6 +14,7 @@ import pytest
 from tests.helpers_memory import MASTER_HEX, make_settings
 from walrus_mem._catalog.catalog import SCHEMA_VERSION, Catalog
 from walrus_mem._memory.integrity import check_index_file
+from walrus_mem._recall.index_vectors import quantize
 from walrus_mem.errors import LocalStoreError
 from walrus_mem.memory import Memory
 from walrus_mem.testing import HashEmbedder
@@ -95,8 +96,8 @@ def test_the_index_is_rebuilt_from_the_sealed_copies(tmp_path: Path) -> None:
         found, at = idx.find(sorted(int(r[0]) for r in mem._parts.catalog.query(
             "SELECT key FROM memories")))
         assert found.all()
-        assert np.array_equal(np.sort(idx.vectors[at].astype(np.float32), axis=0),
-                              np.sort(_expected(TEXTS), axis=0))
+        assert np.array_equal(np.sort(idx.vectors[at], axis=0),
+                              np.sort(quantize(_expected(TEXTS)), axis=0))
 
 
 def test_without_the_keys_a_shed_row_is_refused_not_misread(tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from walrus_mem._catalog.catalog import Catalog
 from walrus_mem._memory.integrity import check_index_file
 from walrus_mem._recall import index_store
 from walrus_mem._recall.index_store import IndexStore
+from walrus_mem._recall.index_vectors import quantize
 from walrus_mem.memory import Memory
 from walrus_mem.testing import HashEmbedder
 from walrus_mem.walrus import WalrusClient
@@ -246,7 +247,7 @@ def test_a_restore_hands_its_vectors_to_the_index_instead_of_reading_them_back(
     found, slots = idx.find(keys)
     assert found.all()
     for key, slot in zip(keys, slots.tolist(), strict=True):
-        assert idx.vectors[slot].tobytes() == truth[key].astype(np.float16).tobytes()
+        assert idx.vectors[slot].tobytes() == quantize(truth[key]).tobytes()
     reader.close()
 
 

@@ -22,6 +22,7 @@ from walrus_mem._catalog.catalog import Catalog
 from walrus_mem._recall import index as index_module
 from walrus_mem._recall.index import NamespaceIndex, index_file_stem
 from walrus_mem._recall.index_store import IndexStore
+from walrus_mem._recall.index_vectors import quantize
 from walrus_mem._recall.usearch_file import slot_keys, vector_matrix
 
 ATTRS = (1.0, 0.5, None)
@@ -32,18 +33,23 @@ def vectors(seed: int, n: int, dim: int = DIM) -> np.ndarray:
     return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
+def kept(seed: int) -> np.ndarray:
+    """``unit(seed)`` as the catalog keeps it (float16), which the index quantizes."""
+    return unit(seed).astype(np.float16)
+
+
 def saved_copies(directory: Path) -> np.ndarray:
     [path] = directory.glob("*.vectors.npy")
     return np.load(path)
 
 
 def assert_holds(idx: NamespaceIndex, truth: dict[int, np.ndarray]) -> None:
-    """Every key's vector reads back as inserted (float16), and no other key is held."""
+    """Every key's vector reads back as inserted (int8), and no other key is held."""
     assert set(idx.slots) == set(truth)
     keys = sorted(truth)
     found, at = idx.find(keys)
     assert found.all()
-    want = np.stack([truth[k] for k in keys]).astype(np.float16)
+    want = quantize(np.stack([truth[k] for k in keys]))
     assert np.array_equal(idx.vectors[at], want)
     assert all(np.array_equal(idx.vectors[int(s)], w) for s, w in zip(at[:5], want[:5],
                                                                       strict=True))
@@ -103,7 +109,7 @@ def test_pending_memories_are_the_only_copies_saved(tmp_path: Path) -> None:
     idx.defer(list(range(100, 150)), v[100:], [ATTRS] * 50)  # not in the graph yet
     assert idx.save()
     copies = saved_copies(tmp_path)
-    assert np.array_equal(copies, v[100:].astype(np.float16))  # in slot (= key) order
+    assert np.array_equal(copies, quantize(v[100:]))  # in slot (= key) order
     truth = dict(enumerate(v))
     again = NamespaceIndex("ns", tmp_path, "m", DIM)
     assert again.load() and again.pending == 50
@@ -125,7 +131,7 @@ def test_a_rebuilt_and_reopened_store_reads_the_catalogs_vectors(
     delete(cat, "ns", keys[3])
     store = IndexStore(tmp_path / "index", cat)
     idx = store.rebuild("ns", "m", DIM)
-    truth = {k: unit(i) for i, k in enumerate(keys) if i != 3}
+    truth = {k: kept(i) for i, k in enumerate(keys) if i != 3}
     assert_holds(idx, truth)
     assert saved_copies(tmp_path / "index").shape == (0, DIM)
     store.close()
@@ -144,7 +150,7 @@ def _write_v1_rows(directory: Path, idx: NamespaceIndex) -> None:
     old = np.zeros(len(rows), index_module._ROWS_DTYPE_V1)
     for name in index_module._ROWS_DTYPE_V1.names or ():
         old[name] = rows[name]
-    every = np.zeros((len(rows), DIM), np.float16)
+    every = np.zeros((len(rows), DIM), np.int8)
     present = np.flatnonzero(rows["key"] >= 0)
     every[present] = idx.vectors[present]
     np.save(directory / meta["rows_file"], old)
@@ -157,7 +163,7 @@ def test_rows_saved_by_the_earlier_version_open_without_reading_the_catalog(
     keys = add(cat, "ns", 40)
     store = IndexStore(tmp_path / "index", cat)
     idx = store.get("ns", "m", DIM)
-    truth = {k: unit(i) for i, k in enumerate(keys)}
+    truth = {k: kept(i) for i, k in enumerate(keys)}
     store.close()
     _write_v1_rows(tmp_path / "index", idx)
     with monkeypatch.context() as patched:
@@ -169,7 +175,7 @@ def test_rows_saved_by_the_earlier_version_open_without_reading_the_catalog(
         assert idx.search(unit(7), 1)[0] == [keys[7]]
     more = add(cat, "ns", 1, start=100)
     store.refresh("ns")
-    truth[more[0]] = unit(100)
+    truth[more[0]] = kept(100)
     store.close()  # saved as this version saves: no copies of built memories
     assert saved_copies(tmp_path / "index").shape == (0, DIM)
     store = IndexStore(tmp_path / "index", cat)
@@ -196,12 +202,12 @@ def test_rows_that_do_not_match_the_usearch_file_fall_back_to_the_catalog(
     elif damage == "pending-in-the-file":
         rows["norm"][np.flatnonzero(rows["key"] >= 0)[0]] = 0.0  # pending, yet in the file
     else:
-        np.save(tmp_path / "index" / meta["vectors_file"], np.zeros((2, DIM), np.float16))
+        np.save(tmp_path / "index" / meta["vectors_file"], np.zeros((2, DIM), np.int8))
     np.save(path, rows)
     store = IndexStore(tmp_path / "index", cat)
     idx = store.get("ns", "m", DIM)
     assert not idx.rows_loaded
-    assert_holds(idx, {k: unit(i) for i, k in enumerate(keys)})
+    assert_holds(idx, {k: kept(i) for i, k in enumerate(keys)})
     store.close()
 
 
@@ -219,7 +225,7 @@ def test_a_usearch_file_of_another_layout_keeps_the_copies(
     idx.remove([0, 1])
     assert idx.save()  # replaces that file: its slots must not be named any more
     truth = {k: v[k] for k in range(2, 60)}
-    assert np.array_equal(saved_copies(tmp_path), v[2:].astype(np.float16))
+    assert np.array_equal(saved_copies(tmp_path), quantize(v[2:]))
     assert_holds(idx, truth)
     again = NamespaceIndex("ns", tmp_path, "m", DIM)
     assert again.load() and again.rows_loaded
@@ -229,11 +235,12 @@ def test_a_usearch_file_of_another_layout_keeps_the_copies(
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_slot_keys_and_matrix_read_the_file_as_usearch_does(tmp_path: Path, seed: int) -> None:
     rng = np.random.default_rng(seed)
-    index = Index(ndim=24, metric="cos", dtype="f16")
+    index = Index(ndim=24, metric="cos", dtype="i8")
     keys = rng.choice(10**12, 400, replace=False).astype(np.uint64)
-    index.add(keys, vectors(seed, 400, 24), threads=1)
+    index.add(keys, quantize(vectors(seed, 400, 24)), threads=1)
     index.remove(keys[rng.random(400) < 0.3])  # freed slots, reused by the next add
-    index.add(np.arange(5, 105, dtype=np.uint64), vectors(seed + 10, 100, 24), threads=1)
+    index.add(np.arange(5, 105, dtype=np.uint64), quantize(vectors(seed + 10, 100, 24)),
+              threads=1)
     path = tmp_path / "x.usearch"
     index.save(str(path))
     slots, matrix = slot_keys(path, 24), vector_matrix(path, 24)
@@ -241,13 +248,13 @@ def test_slot_keys_and_matrix_read_the_file_as_usearch_does(tmp_path: Path, seed
     live = slots >= 0
     assert np.count_nonzero(live) == len(index)
     assert set(slots[live].tolist()) == set(np.asarray(index.keys).tolist())
-    stored = np.asarray(index.get(slots[live].astype(np.uint64), dtype="f16"))
+    stored = np.asarray(index.get(slots[live].astype(np.uint64), dtype="i8"))
     assert np.array_equal(matrix[live], stored)
     assert vector_matrix(path, 25) is None  # another dimension: not this file's matrix
     path.write_bytes(path.read_bytes() + b"\0")  # parts no longer add up to the size
     assert slot_keys(path, 24) is None
     empty = tmp_path / "e.usearch"
-    Index(ndim=24, metric="cos", dtype="f16").save(str(empty))
+    Index(ndim=24, metric="cos", dtype="i8").save(str(empty))
     assert slot_keys(empty, 24) is not None and len(slot_keys(empty, 24)) == 0
 
 

@@ -1,6 +1,6 @@
 """An index held in RAM reads its vectors from RAM, not from the mapped file (issue 28).
 
-A process that writes copies the graph, with its float16 vectors, into memory
+A process that writes copies the graph, with its int8 vectors, into memory
 (``NamespaceIndex._writable``). Built memories' vectors used to be read from the saved
 USearch file's matrix even then, so the file's pages that recalls touched (and the
 kernel's readahead around them) were counted in the process's memory a second time:
@@ -23,7 +23,7 @@ from walrus_mem._catalog.catalog import Catalog
 from walrus_mem._recall import index_store
 from walrus_mem._recall.index import NamespaceIndex
 from walrus_mem._recall.index_store import IndexStore
-from walrus_mem._recall.index_vectors import lazy_zeros
+from walrus_mem._recall.index_vectors import lazy_zeros, quantize
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="reads /proc/self/maps")
@@ -132,8 +132,7 @@ def test_a_writer_with_dense_keys_keeps_no_key_dict(tmp_path: Path) -> None:
     assert idx.count() == len(truth) == len(idx)
     found, at = idx.find([150, 120, 999, 450])
     assert found.tolist() == [True, False, False, True]
-    assert np.array_equal(idx.vectors[at[[0, 3]]], np.stack([truth[150], truth[450]])
-                          .astype(np.float16))
+    assert np.array_equal(idx.vectors[at[[0, 3]]], quantize(np.stack([truth[150], truth[450]])))
     sims = idx.similarities([301, 120, 450], truth[301])
     assert sims[0] == pytest.approx(1.0, abs=1e-3) and sims[1] == 0.0
     keys, _ = idx.search_all(truth[450])

@@ -113,12 +113,12 @@ def _corrupt_index_keys(index_file: Path, dim: int, old_key: int, new_key: int, 
     ``restamp`` also records the new file's digest in the metadata, as a writer bug (not a
     disk) would leave it: then only the comparison with the catalog can find the damage.
     """
-    old = Index(ndim=dim, metric="cos", dtype="f16")
+    old = Index(ndim=dim, metric="cos", dtype="i8")
     old.load(str(index_file))
     keys = np.asarray(old.keys, dtype=np.uint64)
-    vectors = np.stack([np.asarray(old.get(int(k)), dtype=np.float32) for k in keys])
+    vectors = np.stack([np.asarray(old.get(int(k)), dtype=np.int8) for k in keys])
     keys[keys == old_key] = new_key
-    new = Index(ndim=dim, metric="cos", dtype="f16")
+    new = Index(ndim=dim, metric="cos", dtype="i8")
     new.add(keys, vectors)
     new.save(str(index_file))
     if restamp:

@@ -1,6 +1,6 @@
 """Per-namespace USearch indexes, kept in step with the catalog.
 
-One HNSW index per namespace (metric cos, float16 storage), keyed by the
+One HNSW index per namespace (metric cos, int8 storage: index_vectors.quantize), keyed by the
 catalog's ``memories.key``. Files live in ``<data_dir>/index/``, named by a
 hash of the namespace (``<hash>.usearch`` + ``<hash>.meta.json`` + ``.lock``,
 and the per-memory ``<hash>.<token>.rows.npy`` / ``.vectors.npy`` the metadata
@@ -57,7 +57,9 @@ import numpy.typing as npt
 from filelock import FileLock, Timeout
 
 from ..errors import LocalStoreError
-from .index_vectors import VECTOR_DTYPE, SlotVectors, file_slots, graph_vectors, lazy_zeros
+from .index_upgrade import F16_FORMAT, upgrade_index
+from .index_vectors import VECTOR_DTYPE as _VECTOR_DTYPE
+from .index_vectors import SlotVectors, file_slots, graph_vectors, lazy_zeros, quantize
 from .native import before_usearch
 from .usearch_file import file_digest, file_stamp, map_file, slot_keys, vector_matrix
 
@@ -69,7 +71,7 @@ __all__ = ["NamespaceIndex", "file_digest", "index_file_stem"]
 
 log = logging.getLogger(__name__)
 
-META_FORMAT: Final = 2  # 2: the metadata carries the file's digest (1 had none)
+META_FORMAT: Final = 3  # 3: int8 vectors; 2: float16 (upgraded at open); 1: no digest
 LOCK_TIMEOUT: Final = 60.0
 VERIFIED_KEY: Final = "index_verified:"  # + file stem: catalog meta of the last verified file
 _LOAD_ATTEMPTS: Final = 3
@@ -82,18 +84,17 @@ def index_file_stem(namespace: str) -> str:
 
 
 def _new_index(dim: int) -> Index:
-    return Index(ndim=dim, metric="cos", dtype="f16")
+    return Index(ndim=dim, metric="cos", dtype="i8")
 
 
-def _add(index: Index, keys: npt.NDArray[np.uint64],
-         vectors: npt.NDArray[np.floating[Any]]) -> None:
+def _add(index: Index, keys: npt.NDArray[np.uint64], vectors: npt.ArrayLike) -> None:
     """Insert on one thread. USearch's default (every core) races (unum-cloud/USearch#735,
     seen with 2.26): a node can end up stored yet unreachable, never returned by a search,
     and which one varies from build to build. On 2 cores, 92 of 300 builds of the same 95
     vectors stranded one (a fact the calibration test then missed); on one thread 0 of
     300, the same graph every time. A bulk rebuild costs more wall time: 100k vectors in
-    100-115 s instead of 60-85 s (2 cores, load about 2)."""
-    index.add(keys, vectors, threads=1)
+    100-115 s instead of 60-85 s (2 cores, load about 2). Vectors go in as int8 (quantize)."""
+    index.add(keys, quantize(vectors), threads=1)
 
 
 _ROWS_V1: Final = [("key", "<i8"), ("created_at", "<f8"), ("importance", "<f8"),
@@ -105,7 +106,6 @@ _ROWS_DTYPE: Final = np.dtype([*_ROWS_V1, ("file_slot", "<i4")])
 # Rows files of earlier versions hold no 0 there: every memory in them is in the graph.
 # ``file_slot``: the row's slot in the saved USearch file, whose vector matrix holds its
 # vector (usearch_file.py); -1: the vector is in the copies (pending, or written since).
-_VECTOR_DTYPE: Final = VECTOR_DTYPE
 
 
 def _empty_rows(count: int) -> npt.NDArray[np.void]:
@@ -124,7 +124,7 @@ class NamespaceIndex:
     (created_at, importance, expires_at) in numpy arrays addressed by slot:
     recall gathers them for a hundred candidates with one indexing operation
     instead of reading catalog rows (40 bytes per memory, read whole on open).
-    The float16 vectors (exact cosines of keyword-only candidates without
+    The int8 vectors (the cosines of keyword-only candidates without
     USearch's per-key lookups) are gathered by slot too (:meth:`vectors_at`),
     from one of two places: a memory in the last saved USearch file
     (``file_slot``, found when the file is saved: usearch_file.py) is read from
@@ -132,9 +132,8 @@ class NamespaceIndex:
     the file, and from the graph in RAM once a write copied it there; a memory
     not in it (pending, or written since that save) from the *copies*, an
     array that holds only those rows and is saved as its own small file. So
-    the index directory keeps a built memory's vector once (the copies of every
-    memory cost 869 B per memory at 10k), and a process holds only the copies
-    written since its last save in RAM.
+    the index directory keeps a built memory's vector once, and a process holds
+    only the copies written since its last save in RAM.
 
     A saved graph is opened as a read-only memory map of its file (USearch's
     ``view``): nothing is read until searches touch it, and a process that only
@@ -193,10 +192,10 @@ class NamespaceIndex:
         self._count = 0
         self._free: list[int] = []
         self._forget_table()
-        self._file_vectors: npt.NDArray[np.float16] = np.zeros((0, self.dim), _VECTOR_DTYPE)
+        self._file_vectors: npt.NDArray[np.int8] = np.zeros((0, self.dim), _VECTOR_DTYPE)
         self._bind(_empty_rows(0), np.zeros((0, self.dim), _VECTOR_DTYPE))
 
-    def _bind(self, rows: npt.NDArray[np.void], copies: npt.NDArray[np.float16]) -> None:
+    def _bind(self, rows: npt.NDArray[np.void], copies: npt.NDArray[np.int8]) -> None:
         """Use ``rows`` (one record per slot) and ``copies`` (one vector per slot, stored
         where ``file_slot`` is -1).
 
@@ -206,7 +205,7 @@ class NamespaceIndex:
         """
         self.rows = rows
         self.keys: npt.NDArray[np.int64] = rows["key"]  # -1: free slot
-        self._copies: npt.NDArray[np.float16] = copies
+        self._copies: npt.NDArray[np.int8] = copies
         self.file_slot: npt.NDArray[np.int32] = rows["file_slot"]  # -1: in the copies
         # 0: pending (not in the graph yet). The field once held norms (the exact cosines
         # are NumKong's now, which normalise); it keeps saved rows files' layout.
@@ -235,7 +234,7 @@ class NamespaceIndex:
     def set_rows(
         self,
         keys: list[int],
-        vectors: npt.NDArray[np.float32] | npt.NDArray[np.float16] | None,
+        vectors: npt.ArrayLike | None,
         attrs: list[tuple[float, float, float | None]],
         *,
         pending: bool = False,
@@ -263,7 +262,7 @@ class NamespaceIndex:
         self.pending += (len(unique) if pending else 0) - was
         self._pending_cache = None
         if vectors is not None:
-            self._copies[at] = vectors
+            self._copies[at] = quantize(vectors)
             self.file_slot[at] = -1  # the saved file's row is the old vector, if any
         self.created_at[at] = [a[0] for a in attrs]
         self.importance[at] = [a[1] for a in attrs]
@@ -292,11 +291,11 @@ class NamespaceIndex:
 
     @property
     def vectors(self) -> SlotVectors:
-        """``vectors[slots]``: the float16 vectors at ``slots`` (:meth:`vectors_at`)."""
+        """``vectors[slots]``: the int8 vectors at ``slots`` (:meth:`vectors_at`)."""
         return SlotVectors(self.vectors_at, len(self.keys))
 
-    def vectors_at(self, slots: npt.NDArray[np.intp]) -> npt.NDArray[np.float16]:
-        """The float16 vectors at ``slots``: those in the saved file (``file_slot``) from
+    def vectors_at(self, slots: npt.NDArray[np.intp]) -> npt.NDArray[np.int8]:
+        """The int8 vectors at ``slots``: those in the saved file (``file_slot``) from
         the file's matrix while the graph is a view of that file, from the graph in RAM
         once a write copied it there (:meth:`_writable`); the others from the copies.
         One gather when all are in the file (a recall's candidates, once saved)."""
@@ -310,7 +309,7 @@ class NamespaceIndex:
         return out
 
     def _saved_vectors(self, slots: npt.NDArray[np.intp],
-                       at: npt.NDArray[np.int32]) -> npt.NDArray[np.float16]:
+                       at: npt.NDArray[np.int32]) -> npt.NDArray[np.int8]:
         """The vectors of built memories held in the saved file (``at``: their file slots).
 
         A viewed graph reads them from the file's matrix (the mapping the view reads,
@@ -427,11 +426,11 @@ class NamespaceIndex:
         """Top ``count`` keys by cosine similarity (1 - cosine distance): the graph's, and
         while memories are pending (not in the graph yet), the best of an exact scan of
         their vector copies merged in by score. Both score with the same kernel on the
-        same float16 vectors, so the merged answer is the one the built graph gives."""
+        same int8 vectors, so the merged answer is the one the built graph gives."""
         if count <= 0 or len(self) == 0:
             return [], []
         if len(self.index):
-            matches: Any = self.index.search(vector, count)
+            matches: Any = self.index.search(quantize(vector), count)
             if not self.pending:
                 keys: list[int] = matches.keys.tolist()
                 sims: list[float] = (1.0 - matches.distances.astype(np.float64)).tolist()
@@ -462,7 +461,7 @@ class NamespaceIndex:
     def defer(
         self,
         keys: list[int],
-        vectors: npt.NDArray[np.float32] | npt.NDArray[np.float16],
+        vectors: npt.ArrayLike,
         attrs: list[tuple[float, float, float | None]],
     ) -> None:
         """Hold ``keys`` with their vectors and attributes, pending: searched exactly until
@@ -486,7 +485,7 @@ class NamespaceIndex:
             return 0
         self._writable()
         keys = self.keys[slots].astype(np.uint64)
-        _add(self.index, keys, self.vectors_at(slots).astype(np.float32))
+        _add(self.index, keys, self.vectors_at(slots))
         self.in_graph[slots] = 1.0
         self.pending -= len(slots)
         self.built_unsaved += len(slots)
@@ -516,18 +515,17 @@ class NamespaceIndex:
     def similarities_at(
         self, slots: npt.NDArray[np.intp], vector: npt.NDArray[np.float32]
     ) -> npt.NDArray[np.float64]:
-        """Exact cosine similarity of ``vector`` to the stored vectors at ``slots``.
+        """Cosine similarity of ``vector`` to the stored vectors at ``slots``.
 
-        Computed as USearch's search computes it: the query cast to float16 and
-        NumKong's cosine kernel (the library USearch is built on) over the
-        float16 vectors (the saved file's, or the copies), so a candidate
-        scores the same whether the ANN search or the keyword side brought it
-        in. NumKong reads the halves directly:
-        about 2.5x faster than casting them to float32 for numpy.
+        Computed as USearch's search computes it: the query quantized to int8
+        (index_vectors.quantize) and NumKong's cosine kernel (the library
+        USearch is built on) over the int8 vectors (the saved file's, or the
+        copies), so a candidate scores the same whether the ANN search or the
+        keyword side brought it in, to the last bit.
         """
         if len(slots) == 0:
             return np.empty(0)
-        query = np.asarray(vector, dtype=np.float16).reshape(1, -1)
+        query = quantize(vector).reshape(1, -1)
         angular = np.asarray(nk.cdist(query, self.vectors_at(slots), "angular"))
         sims: npt.NDArray[np.float64] = 1.0 - angular.reshape(-1)
         return sims
@@ -556,9 +554,9 @@ class NamespaceIndex:
         present = np.asarray(self.index.contains(arr), dtype=bool).reshape(-1)
         if present.any():
             self.index.remove(arr[present])
-        vectors = np.ascontiguousarray(vectors, dtype=np.float32)
-        _add(self.index, arr, vectors)
-        self.set_rows(keys, vectors, attrs)
+        stored = quantize(vectors)
+        _add(self.index, arr, stored)
+        self.set_rows(keys, stored, attrs)
 
     def remove(self, keys: list[int]) -> None:
         if not keys:
@@ -602,7 +600,7 @@ class NamespaceIndex:
             log.warning("index %s was saved without a checksum (older version); rebuilding",
                         self.path.name)
             return False
-        if meta is None or meta.get("format") != META_FORMAT:
+        if meta is None or meta.get("format") not in (F16_FORMAT, META_FORMAT):
             log.warning("index %s: metadata missing or unreadable; rebuilding", self.path.name)
             return False
         if meta.get("model_id") != self.model_id or meta.get("dim") != self.dim:
@@ -610,6 +608,9 @@ class NamespaceIndex:
                 "index %s was built with model %s/%s; rebuilding for %s/%s",
                 self.path.name, meta.get("model_id"), meta.get("dim"), self.model_id, self.dim,
             )
+            return False
+        if meta.get("format") == F16_FORMAT and not (  # float16 vectors: made int8, once
+                meta := upgrade_index(self.path, self.meta_path, meta, self.dim, META_FORMAT)):
             return False
         for _ in range(_LOAD_ATTEMPTS):
             index = self._load_verified(meta.get("blake2b"), verified, full_check)
@@ -666,13 +667,12 @@ class NamespaceIndex:
     def _load_rows_file(self, meta: dict[str, Any]) -> bool:
         """Map the saved per-memory rows named by ``meta``; False if they must be read again.
 
-        The rows file is mapped copy-on-write (writes stay private to this
-        process until the next save); the built memories' vectors are read from
-        the USearch file's matrix, mapped read-only: opening reads no vector (at
-        1M memories they are 768 MB), pages come in as recalls touch them. The
-        vector copies (pending memories) are read into the copies array. Rows
-        files of earlier versions (no ``file_slot``) come with a copy of every
-        vector: mapped copy-on-write and used as the copies until the next save.
+        The rows file is mapped copy-on-write (writes stay private until the next
+        save); built memories' vectors are read from the USearch file's matrix,
+        mapped read-only: opening reads none (384 MB at 1M memories). The vector
+        copies (pending memories) are read into the copies array. Rows files of
+        earlier versions (no ``file_slot``) come with a copy of every vector:
+        mapped copy-on-write and used as the copies until the next save.
         """
         names = meta.get("rows_file"), meta.get("vectors_file")
         if not all(isinstance(name, str) and "/" not in name and name.startswith(self.path.stem)

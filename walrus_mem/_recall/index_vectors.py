@@ -1,4 +1,5 @@
-"""Where a namespace index keeps its float16 vectors: the saved USearch file, or copies.
+"""Where a namespace index keeps its int8 vectors (the saved USearch file, or copies), and
+how a vector becomes int8 (:func:`quantize`).
 
 ``NamespaceIndex`` (index.py) reads a memory's vector, by slot, from one of two places:
 
@@ -27,13 +28,36 @@ import numpy.typing as npt
 
 from ..errors import LocalStoreError
 
-__all__ = ["VECTOR_DTYPE", "SlotVectors", "file_slots", "graph_vectors", "lazy_zeros"]
+__all__ = ["VECTOR_DTYPE", "SlotVectors", "file_slots", "graph_vectors", "lazy_zeros",
+           "quantize"]
 
-VECTOR_DTYPE: Final = np.dtype("<f2")
+VECTOR_DTYPE: Final = np.dtype("i1")
+_INT8_MAX: Final = 127.0
 
 
-def lazy_zeros(count: int, dim: int) -> npt.NDArray[np.float16]:
-    """A zeroed float16 (count, dim) array whose pages take memory only once written: the
+def quantize(vectors: npt.ArrayLike) -> npt.NDArray[np.int8]:
+    """Each vector (a row, or one vector) as int8, scaled by its own largest component to
+    ±127 and rounded: what the index stores and searches with (384 B a 384-d vector,
+    float16 took 768: issue 28's data dir at 1M memories).
+
+    The cosine does not see a vector's scale, so no scale is kept. USearch's own cast for
+    metric cos (float input to an ``i8`` index) multiplies the *normalised* vector by 127
+    and truncates: a 384-d unit vector's components are about ±0.05, so they land within
+    ±25 (about 5 bits) and cosines move by up to 0.06; scaled here they span ±127, and a
+    cosine moves by about 0.001 (0.007 at most on random vectors; float16's: 0.0003).
+    int8 input is taken as it is (already quantized: a copy, or the graph's)."""
+    arr = np.asarray(vectors)
+    if arr.dtype == VECTOR_DTYPE:
+        return arr
+    arr = arr.astype(np.float32, copy=False)
+    peak = np.max(np.abs(arr), axis=-1, keepdims=True)
+    scale = np.divide(_INT8_MAX, peak, out=np.zeros_like(peak), where=peak > 0)
+    out: npt.NDArray[np.int8] = np.rint(arr * scale).astype(VECTOR_DTYPE)
+    return out
+
+
+def lazy_zeros(count: int, dim: int) -> npt.NDArray[np.int8]:
+    """A zeroed int8 (count, dim) array whose pages take memory only once written: the
     copies are addressed by slot but hold few rows (a million-slot array costs nothing
     until a row is stored). An anonymous mapping, not np.zeros: whether calloc maps
     fresh pages depends on the allocator's thresholds. Private, not shared (mmap's
@@ -67,8 +91,8 @@ def file_slots(keys: npt.NDArray[np.int64], built: npt.NDArray[np.bool_],
 
 
 def graph_vectors(index: Any, keys: npt.NDArray[np.int64], dim: int
-                  ) -> npt.NDArray[np.float16]:
-    """The float16 vectors a float16 USearch ``index`` holds for ``keys`` (every one
+                  ) -> npt.NDArray[np.int8]:
+    """The int8 vectors an int8 USearch ``index`` holds for ``keys`` (every one
     present), as stored: ``Index.get``'s own call without its per-key views and tuple
     (about 27 µs per 100 keys against 57)."""
     from usearch.compiled import ScalarKind  # loaded by index.py already (after native.py)
@@ -77,21 +101,21 @@ def graph_vectors(index: Any, keys: npt.NDArray[np.int64], dim: int
         return np.zeros((0, dim), VECTOR_DTYPE)
     wanted = np.ascontiguousarray(keys, dtype=np.uint64)
     compiled = getattr(index, "_compiled", None)
-    got = (compiled.get_many(wanted, ScalarKind.F16) if compiled is not None
-           else index.get(wanted, dtype="f16"))
+    got = (compiled.get_many(wanted, ScalarKind.I8) if compiled is not None
+           else index.get(wanted, dtype="i8"))
     try:
         rows = np.concatenate(got)
     except (TypeError, ValueError) as exc:  # a None: a key the graph does not hold
         raise LocalStoreError("index rows name a memory its graph does not hold") from exc
-    out: npt.NDArray[np.float16] = rows.view(VECTOR_DTYPE).reshape(len(wanted), dim)
+    out: npt.NDArray[np.int8] = rows.view(VECTOR_DTYPE).reshape(len(wanted), dim)
     return out
 
 
 class SlotVectors:
-    """``idx.vectors[slots]``: the float16 vectors at ``slots`` (an int, an int array or a
+    """``idx.vectors[slots]``: the int8 vectors at ``slots`` (an int, an int array or a
     boolean mask), wherever each is kept (``read``: ``NamespaceIndex.vectors_at``)."""
 
-    def __init__(self, read: Callable[[npt.NDArray[np.intp]], npt.NDArray[np.float16]],
+    def __init__(self, read: Callable[[npt.NDArray[np.intp]], npt.NDArray[np.int8]],
                  size: int) -> None:
         self._read = read
         self._size = size
@@ -99,11 +123,11 @@ class SlotVectors:
     def __len__(self) -> int:
         return self._size
 
-    def __getitem__(self, at: Any) -> npt.NDArray[np.float16]:
+    def __getitem__(self, at: Any) -> npt.NDArray[np.int8]:
         arr = np.asarray(at)
         if arr.dtype == np.bool_:
             return self._read(np.flatnonzero(arr))
         if arr.ndim == 0:
-            one: npt.NDArray[np.float16] = self._read(arr.reshape(1).astype(np.intp))[0]
+            one: npt.NDArray[np.int8] = self._read(arr.reshape(1).astype(np.intp))[0]
             return one
         return self._read(arr.astype(np.intp, copy=False))
