@@ -69,7 +69,7 @@ from .._walrus.expiry import record_seen
 from ..errors import LocalStoreError
 from . import manifest_cache, postings
 from .changes import ChangeLog
-from .dedupe import Dedupe, plain_dedupe_hash, twin_slot
+from .dedupe import Dedupe, plain_dedupe_hash, stored_dedupe_hash, twin_slot
 from .fts import FtsQueries, fts_table
 from .guard import _guarded, _translate
 from .held import HeldCopies, shed_held
@@ -94,6 +94,7 @@ __all__ = [
     "Catalog",
     "fts_table",
     "plain_dedupe_hash",
+    "stored_dedupe_hash",
     "twin_slot",
     "vector_from_blob",
     "vectors_from_blobs",
@@ -224,6 +225,7 @@ class Catalog(FtsQueries, PostingsQueries, ChangeLog, OutboxQueue, MemoryQueries
                     f"catalog {self.path} has schema version {current}; this walrus_mem "
                     f"understands up to {SCHEMA_VERSION}: upgrade walrus-mem"
                 )
+            c.create_function("stored_dedupe_hash", 1, stored_dedupe_hash, deterministic=True)
             for version in range(current + 1, SCHEMA_VERSION + 1):
                 for statement in _split_sql(MIGRATIONS[version - 1]):
                     c.execute(statement)

@@ -8,14 +8,39 @@ written on two machines both stay: the second holds a *twin* slot
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import sqlite3
 from collections.abc import Sequence
+from typing import Final
 
 from .guard import CatalogPart, _guarded
 from .reads import MEMORY_COLUMNS
 
-__all__ = ["Dedupe", "plain_dedupe_hash", "twin_slot"]
+__all__ = ["DEDUPE_BYTES", "Dedupe", "plain_dedupe_hash", "stored_dedupe_hash", "twin_slot"]
+
+DEDUPE_BYTES: Final = 16
+"""Bytes of a text's keyed dedupe hash (``NamespaceKeys.dedupe_hash``: 32, as 64 hex
+characters) that the catalog keeps, as 22 characters of unpadded base64url: its first 128
+bits. Two texts of one namespace then share a slot with probability about n² / 2¹²⁹
+(10⁻²⁷ at a million memories; the hash is keyed, so nobody without the namespace's key
+can aim at a collision), and each memory costs 84 B less, 42 in its row and 42 in UNIQUE
+(namespace, dedupe_hash) (issue 28: the 1M data dir; schema 11). The base64url alphabet
+has no ``:``, which a twin's slot (``<hash>:<id>``) puts after the hash."""
+
+
+def stored_dedupe_hash(full: str) -> str:
+    """What the ``dedupe_hash`` column keeps of a text's keyed hash (64 hex characters):
+    :data:`DEDUPE_BYTES` of it in base64url. A value that is not 64 hex characters (no
+    keyed hash) is kept as it is."""
+    if len(full) != 64:
+        return full
+    try:
+        raw = bytes.fromhex(full)[:DEDUPE_BYTES]
+    except (ValueError, binascii.Error):
+        return full
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
 
 
 class Dedupe(CatalogPart):

@@ -211,5 +211,16 @@ MIGRATIONS: Final[tuple[str, ...]] = (
     """
     DELETE FROM meta WHERE key = 'sealed_held';
     """,
+    # 11: a text's dedupe hash is kept as its first 128 bits in base64url (22 characters:
+    # dedupe.py stored_dedupe_hash, which the catalog registers for this step), a twin's
+    # ``<hash>:<id>`` likewise: 84 B a memory less, in the row and in UNIQUE (namespace,
+    # dedupe_hash). The version bump keeps older walrus_mem, which would look for whole
+    # hashes and keep a second memory of a known text, out. (The rows shrink in place:
+    # ``compact`` gives the space back to the file.)
+    """
+    UPDATE memories SET
+        dedupe_hash = stored_dedupe_hash(substr(dedupe_hash, 1, 64)) || substr(dedupe_hash, 65)
+        WHERE length(dedupe_hash) >= 64 AND instr(dedupe_hash, ':') IN (0, 65)
+    """,
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
