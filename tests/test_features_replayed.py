@@ -221,9 +221,19 @@ N15: Steps = [
     ("sync", {"i": 2, "through": "451 every fact"}),
 ]
 
+# N16 (60 x 15, seed 11, session 16): the only aggregator answered 404 for the newest head
+# and for every fact in each of the three rounds (while it served the epoch probe): the
+# sync read a lost network at the same epochs and stored machine 2's memories again, paid
+# twice. A loss seen only as 404s now waits for a sync ten minutes later (loss_pending.py).
+N16: Steps = [
+    ("genesis", {"clock": 0.0}),
+    ("fault_window", {"kind": "404", "pick": 2111, "what": "newest heads"}),
+    ("sync", {"i": 2, "through": "404 every fact"}),
+]
+
 FOUND = {"F2": F2, "F3": F3, "N1": N1, "N2": N2, "N4": N4, "N5": N5, "N6": N6, "N7": N7,
          "N8": N8, "N9": N9, "N10b": N10b, "N11": N11,
-         "N12": N12, "N13": N13, "N14": N14, "N15": N15, "R1": R1}
+         "N12": N12, "N13": N13, "N14": N14, "N15": N15, "N16": N16, "R1": R1}
 
 
 @pytest.mark.parametrize("steps", list(FOUND.values()), ids=list(FOUND))

@@ -443,6 +443,7 @@ class FeatureMachines(RuleBasedStateMachine):
         self.gen = [0] * MACHINES
         self.rotating = [False] * MACHINES
         self.uncertain = [False] * MACHINES  # a failed sync may have merged some heads
+        self.loss_seen: list[float | None] = [None] * MACHINES  # a loss seen only as 404s
         # what catalogs moved aside by a repair whose restore failed still hold: the next
         # repair salvages them again (repair-salvage.json)
         self.asides: list[Model] = [EMPTY] * MACHINES
@@ -716,9 +717,19 @@ class FeatureMachines(RuleBasedStateMachine):
         if head is not None:
             self._published(i, head)
         self.uncertain[i] = behind
-        if not self.flags.wiped and CLOCK.jump == 0:
-            # within MAX_HOURS nothing of this example ends within the renewal margin
+        confirm = self.mems[i].parts.settings.network_loss_confirm_after
+        seen = self.loss_seen[i]
+        lied_to = seen is not None and CLOCK.machine() - seen >= confirm
+        if not self.flags.wiped and CLOCK.jump == 0 and not lied_to:
+            # within MAX_HOURS nothing of this example ends within the renewal margin; an
+            # aggregator answering 404 for its heads and blobs in two syncs ten minutes
+            # apart is followed as a lost network (N16, docs/walrus.md): stored again
             assert report.renewed == 0, f"machine {i} renewed {report.renewed} (item 8)"
+        if any("NetworkResetPending" in e and "answered 404" in e for e in report.errors):
+            if self.loss_seen[i] is None:
+                self.loss_seen[i] = CLOCK.machine()
+        else:
+            self.loss_seen[i] = None
         return report
 
     def _follow_advice(self, i: int, report: SyncReport) -> SyncReport:
@@ -732,6 +743,9 @@ class FeatureMachines(RuleBasedStateMachine):
             elif "WrongNamespace" in said and self.gen[i] < self.seen_gen[i]:
                 while self.gen[i] < self.seen_gen[i]:  # heads of a newer generation: follow
                     self._rotate(i)
+            elif "NetworkResetPending" in said and "answered 404" in said:
+                # a loss seen only as 404s: the sync ten minutes on follows it (N16)
+                CLOCK.passed += self.mems[i].parts.settings.network_loss_confirm_after + 1
             else:
                 break
             report = self._sync(i)

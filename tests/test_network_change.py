@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ from walrus_mem._memory import network_reset
 from walrus_mem._memory.network_reset import RESET_KEY
 from walrus_mem._memory.repair_run import repair_data_dir
 from walrus_mem._walrus.network_identity import IDENTITY_KEY, parse_contract_info
+from walrus_mem.models import SyncReport
 from walrus_mem.testing import HashEmbedder
 
 
@@ -40,6 +42,31 @@ def _quick_confirmation(monkeypatch: pytest.MonkeyPatch) -> None:
     (network_reset.LOST_CONFIRM_PAUSES); here the rounds count, not the seconds (the
     cold aggregator below answers by read count): 5 s a test otherwise."""
     monkeypatch.setattr(network_reset, "LOST_CONFIRM_PAUSES", (0.05, 0.05))
+
+
+@pytest.fixture
+def later(monkeypatch: pytest.MonkeyPatch) -> Callable[[float], None]:
+    """Moves every clock of this process on (the machines', and relayer_mock's in its
+    thread) by the seconds given."""
+    real, offset = time.time, [0.0]
+    monkeypatch.setattr(time, "time", lambda: real() + offset[0])
+
+    def move(seconds: float) -> None:
+        offset[0] += seconds
+    return move
+
+
+def _seen_again_later(a: Memory, later: Callable[[float], None]) -> SyncReport:
+    """A loss seen only as 404s (N16): the first sync records it, stores nothing again
+    and publishes no manifest, and says so; a sync ``network_loss_confirm_after`` later
+    sees it again and follows it. The second sync's report."""
+    report = a.sync()
+    assert report.renewed == 0 and not report.manifests, report
+    assert any("NetworkResetPending" in e and "answered 404" in e for e in report.errors), \
+        report.errors
+    assert a.sync().renewed == 0  # not yet: ten minutes have not passed
+    later(a.parts.settings.network_loss_confirm_after + 1)
+    return a.sync()
 
 
 def _locations(mem: Memory) -> dict[str, tuple[str | None, str | None, int | None]]:
@@ -112,15 +139,17 @@ def test_a_different_network_ahead_is_healed_by_one_sync(tmp_path: Path,
         assert _fresh_count(tmp_path, url, head) == 8
 
 
-def test_an_idle_machine_on_a_different_network_at_the_same_epochs(tmp_path: Path) -> None:
+def test_an_idle_machine_on_a_different_network_at_the_same_epochs(
+        tmp_path: Path, later: Callable[[float], None]) -> None:
     """Another network whose epochs are where the old one's were (41 after 40): the
     machine stores nothing; its sync sees its head answer 404, the network's epoch is
-    not below, and the memories' blobs answer 404 too: the network lost them. One sync
-    stores them again."""
+    not below, and the memories' blobs answer 404 too: the network lost them, or one
+    aggregator lies (N16). A sync ten minutes later that sees it again stores them
+    again, once."""
     port, url = _stored_on_a_first_network(tmp_path, 4)
     with _other_network(tmp_path, port, 41):
         with machine(tmp_path / "a", url, state_dir=tmp_path / "sa") as a:
-            report = a.sync()
+            report = _seen_again_later(a, later)
             assert report.errors == [] and report.renewed == 4, report
             head = report.manifests["default"]
             assert a.sync().renewed == 0
@@ -309,10 +338,11 @@ def test_doctor_names_a_followed_wipe(tmp_path: Path) -> None:
 
 
 def test_endpoints_switched_to_another_network_while_the_old_one_still_runs(
-        tmp_path: Path) -> None:
+        tmp_path: Path, later: Callable[[float], None]) -> None:
     """The configuration now names another network's publisher and aggregator (the old
-    one still runs elsewhere): the memories' blobs are not on the new one. One sync
-    stores them there once; a fresh machine on the new network restores everything."""
+    one still runs elsewhere): the memories' blobs are not on the new one, at epochs
+    where the old one's were. A sync that sees it again ten minutes later (N16) stores
+    them there once; a fresh machine on the new network restores everything."""
     with RelayerServer(tmp_path / "walrus", admin=False, fsync=False,
                        initial_epoch=40) as old, \
             RelayerServer(tmp_path / "walrus-new", admin=False, fsync=False,
@@ -321,14 +351,15 @@ def test_endpoints_switched_to_another_network_while_the_old_one_still_runs(
             a.remember_many([f"fact {i}" for i in range(5)])
             a.sync()
         with machine(tmp_path / "a", new.url, state_dir=tmp_path / "sa") as a:
-            report = a.sync()
+            report = _seen_again_later(a, later)
             assert report.errors == [] and report.renewed == 5, report
             head = report.manifests["default"]
             assert a.sync().renewed == 0
         assert _fresh_count(tmp_path, new.url, head) == 5
 
 
-def test_a_fact_stored_on_the_new_network_does_not_hide_the_lost_ones(tmp_path: Path) -> None:
+def test_a_fact_stored_on_the_new_network_does_not_hide_the_lost_ones(
+        tmp_path: Path, later: Callable[[float], None]) -> None:
     """Another network at the same epochs; a fact is stored on it before the next sync.
     Its blob is served, and it is the newest: the check must ask what was stored before
     the head that answered 404 (the ledger's store times), else one served blob reads
@@ -337,7 +368,7 @@ def test_a_fact_stored_on_the_new_network_does_not_hide_the_lost_ones(tmp_path: 
     with _other_network(tmp_path, port, 41):
         with machine(tmp_path / "a", url, state_dir=tmp_path / "sa") as a:
             a.remember("a fact stored on the new network")
-            report = a.sync()
+            report = _seen_again_later(a, later)
             assert report.errors == [] and report.renewed == 4, report
             head = report.manifests["default"]
             assert a.sync().renewed == 0
@@ -351,7 +382,10 @@ def test_heads_published_on_the_new_network_do_not_hide_the_lost_ones(
     sync (stateful findings N4, N5): the newest merged head is then served, by the new
     network. The head last found served (the mark: set by a sync's check, or before the
     first manifest that has a parent) answers 404, and that shows the loss: one sync
-    stores the lost memories again, and a fresh restore of its head gets every one."""
+    stores the lost memories again, and a fresh restore of its head gets every one.
+    Followed at its first sighting (``network_loss_confirm_after=0``): by default the
+    forget's manifest waits for a second one (N16) and is never published on the new
+    network before the loss is followed."""
     port, url = _stored_on_a_first_network(tmp_path, 4)
     if synced_twice:  # the mark then comes from a sync's check, not from a publish
         with RelayerServer(tmp_path / "walrus", admin=False, fsync=False, port=port), \
@@ -360,7 +394,8 @@ def test_heads_published_on_the_new_network_do_not_hide_the_lost_ones(
             a.sync()
             assert a.sync().errors == []
     with _other_network(tmp_path, port, 41):
-        with machine(tmp_path / "a", url, state_dir=tmp_path / "sa") as a:
+        with machine(tmp_path / "a", url, state_dir=tmp_path / "sa",
+                     network_loss_confirm_after=0) as a:
             first = sorted(live(a))
             a.remember("stored on the new network")
             a.forget(first[0])  # a forget publishes a manifest: on the new network
@@ -375,7 +410,8 @@ def test_heads_published_on_the_new_network_do_not_hide_the_lost_ones(
         assert _fresh_count(tmp_path, url, head) == total
 
 
-def test_facts_stored_before_any_manifest_are_stored_again(tmp_path: Path) -> None:
+def test_facts_stored_before_any_manifest_are_stored_again(
+        tmp_path: Path, later: Callable[[float], None]) -> None:
     """A new data dir stores facts and publishes no manifest; the endpoints then lead to
     another network at the same epochs. Its first manifest has no parent and no head was
     ever marked: the blobs it stored itself are read before that manifest lists them, and
@@ -388,7 +424,7 @@ def test_facts_stored_before_any_manifest_are_stored_again(tmp_path: Path) -> No
             assert a.parts.log.merged("default") == []  # no manifest yet
     with _other_network(tmp_path, port, 41):
         with machine(tmp_path / "a", url, state_dir=tmp_path / "sa") as a:
-            report = a.sync()  # the manifest's settle stores the three again first
+            report = _seen_again_later(a, later)  # the manifest's settle stores them first
             assert report.errors == [], report
             assert json.loads(a.parts.catalog.get_meta(RESET_KEY) or "{}")["lost_blobs"] == 1
             head = report.manifests["default"]
@@ -397,7 +433,7 @@ def test_facts_stored_before_any_manifest_are_stored_again(tmp_path: Path) -> No
 
 
 def test_a_catalog_lost_to_garbage_after_a_change_of_network_publishes_again(
-        tmp_path: Path) -> None:
+        tmp_path: Path, later: Callable[[float], None]) -> None:
     """N14 of .ci/stateful_findings.md: a data dir publishes its first manifest; the
     endpoints then lead to another network at the same epochs, and its catalog is lost
     to garbage before it syncs again. Its repair finds the one head it remembers answering
@@ -424,7 +460,7 @@ def test_a_catalog_lost_to_garbage_after_a_change_of_network_publishes_again(
         assert rebuild is not None and rebuild.moved_to is not None
         with machine(tmp_path / "a", url, state_dir=tmp_path / "sa") as a:
             a.remember("a fact written after the repair")
-            report = a.sync()
+            report = _seen_again_later(a, later)
             assert report.errors == [], report
             head = report.manifests["default"]
             assert HeadRef.parse(head).seq > HeadRef.parse(first).seq
@@ -434,7 +470,7 @@ def test_a_catalog_lost_to_garbage_after_a_change_of_network_publishes_again(
 
 
 def test_no_manifest_while_the_marked_head_answers_404_and_its_blobs_cannot_be_read(
-        tmp_path: Path) -> None:
+        tmp_path: Path, later: Callable[[float], None]) -> None:
     """N15 of .ci/stateful_findings.md: after a change of network at the same epochs, the
     marked head answers 404 and the aggregator blocks the facts' blobs (451), so nothing
     tells a lost network from a lagging aggregator. A manifest published then listed
@@ -463,7 +499,7 @@ def test_no_manifest_while_the_marked_head_answers_404_and_its_blobs_cannot_be_r
             assert any("NetworkResetPending" in e for e in report.errors), report
             assert a.stats().manifest_blob_id == first  # nothing published
         with machine(tmp_path / "a", url, state_dir=tmp_path / "sa") as a:
-            report = a.sync()  # the blobs answer now: the loss is followed, then published
+            report = _seen_again_later(a, later)  # the blobs answer now: a loss
             assert report.errors == [], report
             head = report.manifests["default"]
         assert _fresh_count(tmp_path, url, head) == 4
@@ -524,3 +560,58 @@ def test_a_change_of_network_ends_only_the_heads_seen_by_the_lost_one(tmp_path: 
         assert store.end_bound("ns", "old")[0] == 41 and store.end_bound("ns", "new")[0] == 46
     finally:
         store.close()
+
+
+def _lying_aggregator_setup(tmp_path: Path, srv: RelayerServer) -> tuple[str, set[str]]:
+    """A machine stores 4 facts and syncs: its head, and every id the facts' blobs are
+    read by (the ones one lying aggregator answers 404 for)."""
+    with machine(tmp_path / "a", srv.url, state_dir=tmp_path / "sa") as a:
+        a.remember_many([f"fact {i}" for i in range(4)])
+        head = a.sync().manifests["default"]
+        ids = {i for r in a.list() for i in (r.blob_id, r.quilt_patch_id) if i}
+    return head, {HeadRef.parse(head).blob_id, *ids}
+
+
+def _answering_404(upstream: str, ids: set[str]) -> HookProxy:
+    """An aggregator in front of ``upstream`` answering 404 for every read of ``ids``."""
+    def lie(method: str, path: str, body: bytes) -> tuple[int, bytes] | None:
+        if method == "GET" and any(i in path for i in ids):
+            return 404, dumps(error_envelope("NOT_FOUND", "BLOB_NOT_FOUND", MSG_BLOB_NOT_FOUND))
+        return None
+    return HookProxy(upstream, hook=lie)
+
+
+def test_one_aggregator_answering_404_for_the_head_and_every_fact_is_not_paid_for(
+        tmp_path: Path, later: Callable[[float], None]) -> None:
+    """N16 of .ci/stateful_findings.md: the only aggregator answers 404 for the newest head
+    and every fact's blob in each of the three rounds, while it serves the epoch probe.
+    That reads exactly as a lost network at the same epochs, and the sync stored every
+    memory again (paid twice). Now nothing is stored again: the sync says a loss is
+    pending and holds the manifest; once the aggregator serves again, the next sync drops
+    the sighting and publishes, having stored nothing twice."""
+    with RelayerServer(tmp_path / "walrus", admin=False, fsync=False,
+                       initial_epoch=40) as srv:
+        head, ids = _lying_aggregator_setup(tmp_path, srv)
+        with _answering_404(srv.url, ids) as proxy, \
+                machine(tmp_path / "a", srv.url, aggregator=proxy.url,
+                        state_dir=tmp_path / "sa") as a:
+            a.remember("written while the aggregator lies")  # its manifest waits too
+            report = a.sync()
+            assert report.renewed == 0 and not report.manifests, report
+            assert any("NetworkResetPending" in e and "answered 404" in e
+                       for e in report.errors), report.errors
+            assert a.stats().manifest_blob_id == head
+            assert a.parts.catalog.get_meta(RESET_KEY) is None
+            checks = {c.name: c for c in check_network(a)}
+            assert checks["network loss"].status == "warn", checks
+            assert "answered 404 on every aggregator" in checks["network loss"].detail
+        with machine(tmp_path / "a", srv.url, state_dir=tmp_path / "sa") as a:
+            later(60)  # well inside the ten minutes: the honest aggregator decides
+            report = a.sync()
+            assert report.errors == [] and report.renewed == 0, report
+            assert report.manifests and a.parts.catalog.get_meta(RESET_KEY) is None
+            assert a.parts.catalog.get_meta("loss_pending:default") in (None, "")
+            assert "network loss" not in {c.name for c in check_network(a)}
+            new_head = report.manifests["default"]
+        assert _fresh_count(tmp_path, srv.url, new_head) == 5
+

@@ -415,6 +415,10 @@ class Settings(BaseSettings):
     # prints the network's epoch as `walrus info epoch --json` does (run without a shell):
     # read instead of a probe store (63 storage units) where the epoch must be asked
     network_info_command: str | None = None
+    # seconds a loss seen only as 404s (no epoch back, no system object changed) must last
+    # before sync stores the memories again: one aggregator that answers 404 reads the same
+    # (docs/walrus.md#network-resets-and-network-changes); 0 follows it at once
+    network_loss_confirm_after: float = Field(default=600.0, ge=0)
     # the largest request a publisher takes (public ones: 10 MiB); quilts are sized under
     # it, and a smaller cap learned from a 413 is kept in the data dir (docs/walrus.md)
     publisher_max_request_bytes: int = Field(default=10 * 1024 * 1024, ge=64 * 1024)

@@ -42,6 +42,7 @@ def _ago(at: object) -> str:
 def check_network(mem: Any) -> list[Check]:
     """One ``network`` check, plus one per thing still to settle (doctor.py makes them
     its Checks)."""
+    from .._memory.loss_pending import PENDING_KEY
     from .._memory.network_reset import LOST, RESET_KEY
     from .._walrus.epoch_guard import AHEAD_KEY
     from .._walrus.expiry import BACKWARDS_KEY
@@ -60,6 +61,16 @@ def check_network(mem: Any) -> list[Check]:
                     "seen before: the network was wiped or its epochs reset (or a publisher "
                     "lies)")
         checks.append(Check("network reset", "warn", what + "; not followed yet", fix))
+    for (key,) in mem.parts.catalog.query("SELECT key FROM meta WHERE key LIKE ? ORDER BY key",
+                                          (f"{PENDING_KEY}:%",)):
+        pending = _meta(mem, str(key))  # loss_pending.py: a loss seen once, not followed
+        if isinstance(pending, dict) and "at" in pending:
+            checks.append(Check(
+                "network loss", "warn",
+                f"blobs of {key.split(':', 1)[1]!r} answered 404 on every aggregator "
+                f"{_ago(pending['at'])} (a lost network, or an aggregator that lies or is "
+                "stuck); not followed until a sync at least network_loss_confirm_after "
+                "seconds later sees it again; manifests wait", fix))
     ahead = _meta(mem, AHEAD_KEY)
     if isinstance(ahead, dict) and ahead:
         epochs = sorted(int(e) for e in ahead)

@@ -56,6 +56,7 @@ from .._walrus.epoch_guard import AHEAD_KEY, REFUSED_KEY, ahead_sightings, refus
 from .._walrus.expiry import BACKWARDS_KEY, CLAIM_KEY, JUMP_SLACK, META_KEY
 from .._walrus.network_identity import change_followed, change_pending, observe_identity
 from ..errors import LocalStoreError, NetworkResetPending, WalrusMemError
+from . import loss_pending
 from .integrity import split_sound
 from .network_sample import (
     is_served,
@@ -209,6 +210,7 @@ def settle(parts: Parts, ns: str, backwards: tuple[int, int] | None = None) -> N
         _hold(parts, *backwards)
     if not mark_before_publish(parts, ns, errors):
         follow(parts, errors)
+    loss_pending.hold_manifest(parts, ns)
     if _renewal_owed(parts, ns):
         current = parts.epochs.clock.current()
         renew_due(parts, ns, errors, current)
@@ -314,6 +316,7 @@ def check_served(parts: Parts, ns: str, errors: list[str]) -> bool:
             return False  # no answer: asked again at the next sync
         if not verdict:
             return suspect(parts, ns, mark[0], errors, sample=live)
+    loss_pending.clear(parts, ns)  # every head read is served
     if not expired:
         _set_mark(parts, ns, newest)
     return False
@@ -352,6 +355,7 @@ def mark_before_publish(parts: Parts, ns: str, errors: list[str]) -> bool:
             return False
         try:  # the head alone first: the blobs beside it only once it answers 404
             if provably_gone(parts.log, ns, mark[0])[0] or is_served(parts, mark[0].blob_id):
+                loss_pending.clear(parts, ns)
                 return False
         except (WalrusMemError, ValueError):
             return False  # no answer: the manifest's own store says more
@@ -366,6 +370,7 @@ def mark_before_publish(parts: Parts, ns: str, errors: list[str]) -> bool:
                 "be read (an aggregator failing?): no manifest until the network is known "
                 "to still hold them or they are stored again; the next sync checks again")
         if verdict:
+            loss_pending.clear(parts, ns)
             return False
         return suspect(parts, ns, mark[0], errors, sample=live)
     merged = parts.log.merged(ns)
@@ -373,7 +378,7 @@ def mark_before_publish(parts: Parts, ns: str, errors: list[str]) -> bool:
         try:
             own = own_sample(parts, parts.epochs.clock.current() or 0)
             if all(is_served(parts, blob) for blob in own):
-                return False
+                return False  # says nothing of a loss pending: its blobs are not these
         except (WalrusMemError, ValueError):
             return False
         return suspect(parts, ns, None, errors)
@@ -384,6 +389,7 @@ def mark_before_publish(parts: Parts, ns: str, errors: list[str]) -> bool:
         if expired:
             return False
         if is_served(parts, merged[0].blob_id):
+            loss_pending.clear(parts, ns)
             _set_mark(parts, ns, merged[0])
             return False
     except (WalrusMemError, ValueError):
@@ -556,7 +562,9 @@ def _lost_here(parts: Parts, ns: str, ref: HeadRef | None, epoch: int, errors: l
         exclude = {*refused_ends(parts.epochs.clock.store),
                    *([] if ref is None else stored_since(parts, ns, ref))}
         sample = [] if ref is None else sample_blobs(parts, old_now, exclude=exclude)
-    sample = [b for b in dict.fromkeys(sample) if b not in head]
+    # a loss seen before (loss_pending.py): what answered 404 then is read again
+    sample = [b for b in dict.fromkeys([*sample, *loss_pending.witnesses(parts, ns)])
+              if b not in head]
     own = [b for b in own_sample(parts, old_now) if b not in head]
     if not sample and not own:
         return False
@@ -569,6 +577,7 @@ def _lost_here(parts: Parts, ns: str, ref: HeadRef | None, epoch: int, errors: l
             try:
                 if is_served(parts, blob):
                     if blob in head:
+                        loss_pending.clear(parts, ns)
                         return False  # a lagging aggregator: "not yet"
                     served.add(blob)
             except (WalrusMemError, ValueError) as exc:  # undecided, as before: "not yet"
@@ -577,7 +586,10 @@ def _lost_here(parts: Parts, ns: str, ref: HeadRef | None, epoch: int, errors: l
     gone = [b for b in dict.fromkeys([*sample, *own]) if b not in served]
     if not (gone and head) and not any(b not in served for b in own):
         # every blob served: a lagging aggregator (or nothing that shows a loss)
+        loss_pending.clear(parts, ns)
         return False
+    if not loss_pending.confirmed(parts, ns, [*head, *gone]):
+        return False  # seen once: a later sync decides (N16)
     newest = parts.epochs.clock.reading().newest_seen
     now = time.time()
     # heads seen by the head that answered 404 are lost too; with no such head, those
@@ -673,6 +685,7 @@ def _apply(parts: Parts, seen: list[tuple[int, float, float]], old: object,
             # a new manifest are stored again
             c.execute(f"UPDATE {table} SET end_epoch = ? WHERE end_epoch IS NOT NULL", (new,))
         c.execute("DELETE FROM meta WHERE key IN (?, ?)", (REFUSED_KEY, AHEAD_KEY))
+        loss_pending.clear_all(c)
         c.execute("DELETE FROM meta WHERE key LIKE ?", (f"{MARK_KEY}:%",))  # the old network's
         c.execute("INSERT INTO meta (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE "
                   "SET value = excluded.value",

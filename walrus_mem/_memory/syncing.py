@@ -18,6 +18,7 @@ from ..errors import (
     WalrusMemError,
 )
 from ..models import PullReport, SyncReport
+from . import loss_pending
 from .follow import pull_following
 from .network_reset import check_served
 from .network_reset import follow as follow_network_reset
@@ -115,6 +116,10 @@ def sync(parts: Parts, ns: str | None) -> SyncReport:
             errors.append(f"announce for {name!r}: head {manifests[name]} published but "
                           "not written to heads.sqlite3 / the heads file (logged why); "
                           "the next sync writes it")
+    for name in names:  # a loss seen once, not followed yet: said even with no manifest due
+        pending = loss_pending.describe(parts, name)
+        if pending is not None and not any(pending in e for e in errors):
+            errors.append(f"network check for {name!r}: NetworkResetPending: {pending}")
     with parts.lock:
         parts.indexes.save_all()
     return SyncReport(
