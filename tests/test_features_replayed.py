@@ -231,9 +231,24 @@ N16: Steps = [
     ("sync", {"i": 2, "through": "404 every fact"}),
 ]
 
+# N17 (60 x 15, seed 11, session 17, on the first fix of N16): machine 1, restored from a
+# backup, saw its own head of the lost network answer 404 with its blobs (a loss seen
+# once); its pull then merged machine 0's head of the new network, served, and that
+# dropped the sighting: its manifest listed the lost locations, its memories were never
+# stored again and the machines diverged. Only the head that answered 404 (or the blobs
+# seen with it) served again drops a sighting now.
+N17: Steps = [
+    ("genesis", {"clock": 0.0}),
+    ("restore_a_backup_older_than_its_last_sync", {"i": 1, "new_home": False,
+                                                   "through": "404 every fact"}),
+    ("another_network", {}),
+    ("update", {"i": 1, "pick": 11}),
+]
+
 FOUND = {"F2": F2, "F3": F3, "N1": N1, "N2": N2, "N4": N4, "N5": N5, "N6": N6, "N7": N7,
          "N8": N8, "N9": N9, "N10b": N10b, "N11": N11,
-         "N12": N12, "N13": N13, "N14": N14, "N15": N15, "N16": N16, "R1": R1}
+         "N12": N12, "N13": N13, "N14": N14, "N15": N15, "N16": N16, "N17": N17,
+         "R1": R1}
 
 
 @pytest.mark.parametrize("steps", list(FOUND.values()), ids=list(FOUND))

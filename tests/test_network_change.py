@@ -346,7 +346,7 @@ def test_endpoints_switched_to_another_network_while_the_old_one_still_runs(
     with RelayerServer(tmp_path / "walrus", admin=False, fsync=False,
                        initial_epoch=40) as old, \
             RelayerServer(tmp_path / "walrus-new", admin=False, fsync=False,
-                          initial_epoch=42) as new:
+                          initial_epoch=41) as new:  # 42 could read as epochs ahead
         with machine(tmp_path / "a", old.url, state_dir=tmp_path / "sa") as a:
             a.remember_many([f"fact {i}" for i in range(5)])
             a.sync()
@@ -610,7 +610,7 @@ def test_one_aggregator_answering_404_for_the_head_and_every_fact_is_not_paid_fo
             report = a.sync()
             assert report.errors == [] and report.renewed == 0, report
             assert report.manifests and a.parts.catalog.get_meta(RESET_KEY) is None
-            assert a.parts.catalog.get_meta("loss_pending:default") in (None, "")
+            assert not a.parts.catalog.get_meta("loss_pending:default")
             assert "network loss" not in {c.name for c in check_network(a)}
             new_head = report.manifests["default"]
         assert _fresh_count(tmp_path, srv.url, new_head) == 5

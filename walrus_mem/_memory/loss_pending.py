@@ -11,9 +11,12 @@ locations a lost network no longer has, N15). A check at least
 ``network_loss_confirm_after`` later (600 s: longer than an aggregator's cached 404s
 after a store, short enough that a machine syncing every few minutes heals a real change
 within two syncs) that sees the loss again follows it; it reads the blobs that answered
-404 then, beside its own. A check that finds the head, or those blobs, served drops the
-sighting. A change at the same epochs therefore takes two syncs to heal; one whose
-epochs went back, or whose system object is known to differ, still heals in one.
+404 then, beside its own; the same head still answering 404 then is a loss even with
+the blobs beside it served (a machine that followed first stored them again). A check
+that finds that head served (or, for a loss seen without a head, one of those blobs)
+drops the sighting; another head served, e.g. the new network's after a pull, does not.
+A change at the same epochs therefore takes two syncs to heal; one whose epochs went
+back, or whose system object is known to differ, still heals in one.
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import TYPE_CHECKING, Final
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import NetworkResetPending
 
@@ -30,8 +34,8 @@ if TYPE_CHECKING:
 
     from .parts import Parts
 
-__all__ = ["PENDING_KEY", "clear", "clear_all", "confirmed", "describe", "hold_manifest",
-           "pending_since", "witnesses"]
+__all__ = ["PENDING_KEY", "clear_all", "clear_if_served", "confirmed", "describe",
+           "head_gone_long", "hold_manifest", "pending_since", "witnesses"]
 
 log = logging.getLogger(__name__)
 
@@ -42,28 +46,30 @@ def _key(ns: str) -> str:
     return f"{PENDING_KEY}:{ns}"
 
 
-def _pending(parts: Parts, ns: str) -> tuple[float, list[str]] | None:
+def _pending(parts: Parts, ns: str) -> dict[str, Any] | None:
     raw = parts.catalog.get_meta(_key(ns))
     if not raw:
         return None
     try:
         record = json.loads(raw)
-        return float(record["at"]), [str(b) for b in record.get("witnesses", [])]
-    except (ValueError, TypeError, KeyError, AttributeError):
+        float(record["at"])
+    except (ValueError, TypeError, KeyError):
         return None
+    return record if isinstance(record, dict) else None
 
 
 def pending_since(parts: Parts, ns: str) -> float | None:
     """When a loss of ``ns`` seen only as 404s was first seen, or None."""
     pending = _pending(parts, ns)
-    return None if pending is None else pending[0]
+    return None if pending is None else float(pending["at"])
 
 
 def witnesses(parts: Parts, ns: str) -> list[str]:
     """The blobs that answered 404 when a pending loss of ``ns`` was first seen: a later
     check reads them again (a repaired catalog, or a merge, may name no others)."""
     pending = _pending(parts, ns)
-    return [] if pending is None else pending[1]
+    found = [] if pending is None else pending.get("witnesses")
+    return [str(b) for b in found] if isinstance(found, list) else []
 
 
 def _after(parts: Parts) -> float:
@@ -74,21 +80,35 @@ def _until(first: float, after: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(first + after))
 
 
-def confirmed(parts: Parts, ns: str, witnesses: list[str]) -> bool:
-    """A check of ``ns`` just saw a loss (``witnesses``: the blobs that answered 404):
-    True when a sighting at least ``network_loss_confirm_after`` old confirms it (the
-    caller follows it; 0: at once), else the sighting is recorded (or kept) and False.
-    A sighting dated in the future (the wall clock went back) starts again from now."""
+def confirmed(parts: Parts, ns: str, head: str | None, gone: list[str]) -> bool:
+    """A check of ``ns`` just saw a loss: ``head`` (the head read, if one was) and the
+    blobs ``gone`` answered 404 in every round. True when a sighting at least
+    ``network_loss_confirm_after`` old confirms it (the caller follows it; 0: at once),
+    else the sighting is recorded (or kept) and False. A sighting dated in the future
+    (the wall clock went back) starts again from now."""
     now, after = time.time(), _after(parts)
     first = pending_since(parts, ns)
     if after <= 0 or (first is not None and first <= now - after):
         return True
     if first is None or first > now:
-        parts.catalog.set_meta(_key(ns), json.dumps({"at": now, "witnesses": witnesses[:8]}))
+        parts.catalog.set_meta(_key(ns), json.dumps(
+            {"at": now, "head": head, "witnesses": [*([head] if head else []), *gone][:8]}))
         first = now
     log.warning("blobs of %r that must still be live answer 404 on every aggregator (%s): "
-                "%s", ns, ", ".join(witnesses[:3]), _what(first, after))
+                "%s", ns, ", ".join([*([head] if head else []), *gone][:3]),
+                _what(first, after))
     return False
+
+
+def head_gone_long(parts: Parts, ns: str, head: str) -> bool:
+    """``head`` answered 404 in every round now, as when a loss was first seen at least
+    ``network_loss_confirm_after`` ago (the blobs beside it may be served by then: a
+    machine that followed the change first stored the same bytes again). A head is not
+    deleted before its end epoch on a shared network: gone that long, it is a loss."""
+    pending = _pending(parts, ns)
+    after = _after(parts)
+    return (pending is not None and after > 0 and pending.get("head") == head
+            and float(pending["at"]) <= time.time() - after)
 
 
 def _what(first: float, after: float) -> str:
@@ -106,9 +126,15 @@ def describe(parts: Parts, ns: str) -> str | None:
             f"{time.strftime('%H:%M:%S', time.localtime(first))}: {_what(first, _after(parts))}")
 
 
-def clear(parts: Parts, ns: str) -> None:
-    """A check of ``ns`` found what it relies on served: no loss is pending."""
-    if parts.catalog.get_meta(_key(ns)):
+def clear_if_served(parts: Parts, ns: str, served: Collection[str]) -> None:
+    """A check of ``ns`` found the blobs ``served`` served: the pending loss is dropped
+    when they hold its head (or, for a loss seen with no head, one of the blobs that
+    answered 404). Another head served (a new network's, after a pull) says nothing."""
+    pending = _pending(parts, ns)
+    if pending is None:
+        return
+    head = pending.get("head")
+    if head in served or (head is None and any(b in served for b in witnesses(parts, ns))):
         log.info("blobs of %r answering 404 before are served again: not a lost network", ns)
         parts.catalog.set_meta(_key(ns), "")
 

@@ -302,8 +302,10 @@ def check_served(parts: Parts, ns: str, errors: list[str]) -> bool:
             gone, _ = provably_gone(parts.log, ns, head)
             if head == newest:
                 expired = gone
-            if not gone and not is_served(parts, head.blob_id):
-                return suspect(parts, ns, head, errors)
+            if not gone:
+                if not is_served(parts, head.blob_id):
+                    return suspect(parts, ns, head, errors)
+                loss_pending.clear_if_served(parts, ns, [head.blob_id])
     except (WalrusMemError, ValueError):
         return False  # an outage: the pull and the manifest of this sync say so
     # no mark yet (a data dir that published, then never synced): its own newest head,
@@ -316,7 +318,7 @@ def check_served(parts: Parts, ns: str, errors: list[str]) -> bool:
             return False  # no answer: asked again at the next sync
         if not verdict:
             return suspect(parts, ns, mark[0], errors, sample=live)
-    loss_pending.clear(parts, ns)  # every head read is served
+        loss_pending.clear_if_served(parts, ns, [mark[0].blob_id])
     if not expired:
         _set_mark(parts, ns, newest)
     return False
@@ -355,7 +357,7 @@ def mark_before_publish(parts: Parts, ns: str, errors: list[str]) -> bool:
             return False
         try:  # the head alone first: the blobs beside it only once it answers 404
             if provably_gone(parts.log, ns, mark[0])[0] or is_served(parts, mark[0].blob_id):
-                loss_pending.clear(parts, ns)
+                loss_pending.clear_if_served(parts, ns, [mark[0].blob_id])
                 return False
         except (WalrusMemError, ValueError):
             return False  # no answer: the manifest's own store says more
@@ -370,7 +372,7 @@ def mark_before_publish(parts: Parts, ns: str, errors: list[str]) -> bool:
                 "be read (an aggregator failing?): no manifest until the network is known "
                 "to still hold them or they are stored again; the next sync checks again")
         if verdict:
-            loss_pending.clear(parts, ns)
+            loss_pending.clear_if_served(parts, ns, [mark[0].blob_id])
             return False
         return suspect(parts, ns, mark[0], errors, sample=live)
     merged = parts.log.merged(ns)
@@ -378,7 +380,7 @@ def mark_before_publish(parts: Parts, ns: str, errors: list[str]) -> bool:
         try:
             own = own_sample(parts, parts.epochs.clock.current() or 0)
             if all(is_served(parts, blob) for blob in own):
-                return False  # says nothing of a loss pending: its blobs are not these
+                return False
         except (WalrusMemError, ValueError):
             return False
         return suspect(parts, ns, None, errors)
@@ -389,7 +391,7 @@ def mark_before_publish(parts: Parts, ns: str, errors: list[str]) -> bool:
         if expired:
             return False
         if is_served(parts, merged[0].blob_id):
-            loss_pending.clear(parts, ns)
+            loss_pending.clear_if_served(parts, ns, [merged[0].blob_id])
             _set_mark(parts, ns, merged[0])
             return False
     except (WalrusMemError, ValueError):
@@ -577,7 +579,7 @@ def _lost_here(parts: Parts, ns: str, ref: HeadRef | None, epoch: int, errors: l
             try:
                 if is_served(parts, blob):
                     if blob in head:
-                        loss_pending.clear(parts, ns)
+                        loss_pending.clear_if_served(parts, ns, head)
                         return False  # a lagging aggregator: "not yet"
                     served.add(blob)
             except (WalrusMemError, ValueError) as exc:  # undecided, as before: "not yet"
@@ -585,11 +587,13 @@ def _lost_here(parts: Parts, ns: str, ref: HeadRef | None, epoch: int, errors: l
                 return False
     gone = [b for b in dict.fromkeys([*sample, *own]) if b not in served]
     if not (gone and head) and not any(b not in served for b in own):
-        # every blob served: a lagging aggregator (or nothing that shows a loss)
-        loss_pending.clear(parts, ns)
-        return False
-    if not loss_pending.confirmed(parts, ns, [*head, *gone]):
-        return False  # seen once: a later sync decides (N16)
+        # every blob served: a lagging aggregator (or nothing that shows a loss), unless
+        # the head has been gone since a loss was first seen ten minutes ago
+        if not (head and loss_pending.head_gone_long(parts, ns, head[0])):
+            loss_pending.clear_if_served(parts, ns, served)
+            return False
+    elif not loss_pending.confirmed(parts, ns, head[0] if head else None, gone):
+        return False  # seen once: a later sync decides (N16, loss_pending.py)
     newest = parts.epochs.clock.reading().newest_seen
     now = time.time()
     # heads seen by the head that answered 404 are lost too; with no such head, those
