@@ -26,6 +26,7 @@ from tests.helpers_log import LyingAggregator, live, machine
 from tests.helpers_memory import MASTER_HEX, MOCK_ADMIN_TOKEN, make_settings
 from tests.helpers_proxy import HookProxy
 from walrus_mem import Memory
+from walrus_mem._catalog.catalog import Catalog
 from walrus_mem._cli.doctor_network import check_network
 from walrus_mem._log.heads import HeadRef, SeenHead, SeenHeads
 from walrus_mem._memory import network_reset
@@ -469,14 +470,24 @@ def test_a_catalog_lost_to_garbage_after_a_change_of_network_publishes_again(
         assert _fresh_count(tmp_path, url, head) == 1
 
 
+@pytest.mark.parametrize("marked", [True, False])
 def test_no_manifest_while_the_marked_head_answers_404_and_its_blobs_cannot_be_read(
-        tmp_path: Path, later: Callable[[float], None]) -> None:
+        tmp_path: Path, later: Callable[[float], None], marked: bool) -> None:
     """N15 of .ci/stateful_findings.md: after a change of network at the same epochs, the
     marked head answers 404 and the aggregator blocks the facts' blobs (451), so nothing
     tells a lost network from a lagging aggregator. A manifest published then listed
     the lost locations, and no later sync could mend that head (a fresh restore of it
-    missed them for good). It now waits (NetworkResetPending) until the blobs answer."""
+    missed them for good). It now waits (NetworkResetPending) until the blobs answer.
+    ``marked`` False: a data dir with no head marked (from before marks, or after a
+    ``compact``), whose manifest reads its parent instead; that parent answering 404
+    while its blobs cannot be read holds the manifest back the same way."""
     port, url = _stored_on_a_first_network(tmp_path, 3)
+    if not marked:
+        catalog = Catalog(tmp_path / "a" / "catalog.sqlite3")
+        try:
+            catalog.set_meta("served_mark:default", "")
+        finally:
+            catalog.close()
     blocked = dumps(error_envelope("UNAVAILABLE_FOR_LEGAL_REASONS", "FORBIDDEN_BLOB",
                                    "the blob is blocked by this aggregator"))
 

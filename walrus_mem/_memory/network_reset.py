@@ -367,10 +367,7 @@ def mark_before_publish(parts: Parts, ns: str, errors: list[str]) -> bool:
             # the head answers 404 and what would tell a lost network from a lagging
             # aggregator could not be read: a manifest now could list lost locations
             # for good (N15), so it waits; the memories wait in the catalog
-            raise NetworkResetPending(
-                f"the head of {ns!r} last found served answers 404 and its blobs could not "
-                "be read (an aggregator failing?): no manifest until the network is known "
-                "to still hold them or they are stored again; the next sync checks again")
+            raise _unreadable(f"the head of {ns!r} last found served")
         if verdict:
             loss_pending.clear_if_served(parts, ns, [mark[0].blob_id])
             return False
@@ -396,7 +393,20 @@ def mark_before_publish(parts: Parts, ns: str, errors: list[str]) -> bool:
             return False
     except (WalrusMemError, ValueError):
         return False
+    # the parent answers 404: the blobs that had to be live with it, as for a mark
+    live = sample_blobs(parts, parts.epochs.clock.current() or 0,
+                        exclude={*refused_ends(parts.epochs.clock.store),
+                                 *stored_since(parts, ns, merged[0])})
+    if live and _mark_served(parts, ns, merged[0], live) is None:
+        raise _unreadable(f"the newest head of {ns!r}")  # as for a marked head (N15)
     return suspect(parts, ns, merged[0], errors)
+
+
+def _unreadable(head: str) -> NetworkResetPending:
+    return NetworkResetPending(
+        f"{head} answers 404 and its blobs could not be read (an aggregator failing?): no "
+        "manifest until the network is known to still hold them or they are stored "
+        "again; the next sync checks again")
 
 
 def _own_head(parts: Parts, ns: str) -> tuple[HeadRef, list[str]] | None:
