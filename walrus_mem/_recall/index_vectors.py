@@ -44,7 +44,8 @@ def quantize(vectors: npt.ArrayLike) -> npt.NDArray[np.int8]:
     metric cos (float input to an ``i8`` index) multiplies the *normalised* vector by 127
     and truncates: a 384-d unit vector's components are about ±0.05, so they land within
     ±25 (about 5 bits) and cosines move by up to 0.06; scaled here they span ±127, and a
-    cosine moves by about 0.001 (0.007 at most on random vectors; float16's: 0.0003).
+    cosine moves by about 0.0003 on MiniLM's vectors, 0.0016 at most (float16: 0.00001;
+    bench/index_int8.py, docs/benchmarks.md "Run 5").
     int8 input is taken as it is (already quantized: a copy, or the graph's)."""
     arr = np.asarray(vectors)
     if arr.dtype == VECTOR_DTYPE:
