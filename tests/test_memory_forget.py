@@ -17,6 +17,7 @@ from tests.helpers_memory import (
 )
 from walrus_mem._log.heads import HeadRef
 from walrus_mem._log.manifest import parse_page, parse_root
+from walrus_mem._recall.index_vectors import quantize
 from walrus_mem.envelope import open_envelope
 from walrus_mem.errors import (
     BlobNotFound,
@@ -242,8 +243,10 @@ def dense_mem(mem_dir):
 
 
 def vector_bytes(mem: Memory, text: str) -> bytes:
+    """The bytes the index file holds for ``text``'s vector (int8, index_vectors.py)."""
     vector = mem.embedder.embed([text])[0]
-    return np.asarray(vector / np.linalg.norm(vector), dtype="<f2").tobytes()
+    half = np.asarray(vector / np.linalg.norm(vector), dtype="<f2")  # as the catalog keeps it
+    return quantize(half.astype(np.float32)).tobytes()
 
 
 def test_forget_all_leaves_no_vectors_in_the_index_file(dense_mem: Memory) -> None:
