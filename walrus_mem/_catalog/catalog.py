@@ -69,7 +69,7 @@ from .._walrus.expiry import record_seen
 from ..errors import LocalStoreError
 from . import manifest_cache, postings
 from .changes import ChangeLog
-from .dedupe import Dedupe, plain_dedupe_hash, stored_dedupe_hash, twin_slot
+from .dedupe import Dedupe, dedupe_key, plain_dedupe_hash, stored_dedupe_hash, twin_slot
 from .fts import FtsQueries, fts_table
 from .guard import _guarded, _translate
 from .held import HeldCopies, shed_held
@@ -92,9 +92,9 @@ __all__ = [
     "PAGE_SIZE",
     "SCHEMA_VERSION",
     "Catalog",
+    "dedupe_key",
     "fts_table",
     "plain_dedupe_hash",
-    "stored_dedupe_hash",
     "twin_slot",
     "vector_from_blob",
     "vectors_from_blobs",

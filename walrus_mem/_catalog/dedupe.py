@@ -13,12 +13,13 @@ import binascii
 import json
 import sqlite3
 from collections.abc import Sequence
-from typing import Final
+from typing import Final, Protocol
 
 from .guard import CatalogPart, _guarded
 from .reads import MEMORY_COLUMNS
 
-__all__ = ["DEDUPE_BYTES", "Dedupe", "plain_dedupe_hash", "stored_dedupe_hash", "twin_slot"]
+__all__ = ["DEDUPE_BYTES", "Dedupe", "dedupe_key", "plain_dedupe_hash", "stored_dedupe_hash",
+           "twin_slot"]
 
 DEDUPE_BYTES: Final = 16
 """Bytes of a text's keyed dedupe hash (``NamespaceKeys.dedupe_hash``: 32, as 64 hex
@@ -41,6 +42,17 @@ def stored_dedupe_hash(full: str) -> str:
     except (ValueError, binascii.Error):
         return full
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+
+class _KeyedHash(Protocol):
+    def dedupe_hash(self, text: str) -> str: ...
+
+
+def dedupe_key(keys: _KeyedHash, text: str) -> str:
+    """The ``dedupe_hash`` a memory of ``text`` gets with ``keys`` (a namespace's
+    ``NamespaceKeys``): its keyed hash as the catalog keeps it."""
+    return stored_dedupe_hash(keys.dedupe_hash(text))
 
 
 class Dedupe(CatalogPart):

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from .._catalog import merged_pages
-from .._catalog.catalog import Catalog, stored_dedupe_hash, vector_to_blob
+from .._catalog.catalog import Catalog, dedupe_key, vector_to_blob
 from .._recall.carried import carried_vector, identity, mismatch
 from ..envelope import open_envelope
 from ..errors import WalrusMemError
@@ -161,8 +161,7 @@ def apply_fetched(nslog: LogContext, ns: str, keys: NamespaceKeys, plan: MergePl
             mid = entry.memory_id
             # Another memory with this text (written on another machine) stays: a
             # merge never forgets one memory for another (docs/sync.md, twins).
-            dedupe_hash = nslog.catalog.dedupe_slot(
-                ns, stored_dedupe_hash(keys.dedupe_hash(text)), mid)
+            dedupe_hash = nslog.catalog.dedupe_slot(ns, dedupe_key(keys, text), mid)
             if ":" in dedupe_hash:
                 tally.deduplicated += 1
             vector_bytes = vector

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from pydantic import BaseModel, Field
 
-from .._catalog.catalog import Catalog, stored_dedupe_hash, vector_to_blob
+from .._catalog.catalog import Catalog, dedupe_key, vector_to_blob
 from .._local.datadir_lock import DataDirLock
 from .._local.dir_trust import check_private_dir
 from .._log.manifest import sealed_digest
@@ -288,7 +288,7 @@ def _rebuild_row(mem: RepairHost, ns: str, row: Any, sealed: bytes, report: Repa
                 "expires_at = ?, dedupe_hash = ?, vector = ? WHERE key = ?",
                 (text, metadata, record.get("category"), float(record["importance"]),
                  record.get("expires_at"),
-                 stored_dedupe_hash(mem.keys_for(ns).dedupe_hash(text)), vector, key))
+                 dedupe_key(mem.keys_for(ns), text), vector, key))
             # the lexical index is rebuilt once the namespace's rows are (repair_namespace):
             # FTS5 keeps no text, and the tokens indexed for a rotted text are not known
             c.execute("INSERT INTO changes (namespace, key) VALUES (?, ?)", (ns, key))

@@ -62,7 +62,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from filelock import FileLock, Timeout
 
-from .._catalog.catalog import stored_dedupe_hash, twin_slot
+from .._catalog.catalog import dedupe_key, twin_slot
 from .._catalog.outbox_poison import is_poisoned
 from .._keys.chain import older_generation
 from .._keys.generations import (
@@ -411,7 +411,7 @@ def _rotated_slot(catalog: Catalog, ns: str, new: NamespaceKeys, row: Any) -> st
     text already (remember() looks up the new generation's hash only, so it did not see
     this row): this one then becomes its twin, as a merge keeps both (a clash of the
     slot's unique index made every later rotation, sync and repair fail)."""
-    plain = stored_dedupe_hash(new.dedupe_hash(str(row["text"])))
+    plain = dedupe_key(new, str(row["text"]))
     if ":" in str(row["dedupe_hash"]):
         return twin_slot(plain, str(row["id"]))
     return catalog.dedupe_slot(ns, plain, str(row["id"]))

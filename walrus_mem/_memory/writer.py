@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 import numpy.typing as npt
 
-from .._catalog.catalog import stored_dedupe_hash, vector_to_blob
+from .._catalog.catalog import dedupe_key, vector_to_blob
 from .._catalog.rows import loads_metadata, record_from_row
 from .._log import manifest as mf
 from .._log.lineage import next_lineage
@@ -121,7 +121,7 @@ def store(
         if replay is not None:
             return replay
     for item in items:
-        item.dedupe_hash = stored_dedupe_hash(keys.dedupe_hash(item.text))
+        item.dedupe_hash = dedupe_key(keys, item.text)
     # Dedupe against the catalog and within the batch.
     hashes = list(dict.fromkeys(it.dedupe_hash for it in items))
     existing = parts.catalog.ids_by_dedupe_hash(ns, hashes)
@@ -311,7 +311,7 @@ def update(parts: Parts, ns: str, mid: str, text: str | bytes | None,
         old_exp if expires_at is UNSET else expires_at,
         check_expiry=expires_at is not UNSET,
     )
-    item.dedupe_hash = stored_dedupe_hash(keys.dedupe_hash(item.text))
+    item.dedupe_hash = dedupe_key(keys, item.text)
     unchanged = (
         item.text == row["text"]
         and item.metadata == loads_metadata(row["metadata"])
