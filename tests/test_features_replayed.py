@@ -245,10 +245,23 @@ N17: Steps = [
     ("update", {"i": 1, "pick": 11}),
 ]
 
+# N18 (60 x 15, seed 5, session 17, on the N17 fix): machine 0's catalog was lost to
+# garbage after the change; its repair saw its head answer 404 with the blobs of the kept
+# mark (a loss seen once). Machine 1 followed the change and published; once machine 0
+# merged those heads, its own lost head counted as gone and no check read it again: the
+# sighting held every manifest for good. A sighting whose head no check reads is read
+# again by each sync, and a head another machine's manifest names gone confirms it.
+N18: Steps = [
+    ("genesis", {"clock": 0.0}),
+    ("another_network", {}),
+    ("repair_a_damaged_catalog", {"damage": "garbage", "i": 0}),
+    ("rotate", {"i": 1, "killed": False}),
+]
+
 FOUND = {"F2": F2, "F3": F3, "N1": N1, "N2": N2, "N4": N4, "N5": N5, "N6": N6, "N7": N7,
          "N8": N8, "N9": N9, "N10b": N10b, "N11": N11,
          "N12": N12, "N13": N13, "N14": N14, "N15": N15, "N16": N16, "N17": N17,
-         "R1": R1}
+         "N18": N18, "R1": R1}
 
 
 @pytest.mark.parametrize("steps", list(FOUND.values()), ids=list(FOUND))

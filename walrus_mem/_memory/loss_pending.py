@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from .parts import Parts
 
 __all__ = ["PENDING_KEY", "clear_all", "clear_if_served", "confirmed", "describe",
-           "head_gone_long", "hold_manifest", "pending_since", "witnesses"]
+           "head", "head_gone_long", "hold_manifest", "pending_since", "witnesses"]
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +64,13 @@ def pending_since(parts: Parts, ns: str) -> float | None:
     return None if pending is None else float(pending["at"])
 
 
+def head(parts: Parts, ns: str) -> str | None:
+    """The head (blob id) that answered 404 when a pending loss of ``ns`` was seen."""
+    pending = _pending(parts, ns)
+    found = None if pending is None else pending.get("head")
+    return found if isinstance(found, str) else None
+
+
 def witnesses(parts: Parts, ns: str) -> list[str]:
     """The blobs that answered 404 when a pending loss of ``ns`` was first seen: a later
     check reads them again (a repaired catalog, or a merge, may name no others)."""
@@ -80,15 +87,17 @@ def _until(first: float, after: float) -> str:
     return time.strftime("%H:%M:%S", time.localtime(first + after))
 
 
-def confirmed(parts: Parts, ns: str, head: str | None, gone: list[str]) -> bool:
+def confirmed(parts: Parts, ns: str, head: str | None, gone: list[str], *,
+              vouched: bool = False) -> bool:
     """A check of ``ns`` just saw a loss: ``head`` (the head read, if one was) and the
     blobs ``gone`` answered 404 in every round. True when a sighting at least
     ``network_loss_confirm_after`` old confirms it (the caller follows it; 0: at once),
-    else the sighting is recorded (or kept) and False. A sighting dated in the future
-    (the wall clock went back) starts again from now."""
+    or ``vouched``: another machine's manifest already names that head gone (it followed
+    the change: a second witness). Else the sighting is recorded (or kept) and False. A
+    sighting dated in the future (the wall clock went back) starts again from now."""
     now, after = time.time(), _after(parts)
     first = pending_since(parts, ns)
-    if after <= 0 or (first is not None and first <= now - after):
+    if vouched or after <= 0 or (first is not None and first <= now - after):
         return True
     if first is None or first > now:
         parts.catalog.set_meta(_key(ns), json.dumps(

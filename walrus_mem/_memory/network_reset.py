@@ -289,6 +289,8 @@ def check_served(parts: Parts, ns: str, errors: list[str]) -> bool:
     before its end epoch asks the network (:func:`suspect`); True when a reset was
     followed. Both served: the newest head is the next mark."""
     merged = [h for h in parts.log.merged(ns) if not parts.log.seen.is_gone(ns, h.blob_id)]
+    if _recheck_pending(parts, ns, merged, errors):
+        return True
     if not merged:
         return False
     newest, expired = merged[0], True
@@ -322,6 +324,21 @@ def check_served(parts: Parts, ns: str, errors: list[str]) -> bool:
     if not expired:
         _set_mark(parts, ns, newest)
     return False
+
+
+def _recheck_pending(parts: Parts, ns: str, merged: list[HeadRef], errors: list[str]) -> bool:
+    """A loss seen before (loss_pending.py) whose head is not among the heads this check
+    reads (another machine's manifest named it gone, or only a repair read it): read it
+    again with the blobs seen then, or the sighting would hold the manifests for good.
+    True when the loss was followed."""
+    blob = loss_pending.head(parts, ns)
+    seen = None if blob is None else parts.log.seen.get(ns, blob)
+    if seen is None or seen.ref in merged:
+        return False
+    try:
+        return suspect(parts, ns, seen.ref, errors, sample=loss_pending.witnesses(parts, ns))
+    except (WalrusMemError, ValueError):
+        return False
 
 
 def mark_restored(parts: Parts, ns: str) -> None:
@@ -602,7 +619,8 @@ def _lost_here(parts: Parts, ns: str, ref: HeadRef | None, epoch: int, errors: l
         if not (head and loss_pending.head_gone_long(parts, ns, head[0])):
             loss_pending.clear_if_served(parts, ns, served)
             return False
-    elif not loss_pending.confirmed(parts, ns, head[0] if head else None, gone):
+    elif not loss_pending.confirmed(parts, ns, head[0] if head else None, gone,
+                                    vouched=bool(head) and parts.log.seen.is_gone(ns, head[0])):
         return False  # seen once: a later sync decides (N16, loss_pending.py)
     newest = parts.epochs.clock.reading().newest_seen
     now = time.time()
