@@ -43,7 +43,7 @@ with T._machines_clock():
                     state.machines_match_the_model()
         print("RESULT: passed")
     except BaseException as exc:
-        traceback.print_exc(limit=3)
+        traceback.print_exc(limit=int(__import__("os").environ.get("TB_LIMIT", "3")))
         print("RESULT: failed", type(exc).__name__, str(exc)[:300])
     finally:
         T._WORLD.close()

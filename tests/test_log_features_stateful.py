@@ -908,6 +908,13 @@ class FeatureMachines(RuleBasedStateMachine):
             rot.RESEAL_CHUNK, rot._progress_hook = saved  # type: ignore[misc]
         assert report.generation == expected, (report.generation, expected)
         self.gen[i] = expected
+        said = " ".join(report.errors)
+        if not report.complete and "NetworkResetPending" in said and "answered 404" in said:
+            # a loss seen only as 404s holds its manifest: the rotation resumed ten minutes
+            # on confirms it (or finds it served) by itself, no sync needed (N16, N19)
+            CLOCK.passed += self.mems[i].parts.settings.network_loss_confirm_after + 1
+            report = self.mems[i].rotate_key(self.ns)
+            assert report.generation == expected, (report.generation, expected)
         if not report.complete:
             assert report.errors
             assert self.faulty, report.errors

@@ -626,3 +626,29 @@ def test_one_aggregator_answering_404_for_the_head_and_every_fact_is_not_paid_fo
             new_head = report.manifests["default"]
         assert _fresh_count(tmp_path, srv.url, new_head) == 5
 
+
+
+def test_a_rotation_ten_minutes_after_a_loss_was_seen_follows_it_without_a_sync(
+        tmp_path: Path, later: Callable[[float], None]) -> None:
+    """N19: a loss seen only as 404s holds the manifests of the namespace, and only a sync
+    read its head again: a key rotation resumed ten minutes on was held again and stayed
+    unfinished until the user synced. The rotation also stored its re-sealed memories on
+    the new network, and those, served beside the lost head, dropped the sighting as if
+    the network were the same. The check before any manifest now reads a sighting old
+    enough again, with the blobs seen then: the rotation finishes, the change is
+    followed, and nothing is stored twice."""
+    port, url = _stored_on_a_first_network(tmp_path, 4)
+    with _other_network(tmp_path, port, 41):
+        with machine(tmp_path / "a", url, state_dir=tmp_path / "sa") as a:
+            report = a.sync()  # seen once: recorded, nothing stored again
+            assert any("answered 404" in e for e in report.errors), report.errors
+            assert report.renewed == 0 and not report.manifests
+            later(a.parts.settings.network_loss_confirm_after + 1)
+            rotated = a.rotate_key()
+            assert rotated.complete and not rotated.errors, rotated
+            assert rotated.published == 4 and rotated.manifest_blob_id is not None
+            assert not a.parts.catalog.get_meta("loss_pending:default")
+            assert json.loads(a.parts.catalog.get_meta(RESET_KEY) or "{}")["kind"] == "lost"
+            again = a.sync()
+            assert again.errors == [] and again.renewed == 0, again
+        assert _fresh_count(tmp_path, url, rotated.manifest_blob_id) == 4

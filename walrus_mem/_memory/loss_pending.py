@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     from .parts import Parts
 
-__all__ = ["PENDING_KEY", "clear_all", "clear_if_served", "confirmed", "describe",
+__all__ = ["PENDING_KEY", "clear_all", "clear_if_served", "confirmed", "describe", "due",
            "head", "head_gone_long", "hold_manifest", "pending_since", "witnesses"]
 
 log = logging.getLogger(__name__)
@@ -109,6 +109,14 @@ def confirmed(parts: Parts, ns: str, head: str | None, gone: list[str], *,
     return False
 
 
+def due(parts: Parts, ns: str) -> bool:
+    """Whether a pending loss of ``ns`` was first seen long enough ago that a check now
+    confirms it (or finds it served): a manifest's own check (before a rotation's or a
+    forget's) reads it again then, instead of waiting for a sync."""
+    first = pending_since(parts, ns)
+    return first is not None and first <= time.time() - _after(parts)
+
+
 def head_gone_long(parts: Parts, ns: str, head: str) -> bool:
     """``head`` answered 404 in every round now, as when a loss was first seen at least
     ``network_loss_confirm_after`` ago (the blobs beside it may be served by then: a
@@ -122,8 +130,9 @@ def head_gone_long(parts: Parts, ns: str, head: str) -> bool:
 
 def _what(first: float, after: float) -> str:
     return ("a lost network, or an aggregator that lies or is stuck; no manifest until a "
-            f"sync from {_until(first, after)} on sees it again (then the memories are "
-            "stored again) or finds them served")
+            f"check from {_until(first, after)} on (a sync, or a rotation's or a forget's "
+            "manifest) sees it again (then the memories are stored again) or finds them "
+            "served")
 
 
 def describe(parts: Parts, ns: str) -> str | None:

@@ -210,6 +210,9 @@ def settle(parts: Parts, ns: str, backwards: tuple[int, int] | None = None) -> N
         _hold(parts, *backwards)
     if not mark_before_publish(parts, ns, errors):
         follow(parts, errors)
+    if loss_pending.due(parts, ns):
+        # a rotation's or a forget's manifest need not wait for a sync (N19)
+        _recheck_pending(parts, ns, [], errors)
     loss_pending.hold_manifest(parts, ns)
     if _renewal_owed(parts, ns):
         current = parts.epochs.clock.current()
@@ -320,7 +323,6 @@ def check_served(parts: Parts, ns: str, errors: list[str]) -> bool:
             return False  # no answer: asked again at the next sync
         if not verdict:
             return suspect(parts, ns, mark[0], errors, sample=live)
-        loss_pending.clear_if_served(parts, ns, [mark[0].blob_id])
     if not expired:
         _set_mark(parts, ns, newest)
     return False
@@ -386,7 +388,6 @@ def mark_before_publish(parts: Parts, ns: str, errors: list[str]) -> bool:
             # for good (N15), so it waits; the memories wait in the catalog
             raise _unreadable(f"the head of {ns!r} last found served")
         if verdict:
-            loss_pending.clear_if_served(parts, ns, [mark[0].blob_id])
             return False
         return suspect(parts, ns, mark[0], errors, sample=live)
     merged = parts.log.merged(ns)
@@ -448,12 +449,18 @@ def _mark_served(parts: Parts, ns: str, ref: HeadRef, live: list[str]) -> bool |
     """Is the marked head still served (None: no answer)? Past its end epoch, or answering
     404 while every blob ``live`` names is served (a head a rotation's cleanup deleted),
     the network is the same: True. Otherwise :func:`suspect` decides over three
-    rounds."""
+    rounds. A loss pending on that head (loss_pending.py) is dropped only when the head
+    itself is served: blobs served beside it may be ones stored since (a rotation's, on
+    the new network: N19), and a pending loss is decided by its own reads."""
     try:
         expired, _ = provably_gone(parts.log, ns, ref)
         if expired or is_served(parts, ref.blob_id):
+            loss_pending.clear_if_served(parts, ns, [ref.blob_id])
             return True
-        return all(is_served(parts, blob) for blob in live)
+        served = all(is_served(parts, blob) for blob in live)
+        if served:
+            loss_pending.clear_if_served(parts, ns, live)
+        return served
     except (WalrusMemError, ValueError):
         return None
 
