@@ -74,7 +74,10 @@ def head(parts: Parts, ns: str) -> str | None:
 def witnesses(parts: Parts, ns: str) -> list[str]:
     """The blobs that answered 404 when a pending loss of ``ns`` was first seen: a later
     check reads them again (a repaired catalog, or a merge, may name no others)."""
-    pending = _pending(parts, ns)
+    return _witnesses(_pending(parts, ns))
+
+
+def _witnesses(pending: dict[str, Any] | None) -> list[str]:
     found = [] if pending is None else pending.get("witnesses")
     return [str(b) for b in found] if isinstance(found, list) else []
 
@@ -152,7 +155,7 @@ def clear_if_served(parts: Parts, ns: str, served: Collection[str]) -> None:
     if pending is None:
         return
     head = pending.get("head")
-    if head in served or (head is None and any(b in served for b in witnesses(parts, ns))):
+    if head in served or (head is None and any(b in served for b in _witnesses(pending))):
         log.info("blobs of %r answering 404 before are served again: not a lost network", ns)
         parts.catalog.set_meta(_key(ns), "")
 
