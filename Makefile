@@ -32,13 +32,13 @@ demo: $(STAMP)
 # is CPU-bound and the machines here have 2 cores.
 PYTEST_WORKERS ?= 2
 test: $(STAMP)
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 # The quick tier for a change-and-test loop: everything not marked slow
 # (tests/conftest.py says what is), about 2.5 minutes here on two workers.
 check: $(STAMP)
 	$(BIN)/ruff check walrus_mem relayer_mock tests examples bench
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile -m "not slow" -q
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not slow" -q
 
 lint: $(STAMP)
 	$(BIN)/ruff check walrus_mem relayer_mock tests examples bench
